@@ -1,0 +1,262 @@
+//! The autograd methods of `Tensor`, with PyTorch's semantics, and the functional `grad`.
+
+use super::engine::{self, BackwardOptions, Sink};
+use super::node::{GradFn, GradNode};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl Tensor {
+    /// Marks this tensor as a leaf whose gradient `backward()` computes (float dtypes only).
+    /// Returns the tensor, for chaining.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// assert!(w.requires_grad() && w.is_leaf());
+    /// assert!(Tensor::scalar(1i32).requires_grad_(true).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn requires_grad_(&self, on: bool) -> Result<Tensor> {
+        if on && !self.0.dtype.is_float() {
+            return Err(Error::UnsupportedDType { op: "requires_grad_", dtype: self.0.dtype, needs: "a float dtype (only floats carry gradients)" });
+        }
+        if !on && !self.is_leaf_raw() {
+            return Err(Error::invalid("requires_grad_", "on", "only a leaf can stop requiring grad; use detach() for a non-leaf"));
+        }
+        if on && crate::trace::is_active() && !self.is_symbolic() {
+            return Err(Error::ParameterInTrace);
+        }
+        self.0.requires_grad.store(on, Ordering::Release);
+        Ok(self.clone())
+    }
+
+    /// True when gradients flow to this tensor: a leaf marked with `requires_grad_(true)` or
+    /// a result of ops on such tensors (while grad mode was on).
+    pub fn requires_grad(&self) -> bool {
+        match crate::trace::proxy_of(self) {
+            Some(p) => p.requires_grad_raw(),
+            None => self.requires_grad_raw(),
+        }
+    }
+
+    /// True when this tensor was not computed by a recorded op (it has no `grad_fn`).
+    pub fn is_leaf(&self) -> bool {
+        match crate::trace::proxy_of(self) {
+            Some(p) => p.is_leaf_raw(),
+            None => self.is_leaf_raw(),
+        }
+    }
+
+    /// The gradient accumulated by `backward()`: kept for leaves, and for non-leaves that
+    /// called `retain_grad()`.
+    pub fn grad(&self) -> Option<Tensor> {
+        if let Some(g) = crate::trace::read_grad(self) {
+            return g;
+        }
+        self.grad_slot().grad.clone()
+    }
+
+    /// Asks a non-leaf to keep its gradient after `backward()` (a no-op on leaves).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let a = &w * 3.0;
+    /// a.retain_grad()?;
+    /// (&a * 2.0).backward()?;
+    /// assert_eq!(a.grad().unwrap().item::<f32>()?, 2.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn retain_grad(&self) -> Result<()> {
+        let t = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
+        if !t.requires_grad_raw() {
+            return Err(Error::invalid("retain_grad", "self", "the tensor does not require grad"));
+        }
+        if !t.is_leaf_raw() {
+            t.grad_slot().retains_grad = true;
+        }
+        Ok(())
+    }
+
+    /// The backward function of the op that computed this tensor (`None` for leaves).
+    pub fn grad_fn(&self) -> Option<GradFn> {
+        let t = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
+        t.grad_fn_raw().map(GradFn)
+    }
+
+    /// Computes the gradient of this scalar with respect to every leaf that requires grad,
+    /// adding it to their `.grad`. The saved tensors are freed afterwards.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let x = Tensor::scalar(2.0f32).requires_grad_(true)?;
+    /// let y = (&w + &x) * (&w + 1.0);
+    /// y.backward()?;
+    /// assert_eq!(w.grad().unwrap().item::<f32>()?, 5.0);
+    /// assert_eq!(x.grad().unwrap().item::<f32>()?, 2.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn backward(&self) -> Result<()> {
+        self.backward_opts(None, BackwardOptions::default())
+    }
+
+    /// Like `backward`, from an explicit gradient of this tensor's shape (any shape).
+    pub fn backward_with(&self, gradient: &Tensor) -> Result<()> {
+        self.backward_opts(Some(gradient), BackwardOptions::default())
+    }
+
+    /// `backward` with options: `retain_graph` to walk the graph again, `create_graph` to
+    /// record the backward pass for higher-order gradients.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::scalar(2.0f64).requires_grad_(true)?;
+    /// let y = x.powf(3.0)?;
+    /// let dy = tensor_core::grad(&[&y], &[&x], true)?.remove(0); // 3x^2 = 12, recorded
+    /// dy.backward()?;                                            // d2y/dx2 = 6x = 12
+    /// assert_eq!(x.grad().unwrap().item::<f64>()?, 12.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn backward_opts(&self, gradient: Option<&Tensor>, opts: BackwardOptions) -> Result<()> {
+        let root = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
+        let g = root_gradient(&root, gradient)?;
+        engine::run(&[(root, g)], opts, &mut Sink::LeafGrads)
+    }
+
+    /// A new tensor with the same values that is cut from the backward graph.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let d = (&w * 2.0).detach();
+    /// assert!(!d.requires_grad() && d.is_leaf());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn detach(&self) -> Tensor {
+        let t = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
+        let value = t.read_value().clone();
+        Tensor::from_value(value, t.0.dtype, t.0.shape.clone())
+    }
+
+    /// Clears the accumulated gradient (sets it to `None`, as PyTorch's default).
+    pub fn zero_grad(&self) {
+        if crate::trace::clear_grad(self) {
+            return;
+        }
+        self.grad_slot().grad = None;
+    }
+
+    // ------------------------------------------------------------------ crate internals
+
+    pub(crate) fn requires_grad_raw(&self) -> bool {
+        self.0.requires_grad.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_leaf_raw(&self) -> bool {
+        self.grad_slot().grad_fn.is_none()
+    }
+
+    pub(crate) fn grad_fn_raw(&self) -> Option<Arc<GradNode>> {
+        self.grad_slot().grad_fn.clone()
+    }
+
+    pub(crate) fn retains_grad(&self) -> bool {
+        self.grad_slot().retains_grad
+    }
+
+    /// Attaches (or clears) the grad node that computed this tensor.
+    pub(crate) fn set_grad_fn(&self, node: Option<Arc<GradNode>>) {
+        if node.is_some() {
+            self.0.requires_grad.store(true, Ordering::Release);
+        }
+        self.grad_slot().grad_fn = node;
+    }
+
+    /// Makes this tensor a leaf that does not require grad (after an assignment cut it from
+    /// its history).
+    pub(crate) fn detach_in_place(&self) {
+        if !self.is_leaf_raw() {
+            self.grad_slot().grad_fn = None;
+            self.0.requires_grad.store(false, Ordering::Release);
+        }
+    }
+
+    /// Another handle to the current value and history (for an in-place op's saved input).
+    pub(crate) fn alias(&self) -> Tensor {
+        let t = Tensor::from_value(self.read_value().clone(), self.0.dtype, self.0.shape.clone());
+        t.0.requires_grad.store(self.requires_grad_raw(), Ordering::Release);
+        t.grad_slot().grad_fn = self.grad_fn_raw();
+        t
+    }
+
+    /// Adds `g` to `.grad` (or sets it), as backward does for leaves and retained grads.
+    pub(crate) fn accumulate_grad(&self, g: &Tensor) -> Result<()> {
+        if let Some(r) = crate::trace::accumulate_grad(self, g) {
+            return r;
+        }
+        let old = self.grad_slot().grad.clone();
+        let new = match old {
+            Some(o) => o.add(g)?,
+            // A new handle, so a gradient passed by the caller is not aliased by `.grad`.
+            None if crate::is_grad_enabled() => g.clone(),
+            None => g.detach(),
+        };
+        self.grad_slot().grad = Some(new);
+        Ok(())
+    }
+
+    /// Replaces `.grad` (used by graph execution when writing state back).
+    pub(crate) fn set_grad_raw(&self, g: Option<Tensor>) {
+        self.grad_slot().grad = g;
+    }
+}
+
+/// The gradient backward starts from: ones for a one-element tensor, else the caller's.
+fn root_gradient(root: &Tensor, gradient: Option<&Tensor>) -> Result<Tensor> {
+    if !root.requires_grad_raw() {
+        return Err(Error::NoGradFn { op: "backward" });
+    }
+    let shape = root.0.shape.clone();
+    match gradient {
+        Some(g) => {
+            if g.0.shape != shape || g.0.dtype != root.0.dtype {
+                return Err(Error::GradientShape { expected: shape, found: g.0.shape.clone(), expected_dtype: root.0.dtype, found_dtype: g.0.dtype });
+            }
+            Ok(g.clone())
+        }
+        None if shape.is_known() && shape.numel() == 1 => Ok(Tensor::ones(shape.dims(), root.0.dtype)),
+        None => Err(Error::BackwardNonScalar { shape }),
+    }
+}
+
+/// The gradients of the sum of `outputs` (each a one-element tensor) with respect to
+/// `inputs`, without touching any `.grad`. With `create_graph` the results are themselves
+/// differentiable.
+///
+/// ```
+/// # use tensor_core::prelude::*;
+/// let x = Tensor::scalar(3.0f32).requires_grad_(true)?;
+/// let y = &x * &x;
+/// let g = tensor_core::grad(&[&y], &[&x], false)?;
+/// assert_eq!(g[0].item::<f32>()?, 6.0);
+/// assert!(x.grad().is_none());
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Result<Vec<Tensor>> {
+    let roots: Vec<(Tensor, Tensor)> = outputs
+        .iter()
+        .map(|o| {
+            let r = crate::trace::proxy_of(o).unwrap_or_else(|| (*o).clone());
+            root_gradient(&r, None).map(|g| (r, g))
+        })
+        .collect::<Result<_>>()?;
+    let resolved: Vec<Tensor> = inputs.iter().map(|t| crate::trace::proxy_of(t).unwrap_or_else(|| (*t).clone())).collect();
+    let targets: Vec<&Tensor> = resolved.iter().collect();
+    let mut sink = Sink::Targets { targets: &targets, results: vec![None; inputs.len()] };
+    engine::run(&roots, BackwardOptions { retain_graph: None, create_graph }, &mut sink)?;
+    let Sink::Targets { results, .. } = sink else { unreachable!("sink kind is fixed above") };
+    results.into_iter().enumerate().map(|(index, g)| g.ok_or(Error::UnusedInput { index })).collect()
+}

@@ -1,0 +1,194 @@
+//! The backward engine: walks the grad nodes reachable from the roots in dependency order,
+//! sums the gradients arriving at each node, runs its formula and passes the results on.
+//! Leaves receive the sum of their contributions once, at the end (PyTorch's
+//! `AccumulateGrad`). The order is fixed by the graph alone, so an eager backward and a traced
+//! one perform the same additions in the same order.
+
+use super::mode::GradModeGuard;
+use super::node::{BackwardCtx, Edge, GradNode};
+use crate::error::{Error, Result};
+use crate::ops::InputGrads;
+use crate::tensor::{Tensor, TensorInner};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Options of one backward pass.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BackwardOptions {
+    /// Keep the saved tensors so the graph can be walked again (default: `create_graph`).
+    pub retain_graph: Option<bool>,
+    /// Record the backward pass itself, for higher-order gradients.
+    pub create_graph: bool,
+}
+
+/// Where computed gradients go: the leaves' `.grad` slots, or (for `grad()`) a result list.
+pub(crate) enum Sink<'a> {
+    LeafGrads,
+    Targets { targets: &'a [&'a Tensor], results: Vec<Option<Tensor>> },
+}
+
+type NodeKey = *const GradNode;
+type LeafKey = *const TensorInner;
+
+struct Walk {
+    node_deps: HashMap<NodeKey, usize>,
+    leaf_deps: HashMap<LeafKey, usize>,
+    node_grads: HashMap<NodeKey, Tensor>,
+    leaf_grads: HashMap<LeafKey, Tensor>,
+    ready: Vec<Arc<GradNode>>,
+    done: Vec<Arc<GradNode>>,
+}
+
+/// Runs backward from `roots` (each a tensor and the gradient of the loss with respect to it).
+pub(crate) fn run(roots: &[(Tensor, Tensor)], opts: BackwardOptions, sink: &mut Sink) -> Result<()> {
+    let mut walk = Walk::discover(roots);
+    for (t, g) in roots {
+        match t.grad_fn_raw() {
+            Some(node) => add_into(&mut walk.node_grads, Arc::as_ptr(&node), g.clone())?,
+            None if t.requires_grad_raw() => {
+                add_into(&mut walk.leaf_grads, Arc::as_ptr(&t.0), g.clone())?;
+                if !walk.leaf_deps.contains_key(&Arc::as_ptr(&t.0)) {
+                    deliver_leaf(t, &mut walk, sink)?;
+                }
+            }
+            None => return Err(Error::NoGradFn { op: "backward" }),
+        }
+    }
+    let _mode = GradModeGuard::set(opts.create_graph);
+    while let Some(node) = walk.ready.pop() {
+        walk.process(&node, opts.create_graph, sink)?;
+        walk.done.push(node);
+    }
+    if !opts.retain_graph.unwrap_or(opts.create_graph) {
+        walk.done.iter().for_each(|n| n.release());
+    }
+    Ok(())
+}
+
+impl Walk {
+    /// Counts, for every node and leaf reachable from the roots, how many edges lead to it.
+    fn discover(roots: &[(Tensor, Tensor)]) -> Walk {
+        let mut node_deps: HashMap<NodeKey, usize> = HashMap::new();
+        let mut leaf_deps: HashMap<LeafKey, usize> = HashMap::new();
+        let mut seen: HashMap<NodeKey, ()> = HashMap::new();
+        let mut stack: Vec<Arc<GradNode>> = roots.iter().filter_map(|(t, _)| t.grad_fn_raw()).collect();
+        let starts = stack.clone();
+        while let Some(node) = stack.pop() {
+            if seen.insert(Arc::as_ptr(&node), ()).is_some() {
+                continue;
+            }
+            for e in &node.edges {
+                match e {
+                    Edge::Node(n) => {
+                        *node_deps.entry(Arc::as_ptr(n)).or_default() += 1;
+                        stack.push(n.clone());
+                    }
+                    Edge::Leaf(t) => *leaf_deps.entry(Arc::as_ptr(&t.0)).or_default() += 1,
+                    Edge::None => {}
+                }
+            }
+        }
+        let mut ready: Vec<Arc<GradNode>> = Vec::new();
+        for n in starts {
+            let key = Arc::as_ptr(&n);
+            if !node_deps.contains_key(&key) && !ready.iter().any(|r| Arc::as_ptr(r) == key) {
+                ready.push(n);
+            }
+        }
+        ready.reverse();
+        Walk { node_deps, leaf_deps, node_grads: HashMap::new(), leaf_grads: HashMap::new(), ready, done: Vec::new() }
+    }
+
+    fn process(&mut self, node: &Arc<GradNode>, create_graph: bool, sink: &mut Sink) -> Result<()> {
+        // A node every path to which carried no gradient still counts its inputs down.
+        let grads = match self.node_grads.remove(&Arc::as_ptr(node)) {
+            Some(g) => {
+                if let Some(out) = node.output_tensor() {
+                    deliver_non_leaf(&out, node, &g, sink)?;
+                }
+                node.op.backward(&BackwardCtx::new(node, create_graph)?, &g)?
+            }
+            None => InputGrads::new(),
+        };
+        for (i, edge) in node.edges.iter().enumerate() {
+            let grad = grads.get(i).cloned().flatten();
+            match edge {
+                Edge::None => {}
+                Edge::Node(n) => {
+                    let k = Arc::as_ptr(n);
+                    if let Some(grad) = grad {
+                        add_into(&mut self.node_grads, k, grad)?;
+                    }
+                    if countdown(&mut self.node_deps, k) {
+                        self.ready.push(n.clone());
+                    }
+                }
+                Edge::Leaf(t) => {
+                    let k = Arc::as_ptr(&t.0);
+                    if let Some(grad) = grad {
+                        add_into(&mut self.leaf_grads, k, grad)?;
+                    }
+                    if countdown(&mut self.leaf_deps, k) {
+                        deliver_leaf(t, self, sink)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decrements a dependency count; true when it reaches zero.
+fn countdown<K: std::hash::Hash + Eq>(deps: &mut HashMap<K, usize>, k: K) -> bool {
+    match deps.get_mut(&k) {
+        Some(c) => {
+            *c -= 1;
+            *c == 0
+        }
+        None => true,
+    }
+}
+
+fn add_into<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Tensor>, k: K, g: Tensor) -> Result<()> {
+    let sum = match map.remove(&k) {
+        Some(prev) => prev.add(&g)?,
+        None => g,
+    };
+    map.insert(k, sum);
+    Ok(())
+}
+
+/// Hands a leaf its summed gradient: into `.grad`, or into the results of `grad()`.
+fn deliver_leaf(t: &Tensor, walk: &mut Walk, sink: &mut Sink) -> Result<()> {
+    let Some(g) = walk.leaf_grads.remove(&Arc::as_ptr(&t.0)) else { return Ok(()) };
+    match sink {
+        Sink::LeafGrads => t.accumulate_grad(&g),
+        Sink::Targets { targets, results } => {
+            for (i, target) in targets.iter().enumerate() {
+                if target.same_as(t) {
+                    results[i] = Some(g.clone());
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A non-leaf's gradient is kept if it asked (`retain_grad`) or is a target of `grad()`.
+fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, g: &Tensor, sink: &mut Sink) -> Result<()> {
+    match sink {
+        Sink::LeafGrads => {
+            if out.retains_grad() {
+                out.accumulate_grad(g)?;
+            }
+        }
+        Sink::Targets { targets, results } => {
+            for (i, target) in targets.iter().enumerate() {
+                if target.grad_fn_raw().is_some_and(|f| Arc::ptr_eq(&f, node)) {
+                    results[i] = Some(g.clone());
+                }
+            }
+        }
+    }
+    Ok(())
+}

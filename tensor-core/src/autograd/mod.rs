@@ -1,0 +1,27 @@
+//! Reverse-mode automatic differentiation with PyTorch's semantics. Every op records a grad
+//! node when an input requires grad; gradient formulas are ordinary tensor ops, so they run
+//! eagerly, trace into graphs, and can be differentiated again.
+
+mod api;
+mod engine;
+mod mode;
+mod node;
+
+pub use api::grad;
+pub use engine::BackwardOptions;
+pub use mode::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard};
+pub use node::{BackwardCtx, GradFn, GradNode, NextFunction};
+
+use crate::ops::Op;
+use crate::tensor::Tensor;
+
+/// Records a grad node for `out = op(inputs)` when grad mode is on and an input requires grad.
+pub(crate) fn record(op: Op, inputs: &[&Tensor], out: &Tensor) {
+    if !is_grad_enabled() || !op.is_differentiable() || !out.dtype().is_float() {
+        return;
+    }
+    if !inputs.iter().any(|t| t.requires_grad_raw()) {
+        return;
+    }
+    out.set_grad_fn(Some(GradNode::new(op, inputs, out)));
+}

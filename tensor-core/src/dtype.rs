@@ -1,0 +1,212 @@
+//! Element types: the `DType` tag, the `Element` trait that ties each tag to its Rust type,
+//! and `Scalar`, a Rust number on its way to becoming a tensor's dtype.
+
+use std::fmt;
+
+/// The element type of a tensor.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let t = Tensor::from_vec(vec![1i64, 2, 3], &[3]).unwrap();
+/// assert_eq!(t.dtype(), DType::I64);
+/// assert!(DType::F32.is_float() && !DType::I32.is_float());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    F32,
+    F64,
+    I32,
+    I64,
+    Bool,
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+
+    /// The dtype of the Rust element type `T`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// assert_eq!(DType::of::<f64>(), DType::F64);
+    /// ```
+    pub fn of<T: Element>() -> DType {
+        T::DTYPE
+    }
+
+    /// True for f32 and f64: the dtypes that can carry gradients.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64)
+    }
+
+    /// True for i32 and i64.
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I32 | DType::I64)
+    }
+
+    /// True for every dtype that supports arithmetic (all but bool).
+    pub fn is_numeric(self) -> bool {
+        self != DType::Bool
+    }
+
+    /// Bytes per element.
+    pub fn size_of(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F64 | DType::I64 => 8,
+            DType::Bool => 1,
+        }
+    }
+
+    /// The short lowercase name used in printing (`f32`, `i64`, `bool`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A Rust element type a tensor can hold: `f32`, `f64`, `i32`, `i64` or `bool`.
+pub trait Element: Copy + Clone + Send + Sync + PartialEq + PartialOrd + fmt::Debug + fmt::Display + crate::storage::StorageOf + 'static {
+    /// The dtype tag of this element type.
+    const DTYPE: DType;
+    /// Zero (false for bool).
+    fn zero() -> Self;
+    /// One (true for bool).
+    fn one() -> Self;
+    /// Converts from f64, rounding or truncating as `as` does.
+    fn from_f64(v: f64) -> Self;
+    /// Converts to f64 as `as` does.
+    fn to_f64(self) -> f64;
+    /// Converts a Rust scalar to this element type, as `as` does.
+    fn from_scalar(s: Scalar) -> Self;
+}
+
+macro_rules! impl_numeric_element {
+    ($t:ty, $dtype:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $dtype;
+            fn zero() -> Self {
+                0 as $t
+            }
+            fn one() -> Self {
+                1 as $t
+            }
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_scalar(s: Scalar) -> Self {
+                match s {
+                    Scalar::Float(v) => v as $t,
+                    Scalar::Int(v) => v as $t,
+                    Scalar::Bool(v) => v as u8 as $t,
+                }
+            }
+        }
+    };
+}
+
+impl_numeric_element!(f32, DType::F32);
+impl_numeric_element!(f64, DType::F64);
+impl_numeric_element!(i32, DType::I32);
+impl_numeric_element!(i64, DType::I64);
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn zero() -> Self {
+        false
+    }
+    fn one() -> Self {
+        true
+    }
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    fn from_scalar(s: Scalar) -> Self {
+        match s {
+            Scalar::Float(v) => v != 0.0,
+            Scalar::Int(v) => v != 0,
+            Scalar::Bool(v) => v,
+        }
+    }
+}
+
+/// A Rust number used as an operand (`&x * 2.0`, `x.clamp(0.0, 6.0)`). It takes the dtype of
+/// the tensor it meets, as NumPy's and PyTorch's Python scalars do.
+///
+/// ```
+/// # use tensor_core::prelude::*;
+/// let x = Tensor::from_vec(vec![1i32, 2], &[2]).unwrap();
+/// let y = &x * 3;              // an i32 tensor
+/// assert_eq!(y.to_vec::<i32>().unwrap(), vec![3, 6]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    Float(f64),
+    Int(i64),
+    Bool(bool),
+}
+
+impl Scalar {
+    /// The value as f64 (used for printing and attribute hashing).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Scalar::Float(v) => v,
+            Scalar::Int(v) => v as f64,
+            Scalar::Bool(v) => v as u8 as f64,
+        }
+    }
+
+    /// A bit pattern that identifies the value exactly (for hashing op attributes).
+    pub fn key_bits(self) -> u64 {
+        match self {
+            Scalar::Float(v) => v.to_bits(),
+            Scalar::Int(v) => v as u64 ^ 0x5555_5555_5555_5555,
+            Scalar::Bool(v) => v as u64 ^ 0xAAAA_AAAA_AAAA_AAAA,
+        }
+    }
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scalar::Float(v) => write!(f, "{v:?}"),
+            Scalar::Int(v) => write!(f, "{v}"),
+            Scalar::Bool(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+macro_rules! scalar_from {
+    ($variant:ident as $as:ty: $($t:ty),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(v: $t) -> Self {
+                Scalar::$variant(v as $as)
+            }
+        }
+    )*};
+}
+scalar_from!(Float as f64: f32, f64);
+scalar_from!(Int as i64: i8, i16, i32, i64, u8, u16, u32, isize);
+
+impl From<bool> for Scalar {
+    fn from(v: bool) -> Self {
+        Scalar::Bool(v)
+    }
+}

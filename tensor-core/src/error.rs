@@ -1,0 +1,182 @@
+//! The one error type of the library. Each variant is one kind of mistake; its message names
+//! the op, the shapes or dtypes involved, and what to do about it.
+
+use crate::dtype::DType;
+use crate::shape::Shape;
+
+/// The library's `Result`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, grouped by section. A failed op returns one of these and
+/// changes nothing: its inputs, their grads and every cache stay as they were.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let a = Tensor::zeros(&[2, 3], DType::F32);
+/// let b = Tensor::zeros(&[4], DType::F32);
+/// let err = a.add(&b).unwrap_err();
+/// assert!(err.to_string().contains("[2, 3]") && err.to_string().contains("[4]"));
+/// ```
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---------------------------------------------------------------- creation and conversion
+    /// The data does not fill the shape. Example: `from_vec(vec![1.0; 5], &[2, 3])`.
+    /// Fix: pass as many values as the shape has elements.
+    #[error("{op}: {len} values cannot fill shape {shape} ({numel} elements); pass exactly {numel} values or change the shape")]
+    DataLength { op: &'static str, len: usize, shape: Shape, numel: usize },
+
+    /// A tensor of one dtype was read or combined as another. Example: `to_vec::<f32>()` on an
+    /// i64 tensor, or `a + b` with a f32 and a f64 operand. Fix: `cast` one side first.
+    #[error("{op}: expected dtype {expected}, found {found}; use .cast(DType::{expected_variant}) to convert")]
+    DTypeMismatch { op: &'static str, expected: DType, found: DType, expected_variant: &'static str },
+
+    /// The op is not defined for this dtype. Example: `exp` of an i32 tensor, `requires_grad_`
+    /// on an integer tensor. Fix: cast to a dtype the op supports.
+    #[error("{op}: not defined for dtype {dtype}; it needs {needs} (cast the input first)")]
+    UnsupportedDType { op: &'static str, dtype: DType, needs: &'static str },
+
+    /// `item()` on a tensor with more (or fewer) than one element.
+    /// Fix: index or reduce it first (`sum()`, `narrow`).
+    #[error("{op}: needs a tensor with exactly one element, found shape {shape} ({numel} elements); reduce or index it first")]
+    NotOneElement { op: &'static str, shape: Shape, numel: usize },
+
+    // ---------------------------------------------------------------- shapes and arguments
+    /// Two shapes do not broadcast. Example: `[2, 3] + [4]`. Fix: make trailing dims equal or 1
+    /// (reshape / unsqueeze one side).
+    #[error("{op}: shapes {lhs} and {rhs} do not broadcast (trailing dims must be equal or 1); reshape or unsqueeze one operand")]
+    Broadcast { op: &'static str, lhs: Shape, rhs: Shape },
+
+    /// Two shapes that must agree do not. Example: `matmul` of `[2, 3]` and `[4, 5]`.
+    #[error("{op}: incompatible shapes {lhs} and {rhs}: {hint}")]
+    ShapeMismatch { op: &'static str, lhs: Shape, rhs: Shape, hint: String },
+
+    /// An axis outside the tensor's rank. Example: `sum_axes(&[2])` on a 2-d tensor.
+    #[error("{op}: axis {axis} is out of range for a tensor of rank {rank} (valid: -{rank}..{rank})")]
+    Axis { op: &'static str, axis: isize, rank: usize },
+
+    /// A reshape to a shape with another number of elements, or with more than one `-1`.
+    #[error("reshape: cannot reshape {from} ({numel} elements) into {to}; {hint}")]
+    Reshape { from: Shape, to: String, numel: usize, hint: &'static str },
+
+    /// An argument outside what the op accepts. The message says which and why.
+    #[error("{op}: invalid argument `{arg}`: {reason}")]
+    InvalidArgument { op: &'static str, arg: &'static str, reason: String },
+
+    /// An index value outside the indexed dim. Example: `one_hot` of 10 with 10 classes.
+    #[error("{op}: index {index} is out of range for a dim of size {size}")]
+    IndexOutOfRange { op: &'static str, index: i64, size: usize },
+
+    // ---------------------------------------------------------------- autograd
+    /// `backward()` on a tensor that does not require grad and has no `grad_fn`.
+    /// Fix: call `requires_grad_(true)` on the leaves you want gradients for, before the ops.
+    #[error("{op}: the tensor does not require grad and has no grad_fn; call requires_grad_(true) on the leaves first")]
+    NoGradFn { op: &'static str },
+
+    /// `backward()` without a gradient on a tensor that is not a scalar.
+    /// Fix: reduce to a scalar (`sum()`, `mean()`) or use `backward_with(&gradient)`.
+    #[error("backward: grad can be implicitly created only for scalar outputs, found shape {shape}; call .sum() or .mean() first, or pass a gradient with backward_with")]
+    BackwardNonScalar { shape: Shape },
+
+    /// The gradient passed to `backward_with` does not have the output's shape or dtype.
+    #[error("backward_with: the gradient has shape {found} and dtype {found_dtype}, the output has shape {expected} and dtype {expected_dtype}")]
+    GradientShape { expected: Shape, found: Shape, expected_dtype: DType, found_dtype: DType },
+
+    /// An in-place op on a leaf that requires grad, outside `no_grad`.
+    /// Fix: update parameters inside `no_grad(|| ...)`, as optimizers do, or use the
+    /// out-of-place op.
+    #[error("{op}: a leaf tensor that requires grad is used in an in-place operation; wrap the update in no_grad(|| ...) (as optimizers do) or use the out-of-place op")]
+    InPlaceOnLeaf { op: &'static str },
+
+    /// A tensor saved for backward was changed in place before `backward()` ran.
+    /// Fix: clone it before the in-place op, or do the in-place op after backward.
+    #[error("backward: a tensor needed by {node} was modified by an in-place operation: it was saved at version {expected} and is now at version {found}; use the out-of-place op or clone the tensor first")]
+    SavedTensorModified { node: &'static str, expected: u64, found: u64 },
+
+    /// A second `backward()` through a graph whose saved tensors were released.
+    /// Fix: pass `retain_graph = true` to the first backward.
+    #[error("backward: trying to backward through {node} a second time, but its saved tensors were freed by the first backward; use backward_opts with retain_graph = true the first time")]
+    GraphReleased { node: &'static str },
+
+    /// A gradient was asked of an op that has none (argmax, comparisons) or of a higher order
+    /// than it supports.
+    #[error("{op}: not differentiable{detail}")]
+    NotDifferentiable { op: &'static str, detail: &'static str },
+
+    /// `grad(outputs, inputs)` where an input was not used to compute the outputs.
+    #[error("grad: input {index} was not used to compute the outputs (or does not require grad); pass allow_unused or drop it")]
+    UnusedInput { index: usize },
+
+    // ---------------------------------------------------------------- tracing and graphs
+    /// A Rust value was asked of a tensor that only exists when the graph runs.
+    /// Fix: print it with `tprint!`, branch on it with graph control flow (`cond`,
+    /// `while_loop`), or debug with `run_functions_eagerly(true)`.
+    #[error("{op}: `{name}` is a symbolic tensor while tracing a graph function: its value exists only when the graph runs. Print it with tprint!, branch on it with cond/while_loop, or call run_functions_eagerly(true) to debug the body eagerly")]
+    SymbolicValue { op: &'static str, name: String },
+
+    /// A tensor that requires grad was created inside a traced body.
+    /// Fix: create parameters outside the graph function (or pass them in), as with
+    /// `tf.Variable`s in `tf.function`.
+    #[error("requires_grad_: a tensor that requires grad was created inside a traced graph function; it would be re-created on every trace and never updated. Create parameters outside the function and use them (captured) or pass them in as arguments")]
+    ParameterInTrace,
+
+    /// A symbolic tensor from a trace that has ended was used.
+    /// Fix: return tensors from the graph function instead of storing them outside.
+    #[error("{op}: tensor `{name}` belongs to a trace that has ended (it leaked out of a graph function); return it from the function instead of storing it")]
+    LeakedTracer { op: &'static str, name: String },
+
+    /// A call does not match the function's fixed `input_signature`.
+    #[error("{function}: argument `{arg}` does not match the input signature: expected {expected}, found {found}")]
+    SignatureMismatch { function: String, arg: String, expected: String, found: String },
+
+    /// A graph function was traced more often than its `max_traces` allows.
+    #[error("{function}: traced {count} times, more than max_traces = {limit}; last retrace because {reason}")]
+    TooManyTraces { function: String, count: usize, limit: usize, reason: String },
+
+    /// The trace body panicked; the panic message is kept.
+    #[error("{function}: the traced body panicked: {message}")]
+    TracePanicked { function: String, message: String },
+
+    /// A grad slot read inside a graph was empty when traced but is set now (or the reverse).
+    #[error(
+        "{function}: the .grad of `{name}` was {traced} when the graph was traced but is {now} now; call zero_grad() at the same point on every call"
+    )]
+    GradPresence { function: String, name: String, traced: &'static str, now: &'static str },
+
+    // ---------------------------------------------------------------- control flow
+    /// A loop body changed a loop variable's dtype or shape.
+    #[error("while_loop: loop variable {var} changes from {old} to {new} in the body; loop variables must keep their dtype and shape (declare a dim unknown to let it vary)")]
+    LoopVarChanged { var: String, old: String, new: String },
+
+    /// The branches of `cond` return different structures, dtypes or shapes.
+    #[error("cond: output {index} differs between the branches: {then_desc} in then_fn, {else_desc} in else_fn")]
+    BranchMismatch { index: usize, then_desc: String, else_desc: String },
+
+    /// A construct that cannot be carried through a graph loop or branch.
+    #[error("{construct}")]
+    ControlFlow { construct: String },
+}
+
+impl Error {
+    pub(crate) fn dtype_mismatch(op: &'static str, expected: DType, found: DType) -> Error {
+        Error::DTypeMismatch { op, expected, found, expected_variant: dtype_variant(expected) }
+    }
+
+    pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument { op, arg, reason: reason.into() }
+    }
+
+    pub(crate) fn shapes(op: &'static str, lhs: &Shape, rhs: &Shape, hint: impl Into<String>) -> Error {
+        Error::ShapeMismatch { op, lhs: lhs.clone(), rhs: rhs.clone(), hint: hint.into() }
+    }
+}
+
+fn dtype_variant(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "F32",
+        DType::F64 => "F64",
+        DType::I32 => "I32",
+        DType::I64 => "I64",
+        DType::Bool => "Bool",
+    }
+}

@@ -1,0 +1,148 @@
+//! A concrete function: one traced graph for one input signature, with the tensors it
+//! captured. This is the plain-Rust entry point to tracing; `#[graph_fn]` builds on it.
+
+use crate::compile::Executable;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use crate::trace::TraceGuard;
+use std::sync::Arc;
+
+/// A traced graph, ready to run on new inputs of its signature.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// let w = Tensor::from_vec(vec![2.0f32, 3.0], &[2])?;          // captured
+/// let x = Tensor::from_vec(vec![1.0f32, 1.0], &[2])?;          // an argument
+/// let f = ConcreteFunction::trace("scale", &[("x", &x)], || Ok(vec![x.mul(&w)?.add(1.0)?]))?;
+/// let y = f.call(&[&Tensor::from_vec(vec![10.0f32, 20.0], &[2])?])?;
+/// assert_eq!(y[0].to_vec::<f32>()?, vec![21.0, 61.0]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct ConcreteFunction {
+    name: String,
+    traced_graph: Arc<Graph>,
+    executable: Arc<Executable>,
+    captures: Arc<[Tensor]>,
+    grad_guards: Arc<[(usize, bool)]>,
+}
+
+impl ConcreteFunction {
+    /// Traces `body`, in which the tensors `args` (with their names) are the inputs: every
+    /// op on them, and on tensors they lead to, becomes a graph node. Tensors from outside
+    /// used in `body` are captured by reference. `body` returns the outputs.
+    pub fn trace(name: &str, args: &[(&str, &Tensor)], body: impl FnOnce() -> Result<Vec<Tensor>>) -> Result<ConcreteFunction> {
+        let shapes: Vec<Shape> = args.iter().map(|(_, t)| t.0.shape.clone()).collect();
+        Self::trace_with_shapes(name, args, &shapes, true, body)
+    }
+
+    /// Like `trace`, with the argument shapes to trace for (dims may be unknown), and
+    /// optionally without optimizing the graph.
+    pub fn trace_with_shapes(
+        name: &str,
+        args: &[(&str, &Tensor)],
+        shapes: &[Shape],
+        optimize: bool,
+        body: impl FnOnce() -> Result<Vec<Tensor>>,
+    ) -> Result<ConcreteFunction> {
+        let guard = TraceGuard::begin(name);
+        for ((arg_name, t), shape) in args.iter().zip(shapes) {
+            guard.bind_arg(t, arg_name, shape.clone());
+        }
+        let outputs = body()?;
+        let traced = guard.finish(&outputs)?;
+        debug_assert_eq!(crate::graph::validate(&traced.graph), Ok(()), "traced graph of {name}");
+        let graph = Arc::new(traced.graph);
+        let executable = Arc::new(Executable::new(&graph, optimize));
+        Ok(ConcreteFunction {
+            name: name.to_string(),
+            traced_graph: graph,
+            executable,
+            captures: traced.captures.into(),
+            grad_guards: traced.grad_guards.into(),
+        })
+    }
+
+    /// Runs the graph on `args` (the tensor leaves, in the order traced), applying its state
+    /// writes, and returns the outputs.
+    pub fn call(&self, args: &[&Tensor]) -> Result<Vec<Tensor>> {
+        self.check_args(args)?;
+        let mut slots: Vec<&Tensor> = Vec::with_capacity(args.len() + self.captures.len());
+        slots.extend_from_slice(args);
+        slots.extend(self.captures.iter());
+        self.check_guards(&slots)?;
+        self.executable.run(&slots)
+    }
+
+    fn check_args(&self, args: &[&Tensor]) -> Result<()> {
+        let g = &self.traced_graph;
+        if args.len() != g.num_arg_slots {
+            return Err(Error::SignatureMismatch {
+                function: self.name.clone(),
+                arg: "(all)".into(),
+                expected: format!("{} tensor arguments", g.num_arg_slots),
+                found: args.len().to_string(),
+            });
+        }
+        for (slot, t) in args.iter().enumerate() {
+            let info = &g.values[g.inputs[slot].0];
+            if info.dtype != t.0.dtype || !info.shape.admits(&t.0.shape) {
+                return Err(Error::SignatureMismatch {
+                    function: self.name.clone(),
+                    arg: g.slot_names[slot].clone(),
+                    expected: format!("{}{}", info.dtype, info.shape),
+                    found: format!("{}{}", t.0.dtype, t.0.shape),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_guards(&self, slots: &[&Tensor]) -> Result<()> {
+        for &(slot, present) in self.grad_guards.iter() {
+            if slots[slot].grad_slot().grad.is_some() != present {
+                let word = |p: bool| if p { "set" } else { "empty" };
+                return Err(Error::GradPresence {
+                    function: self.name.clone(),
+                    name: self.traced_graph.slot_names[slot].clone(),
+                    traced: word(present),
+                    now: word(!present),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The graph as traced (before optimization).
+    pub fn traced_graph(&self) -> &Graph {
+        &self.traced_graph
+    }
+
+    /// The graph that runs (after optimization).
+    pub fn graph(&self) -> &Graph {
+        self.executable.graph()
+    }
+
+    /// The text form of the graph that runs, one line per node.
+    pub fn to_text(&self) -> String {
+        self.graph().to_text()
+    }
+
+    /// The graph that runs, in Graphviz DOT.
+    pub fn to_dot(&self) -> String {
+        self.graph().to_dot()
+    }
+
+    /// The tensors the graph captured from outside.
+    pub fn captures(&self) -> &[Tensor] {
+        &self.captures
+    }
+}

@@ -1,0 +1,158 @@
+//! Elementwise kernels: map, zip with broadcasting, select. Contiguous inputs take a slice
+//! loop the compiler vectorizes; large ones split into chunks over rayon; the result of each
+//! element never depends on the split, so threads do not change bits.
+
+use super::parallel::{par_min_len, CHUNK};
+use crate::shape::Shape;
+use crate::storage::Array;
+use ndarray::{IxDyn, Zip};
+use rayon::prelude::*;
+use std::mem::MaybeUninit;
+
+/// Applies `f` to every element of `src` into a new vector, in parallel when it is large.
+pub fn map_slice<T, U, F>(src: &[T], f: F) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+    F: Fn(T) -> U + Sync,
+{
+    let n = src.len();
+    let mut out: Vec<U> = Vec::with_capacity(n);
+    {
+        let dst = &mut out.spare_capacity_mut()[..n];
+        if n >= par_min_len() {
+            dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| fill_map(d, s, &f));
+        } else {
+            fill_map(dst, src, &f);
+        }
+    }
+    // SAFETY: every one of the n slots was written by fill_map above.
+    unsafe { out.set_len(n) };
+    out
+}
+
+#[inline(always)]
+fn fill_map<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        d.write(f(s));
+    }
+}
+
+/// Applies `f` pairwise to two slices of equal length, in parallel when large.
+pub fn zip_slices<T, U, F>(a: &[T], b: &[T], f: F) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+    F: Fn(T, T) -> U + Sync,
+{
+    let n = a.len();
+    debug_assert_eq!(n, b.len());
+    let mut out: Vec<U> = Vec::with_capacity(n);
+    {
+        let dst = &mut out.spare_capacity_mut()[..n];
+        if n >= par_min_len() {
+            dst.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))).for_each(|(d, (x, y))| fill_zip(d, x, y, &f));
+        } else {
+            fill_zip(dst, a, b, &f);
+        }
+    }
+    // SAFETY: every one of the n slots was written by fill_zip above.
+    unsafe { out.set_len(n) };
+    out
+}
+
+#[inline(always)]
+fn fill_zip<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) {
+    for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+        d.write(f(x, y));
+    }
+}
+
+/// `f` applied to every element of `a`.
+pub fn map<T, U, F>(a: &Array<T>, f: F) -> Array<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+    F: Fn(T) -> U + Sync,
+{
+    match a.as_slice() {
+        Some(s) => from_vec(a.shape(), map_slice(s, f)),
+        None => a.map(|&x| f(x)).into_shared(),
+    }
+}
+
+/// `f` applied pairwise, broadcasting `a` and `b` to `shape` (their NumPy broadcast).
+pub fn zip<T, U, F>(a: &Array<T>, b: &Array<T>, shape: &Shape, f: F) -> Array<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+    F: Fn(T, T) -> U + Sync + Send,
+{
+    if a.shape() == b.shape() {
+        if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
+            return from_vec(a.shape(), zip_slices(x, y, f));
+        }
+    }
+    if b.len() == 1 {
+        let y = *b.iter().next().expect("one element");
+        if a.shape() == shape.dims() {
+            return map(a, |x| f(x, y));
+        }
+    }
+    if a.len() == 1 {
+        let x = *a.iter().next().expect("one element");
+        if b.shape() == shape.dims() {
+            return map(b, |y| f(x, y));
+        }
+    }
+    let dims = IxDyn(shape.dims());
+    let av = a.broadcast(dims.clone()).expect("shapes checked by the op's shape rule");
+    let bv = b.broadcast(dims).expect("shapes checked by the op's shape rule");
+    let zip = Zip::from(&av).and(&bv);
+    if shape.numel() >= par_min_len() {
+        zip.par_map_collect(|&x, &y| f(x, y)).into_shared()
+    } else {
+        zip.map_collect(|&x, &y| f(x, y)).into_shared()
+    }
+}
+
+/// `if cond { a } else { b }` per element, broadcasting all three to `shape`.
+pub fn select<T: Copy + Send + Sync>(cond: &Array<bool>, a: &Array<T>, b: &Array<T>, shape: &Shape) -> Array<T> {
+    let dims = IxDyn(shape.dims());
+    let c = cond.broadcast(dims.clone()).expect("shapes checked by the op's shape rule");
+    let x = a.broadcast(dims.clone()).expect("shapes checked by the op's shape rule");
+    let y = b.broadcast(dims).expect("shapes checked by the op's shape rule");
+    let zip = Zip::from(&c).and(&x).and(&y);
+    let pick = |&c: &bool, &x: &T, &y: &T| if c { x } else { y };
+    if shape.numel() >= par_min_len() {
+        zip.par_map_collect(pick).into_shared()
+    } else {
+        zip.map_collect(pick).into_shared()
+    }
+}
+
+/// Applies `f(element, other)` in place to `a`, broadcasting `b` to `a`'s shape. `a` is
+/// copied first if its buffer is shared (copy on write).
+pub fn zip_in_place<T, F>(a: &mut Array<T>, b: &Array<T>, f: F)
+where
+    T: Copy + Send + Sync,
+    F: Fn(T, T) -> T + Sync + Send,
+{
+    if a.shape() == b.shape() {
+        if let Some(y) = b.as_slice() {
+            if let Some(x) = a.as_slice_mut() {
+                for (x, &y) in x.iter_mut().zip(y) {
+                    *x = f(*x, y);
+                }
+                return;
+            }
+        }
+    }
+    let bv = b.broadcast(a.raw_dim()).expect("shapes checked by the op's shape rule");
+    Zip::from(a.view_mut()).and(&bv).for_each(|x, &y| *x = f(*x, y));
+}
+
+/// An array of the given dims from row-major data.
+pub fn from_vec<T>(dims: &[usize], v: Vec<T>) -> Array<T> {
+    Array::from_shape_vec(IxDyn(dims), v).expect("length matches dims")
+}

@@ -1,0 +1,160 @@
+//! The scalar functions behind every elementwise kernel. Eager kernels, graph kernels and
+//! fused graph loops all call these same functions, which is what makes their results
+//! identical bit for bit. Integer arithmetic wraps (as release-mode Rust does) and integer
+//! division by zero gives 0 (as NumPy does) instead of panicking.
+
+use crate::dtype::Element;
+
+/// Arithmetic on every numeric element type.
+pub trait Num: Element + PartialOrd {
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn div(self, o: Self) -> Self;
+    fn neg(self) -> Self;
+    fn abs(self) -> Self;
+    fn pow(self, o: Self) -> Self;
+    fn sign(self) -> Self;
+    /// The larger of two values; NaN wins, as in PyTorch's `maximum`.
+    fn maximum(self, o: Self) -> Self;
+    /// The smaller of two values; NaN wins.
+    fn minimum(self, o: Self) -> Self;
+    fn relu(self) -> Self {
+        if self > Self::zero() {
+            self
+        } else {
+            Self::zero()
+        }
+    }
+    /// True when the value is NaN (never for integers).
+    fn is_nan_value(self) -> bool;
+    /// The smallest value, for max reductions.
+    fn lowest() -> Self;
+    /// The largest value, for min reductions.
+    fn highest() -> Self;
+    /// Converts a count to this type (for means).
+    fn from_usize(n: usize) -> Self;
+}
+
+/// Functions only floats have.
+pub trait Float: Num {
+    fn exp(self) -> Self;
+    fn ln(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn tanh(self) -> Self;
+    fn sigmoid(self) -> Self;
+}
+
+macro_rules! impl_num_int {
+    ($($t:ty),*) => {$(
+        impl Num for $t {
+            #[inline(always)] fn add(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)] fn sub(self, o: Self) -> Self { self.wrapping_sub(o) }
+            #[inline(always)] fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
+            #[inline(always)] fn div(self, o: Self) -> Self { self.checked_div(o).unwrap_or(0) }
+            #[inline(always)] fn neg(self) -> Self { self.wrapping_neg() }
+            #[inline(always)] fn abs(self) -> Self { self.wrapping_abs() }
+            #[inline(always)] fn pow(self, o: Self) -> Self { int_pow(self as i64, o as i64) as $t }
+            #[inline(always)] fn sign(self) -> Self { self.signum() }
+            #[inline(always)] fn maximum(self, o: Self) -> Self { if self >= o { self } else { o } }
+            #[inline(always)] fn minimum(self, o: Self) -> Self { if self <= o { self } else { o } }
+            #[inline(always)] fn is_nan_value(self) -> bool { false }
+            fn lowest() -> Self { <$t>::MIN }
+            fn highest() -> Self { <$t>::MAX }
+            fn from_usize(n: usize) -> Self { n as $t }
+        }
+    )*};
+}
+impl_num_int!(i32, i64);
+
+fn int_pow(base: i64, exp: i64) -> i64 {
+    if exp >= 0 {
+        base.wrapping_pow(exp.min(u32::MAX as i64) as u32)
+    } else {
+        match base {
+            1 => 1,
+            -1 if exp % 2 == 0 => 1,
+            -1 => -1,
+            _ => 0,
+        }
+    }
+}
+
+macro_rules! impl_num_float {
+    ($($t:ty),*) => {$(
+        impl Num for $t {
+            #[inline(always)] fn add(self, o: Self) -> Self { self + o }
+            #[inline(always)] fn sub(self, o: Self) -> Self { self - o }
+            #[inline(always)] fn mul(self, o: Self) -> Self { self * o }
+            #[inline(always)] fn div(self, o: Self) -> Self { self / o }
+            #[inline(always)] fn neg(self) -> Self { -self }
+            #[inline(always)] fn abs(self) -> Self { <$t>::abs(self) }
+            #[inline(always)] fn pow(self, o: Self) -> Self { <$t>::powf(self, o) }
+            #[inline(always)] fn sign(self) -> Self {
+                if self > 0.0 { 1.0 } else if self < 0.0 { -1.0 } else { self }
+            }
+            #[inline(always)] fn maximum(self, o: Self) -> Self {
+                if self.is_nan() || self >= o { self } else { o }
+            }
+            #[inline(always)] fn minimum(self, o: Self) -> Self {
+                if self.is_nan() || self <= o { self } else { o }
+            }
+            #[inline(always)] fn is_nan_value(self) -> bool { self.is_nan() }
+            fn lowest() -> Self { <$t>::NEG_INFINITY }
+            fn highest() -> Self { <$t>::INFINITY }
+            fn from_usize(n: usize) -> Self { n as $t }
+        }
+    )*};
+}
+impl_num_float!(f32, f64);
+
+impl Float for f32 {
+    #[inline(always)]
+    fn exp(self) -> Self {
+        super::fastmath::exp_f32(self)
+    }
+    #[inline(always)]
+    fn ln(self) -> Self {
+        f32::ln(self)
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+    #[inline(always)]
+    fn tanh(self) -> Self {
+        super::fastmath::tanh_f32(self)
+    }
+    #[inline(always)]
+    fn sigmoid(self) -> Self {
+        super::fastmath::sigmoid_f32(self)
+    }
+}
+
+impl Float for f64 {
+    #[inline(always)]
+    fn exp(self) -> Self {
+        f64::exp(self)
+    }
+    #[inline(always)]
+    fn ln(self) -> Self {
+        f64::ln(self)
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+    #[inline(always)]
+    fn tanh(self) -> Self {
+        f64::tanh(self)
+    }
+    #[inline(always)]
+    fn sigmoid(self) -> Self {
+        if self >= 0.0 {
+            1.0 / (1.0 + (-self).exp())
+        } else {
+            let e = self.exp();
+            e / (1.0 + e)
+        }
+    }
+}

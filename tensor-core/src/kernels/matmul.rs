@@ -1,0 +1,268 @@
+//! Matrix multiplication: 2-D and batched with NumPy-broadcast batch dims. Floats go to the
+//! `gemm` crate (runtime-selected SIMD kernels, multithreaded for large products); integers to
+//! a plain loop. gemm packs its operands, so the result does not depend on their strides and
+//! a transposed operand needs no copy.
+
+use super::math::Num;
+use super::parallel::num_threads;
+use crate::dtype::DType;
+use crate::storage::Array;
+use ndarray::{ArrayView2, Axis, Ix2, IxDyn};
+use rayon::prelude::*;
+use std::any::TypeId;
+
+/// Products with at least this many multiply-adds use every worker thread.
+const PARALLEL_FLOPS: usize = 1 << 21;
+
+/// `a @ b` for a of shape `[..., m, k]` and b of `[..., k, n]`; `batch` is the broadcast of
+/// their batch dims (checked by the op's shape rule).
+pub fn matmul<T: Num>(a: &Array<T>, b: &Array<T>, batch: &[usize]) -> Array<T> {
+    let (m, k) = last_two(a);
+    let n = b.shape()[b.ndim() - 1];
+    let count: usize = batch.iter().product();
+    let mut out: Vec<T> = Vec::with_capacity(count * m * n);
+    {
+        let dst = out.spare_capacity_mut();
+        let a3 = as_batches(a, batch);
+        let b3 = as_batches(b, batch);
+        let parallel_batches = count > 1 && m * n * k < PARALLEL_FLOPS && count * m * n * k >= PARALLEL_FLOPS;
+        let one = |(i, d): (usize, &mut [std::mem::MaybeUninit<T>])| {
+            let inner_threads = if parallel_batches { 1 } else { num_threads() };
+            matmul_2d(&a3[i], &b3[i], d, inner_threads);
+        };
+        if parallel_batches {
+            dst[..count * m * n].par_chunks_mut((m * n).max(1)).enumerate().for_each(one);
+        } else {
+            dst[..count * m * n].chunks_mut((m * n).max(1)).enumerate().for_each(one);
+        }
+    }
+    // SAFETY: matmul_2d writes all m*n outputs of every batch.
+    unsafe { out.set_len(count * m * n) };
+    let mut dims = batch.to_vec();
+    dims.extend([m, n]);
+    Array::from_shape_vec(IxDyn(&dims), out).expect("length matches dims")
+}
+
+fn last_two<T>(a: &Array<T>) -> (usize, usize) {
+    let r = a.ndim();
+    (a.shape()[r - 2], a.shape()[r - 1])
+}
+
+/// The 2-D matrices of `a` for each index of the broadcast batch dims, in row-major order.
+fn as_batches<'a, T>(a: &'a Array<T>, batch: &[usize]) -> Vec<ArrayView2<'a, T>> {
+    let (m, k) = last_two(a);
+    let mut full = batch.to_vec();
+    full.extend([m, k]);
+    let view = a.broadcast(IxDyn(&full)).expect("batch dims checked by the shape rule");
+    let count: usize = batch.iter().product();
+    (0..count)
+        .map(|flat| {
+            let mut v = view.clone();
+            for i in unravel(flat, batch) {
+                v = v.index_axis_move(Axis(0), i);
+            }
+            v.into_dimensionality::<Ix2>().expect("2-d once the batch dims are indexed")
+        })
+        .collect()
+}
+
+/// The multi-index of row-major position `flat` in `dims`.
+fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; dims.len()];
+    for (i, &d) in dims.iter().enumerate().rev() {
+        idx[i] = flat % d;
+        flat /= d;
+    }
+    idx
+}
+
+/// One `m x k` by `k x n` product into `dst` (row-major `m x n`).
+fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem::MaybeUninit<T>], threads: usize) {
+    let (m, k) = a.dim();
+    let n = b.dim().1;
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst.iter_mut().for_each(|d| {
+            d.write(T::zero());
+        });
+        return;
+    }
+    if T::DTYPE.is_float() {
+        let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+        gemm_float(a, b, dst, parallelism);
+    } else {
+        int_matmul(a, b, dst);
+    }
+}
+
+fn gemm_float<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem::MaybeUninit<T>], par: gemm::Parallelism) {
+    let (m, k) = a.dim();
+    let n = b.dim().1;
+    let (ars, acs) = (a.strides()[0], a.strides()[1]);
+    let (brs, bcs) = (b.strides()[0], b.strides()[1]);
+    let d = dst.as_mut_ptr() as *mut T;
+    // SAFETY: pointers and strides describe the live views `a`, `b` and the m*n output
+    // buffer; with read_dst = false gemm only writes dst. T is f32 or f64 (checked by caller).
+    unsafe {
+        if TypeId::of::<T>() == TypeId::of::<f32>() {
+            gemm::gemm::<f32>(
+                m,
+                n,
+                k,
+                d as *mut f32,
+                1,
+                n as isize,
+                false,
+                a.as_ptr() as *const f32,
+                acs,
+                ars,
+                b.as_ptr() as *const f32,
+                bcs,
+                brs,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            );
+        } else {
+            gemm::gemm::<f64>(
+                m,
+                n,
+                k,
+                d as *mut f64,
+                1,
+                n as isize,
+                false,
+                a.as_ptr() as *const f64,
+                acs,
+                ars,
+                b.as_ptr() as *const f64,
+                bcs,
+                brs,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            );
+        }
+    }
+}
+
+fn int_matmul<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem::MaybeUninit<T>]) {
+    let (m, k) = a.dim();
+    let n = b.dim().1;
+    let mut row = vec![T::zero(); n];
+    for i in 0..m {
+        row.iter_mut().for_each(|r| *r = T::zero());
+        for p in 0..k {
+            let av = a[[i, p]];
+            for (j, r) in row.iter_mut().enumerate() {
+                *r = r.add(av.mul(b[[p, j]]));
+            }
+        }
+        for (j, &r) in row.iter().enumerate() {
+            dst[i * n + j].write(r);
+        }
+    }
+}
+
+/// True when `dtype` has a matmul kernel (every numeric dtype).
+pub fn supports(dtype: DType) -> bool {
+    dtype.is_numeric()
+}
+
+/// A row-major-or-strided matrix over a slice, for kernels (conv) that call gemm directly.
+#[derive(Clone, Copy)]
+pub struct MatRef<'a, T> {
+    pub data: &'a [T],
+    pub rows: usize,
+    pub cols: usize,
+    pub row_stride: isize,
+    pub col_stride: isize,
+}
+
+impl<'a, T> MatRef<'a, T> {
+    /// A row-major `rows x cols` matrix.
+    pub fn new(data: &'a [T], rows: usize, cols: usize) -> Self {
+        debug_assert!(data.len() >= rows * cols);
+        MatRef { data, rows, cols, row_stride: cols as isize, col_stride: 1 }
+    }
+
+    /// The transpose (no copy).
+    pub fn t(self) -> Self {
+        MatRef { data: self.data, rows: self.cols, cols: self.rows, row_stride: self.col_stride, col_stride: self.row_stride }
+    }
+}
+
+/// `dst (+)= a @ b` for float `T`, `dst` row-major `a.rows x b.cols`; with `accumulate` the
+/// product is added to what `dst` holds.
+pub fn gemm_into<T: Num>(a: MatRef<T>, b: MatRef<T>, dst: &mut [T], accumulate: bool, threads: usize) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    assert!(T::DTYPE.is_float() && b.rows == k && dst.len() >= m * n, "gemm_into: float operands of matching shapes");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst[..m * n].iter_mut().for_each(|d| *d = T::zero());
+        }
+        return;
+    }
+    let par = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    let (alpha, d) = (if accumulate { T::one() } else { T::zero() }, dst.as_mut_ptr());
+    // SAFETY: the MatRefs describe live slices with in-bounds strides (callers build them from
+    // row-major buffers of the stated sizes); dst holds m*n elements. T is f32 or f64.
+    unsafe {
+        if TypeId::of::<T>() == TypeId::of::<f32>() {
+            gemm::gemm::<f32>(
+                m,
+                n,
+                k,
+                d as *mut f32,
+                1,
+                n as isize,
+                accumulate,
+                a.data.as_ptr() as *const f32,
+                a.col_stride,
+                a.row_stride,
+                b.data.as_ptr() as *const f32,
+                b.col_stride,
+                b.row_stride,
+                alpha.to_f64() as f32,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            );
+        } else {
+            gemm::gemm::<f64>(
+                m,
+                n,
+                k,
+                d as *mut f64,
+                1,
+                n as isize,
+                accumulate,
+                a.data.as_ptr() as *const f64,
+                a.col_stride,
+                a.row_stride,
+                b.data.as_ptr() as *const f64,
+                b.col_stride,
+                b.row_stride,
+                alpha.to_f64(),
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            );
+        }
+    }
+}

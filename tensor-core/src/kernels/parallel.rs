@@ -1,0 +1,45 @@
+//! Thread settings shared by all kernels: how many worker threads rayon and the matmul
+//! backend use, and below which size a kernel stays on the calling thread (handing work to
+//! another thread costs microseconds, more than a small kernel takes).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Elements per parallel chunk of an elementwise kernel (64 KiB of f32).
+pub const CHUNK: usize = 16 * 1024;
+
+/// Kernels over fewer elements than this run on the calling thread.
+const PAR_MIN_LEN: usize = 64 * 1024;
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the number of worker threads the kernels use (rayon's global pool and the matmul
+/// backend). Call it once, before the first op, to take effect for rayon; later calls
+/// still change the matmul backend and the serial/parallel choice.
+///
+/// ```
+/// tensor_core::set_num_threads(2);
+/// assert_eq!(tensor_core::num_threads(), 2);
+/// ```
+pub fn set_num_threads(n: usize) {
+    let n = n.max(1);
+    THREADS.store(n, Ordering::Relaxed);
+    // Fails harmlessly if the global pool already exists.
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+}
+
+/// The number of worker threads kernels use (default: all cores).
+pub fn num_threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => rayon::current_num_threads(),
+        n => n.min(rayon::current_num_threads()),
+    }
+}
+
+/// The length from which an elementwise kernel goes parallel (never, with one thread).
+pub fn par_min_len() -> usize {
+    if num_threads() > 1 {
+        PAR_MIN_LEN
+    } else {
+        usize::MAX
+    }
+}

@@ -1,0 +1,188 @@
+//! Reductions (sum, max, min, argmax) over any set of axes. The summation order is fixed by
+//! the shape alone — blocks of `CHUNK` elements summed with 8 lanes, then the block sums in
+//! order — so results do not depend on the number of threads, and eager and graph agree.
+
+use super::math::Num;
+use super::parallel::{par_min_len, CHUNK};
+use crate::storage::{standard, Array};
+use ndarray::IxDyn;
+use rayon::prelude::*;
+
+/// Which reduction to apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    Sum,
+    Max,
+    Min,
+}
+
+impl Reduction {
+    fn identity<T: Num>(self) -> T {
+        match self {
+            Reduction::Sum => T::zero(),
+            Reduction::Max => T::lowest(),
+            Reduction::Min => T::highest(),
+        }
+    }
+
+    #[inline(always)]
+    fn combine<T: Num>(self, a: T, b: T) -> T {
+        match self {
+            Reduction::Sum => a.add(b),
+            Reduction::Max => a.maximum(b),
+            Reduction::Min => a.minimum(b),
+        }
+    }
+}
+
+/// Reduces `a` over `axes` (sorted, distinct), dropping those dims.
+pub fn reduce<T: Num>(a: &Array<T>, axes: &[usize], how: Reduction) -> Array<T> {
+    let rank = a.ndim();
+    let kept: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
+    let out_dims: Vec<usize> = kept.iter().map(|&d| a.shape()[d]).collect();
+    let inner: usize = axes.iter().map(|&d| a.shape()[d]).product();
+    let outer: usize = out_dims.iter().product();
+    let a = standard(a);
+    let trailing = axes.iter().enumerate().all(|(i, &d)| d == rank - axes.len() + i);
+    let leading = axes.iter().enumerate().all(|(i, &d)| d == i);
+    let data = if trailing {
+        reduce_rows(a.as_slice().expect("standard"), inner, how)
+    } else if leading {
+        reduce_columns(a.as_slice().expect("standard"), inner, outer, how)
+    } else {
+        let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
+        let moved = standard(&a.permuted_axes(IxDyn(&perm)));
+        reduce_rows(moved.as_slice().expect("standard"), inner, how)
+    };
+    Array::from_shape_vec(IxDyn(&out_dims), data).expect("length matches dims")
+}
+
+/// Reduces each consecutive row of length `len`.
+fn reduce_rows<T: Num>(x: &[T], len: usize, how: Reduction) -> Vec<T> {
+    if len == 0 {
+        let rows = if x.is_empty() { 0 } else { x.len() / len.max(1) };
+        return vec![how.identity(); rows];
+    }
+    if x.len() >= par_min_len() && x.len() / len > 1 {
+        x.par_chunks(len).map(|r| reduce_row(r, how)).collect()
+    } else {
+        x.chunks(len).map(|r| reduce_row(r, how)).collect()
+    }
+}
+
+/// Reduces one row: blocks of `CHUNK`, each over 8 lanes, then the block results in order.
+pub fn reduce_row<T: Num>(x: &[T], how: Reduction) -> T {
+    if x.len() <= CHUNK {
+        return reduce_block(x, how);
+    }
+    let partials: Vec<T> = if x.len() >= par_min_len() {
+        x.par_chunks(CHUNK).map(|c| reduce_block(c, how)).collect()
+    } else {
+        x.chunks(CHUNK).map(|c| reduce_block(c, how)).collect()
+    };
+    partials.into_iter().fold(how.identity(), |s, v| how.combine(s, v))
+}
+
+#[inline(always)]
+fn reduce_block<T: Num>(x: &[T], how: Reduction) -> T {
+    let mut acc = [how.identity::<T>(); 8];
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for i in 0..8 {
+            acc[i] = how.combine(acc[i], c[i]);
+        }
+    }
+    let pairs = [how.combine(acc[0], acc[4]), how.combine(acc[1], acc[5]), how.combine(acc[2], acc[6]), how.combine(acc[3], acc[7])];
+    let mut s = how.combine(how.combine(pairs[0], pairs[2]), how.combine(pairs[1], pairs[3]));
+    for &v in rest {
+        s = how.combine(s, v);
+    }
+    s
+}
+
+/// Reduces over the leading `rows` rows of a `rows x cols` matrix, row after row.
+fn reduce_columns<T: Num>(x: &[T], rows: usize, cols: usize, how: Reduction) -> Vec<T> {
+    let mut out = vec![how.identity::<T>(); cols];
+    if x.len() >= par_min_len() && cols >= 2 * CHUNK / 8 {
+        let width = CHUNK / 8;
+        out.par_chunks_mut(width).enumerate().for_each(|(k, o)| {
+            for r in 0..rows {
+                let row = &x[r * cols + k * width..][..o.len()];
+                combine_into(o, row, how);
+            }
+        });
+    } else {
+        for r in 0..rows {
+            combine_into(&mut out, &x[r * cols..(r + 1) * cols], how);
+        }
+    }
+    out
+}
+
+#[inline(always)]
+fn combine_into<T: Num>(acc: &mut [T], row: &[T], how: Reduction) {
+    for (a, &v) in acc.iter_mut().zip(row) {
+        *a = how.combine(*a, v);
+    }
+}
+
+/// The index of the first largest element along `axis` (NaN counts as largest, as in
+/// PyTorch), dropping that dim.
+pub fn argmax<T: Num>(a: &Array<T>, axis: usize) -> Array<i64> {
+    let rank = a.ndim();
+    let perm: Vec<usize> = (0..rank).filter(|&d| d != axis).chain([axis]).collect();
+    let moved = standard(&a.clone().permuted_axes(IxDyn(&perm)));
+    let len = a.shape()[axis];
+    let out_dims: Vec<usize> = perm[..rank - 1].iter().map(|&d| a.shape()[d]).collect();
+    let data: Vec<i64> = moved.as_slice().expect("standard").chunks(len.max(1)).map(argmax_row).collect();
+    Array::from_shape_vec(IxDyn(&out_dims), data).expect("length matches dims")
+}
+
+fn argmax_row<T: Num>(row: &[T]) -> i64 {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate().skip(1) {
+        let b = row[best];
+        if !b.is_nan_value() && (v.is_nan_value() || v > b) {
+            best = i;
+        }
+    }
+    best as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arr(v: Vec<f64>, dims: &[usize]) -> Array<f64> {
+        Array::from_shape_vec(IxDyn(dims), v).unwrap()
+    }
+
+    #[test]
+    fn reduces_leading_trailing_and_middle_axes() {
+        let a = arr((0..24).map(|v| v as f64).collect(), &[2, 3, 4]);
+        let s = reduce(&a, &[0], Reduction::Sum);
+        assert_eq!(s.shape(), &[3, 4]);
+        assert_eq!(s[[0, 0]], 12.0);
+        let s = reduce(&a, &[2], Reduction::Sum);
+        assert_eq!(s.iter().copied().collect::<Vec<_>>(), vec![6.0, 22.0, 38.0, 54.0, 70.0, 86.0]);
+        let s = reduce(&a, &[1], Reduction::Max);
+        assert_eq!(s.iter().copied().collect::<Vec<_>>(), vec![8.0, 9.0, 10.0, 11.0, 20.0, 21.0, 22.0, 23.0]);
+        let s = reduce(&a, &[0, 2], Reduction::Min);
+        assert_eq!(s.iter().copied().collect::<Vec<_>>(), vec![0.0, 4.0, 8.0]);
+    }
+
+    #[test]
+    fn long_rows_sum_in_fixed_blocks() {
+        let n = 3 * CHUNK + 17;
+        let x: Vec<f64> = (0..n).map(|i| (i % 7) as f64).collect();
+        let expected: f64 = x.iter().sum();
+        assert_eq!(reduce_row(&x, Reduction::Sum), expected);
+    }
+
+    #[test]
+    fn argmax_takes_first_max_and_nan() {
+        assert_eq!(argmax_row(&[1.0, 3.0, 3.0]), 1);
+        assert_eq!(argmax_row(&[1.0, f64::NAN, 3.0]), 1);
+    }
+}

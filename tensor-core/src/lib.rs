@@ -1,0 +1,64 @@
+//! Eager tensors that trace into optimized graphs.
+//!
+//! Tensors run eagerly, op by op, so code can be printed and stepped through like any Rust.
+//! Put `#[graph_fn]` on a function and its first call per input signature traces the same
+//! code into a graph that is optimized, cached and replayed on later calls — with the same
+//! results, bit for bit. Autograd (PyTorch semantics) works in both modes.
+//!
+//! ```
+//! use tensor_core::prelude::*;
+//! let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+//! let x = Tensor::scalar(2.0f32).requires_grad_(true)?;
+//! let y = (&w + &x) * (&w + 1.0);
+//! y.backward()?;
+//! assert_eq!(w.grad().unwrap().item::<f32>()?, 5.0);
+//! assert_eq!(x.grad().unwrap().item::<f32>()?, 2.0);
+//! # Ok::<(), tensor_core::Error>(())
+//! ```
+
+extern crate self as tensor_core;
+
+pub mod autograd;
+pub mod compile;
+pub mod dtype;
+pub mod error;
+pub mod function;
+pub mod graph;
+pub mod kernels;
+pub mod ops;
+pub mod shape;
+pub mod storage;
+mod tensor;
+pub mod trace;
+
+pub use autograd::{grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOptions, GradFn, NextFunction, NoGradGuard};
+pub use dtype::{DType, Element, Scalar};
+pub use error::{Error, Result};
+pub use kernels::parallel::{num_threads, set_num_threads};
+pub use shape::Shape;
+pub use tensor::{seeded_rng, Tensor};
+pub use trace::executing_eagerly;
+
+/// Prints like `println!`. Eagerly it prints at once; inside a traced graph function it
+/// prints the run-time values on every call, in program order (where `println!` runs only
+/// while tracing).
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let x = Tensor::scalar(2.0f32);
+/// tprint!("x = {}, twice = {:.1}", x, &x * 2.0);
+/// ```
+#[macro_export]
+macro_rules! tprint {
+    ($fmt:literal $(, $arg:expr)* $(,)?) => {{
+        #[allow(unused_imports)]
+        use $crate::trace::{PrintDisplayKind as _, PrintTensorKind as _};
+        $crate::trace::tprint_impl($fmt, &[$((&$crate::trace::PrintArgWrap(&$arg)).print_arg()),*])
+            .unwrap_or_else(|e| panic!("{}", e))
+    }};
+}
+
+/// What most programs need: `use tensor_core::prelude::*;`.
+pub mod prelude {
+    pub use crate::{executing_eagerly, no_grad, tprint, DType, Error, NoGradGuard, Result, Shape, Tensor};
+}

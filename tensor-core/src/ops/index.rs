@@ -1,0 +1,159 @@
+//! Indexing ops: index_select, gather, one_hot, and the scatter-adds that are their gradients.
+
+use super::dispatch::apply;
+use super::{InputGrads, Op, TypeRef};
+use crate::autograd::BackwardCtx;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::index as k;
+use crate::shape::{normalize_axis, Shape, UNKNOWN};
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use smallvec::smallvec;
+
+impl Tensor {
+    /// The entries of `axis` at the positions in `index` (a 1-d i64 or i32 tensor).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![10i32, 20, 30], &[3])?;
+    /// let i = Tensor::from_vec(vec![2i64, 0], &[2])?;
+    /// assert_eq!(x.index_select(0, &i)?.to_vec::<i32>()?, vec![30, 10]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn index_select(&self, axis: isize, index: &Tensor) -> Result<Tensor> {
+        let rank = self.rank();
+        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "index_select", axis, rank })?;
+        apply(Op::IndexSelect { axis }, &[self, index])
+    }
+
+    /// `out[i][j] = self[i][index[i][j]]` along `axis` (PyTorch's gather): `index` has the
+    /// rank of `self` and is i64 or i32.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// let i = Tensor::from_vec(vec![1i64, 0], &[2, 1])?;
+    /// assert_eq!(x.gather(1, &i)?.to_vec::<f32>()?, vec![2.0, 3.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn gather(&self, axis: isize, index: &Tensor) -> Result<Tensor> {
+        let rank = self.rank();
+        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "gather", axis, rank })?;
+        apply(Op::Gather { axis }, &[self, index])
+    }
+
+    /// A new last axis of length `classes`, 1 at each index and 0 elsewhere, in `dtype`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let l = Tensor::from_vec(vec![2i64, 0], &[2])?;
+    /// assert_eq!(l.one_hot(3, DType::F32)?.to_vec::<f32>()?, vec![0.0, 0.0, 1.0, 1.0, 0.0, 0.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn one_hot(&self, classes: usize, dtype: DType) -> Result<Tensor> {
+        apply(Op::OneHot { classes, dtype }, &[self])
+    }
+}
+
+fn need_index(op: &'static str, dtype: DType) -> Result<()> {
+    match dtype {
+        DType::I64 | DType::I32 => Ok(()),
+        _ => Err(Error::UnsupportedDType { op, dtype, needs: "an i64 or i32 index tensor" }),
+    }
+}
+
+pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+    let x = inputs[0];
+    match op {
+        Op::IndexSelect { axis } => {
+            let i = inputs[1];
+            need_index("index_select", i.dtype)?;
+            if i.shape.rank() != 1 {
+                return Err(Error::invalid("index_select", "index", format!("must be 1-d, found shape {}", i.shape)));
+            }
+            Ok((x.dtype, x.shape.with_dim(*axis, i.shape[0])))
+        }
+        Op::IndexAdd { axis, size } => Ok((x.dtype, x.shape.with_dim(*axis, *size))),
+        Op::Gather { axis } => {
+            let i = inputs[1];
+            need_index("gather", i.dtype)?;
+            let fits = i.shape.rank() == x.shape.rank()
+                && (0..x.shape.rank()).all(|d| d == *axis || i.shape[d] == x.shape[d] || i.shape[d] == UNKNOWN || x.shape[d] == UNKNOWN);
+            if !fits {
+                return Err(Error::shapes(
+                    "gather",
+                    x.shape,
+                    i.shape,
+                    format!("the index must have the input's rank and dims except along axis {axis}"),
+                ));
+            }
+            Ok((x.dtype, i.shape.clone()))
+        }
+        Op::ScatterAdd { axis, size } => Ok((x.dtype, x.shape.with_dim(*axis, *size))),
+        Op::OneHot { classes, dtype } => {
+            need_index("one_hot", x.dtype)?;
+            let mut s = x.shape.clone();
+            s.dims_mut().push(*classes);
+            Ok((*dtype, s))
+        }
+        _ => unreachable!("not an indexing op: {op:?}"),
+    }
+}
+
+pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+    let x = inputs[0];
+    Ok(match op {
+        Op::IndexSelect { axis } => {
+            let idx = k::indices(inputs[1], x.shape()[*axis], "index_select")?;
+            crate::map_array!(x, a => k::index_select(a, *axis, &idx))
+        }
+        Op::IndexAdd { axis, size } => {
+            let idx = k::indices(inputs[1], *size, "index_add")?;
+            crate::map_numeric!(x, a => k::index_add(a, *axis, &idx, *size), bool => unreachable!("gradients are numeric"))
+        }
+        Op::Gather { axis } => {
+            let idx = k::indices(inputs[1], x.shape()[*axis], "gather")?;
+            let dims = inputs[1].shape();
+            crate::map_array!(x, a => k::gather(a, *axis, &idx, dims.dims()))
+        }
+        Op::ScatterAdd { axis, size } => {
+            let idx = k::indices(inputs[1], *size, "scatter_add")?;
+            let dims = x.shape().with_dim(*axis, *size);
+            crate::map_numeric!(x, a => k::scatter_add(a, *axis, &idx, dims.dims()), bool => unreachable!("gradients are numeric"))
+        }
+        Op::OneHot { classes, dtype } => {
+            let idx = k::indices(x, *classes, "one_hot")?;
+            let dims = x.shape();
+            match dtype {
+                DType::F32 => Storage::F32(k::one_hot(&idx, dims.dims(), *classes)),
+                DType::F64 => Storage::F64(k::one_hot(&idx, dims.dims(), *classes)),
+                DType::I32 => Storage::I32(k::one_hot(&idx, dims.dims(), *classes)),
+                DType::I64 => Storage::I64(k::one_hot(&idx, dims.dims(), *classes)),
+                DType::Bool => Storage::Bool(crate::kernels::elementwise::map(&k::one_hot::<i32>(&idx, dims.dims(), *classes), |v| v != 0)),
+            }
+        }
+        _ => unreachable!("not an indexing op: {op:?}"),
+    })
+}
+
+pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+    let index = ctx.input(1)?;
+    let (axis, size) = match op {
+        Op::IndexSelect { axis } | Op::Gather { axis } => (*axis, ctx.input_shape(0)[*axis]),
+        Op::IndexAdd { axis, .. } | Op::ScatterAdd { axis, .. } => (*axis, 0),
+        _ => unreachable!("not an indexing op: {op:?}"),
+    };
+    if size == UNKNOWN {
+        return Err(Error::NotDifferentiable { op: op.name(), detail: " along a dim that is unknown in this trace" });
+    }
+    let grad = match op {
+        Op::IndexSelect { .. } => apply(Op::IndexAdd { axis, size }, &[g, &index])?,
+        Op::Gather { .. } => apply(Op::ScatterAdd { axis, size }, &[g, &index])?,
+        // The adjoints of the scatter-adds are the selections again.
+        Op::IndexAdd { .. } => apply(Op::IndexSelect { axis }, &[g, &index])?,
+        Op::ScatterAdd { .. } => apply(Op::Gather { axis }, &[g, &index])?,
+        _ => unreachable!(),
+    };
+    Ok(smallvec![Some(grad), None])
+}

@@ -1,0 +1,67 @@
+//! In-place ops: `add_`, `sub_`, `mul_`, `div_`, `assign_`, `zero_`. Each bumps the tensor's
+//! version counter, which backward checks against the versions it saved.
+
+use super::dispatch::apply_in_place;
+use super::{BinaryOp, Op, Operand, ScalarAttr};
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+macro_rules! in_place_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+        impl Tensor {$(
+            $(#[$doc])*
+            pub fn $name<'a>(&self, rhs: impl Into<Operand<'a>>) -> Result<()> {
+                self.binary_in_place(BinaryOp::$op, rhs.into(), stringify!($name))
+            }
+        )*}
+    };
+}
+
+in_place_methods! {
+    /// `self += rhs` in place (rhs broadcasts to `self`'s shape). On a leaf that requires
+    /// grad this is an error unless grad mode is off (`no_grad`), as in PyTorch.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?;
+    /// let alias = x.clone();
+    /// x.add_(1.0)?;
+    /// assert_eq!(alias.to_vec::<f32>()?, vec![2.0, 3.0]); // every handle sees it
+    /// assert_eq!(x.version(), 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    add_ => Add;
+    /// `self -= rhs` in place.
+    sub_ => Sub;
+    /// `self *= rhs` in place.
+    mul_ => Mul;
+    /// `self /= rhs` in place.
+    div_ => Div;
+}
+
+impl Tensor {
+    fn binary_in_place(&self, op: BinaryOp, rhs: Operand, name: &'static str) -> Result<()> {
+        match rhs {
+            Operand::Tensor(t) => apply_in_place(Op::Binary(op), self, true, &[t], name),
+            Operand::Scalar(s) => apply_in_place(Op::BinaryScalar { op, scalar: ScalarAttr(s), scalar_first: false }, self, true, &[], name),
+        }
+    }
+
+    /// Overwrites the values with `src` (same dtype, broadcast to `self`'s shape).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2], DType::F32);
+    /// x.assign_(&Tensor::scalar(5.0f32))?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![5.0, 5.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn assign_(&self, src: &Tensor) -> Result<()> {
+        apply_in_place(Op::BroadcastTo(self.0.shape.clone()), self, false, &[src], "assign_")
+    }
+
+    /// Sets every value to zero.
+    pub fn zero_(&self) -> Result<()> {
+        self.mul_(0)
+    }
+}

@@ -1,0 +1,411 @@
+//! Layout ops: reshape (and squeeze/unsqueeze/flatten), permute (and transpose),
+//! broadcast_to, concat (and stack), narrow (and slicing), with their gradients.
+
+use super::dispatch::apply;
+use super::{Axes, InputGrads, Op, TypeRef};
+use crate::autograd::BackwardCtx;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::layout as k;
+use crate::shape::{broadcast_shapes, normalize_axis, Shape, UNKNOWN};
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use smallvec::{smallvec, SmallVec};
+use std::ops::{Bound, RangeBounds};
+
+impl Tensor {
+    /// The same values with new dims; one dim may be `-1` (inferred).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::arange(0i64, 6).reshape(&[2, -1])?;
+    /// assert_eq!(x.dims(), vec![2, 3]);
+    /// assert!(x.reshape(&[4, -1]).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn reshape(&self, dims: &[isize]) -> Result<Tensor> {
+        apply(Op::Reshape(SmallVec::from_slice(dims)), &[self])
+    }
+
+    /// Reshapes to `shape`, whose unknown dims (at most one) are inferred.
+    pub(crate) fn reshape_to(&self, shape: &Shape) -> Result<Tensor> {
+        self.reshape(&shape_spec(shape)?)
+    }
+
+    /// Flattens the dims from `start` on into one (`flatten_from(1)` turns `[n, c, h, w]` into
+    /// `[n, c*h*w]`).
+    pub fn flatten_from(&self, start: isize) -> Result<Tensor> {
+        let rank = self.rank();
+        let s = normalize_axis(start, rank.max(1)).ok_or(Error::Axis { op: "flatten", axis: start, rank })?;
+        let mut spec: Vec<isize> = self.shape().dims()[..s.min(rank)].iter().map(|&d| if d == UNKNOWN { -1 } else { d as isize }).collect();
+        spec.push(-1);
+        if spec.iter().filter(|&&d| d == -1).count() > 1 {
+            return Err(Error::invalid("flatten", "start", "at most one dim may be unknown while tracing"));
+        }
+        self.reshape(&spec)
+    }
+
+    /// Inserts a dim of size 1 at `axis` (which may be `rank`, or negative).
+    pub fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
+        let rank = self.rank();
+        let a = normalize_axis(axis, rank + 1).ok_or(Error::Axis { op: "unsqueeze", axis, rank: rank + 1 })?;
+        self.reshape_to(&self.shape().inserted(a, 1))
+    }
+
+    /// Removes the dim at `axis`, which must have size 1.
+    pub fn squeeze(&self, axis: isize) -> Result<Tensor> {
+        let shape = self.shape();
+        let a = normalize_axis(axis, shape.rank()).ok_or(Error::Axis { op: "squeeze", axis, rank: shape.rank() })?;
+        if shape[a] != 1 {
+            return Err(Error::invalid("squeeze", "axis", format!("dim {a} of shape {shape} has size {}, not 1", shape[a])));
+        }
+        self.reshape_to(&shape.removed(a))
+    }
+
+    /// Reorders the axes: output axis i is input axis `perm[i]`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2, 3, 4], DType::F32);
+    /// assert_eq!(x.permute(&[2, 0, 1])?.dims(), vec![4, 2, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn permute(&self, perm: &[isize]) -> Result<Tensor> {
+        let rank = self.rank();
+        let mut axes = Axes::new();
+        for &p in perm {
+            axes.push(normalize_axis(p, rank).ok_or(Error::Axis { op: "permute", axis: p, rank })?);
+        }
+        apply(Op::Permute(axes), &[self])
+    }
+
+    /// Swaps two axes.
+    pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
+        let rank = self.rank();
+        let a = normalize_axis(a, rank).ok_or(Error::Axis { op: "transpose", axis: a, rank })?;
+        let b = normalize_axis(b, rank).ok_or(Error::Axis { op: "transpose", axis: b, rank })?;
+        let mut perm: Vec<isize> = (0..rank as isize).collect();
+        perm.swap(a, b);
+        self.permute(&perm)
+    }
+
+    /// The transpose of a 2-d tensor (the last two axes of a batch).
+    pub fn t(&self) -> Result<Tensor> {
+        self.transpose(-2, -1)
+    }
+
+    /// The values repeated along new leading dims and dims of size 1, to `dims`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1i32, 2], &[2])?;
+    /// assert_eq!(x.broadcast_to(&[2, 2])?.to_vec::<i32>()?, vec![1, 2, 1, 2]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
+        apply(Op::BroadcastTo(Shape::new(dims)), &[self])
+    }
+
+    /// The sum over broadcast dims that gives `shape` (the adjoint of `broadcast_to`).
+    pub(crate) fn sum_to(&self, shape: &Shape) -> Result<Tensor> {
+        if &self.shape() == shape {
+            return Ok(self.clone());
+        }
+        apply(Op::SumTo(shape.clone()), &[self])
+    }
+
+    /// The tensors joined along `axis`; all other dims must agree.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let a = Tensor::zeros(&[2, 3], DType::F32);
+    /// let b = Tensor::ones(&[1, 3], DType::F32);
+    /// assert_eq!(Tensor::concat(&[&a, &b], 0)?.dims(), vec![3, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn concat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+        let first = tensors.first().ok_or_else(|| Error::invalid("concat", "tensors", "needs at least one tensor"))?;
+        let rank = first.rank();
+        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "concat", axis, rank })?;
+        apply(Op::Concat { axis }, tensors)
+    }
+
+    /// The tensors stacked along a new `axis`; all shapes must be equal.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let a = Tensor::zeros(&[3], DType::F32);
+    /// assert_eq!(Tensor::stack(&[&a, &a], 0)?.dims(), vec![2, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn stack(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+        let first = tensors.first().ok_or_else(|| Error::invalid("stack", "tensors", "needs at least one tensor"))?;
+        for t in tensors {
+            if t.shape() != first.shape() {
+                return Err(Error::shapes("stack", &first.shape(), &t.shape(), "stacked tensors must have equal shapes"));
+            }
+        }
+        let rank = first.rank() + 1;
+        let a = normalize_axis(axis, rank).ok_or(Error::Axis { op: "stack", axis, rank })?;
+        let parts: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(a as isize)).collect::<Result<_>>()?;
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        Tensor::concat(&refs, a as isize)
+    }
+
+    /// The `len` entries of `axis` from `start` on.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::arange(0i32, 10);
+    /// assert_eq!(x.narrow(0, 2, 3)?.to_vec::<i32>()?, vec![2, 3, 4]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor> {
+        let rank = self.rank();
+        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "narrow", axis, rank })?;
+        apply(Op::Narrow { axis, start, len }, &[self])
+    }
+
+    /// The entries of `axis` in `range` (`x.slice(1, 2..5)`, `x.slice(0, ..3)`).
+    pub fn slice(&self, axis: isize, range: impl RangeBounds<usize>) -> Result<Tensor> {
+        let rank = self.rank();
+        let a = normalize_axis(axis, rank).ok_or(Error::Axis { op: "slice", axis, rank })?;
+        let size = self.shape()[a];
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s + 1,
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e + 1,
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => size,
+        };
+        if start > end {
+            return Err(Error::invalid("slice", "range", format!("start {start} is after end {end}")));
+        }
+        self.narrow(a as isize, start, end - start)
+    }
+
+    /// The entry `index` of `axis`, with that axis removed.
+    pub fn select(&self, axis: isize, index: usize) -> Result<Tensor> {
+        self.narrow(axis, index, 1)?.squeeze(axis)
+    }
+
+    pub(crate) fn pad_axis(&self, axis: usize, before: usize, after: usize) -> Result<Tensor> {
+        apply(Op::Pad { axis, before, after }, &[self])
+    }
+}
+
+/// A reshape spec for `shape`: its dims, with an unknown dim as `-1` (at most one).
+pub(crate) fn shape_spec(shape: &Shape) -> Result<SmallVec<[isize; 4]>> {
+    let spec: SmallVec<[isize; 4]> = shape.dims().iter().map(|&d| if d == UNKNOWN { -1 } else { d as isize }).collect();
+    if spec.iter().filter(|&&d| d == -1).count() > 1 {
+        return Err(Error::invalid("reshape", "shape", format!("{shape} has more than one unknown dim; give the argument a fixed input_signature")));
+    }
+    Ok(spec)
+}
+
+// ------------------------------------------------------------------------ shape and dtype rules
+
+pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+    let x = inputs[0];
+    let shape = match op {
+        Op::Reshape(spec) => reshape_shape(x.shape, spec)?,
+        Op::Permute(perm) => permute_shape(x.shape, perm)?,
+        Op::BroadcastTo(target) => {
+            match broadcast_shapes(x.shape, target) {
+                Some(b) if target.admits(&b) || &b == target => {}
+                _ => {
+                    return Err(Error::shapes(
+                        "broadcast_to",
+                        x.shape,
+                        target,
+                        "each dim must equal the target's or be 1, and the target may only add leading dims",
+                    ))
+                }
+            }
+            target.clone()
+        }
+        Op::SumTo(target) => target.clone(),
+        Op::Concat { axis } => concat_shape(inputs, *axis)?,
+        Op::Narrow { axis, start, len } => {
+            let d = x.shape[*axis];
+            if d != UNKNOWN && start + len > d {
+                return Err(Error::invalid(
+                    "narrow",
+                    "start/len",
+                    format!("entries {start}..{} do not fit in dim {axis} of size {d} (shape {})", start + len, x.shape),
+                ));
+            }
+            x.shape.with_dim(*axis, *len)
+        }
+        Op::Pad { axis, before, after } => {
+            let d = x.shape[*axis];
+            x.shape.with_dim(*axis, if d == UNKNOWN { UNKNOWN } else { d + before + after })
+        }
+        _ => unreachable!("not a layout op: {op:?}"),
+    };
+    Ok((x.dtype, shape))
+}
+
+fn reshape_shape(from: &Shape, spec: &[isize]) -> Result<Shape> {
+    let bad = |hint| Error::Reshape { from: from.clone(), to: format!("{spec:?}"), numel: from.numel(), hint };
+    if spec.iter().filter(|&&d| d == -1).count() > 1 {
+        return Err(bad("only one dim may be -1"));
+    }
+    if spec.iter().any(|&d| d < -1) {
+        return Err(bad("dims must be positive or -1"));
+    }
+    let known: usize = spec.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+    let infer = |total: usize| -> Result<usize> {
+        if known == 0 || total % known != 0 {
+            return Err(bad("the element counts differ"));
+        }
+        Ok(total / known)
+    };
+    let dims: Vec<usize> = if from.is_known() {
+        let total = from.numel();
+        let missing = if spec.contains(&-1) { infer(total)? } else { 0 };
+        if !spec.contains(&-1) && known != total {
+            return Err(bad("the element counts differ"));
+        }
+        spec.iter().map(|&d| if d == -1 { missing } else { d as usize }).collect()
+    } else {
+        spec.iter().map(|&d| if d == -1 { UNKNOWN } else { d as usize }).collect()
+    };
+    Ok(Shape::from(dims))
+}
+
+fn permute_shape(from: &Shape, perm: &[usize]) -> Result<Shape> {
+    let mut seen = vec![false; from.rank()];
+    if perm.len() != from.rank() || perm.iter().any(|&p| std::mem::replace(&mut seen[p], true)) {
+        return Err(Error::invalid("permute", "perm", format!("{perm:?} is not a permutation of the {} axes of shape {from}", from.rank())));
+    }
+    Ok(Shape::from(perm.iter().map(|&p| from[p]).collect::<Vec<_>>()))
+}
+
+fn concat_shape(inputs: &[TypeRef], axis: usize) -> Result<Shape> {
+    let first = inputs[0];
+    let mut total = 0usize;
+    for t in inputs {
+        if t.dtype != first.dtype {
+            return Err(Error::dtype_mismatch("concat", first.dtype, t.dtype));
+        }
+        let same_rest = t.shape.rank() == first.shape.rank() && (0..first.shape.rank()).all(|d| d == axis || t.shape[d] == first.shape[d]);
+        if !same_rest {
+            return Err(Error::shapes("concat", first.shape, t.shape, format!("all dims but the concat axis {axis} must agree")));
+        }
+        total = if total == UNKNOWN || t.shape[axis] == UNKNOWN { UNKNOWN } else { total + t.shape[axis] };
+    }
+    Ok(first.shape.with_dim(axis, total))
+}
+
+// ------------------------------------------------------------------------------------ kernels
+
+pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+    let x = inputs[0];
+    Ok(match op {
+        Op::Reshape(_) => {
+            let (_, shape) = infer(op, &[TypeRef { dtype: x.dtype(), shape: &x.shape() }])?;
+            crate::map_array!(x, a => k::reshape(a, shape.dims()))
+        }
+        Op::Permute(perm) => crate::map_array!(x, a => k::permute(a, perm)),
+        Op::BroadcastTo(target) => {
+            let dims = resolve_unknown(target, &x.shape());
+            crate::map_array!(x, a => k::broadcast_to(a, &dims))
+        }
+        Op::SumTo(target) => {
+            let dims = resolve_unknown(target, &x.shape());
+            crate::map_numeric!(x, a => k::sum_to(a, &dims), bool => unreachable!("sum_to is only used on gradients"))
+        }
+        Op::Concat { axis } => concat(inputs, *axis),
+        Op::Narrow { axis, start, len } => {
+            check_narrow(x, *axis, *start, *len)?;
+            crate::map_array!(x, a => k::narrow(a, *axis, *start, *len))
+        }
+        Op::Pad { axis, before, after } => {
+            crate::map_numeric!(x, a => k::pad(a, *axis, *before, *after), bool => unreachable!("pad is only used on gradients"))
+        }
+        _ => unreachable!("not a layout op: {op:?}"),
+    })
+}
+
+/// A target's dims with unknown dims taken from `from` (aligned from the right).
+fn resolve_unknown(target: &Shape, from: &Shape) -> Vec<usize> {
+    let lead = target.rank().saturating_sub(from.rank());
+    target.dims().iter().enumerate().map(|(i, &d)| if d == UNKNOWN && i >= lead { from[i - lead] } else { d }).collect()
+}
+
+/// Narrow on a dim that was unknown when traced is checked when the graph runs.
+fn check_narrow(x: &Storage, axis: usize, start: usize, len: usize) -> Result<()> {
+    let d = x.shape()[axis];
+    if start + len > d {
+        return Err(Error::invalid("narrow", "start/len", format!("entries {start}..{} do not fit in dim {axis} of size {d}", start + len)));
+    }
+    Ok(())
+}
+
+fn concat(inputs: &[&Storage], axis: usize) -> Storage {
+    macro_rules! join {
+        ($variant:ident) => {{
+            let parts: Vec<_> = inputs
+                .iter()
+                .map(|s| match s {
+                    Storage::$variant(a) => a,
+                    _ => unreachable!("dtypes checked by infer"),
+                })
+                .collect();
+            Storage::$variant(k::concat(&parts, axis))
+        }};
+    }
+    match inputs[0] {
+        Storage::F32(_) => join!(F32),
+        Storage::F64(_) => join!(F64),
+        Storage::I32(_) => join!(I32),
+        Storage::I64(_) => join!(I64),
+        Storage::Bool(_) => join!(Bool),
+    }
+}
+
+// ---------------------------------------------------------------------------------- gradients
+
+pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+    Ok(match op {
+        Op::Reshape(_) => smallvec![Some(g.reshape_to(ctx.input_shape(0))?)],
+        Op::Permute(perm) => {
+            let mut inverse = vec![0isize; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inverse[p] = i as isize;
+            }
+            smallvec![Some(g.permute(&inverse)?)]
+        }
+        Op::BroadcastTo(_) => smallvec![Some(g.sum_to(ctx.input_shape(0))?)],
+        Op::SumTo(_) => smallvec![Some(g.broadcast_to(ctx.input_shape(0).dims())?)],
+        Op::Concat { axis } => {
+            let mut start = 0;
+            let mut grads = InputGrads::new();
+            for i in 0..ctx.num_inputs() {
+                let len = ctx.input_shape(i)[*axis];
+                if len == UNKNOWN {
+                    return Err(Error::NotDifferentiable { op: "concat", detail: " along a dim that is unknown in this trace" });
+                }
+                grads.push(Some(g.narrow(*axis as isize, start, len)?));
+                start += len;
+            }
+            grads
+        }
+        Op::Narrow { axis, start, len } => {
+            let d = ctx.input_shape(0)[*axis];
+            if d == UNKNOWN {
+                return Err(Error::NotDifferentiable { op: "narrow", detail: " along a dim that is unknown in this trace" });
+            }
+            smallvec![Some(g.pad_axis(*axis, *start, d - start - len)?)]
+        }
+        Op::Pad { axis, before, .. } => {
+            let len = ctx.input_shape(0)[*axis];
+            smallvec![Some(g.narrow(*axis as isize, *before, len)?)]
+        }
+        _ => unreachable!("not a layout op: {op:?}"),
+    })
+}

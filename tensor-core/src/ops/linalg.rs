@@ -1,0 +1,75 @@
+//! Matrix multiplication: 2-d and batched, batch dims broadcast as in NumPy.
+
+use super::dispatch::apply;
+use super::{need_numeric, InputGrads, Op, TypeRef};
+use crate::autograd::BackwardCtx;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::matmul::matmul;
+use crate::shape::{broadcast_shapes, Shape, UNKNOWN};
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use smallvec::smallvec;
+
+impl Tensor {
+    /// The matrix product `self @ rhs` over the last two dims; leading (batch) dims broadcast.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// let b = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2])?;
+    /// assert_eq!(a.matmul(&b)?.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0]);
+    /// assert!(a.matmul(&Tensor::zeros(&[3, 2], DType::F32)).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        apply(Op::Matmul, &[self, rhs])
+    }
+}
+
+/// (batch dims, m, k, n) of a matmul, or the error.
+fn split(a: &Shape, b: &Shape) -> Result<(Shape, usize, usize, usize)> {
+    if a.rank() < 2 || b.rank() < 2 {
+        return Err(Error::shapes("matmul", a, b, "both operands need at least 2 dims; unsqueeze a vector to [1, k] or [k, 1]"));
+    }
+    let (m, k) = (a[a.rank() - 2], a[a.rank() - 1]);
+    let (k2, n) = (b[b.rank() - 2], b[b.rank() - 1]);
+    if k != k2 && k != UNKNOWN && k2 != UNKNOWN {
+        return Err(Error::shapes("matmul", a, b, format!("the inner dims differ ({k} vs {k2}): a [.., m, k] @ b [.., k, n] needs equal k")));
+    }
+    let ba = Shape::new(&a.dims()[..a.rank() - 2]);
+    let bb = Shape::new(&b.dims()[..b.rank() - 2]);
+    let batch = broadcast_shapes(&ba, &bb).ok_or_else(|| Error::shapes("matmul", a, b, "the batch dims do not broadcast"))?;
+    Ok((batch, m, k, n))
+}
+
+pub(super) fn infer(inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+    let (a, b) = (inputs[0], inputs[1]);
+    if a.dtype != b.dtype {
+        return Err(Error::dtype_mismatch("matmul", a.dtype, b.dtype));
+    }
+    need_numeric("matmul", a.dtype)?;
+    let (batch, m, _, n) = split(a.shape, b.shape)?;
+    let mut out = batch;
+    out.dims_mut().extend([m, n]);
+    Ok((a.dtype, out))
+}
+
+pub(super) fn compute(inputs: &[&Storage]) -> Result<Storage> {
+    let (batch, ..) = split(&inputs[0].shape(), &inputs[1].shape())?;
+    Ok(match (inputs[0], inputs[1]) {
+        (Storage::F32(a), Storage::F32(b)) => Storage::F32(matmul(a, b, batch.dims())),
+        (Storage::F64(a), Storage::F64(b)) => Storage::F64(matmul(a, b, batch.dims())),
+        (Storage::I32(a), Storage::I32(b)) => Storage::I32(matmul(a, b, batch.dims())),
+        (Storage::I64(a), Storage::I64(b)) => Storage::I64(matmul(a, b, batch.dims())),
+        _ => unreachable!("dtypes checked by infer"),
+    })
+}
+
+/// d(a@b)/da = g @ b^T, d(a@b)/db = a^T @ g, each summed over broadcast batch dims.
+pub(super) fn backward(ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let ga = if ctx.needs_grad(0) { Some(g.matmul(&b.t()?)?.sum_to(ctx.input_shape(0))?) } else { None };
+    let gb = if ctx.needs_grad(1) { Some(a.t()?.matmul(g)?.sum_to(ctx.input_shape(1))?) } else { None };
+    Ok(smallvec![ga, gb])
+}

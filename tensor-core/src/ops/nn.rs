@@ -1,0 +1,120 @@
+//! Softmax, log-softmax and softmax cross-entropy (numerically stable), with gradients.
+
+use super::dispatch::apply;
+use super::{need_float, InputGrads, Op, TypeRef};
+use crate::autograd::BackwardCtx;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::index::indices;
+use crate::kernels::softmax as k;
+use crate::shape::{normalize_axis, Shape, UNKNOWN};
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use smallvec::smallvec;
+
+impl Tensor {
+    /// exp(x) / sum(exp(x)) along `axis`, computed stably.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let p = Tensor::from_vec(vec![1.0f64, 1.0], &[2])?.softmax(0)?;
+    /// assert_eq!(p.to_vec::<f64>()?, vec![0.5, 0.5]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn softmax(&self, axis: isize) -> Result<Tensor> {
+        let axis = self.norm_axis("softmax", axis)?;
+        apply(Op::Softmax { axis }, &[self])
+    }
+
+    /// log(softmax(x)) along `axis`, computed stably.
+    pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
+        let axis = self.norm_axis("log_softmax", axis)?;
+        apply(Op::LogSoftmax { axis }, &[self])
+    }
+
+    /// The mean softmax cross-entropy of `self` (logits `[n, c]`) against `labels` (`[n]`,
+    /// i64 or i32 class indices).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let logits = Tensor::zeros(&[2, 4], DType::F32);
+    /// let labels = Tensor::from_vec(vec![1i64, 3], &[2])?;
+    /// let loss = logits.cross_entropy(&labels)?.item::<f32>()?;
+    /// assert!((loss - 4f32.ln()).abs() < 1e-6);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn cross_entropy(&self, labels: &Tensor) -> Result<Tensor> {
+        apply(Op::CrossEntropy, &[self, labels])
+    }
+
+    fn norm_axis(&self, op: &'static str, axis: isize) -> Result<usize> {
+        let rank = self.rank();
+        normalize_axis(axis, rank).ok_or(Error::Axis { op, axis, rank })
+    }
+}
+
+pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+    let x = inputs[0];
+    need_float(op.name(), x.dtype)?;
+    match op {
+        Op::Softmax { .. } | Op::LogSoftmax { .. } => Ok((x.dtype, x.shape.clone())),
+        Op::CrossEntropy => {
+            let l = inputs[1];
+            if !matches!(l.dtype, DType::I64 | DType::I32) {
+                return Err(Error::UnsupportedDType { op: "cross_entropy", dtype: l.dtype, needs: "i64 or i32 class labels" });
+            }
+            let ok = x.shape.rank() == 2 && l.shape.rank() == 1 && (x.shape[0] == l.shape[0] || x.shape[0] == UNKNOWN || l.shape[0] == UNKNOWN);
+            if !ok {
+                return Err(Error::shapes("cross_entropy", x.shape, l.shape, "logits must be [n, classes] and labels [n]"));
+            }
+            Ok((x.dtype, Shape::scalar()))
+        }
+        _ => unreachable!("not an nn op: {op:?}"),
+    }
+}
+
+pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+    let x = inputs[0];
+    let other = || unreachable!("checked by infer");
+    Ok(match op {
+        Op::Softmax { axis } => crate::map_float!(x, a => k::softmax(a, *axis), other => other()),
+        Op::LogSoftmax { axis } => crate::map_float!(x, a => k::log_softmax(a, *axis), other => other()),
+        Op::CrossEntropy => {
+            let labels = indices(inputs[1], x.shape()[1], "cross_entropy")?;
+            if labels.len() != x.shape()[0] {
+                return Err(Error::shapes("cross_entropy", &x.shape(), &inputs[1].shape(), "logits must be [n, classes] and labels [n]"));
+            }
+            crate::map_float!(x, a => ndarray::arr0(k::cross_entropy(a, &labels)).into_dyn().into_shared(), other => other())
+        }
+        _ => unreachable!("not an nn op: {op:?}"),
+    })
+}
+
+pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+    Ok(match op {
+        Op::Softmax { axis } => {
+            let y = ctx.output()?;
+            let dot = g.mul(&y)?.sum_axes(&[*axis as isize], true)?;
+            smallvec![Some(y.mul(&g.sub(&dot)?)?)]
+        }
+        Op::LogSoftmax { axis } => {
+            let y = ctx.output()?;
+            let total = g.sum_axes(&[*axis as isize], true)?;
+            smallvec![Some(g.sub(&y.exp()?.mul(&total)?)?)]
+        }
+        Op::CrossEntropy => {
+            let (x, labels) = (ctx.input(0)?, ctx.input(1)?);
+            let shape = ctx.input_shape(0);
+            if shape[0] == UNKNOWN || shape[1] == UNKNOWN {
+                return Err(Error::NotDifferentiable {
+                    op: "cross_entropy",
+                    detail: " with a batch size unknown in this trace; give the argument a fixed input_signature",
+                });
+            }
+            let target = labels.one_hot(shape[1], x.dtype())?;
+            let scale = g.div(shape[0] as f64)?;
+            smallvec![Some(x.softmax(1)?.sub(&target)?.mul(&scale)?), None]
+        }
+        _ => unreachable!("not an nn op: {op:?}"),
+    })
+}

@@ -1,0 +1,214 @@
+//! Reductions: sum, mean, max, min over all elements or a list of axes (with keepdim), and
+//! argmax along one axis.
+
+use super::dispatch::apply;
+use super::{need_float, need_numeric, Axes, InputGrads, Op, ReduceOp, TypeRef};
+use crate::autograd::BackwardCtx;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::math::Num;
+use crate::kernels::reduce::{argmax, reduce, Reduction};
+use crate::shape::{normalize_axis, Shape, UNKNOWN};
+use crate::storage::{Array, Storage};
+use crate::tensor::Tensor;
+use smallvec::smallvec;
+
+impl Tensor {
+    /// The sum of all elements, as a 0-d tensor (a bool tensor counts its `true`s as i64).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1i32, 2, 3], &[3]).unwrap();
+    /// assert_eq!(x.sum().item::<i32>().unwrap(), 6);
+    /// ```
+    pub fn sum(&self) -> Tensor {
+        let all: Vec<isize> = (0..self.rank() as isize).collect();
+        let x = if self.dtype() == DType::Bool { self.cast(DType::I64) } else { self.clone() };
+        x.sum_axes(&all, false).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The mean of all elements (float dtypes), as a 0-d tensor.
+    pub fn mean(&self) -> Result<Tensor> {
+        self.reduce_all(ReduceOp::Mean)
+    }
+
+    /// The largest element (NaN propagates), as a 0-d tensor.
+    pub fn max(&self) -> Result<Tensor> {
+        self.reduce_all(ReduceOp::Max)
+    }
+
+    /// The smallest element (NaN propagates), as a 0-d tensor.
+    pub fn min(&self) -> Result<Tensor> {
+        self.reduce_all(ReduceOp::Min)
+    }
+
+    /// The sum over `axes` (negative counts from the end); `keepdim` keeps them as size 1.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// assert_eq!(x.sum_axes(&[0], false)?.to_vec::<f32>()?, vec![4.0, 6.0]);
+    /// assert_eq!(x.sum_axes(&[-1], true)?.dims(), vec![2, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn sum_axes(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce_axes(ReduceOp::Sum, axes, keepdim)
+    }
+
+    /// The mean over `axes` (float dtypes).
+    pub fn mean_axes(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce_axes(ReduceOp::Mean, axes, keepdim)
+    }
+
+    /// The maximum over `axes`.
+    pub fn max_axes(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce_axes(ReduceOp::Max, axes, keepdim)
+    }
+
+    /// The minimum over `axes`.
+    pub fn min_axes(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce_axes(ReduceOp::Min, axes, keepdim)
+    }
+
+    /// The index (i64) of the first largest element along `axis`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 9.0, 3.0, 7.0, 2.0, 0.0], &[2, 3])?;
+    /// assert_eq!(x.argmax(1, false)?.to_vec::<i64>()?, vec![1, 0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn argmax(&self, axis: isize, keepdim: bool) -> Result<Tensor> {
+        let axis = normalize_axis(axis, self.rank()).ok_or(Error::Axis { op: "argmax", axis, rank: self.rank() })?;
+        apply(Op::Argmax { axis, keepdim }, &[self])
+    }
+
+    fn reduce_all(&self, op: ReduceOp) -> Result<Tensor> {
+        let all: Vec<isize> = (0..self.rank() as isize).collect();
+        self.reduce_axes(op, &all, false)
+    }
+
+    fn reduce_axes(&self, op: ReduceOp, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        let axes = normalize_axes(op.name(), axes, self.rank())?;
+        apply(Op::Reduce { op, axes, keepdim }, &[self])
+    }
+}
+
+/// Axes normalized against `rank`, sorted and without repeats.
+pub(crate) fn normalize_axes(op: &'static str, axes: &[isize], rank: usize) -> Result<Axes> {
+    let mut out = Axes::new();
+    for &a in axes {
+        let n = normalize_axis(a, rank).ok_or(Error::Axis { op, axis: a, rank })?;
+        if out.contains(&n) {
+            return Err(Error::invalid(op, "axes", format!("axis {a} is listed twice")));
+        }
+        out.push(n);
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The shape after reducing `axes`.
+fn reduced_shape(shape: &Shape, axes: &[usize], keepdim: bool) -> Shape {
+    let dims: Vec<usize> = (0..shape.rank()).filter_map(|d| if axes.contains(&d) { keepdim.then_some(1) } else { Some(shape[d]) }).collect();
+    Shape::from(dims)
+}
+
+pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+    let x = inputs[0];
+    match op {
+        Op::Reduce { op: r, axes, keepdim } => {
+            match r {
+                ReduceOp::Mean => need_float("mean", x.dtype)?,
+                _ => need_numeric(r.name(), x.dtype)?,
+            }
+            if matches!(r, ReduceOp::Max | ReduceOp::Min) && axes.iter().any(|&a| x.shape[a] == 0) {
+                return Err(Error::invalid(r.name(), "axes", format!("cannot reduce an empty dim of shape {} (there is no identity)", x.shape)));
+            }
+            Ok((x.dtype, reduced_shape(x.shape, axes, *keepdim)))
+        }
+        Op::Argmax { axis, keepdim } => {
+            need_numeric("argmax", x.dtype)?;
+            if x.shape[*axis] == 0 {
+                return Err(Error::invalid("argmax", "axis", format!("dim {axis} of shape {} is empty", x.shape)));
+            }
+            Ok((DType::I64, reduced_shape(x.shape, &[*axis], *keepdim)))
+        }
+        _ => unreachable!("not a reduction: {op:?}"),
+    }
+}
+
+pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+    let x = inputs[0];
+    match op {
+        Op::Reduce { op: r, axes, keepdim } => {
+            let out_shape = reduced_shape(&x.shape(), axes, *keepdim);
+            let reduced = crate::map_numeric!(x, a => reduce_kernel(a, axes, *r), bool => unreachable!("checked by infer"));
+            Ok(reshape_storage(reduced, &out_shape))
+        }
+        Op::Argmax { axis, keepdim } => {
+            let out_shape = reduced_shape(&x.shape(), &[*axis], *keepdim);
+            let idx = argmax_any(x, *axis);
+            Ok(reshape_storage(Storage::I64(idx), &out_shape))
+        }
+        _ => unreachable!("not a reduction: {op:?}"),
+    }
+}
+
+fn reduce_kernel<T: Num>(a: &Array<T>, axes: &[usize], r: ReduceOp) -> Array<T> {
+    match r {
+        ReduceOp::Sum => reduce(a, axes, Reduction::Sum),
+        ReduceOp::Max => reduce(a, axes, Reduction::Max),
+        ReduceOp::Min => reduce(a, axes, Reduction::Min),
+        ReduceOp::Mean => {
+            let count: usize = axes.iter().map(|&d| a.shape()[d]).product();
+            let s = reduce(a, axes, Reduction::Sum);
+            let n = T::from_usize(count);
+            crate::kernels::elementwise::map(&s, move |v| v.div(n))
+        }
+    }
+}
+
+fn argmax_any(x: &Storage, axis: usize) -> Array<i64> {
+    match x {
+        Storage::F32(a) => argmax(a, axis),
+        Storage::F64(a) => argmax(a, axis),
+        Storage::I32(a) => argmax(a, axis),
+        Storage::I64(a) => argmax(a, axis),
+        Storage::Bool(_) => unreachable!("checked by infer"),
+    }
+}
+
+fn reshape_storage(s: Storage, shape: &Shape) -> Storage {
+    crate::map_array!(&s, a => crate::kernels::layout::reshape(a, shape.dims()))
+}
+
+pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+    let Op::Reduce { op: r, axes, keepdim } = op else { unreachable!("argmax has no gradient") };
+    let in_shape = ctx.input_shape(0).clone();
+    if axes.iter().any(|&a| in_shape[a] == UNKNOWN) {
+        return Err(Error::NotDifferentiable {
+            op: r.name(),
+            detail: " over a dim that is unknown in this trace; use a fixed input_signature for this argument",
+        });
+    }
+    let keep_shape = reduced_shape(&in_shape, axes, true);
+    let g_keep = if *keepdim { g.clone() } else { g.reshape_to(&keep_shape)? };
+    let grad = match r {
+        ReduceOp::Sum => g_keep.broadcast_to(in_shape.dims())?,
+        ReduceOp::Mean => {
+            let count: usize = axes.iter().map(|&a| in_shape[a]).product();
+            g_keep.div(count as f64)?.broadcast_to(in_shape.dims())?
+        }
+        ReduceOp::Max | ReduceOp::Min => {
+            // The gradient is shared equally by every element equal to the extreme.
+            let (x, y) = (ctx.input(0)?, ctx.output()?);
+            let y_keep = if *keepdim { y } else { y.reshape_to(&keep_shape)? };
+            let mask = x.eq(&y_keep).cast(x.dtype());
+            let axes_i: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+            let count = mask.sum_axes(&axes_i, true)?;
+            mask.mul(&g_keep.div(&count)?)?
+        }
+    };
+    Ok(smallvec![Some(grad)])
+}

@@ -1,0 +1,186 @@
+//! Concrete tensor data: one ndarray `ArcArray` per dtype behind one enum. Cloning is a
+//! reference-count increment; writing to a shared array copies it first (copy on write), so a
+//! value saved for backward or held by a graph never changes under its holder.
+
+use crate::dtype::{DType, Element};
+use crate::shape::Shape;
+use ndarray::{ArcArray, IxDyn};
+
+/// The array type behind every concrete tensor.
+pub type Array<T> = ArcArray<T, IxDyn>;
+
+/// The data of a concrete tensor.
+#[derive(Clone, Debug)]
+pub enum Storage {
+    F32(Array<f32>),
+    F64(Array<f64>),
+    I32(Array<i32>),
+    I64(Array<i64>),
+    Bool(Array<bool>),
+}
+
+/// Runs `$body` with `$a` bound to the array inside `$s`, whatever its dtype.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_array {
+    ($s:expr, $a:ident => $body:expr) => {
+        match $s {
+            $crate::storage::Storage::F32($a) => $body,
+            $crate::storage::Storage::F64($a) => $body,
+            $crate::storage::Storage::I32($a) => $body,
+            $crate::storage::Storage::I64($a) => $body,
+            $crate::storage::Storage::Bool($a) => $body,
+        }
+    };
+}
+
+/// Like `with_array!`, re-wrapping the array `$body` returns in the same dtype's variant.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! map_array {
+    ($s:expr, $a:ident => $body:expr) => {
+        match $s {
+            $crate::storage::Storage::F32($a) => $crate::storage::Storage::F32($body),
+            $crate::storage::Storage::F64($a) => $crate::storage::Storage::F64($body),
+            $crate::storage::Storage::I32($a) => $crate::storage::Storage::I32($body),
+            $crate::storage::Storage::I64($a) => $crate::storage::Storage::I64($body),
+            $crate::storage::Storage::Bool($a) => $crate::storage::Storage::Bool($body),
+        }
+    };
+}
+
+/// Like `map_array!` for the numeric dtypes; bool yields `$bool_case`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! map_numeric {
+    ($s:expr, $a:ident => $body:expr, bool => $bool_case:expr) => {
+        match $s {
+            $crate::storage::Storage::F32($a) => $crate::storage::Storage::F32($body),
+            $crate::storage::Storage::F64($a) => $crate::storage::Storage::F64($body),
+            $crate::storage::Storage::I32($a) => $crate::storage::Storage::I32($body),
+            $crate::storage::Storage::I64($a) => $crate::storage::Storage::I64($body),
+            $crate::storage::Storage::Bool(_) => $bool_case,
+        }
+    };
+}
+
+/// Like `map_array!` for f32 and f64; other dtypes yield `$other`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! map_float {
+    ($s:expr, $a:ident => $body:expr, other => $other:expr) => {
+        match $s {
+            $crate::storage::Storage::F32($a) => $crate::storage::Storage::F32($body),
+            $crate::storage::Storage::F64($a) => $crate::storage::Storage::F64($body),
+            _ => $other,
+        }
+    };
+}
+
+impl Storage {
+    /// The dtype of the data.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Storage::F32(_) => DType::F32,
+            Storage::F64(_) => DType::F64,
+            Storage::I32(_) => DType::I32,
+            Storage::I64(_) => DType::I64,
+            Storage::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// The shape of the data.
+    pub fn shape(&self) -> Shape {
+        with_array!(self, a => Shape::new(a.shape()))
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        with_array!(self, a => a.len())
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The array of element type `T`, if that is the dtype.
+    pub fn array<T: Element>(&self) -> Option<&Array<T>> {
+        T::array_of(self)
+    }
+
+    /// A storage filled with `value` (converted to `dtype`).
+    pub fn full(shape: &Shape, dtype: DType, value: crate::Scalar) -> Storage {
+        fn fill<T: Element>(shape: &Shape, v: crate::Scalar) -> Array<T> {
+            Array::from_elem(IxDyn(shape.dims()), T::from_scalar(v))
+        }
+        match dtype {
+            DType::F32 => Storage::F32(fill(shape, value)),
+            DType::F64 => Storage::F64(fill(shape, value)),
+            DType::I32 => Storage::I32(fill(shape, value)),
+            DType::I64 => Storage::I64(fill(shape, value)),
+            DType::Bool => Storage::Bool(fill(shape, value)),
+        }
+    }
+
+    /// True when the data is laid out row-major and contiguous.
+    pub fn is_standard_layout(&self) -> bool {
+        with_array!(self, a => a.is_standard_layout())
+    }
+
+    /// The same data in row-major contiguous layout (no copy if it already is).
+    pub fn to_standard_layout(&self) -> Storage {
+        map_array!(self, a => standard(a))
+    }
+
+    /// True when `self` and `other` are the same values with the same dtype and shape,
+    /// compared bit for bit (NaN equals NaN of the same bits, 0.0 differs from -0.0).
+    pub fn bit_eq(&self, other: &Storage) -> bool {
+        match (self, other) {
+            (Storage::F32(a), Storage::F32(b)) => bits_eq(a, b, |x| x.to_bits() as u64),
+            (Storage::F64(a), Storage::F64(b)) => bits_eq(a, b, |x| x.to_bits()),
+            (Storage::I32(a), Storage::I32(b)) => a == b,
+            (Storage::I64(a), Storage::I64(b)) => a == b,
+            (Storage::Bool(a), Storage::Bool(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+fn bits_eq<T: Copy>(a: &Array<T>, b: &Array<T>, bits: impl Fn(T) -> u64) -> bool {
+    a.shape() == b.shape() && a.iter().zip(b.iter()).all(|(&x, &y)| bits(x) == bits(y))
+}
+
+/// `a` in standard layout, shared when it already is.
+pub fn standard<T: Clone>(a: &Array<T>) -> Array<T> {
+    if a.is_standard_layout() {
+        a.clone()
+    } else {
+        a.as_standard_layout().into_owned().into_shared()
+    }
+}
+
+/// Ties each element type to its `Storage` variant.
+pub trait StorageOf: Sized {
+    /// The array of this element type inside `s`, if that is its dtype.
+    fn array_of(s: &Storage) -> Option<&Array<Self>>;
+    /// Wraps an array of this element type.
+    fn wrap(a: Array<Self>) -> Storage;
+}
+
+macro_rules! impl_storage_of {
+    ($($t:ty => $v:ident),*) => {$(
+        impl StorageOf for $t {
+            fn array_of(s: &Storage) -> Option<&Array<$t>> {
+                match s {
+                    Storage::$v(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn wrap(a: Array<$t>) -> Storage {
+                Storage::$v(a)
+            }
+        }
+    )*};
+}
+impl_storage_of!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, bool => Bool);

@@ -1,0 +1,181 @@
+//! Creating tensors: from Rust data, filled, ranges, and random with an explicit seed.
+
+use super::Tensor;
+use crate::dtype::{DType, Element, Scalar};
+use crate::error::{Error, Result};
+use crate::shape::Shape;
+use crate::storage::{Array, Storage};
+use ndarray::IxDyn;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+
+/// A reproducible random generator for `Tensor::rand_with` and the initializers.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let mut rng = tensor_core::seeded_rng(7);
+/// let a = Tensor::randn_with(&[3], DType::F32, &mut rng);
+/// let b = Tensor::randn_with(&[3], DType::F32, &mut rng);
+/// assert_ne!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+/// ```
+pub fn seeded_rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+impl Tensor {
+    /// A tensor of the given shape from row-major data; the length must match the shape.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+    /// assert_eq!(t.dims(), vec![2, 3]);
+    /// assert!(Tensor::from_vec(vec![1.0f32; 5], &[2, 3]).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+        let numel: usize = shape.iter().product();
+        if data.len() != numel {
+            return Err(Error::DataLength { op: "from_vec", len: data.len(), shape: Shape::new(shape), numel });
+        }
+        let array = Array::from_shape_vec(IxDyn(shape), data).expect("length checked above");
+        Ok(Tensor::from_storage(T::wrap(array)))
+    }
+
+    /// A 0-d tensor holding `value`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::scalar(2.5f64).item::<f64>().unwrap(), 2.5);
+    /// ```
+    pub fn scalar<T: Element>(value: T) -> Tensor {
+        Tensor::from_storage(T::wrap(Array::from_elem(IxDyn(&[]), value)))
+    }
+
+    /// A tensor of zeros.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::zeros(&[2], DType::I32).to_vec::<i32>().unwrap(), vec![0, 0]);
+    /// ```
+    pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full(shape, 0, dtype)
+    }
+
+    /// A tensor of ones.
+    pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full(shape, 1, dtype)
+    }
+
+    /// A tensor filled with `value`, converted to `dtype`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let t = Tensor::full(&[2], 0.5, DType::F64);
+    /// assert_eq!(t.to_vec::<f64>().unwrap(), vec![0.5, 0.5]);
+    /// ```
+    pub fn full(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Tensor {
+        Tensor::from_storage(Storage::full(&Shape::new(shape), dtype, value.into()))
+    }
+
+    /// Zeros with the dtype and shape of `self`.
+    pub fn zeros_like(&self) -> Tensor {
+        Tensor::zeros(self.shape().dims(), self.dtype())
+    }
+
+    /// Ones with the dtype and shape of `self`.
+    pub fn ones_like(&self) -> Tensor {
+        Tensor::ones(self.shape().dims(), self.dtype())
+    }
+
+    /// The values `start, start + 1, ...` below `end`, in the dtype of `T`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::arange(0i64, 4).to_vec::<i64>().unwrap(), vec![0, 1, 2, 3]);
+    /// ```
+    pub fn arange<T: Element>(start: T, end: T) -> Tensor {
+        Tensor::arange_step(start, end, T::one())
+    }
+
+    /// The values `start, start + step, ...` up to (not including) `end`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let t = Tensor::arange_step(0.0f32, 1.0, 0.25);
+    /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![0.0, 0.25, 0.5, 0.75]);
+    /// ```
+    pub fn arange_step<T: Element>(start: T, end: T, step: T) -> Tensor {
+        let (s, e, d) = (start.to_f64(), end.to_f64(), step.to_f64());
+        let n = if d == 0.0 { 0 } else { ((e - s) / d).ceil().max(0.0) as usize };
+        let data: Vec<T> = (0..n).map(|i| T::from_f64(s + d * i as f64)).collect();
+        Tensor::from_vec(data, &[n]).expect("length is n by construction")
+    }
+
+    /// Uniform random values in `[0, 1)` from a generator seeded with `seed`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let a = Tensor::rand(&[4], DType::F32, 1);
+    /// assert_eq!(a.to_vec::<f32>().unwrap(), Tensor::rand(&[4], DType::F32, 1).to_vec::<f32>().unwrap());
+    /// ```
+    pub fn rand(shape: &[usize], dtype: DType, seed: u64) -> Tensor {
+        Tensor::rand_with(shape, dtype, &mut seeded_rng(seed))
+    }
+
+    /// Standard normal random values from a generator seeded with `seed`.
+    pub fn randn(shape: &[usize], dtype: DType, seed: u64) -> Tensor {
+        Tensor::randn_with(shape, dtype, &mut seeded_rng(seed))
+    }
+
+    /// Uniform random values in `[0, 1)` drawn from `rng` (f32 or f64; other dtypes get the
+    /// f64 draw converted).
+    pub fn rand_with(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Tensor {
+        Tensor::uniform_with(shape, 0.0, 1.0, dtype, rng)
+    }
+
+    /// Uniform random values in `[low, high)` drawn from `rng`.
+    pub fn uniform_with(shape: &[usize], low: f64, high: f64, dtype: DType, rng: &mut impl Rng) -> Tensor {
+        let n: usize = shape.iter().product();
+        let draws: Vec<f64> = (0..n).map(|_| low + (high - low) * rng.random::<f64>()).collect();
+        Tensor::from_f64_data(draws, shape, dtype)
+    }
+
+    /// Standard normal random values drawn from `rng`.
+    pub fn randn_with(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Tensor {
+        let n: usize = shape.iter().product();
+        let draws: Vec<f64> = (0..n).map(|_| StandardNormal.sample(rng)).collect();
+        Tensor::from_f64_data(draws, shape, dtype)
+    }
+
+    fn from_f64_data(data: Vec<f64>, shape: &[usize], dtype: DType) -> Tensor {
+        fn conv<T: Element>(d: Vec<f64>, shape: &[usize]) -> Storage {
+            let v: Vec<T> = d.into_iter().map(T::from_f64).collect();
+            T::wrap(Array::from_shape_vec(IxDyn(shape), v).expect("length matches shape"))
+        }
+        Tensor::from_storage(match dtype {
+            DType::F32 => conv::<f32>(data, shape),
+            DType::F64 => conv::<f64>(data, shape),
+            DType::I32 => conv::<i32>(data, shape),
+            DType::I64 => conv::<i64>(data, shape),
+            DType::Bool => conv::<bool>(data, shape),
+        })
+    }
+}
+
+impl<T: Element> From<ndarray::ArrayD<T>> for Tensor {
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let t = Tensor::from(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[2, 2])));
+    /// assert_eq!(t.dims(), vec![2, 2]);
+    /// ```
+    fn from(a: ndarray::ArrayD<T>) -> Tensor {
+        Tensor::from_storage(T::wrap(a.into_shared()))
+    }
+}
+
+impl<T: Element> From<Array<T>> for Tensor {
+    fn from(a: Array<T>) -> Tensor {
+        Tensor::from_storage(T::wrap(a))
+    }
+}

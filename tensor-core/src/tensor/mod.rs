@@ -1,0 +1,173 @@
+//! The `Tensor` handle: a cheap `Arc` to either concrete data or a symbolic value in the graph
+//! being traced, plus its autograd metadata and in-place version counter.
+
+mod convert;
+mod create;
+mod display;
+mod operators;
+
+use crate::autograd::GradNode;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::shape::Shape;
+use crate::storage::Storage;
+use crate::trace::Symbol;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+
+pub use create::seeded_rng;
+
+/// An n-dimensional array of one dtype. Cloning is cheap (a reference count); clones are
+/// handles to the same tensor, so an in-place op through one is seen through all.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+/// let y = (&x * 2.0 + 1.0).sum();
+/// assert_eq!(y.item::<f32>()?, 24.0);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<TensorInner>);
+
+pub(crate) struct TensorInner {
+    pub(crate) id: u64,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+    pub(crate) value: RwLock<Value>,
+    pub(crate) version: AtomicU64,
+    /// The trace that was active when this tensor was created (0: none). A concrete tensor
+    /// made inside a trace is a constant of that trace; one made outside is a capture.
+    pub(crate) origin_trace: u64,
+    pub(crate) requires_grad: AtomicBool,
+    pub(crate) grad: Mutex<GradSlot>,
+}
+
+/// What a tensor holds: data, or a reference to a value of the graph being traced.
+#[derive(Clone)]
+pub(crate) enum Value {
+    Concrete(Storage),
+    Symbolic(Symbol),
+}
+
+/// The autograd state of one tensor.
+#[derive(Default)]
+pub(crate) struct GradSlot {
+    pub(crate) grad: Option<Tensor>,
+    pub(crate) grad_fn: Option<Arc<GradNode>>,
+    pub(crate) retains_grad: bool,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Tensor {
+    pub(crate) fn from_value(value: Value, dtype: DType, shape: Shape) -> Tensor {
+        Tensor(Arc::new(TensorInner {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            dtype,
+            shape,
+            value: RwLock::new(value),
+            version: AtomicU64::new(0),
+            origin_trace: crate::trace::current_trace_id(),
+            requires_grad: AtomicBool::new(false),
+            grad: Mutex::new(GradSlot::default()),
+        }))
+    }
+
+    /// A concrete tensor owning `storage`.
+    pub(crate) fn from_storage(storage: Storage) -> Tensor {
+        let (dtype, shape) = (storage.dtype(), storage.shape());
+        Tensor::from_value(Value::Concrete(storage), dtype, shape)
+    }
+
+    /// A unique id of this tensor (shared by its clones).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    /// The shape. While tracing with relaxed dims, unknown dims show as `?`.
+    pub fn shape(&self) -> Shape {
+        match crate::trace::proxy_of(self) {
+            Some(p) => p.0.shape.clone(),
+            None => self.0.shape.clone(),
+        }
+    }
+
+    /// The dims as a vector (a convenience over `shape()`).
+    pub fn dims(&self) -> Vec<usize> {
+        self.shape().dims().to_vec()
+    }
+
+    /// The number of dims.
+    pub fn rank(&self) -> usize {
+        self.0.shape.rank()
+    }
+
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        self.0.shape.numel()
+    }
+
+    /// True when this handle holds a value of a graph being traced rather than data.
+    pub fn is_symbolic(&self) -> bool {
+        crate::trace::proxy_of(self).is_some() || matches!(*self.read_value(), Value::Symbolic(_))
+    }
+
+    /// How many in-place ops have changed this tensor.
+    pub fn version(&self) -> u64 {
+        self.0.version.load(Ordering::Acquire)
+    }
+
+    /// True when both handles are the same tensor.
+    pub fn same_as(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    pub(crate) fn read_value(&self) -> RwLockReadGuard<'_, Value> {
+        self.0.value.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn grad_slot(&self) -> MutexGuard<'_, GradSlot> {
+        self.0.grad.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The data of a concrete tensor; an `Err` naming `op` for a symbolic one.
+    pub(crate) fn storage(&self, op: &'static str) -> Result<Storage> {
+        match &*self.read_value() {
+            Value::Concrete(s) => Ok(s.clone()),
+            Value::Symbolic(sym) => Err(sym.value_error(op)),
+        }
+    }
+
+    /// The data for reading its values as Rust values: an `Err` while tracing for any tensor
+    /// whose value would only be known when the graph runs.
+    pub(crate) fn host_storage(&self, op: &'static str) -> Result<Storage> {
+        crate::trace::check_host_read(self, op)?;
+        self.storage(op)
+    }
+
+    /// Replaces the value after an in-place op and bumps the version counter.
+    pub(crate) fn set_value(&self, value: Value) {
+        *self.0.value.write().unwrap_or_else(|e| e.into_inner()) = value;
+        self.0.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The symbolic value this handle holds, if any.
+    pub(crate) fn symbol(&self) -> Option<Symbol> {
+        match &*self.read_value() {
+            Value::Symbolic(s) => Some(s.clone()),
+            Value::Concrete(_) => None,
+        }
+    }
+}
+
+// Tensors are shared across threads by design (the trace cache, captured parameters).
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Tensor>();
+};

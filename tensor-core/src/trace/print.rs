@@ -1,0 +1,245 @@
+//! `tprint!`: formats like `println!`; eagerly it prints at once, while tracing it becomes a
+//! graph node that prints the run-time values on every call, in program order.
+//!
+//! Placeholders are positional: `{}`, `{:?}`, and `{:[[fill]align][width][.precision]}`.
+//! Non-tensor arguments are formatted when traced (they are constants of the graph).
+
+use crate::error::{Error, Result};
+use crate::graph::{NodeKind, PrintPiece};
+use crate::tensor::Tensor;
+use std::fmt::{self, Display};
+
+/// A placeholder's format options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FormatSpec {
+    pub fill: Option<char>,
+    pub align: Option<char>,
+    pub width: Option<usize>,
+    pub precision: Option<usize>,
+    pub debug: bool,
+}
+
+/// One argument of `tprint!`: a tensor (printed with its run-time value) or anything else
+/// that implements `Display` (formatted now).
+pub enum PrintArg<'a> {
+    Tensor(&'a Tensor),
+    Display(&'a dyn Display),
+}
+
+/// Wraps a `tprint!` argument so method resolution picks the tensor form for tensors and the
+/// `Display` form for everything else.
+pub struct PrintArgWrap<'a, T: ?Sized>(pub &'a T);
+
+/// Picked for `Tensor` and `&Tensor` arguments.
+pub trait PrintTensorKind<'a> {
+    fn print_arg(&self) -> PrintArg<'a>;
+}
+
+impl<'a> PrintTensorKind<'a> for PrintArgWrap<'a, Tensor> {
+    fn print_arg(&self) -> PrintArg<'a> {
+        PrintArg::Tensor(self.0)
+    }
+}
+
+impl<'a> PrintTensorKind<'a> for PrintArgWrap<'a, &Tensor> {
+    fn print_arg(&self) -> PrintArg<'a> {
+        PrintArg::Tensor(self.0)
+    }
+}
+
+/// Picked for every other `Display` argument.
+pub trait PrintDisplayKind<'a> {
+    fn print_arg(&self) -> PrintArg<'a>;
+}
+
+impl<'a, T: Display> PrintDisplayKind<'a> for &PrintArgWrap<'a, T> {
+    fn print_arg(&self) -> PrintArg<'a> {
+        PrintArg::Display(self.0)
+    }
+}
+
+/// Prints a line: the format string with the arguments in order. Called by `tprint!`.
+pub fn tprint_impl(template: &str, args: &[PrintArg]) -> Result<()> {
+    let parts = parse(template, args.len())?;
+    if !super::is_active() {
+        println!("{}", render_now(&parts, args));
+        return Ok(());
+    }
+    let mut pieces = Vec::new();
+    let mut tensors = Vec::new();
+    for part in parts {
+        match part {
+            Part::Text(t) => pieces.push(PrintPiece::Text(t)),
+            Part::Arg(i, spec) => match &args[i] {
+                PrintArg::Tensor(t) => {
+                    tensors.push(super::resolve(t, "tprint")?.symbol().expect("resolved").value);
+                    pieces.push(PrintPiece::Value(tensors.len() - 1, spec));
+                }
+                PrintArg::Display(d) => pieces.push(PrintPiece::Text(format_display(*d, &spec))),
+            },
+        }
+    }
+    super::with_trace(|s| s.append_effect(NodeKind::Print(pieces), &tensors));
+    Ok(())
+}
+
+/// Formats a print node's pieces with run-time tensors (used by the graph executor).
+pub(crate) fn render_pieces(pieces: &[PrintPiece], values: &[Tensor]) -> String {
+    pieces
+        .iter()
+        .map(|p| match p {
+            PrintPiece::Text(t) => t.clone(),
+            PrintPiece::Value(i, spec) => format_tensor(&values[*i], spec),
+        })
+        .collect()
+}
+
+enum Part {
+    Text(String),
+    Arg(usize, FormatSpec),
+}
+
+fn render_now(parts: &[Part], args: &[PrintArg]) -> String {
+    parts
+        .iter()
+        .map(|p| match p {
+            Part::Text(t) => t.clone(),
+            Part::Arg(i, spec) => match &args[*i] {
+                PrintArg::Tensor(t) => format_tensor(t, spec),
+                PrintArg::Display(d) => format_display(*d, spec),
+            },
+        })
+        .collect()
+}
+
+fn format_display(d: &dyn Display, spec: &FormatSpec) -> String {
+    let s = match spec.precision {
+        Some(p) => format!("{d:.p$}"),
+        None => d.to_string(),
+    };
+    pad(s, spec)
+}
+
+/// A one-element tensor honours the precision as its value would; others print whole.
+fn format_tensor(t: &Tensor, spec: &FormatSpec) -> String {
+    let s = match (spec.precision, t.numel() == 1 && t.dtype().is_float()) {
+        (Some(p), true) => {
+            let v = t.cast(crate::DType::F64).to_vec::<f64>().map(|v| v[0]);
+            v.map_or_else(|_| t.to_string(), |v| format!("{v:.p$}"))
+        }
+        _ => t.to_string(),
+    };
+    pad(s, spec)
+}
+
+fn pad(s: String, spec: &FormatSpec) -> String {
+    let Some(width) = spec.width else { return s };
+    let len = s.chars().count();
+    if len >= width {
+        return s;
+    }
+    let fill = spec.fill.unwrap_or(' ').to_string();
+    let gap = width - len;
+    match spec.align.unwrap_or('<') {
+        '>' => fill.repeat(gap) + &s,
+        '^' => fill.repeat(gap / 2) + &s + &fill.repeat(gap - gap / 2),
+        _ => s + &fill.repeat(gap),
+    }
+}
+
+/// Splits a format string into text and positional placeholders.
+fn parse(template: &str, nargs: usize) -> Result<Vec<Part>> {
+    let bad = |why: String| Error::invalid("tprint", "format", why);
+    let mut parts = Vec::new();
+    let mut text = String::new();
+    let mut chars = template.chars().peekable();
+    let mut next = 0;
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('{', Some('{')) | ('}', Some('}')) => {
+                chars.next();
+                text.push(c);
+            }
+            ('{', _) => {
+                let inner: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                let spec = parse_spec(&inner).ok_or_else(|| bad(format!("unsupported placeholder {{{inner}}}")))?;
+                if next >= nargs {
+                    return Err(bad(format!("more placeholders than the {nargs} arguments")));
+                }
+                parts.push(Part::Text(std::mem::take(&mut text)));
+                parts.push(Part::Arg(next, spec));
+                next += 1;
+            }
+            ('}', _) => return Err(bad("unmatched `}`".into())),
+            _ => text.push(c),
+        }
+    }
+    if next != nargs {
+        return Err(bad(format!("{nargs} arguments but {next} placeholders")));
+    }
+    parts.push(Part::Text(text));
+    Ok(parts)
+}
+
+fn parse_spec(inner: &str) -> Option<FormatSpec> {
+    let mut spec = FormatSpec::default();
+    let Some(rest) = inner.strip_prefix(':') else { return inner.is_empty().then_some(spec) };
+    let mut rest: &str = rest;
+    if let Some(r) = rest.strip_suffix('?') {
+        spec.debug = true;
+        rest = r;
+    }
+    let chars: Vec<char> = rest.chars().collect();
+    let is_align = |c: char| matches!(c, '<' | '>' | '^');
+    let mut i = 0;
+    if chars.len() >= 2 && is_align(chars[1]) {
+        spec.fill = Some(chars[0]);
+        spec.align = Some(chars[1]);
+        i = 2;
+    } else if chars.first().is_some_and(|&c| is_align(c)) {
+        spec.align = Some(chars[0]);
+        i = 1;
+    }
+    let rest: String = chars[i..].iter().collect();
+    let (w, p) = match rest.split_once('.') {
+        Some((w, p)) => (w, Some(p)),
+        None => (rest.as_str(), None),
+    };
+    if !w.is_empty() {
+        spec.width = Some(w.parse().ok()?);
+    }
+    if let Some(p) = p {
+        spec.precision = Some(p.parse().ok()?);
+    }
+    Some(spec)
+}
+
+impl fmt::Display for FormatSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_placeholders_and_escapes() {
+        let parts = parse("a {} b {:>6.2} {{c}}", 2).unwrap();
+        assert_eq!(parts.len(), 5);
+        match &parts[3] {
+            Part::Arg(1, s) => assert_eq!((s.align, s.width, s.precision), (Some('>'), Some(6), Some(2))),
+            _ => panic!("expected the second argument"),
+        }
+        assert!(parse("{} {}", 1).is_err());
+        assert!(parse("{:x}", 1).is_err());
+    }
+
+    #[test]
+    fn pads_like_std() {
+        let spec = FormatSpec { width: Some(5), align: Some('>'), ..Default::default() };
+        assert_eq!(pad("ab".into(), &spec), format!("{:>5}", "ab"));
+        assert_eq!(format_display(&1.23456, &FormatSpec { precision: Some(2), ..Default::default() }), "1.23");
+    }
+}

@@ -1,0 +1,241 @@
+//! The state of one trace: the graph being built, the slots (external tensors, each with a
+//! symbolic proxy and the traced view of its `.grad`), and the constants.
+
+use super::{current_trace_id, resolve, with_trace, Symbol, Traced};
+use crate::error::Result;
+use crate::graph::{Graph, InputSource, NodeKind, StateWrite, ValueId};
+use crate::ops::Op;
+use crate::shape::Shape;
+use crate::storage::Storage;
+use crate::tensor::{Tensor, Value};
+use crate::DType;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The traced view of a slot's `.grad`.
+#[derive(Clone)]
+enum GradState {
+    /// Not touched yet: whatever the slot holds when the graph runs.
+    Untouched,
+    /// Cleared by `zero_grad()`.
+    Cleared,
+    /// Holds this symbolic value.
+    Set(Tensor),
+}
+
+struct Slot {
+    /// The external tensor (for captures, kept by the concrete function).
+    tensor: Tensor,
+    proxy: Tensor,
+    initial_value: ValueId,
+    grad: GradState,
+    initial_grad: Option<ValueId>,
+}
+
+pub(crate) struct TraceState {
+    pub(crate) id: u64,
+    graph: Graph,
+    slots: Vec<Slot>,
+    slot_of: HashMap<u64, usize>,
+    constants: HashMap<u64, Tensor>,
+    grad_guards: Vec<(usize, bool)>,
+}
+
+impl TraceState {
+    pub(crate) fn new(id: u64, name: &str) -> TraceState {
+        TraceState { id, graph: Graph::new(name), slots: Vec::new(), slot_of: HashMap::new(), constants: HashMap::new(), grad_guards: Vec::new() }
+    }
+
+    fn symbolic(&self, value: ValueId, slot: Option<usize>, label: Option<&str>) -> Tensor {
+        let info = &self.graph.values[value];
+        let sym = Symbol { trace: self.id, value, slot, label: label.map(Arc::from) };
+        Tensor::from_value(Value::Symbolic(sym), info.dtype, info.shape.clone())
+    }
+
+    /// Appends a node with one output and returns the output's symbolic tensor.
+    pub(crate) fn append(&mut self, kind: NodeKind, inputs: &[ValueId], dtype: DType, shape: Shape) -> Tensor {
+        let v = self.graph.add_node(kind, inputs, dtype, shape);
+        self.symbolic(v, None, None)
+    }
+
+    /// Appends a node with no output (a print).
+    pub(crate) fn append_effect(&mut self, kind: NodeKind, inputs: &[ValueId]) {
+        self.graph.nodes.push(crate::graph::Node { kind, inputs: inputs.into(), outputs: smallvec::SmallVec::new() });
+    }
+
+    fn add_slot(&mut self, t: &Tensor, name: &str, shape: Shape) -> usize {
+        let slot = self.slots.len();
+        let value = self.graph.add_value(t.0.dtype, shape, Some(name.to_string()));
+        self.graph.inputs.push((value, InputSource::Data(slot)));
+        self.graph.slot_names.push(name.to_string());
+        let proxy = self.symbolic(value, Some(slot), Some(name));
+        // Gradients stop at the graph's boundary: only a leaf keeps requiring grad inside.
+        let leaf_requires = t.requires_grad_raw() && t.is_leaf_raw();
+        proxy.0.requires_grad.store(leaf_requires, std::sync::atomic::Ordering::Release);
+        self.slots.push(Slot { tensor: t.clone(), proxy, initial_value: value, grad: GradState::Untouched, initial_grad: None });
+        self.slot_of.insert(t.id(), slot);
+        slot
+    }
+
+    pub(crate) fn bind_arg(&mut self, t: &Tensor, name: &str, shape: Shape) {
+        if !self.slot_of.contains_key(&t.id()) {
+            self.add_slot(t, name, shape);
+            self.graph.num_arg_slots = self.slots.len();
+        }
+    }
+
+    pub(crate) fn resolve_concrete(&mut self, t: &Tensor) -> Tensor {
+        if let Some(&slot) = self.slot_of.get(&t.id()) {
+            return self.slots[slot].proxy.clone();
+        }
+        if t.0.origin_trace == self.id {
+            return self.constant(t);
+        }
+        let name = format!("capture_{}", self.slots.len() - self.graph.num_arg_slots);
+        let slot = self.add_slot(t, &name, t.0.shape.clone());
+        self.slots[slot].proxy.clone()
+    }
+
+    fn constant(&mut self, t: &Tensor) -> Tensor {
+        if let Some(c) = self.constants.get(&t.id()) {
+            return c.clone();
+        }
+        let storage: Storage = t.storage("constant").expect("a concrete tensor");
+        let v = self.graph.add_value(t.0.dtype, t.0.shape.clone(), None);
+        self.graph.constants.push((v, storage));
+        let c = self.symbolic(v, None, None);
+        self.constants.insert(t.id(), c.clone());
+        c
+    }
+
+    pub(crate) fn proxy_of(&self, t: &Tensor) -> Option<Tensor> {
+        self.slot_of.get(&t.id()).map(|&s| self.slots[s].proxy.clone())
+    }
+
+    /// The slot a tensor stands for: a proxy's own slot, or a concrete tensor's.
+    fn slot_for(&mut self, t: &Tensor) -> Option<usize> {
+        match t.symbol() {
+            Some(sym) if sym.trace == self.id => sym.slot,
+            Some(_) => None,
+            None if t.0.origin_trace == self.id => None,
+            None => {
+                self.resolve_concrete(t);
+                self.slot_of.get(&t.id()).copied()
+            }
+        }
+    }
+
+    pub(crate) fn finish(&mut self, outputs: &[Tensor]) -> Traced {
+        self.graph.outputs = outputs.iter().map(|t| t.symbol().expect("resolved").value).collect();
+        for (i, slot) in self.slots.iter().enumerate() {
+            let now = slot.proxy.symbol().expect("proxies are symbolic").value;
+            if now != slot.initial_value {
+                self.graph.writes.push(StateWrite::Data { slot: i, value: now });
+            }
+            match &slot.grad {
+                GradState::Untouched => {}
+                GradState::Cleared => self.graph.writes.push(StateWrite::Grad { slot: i, value: None }),
+                GradState::Set(g) => {
+                    let v = g.symbol().expect("traced grads are symbolic").value;
+                    if Some(v) != slot.initial_grad {
+                        self.graph.writes.push(StateWrite::Grad { slot: i, value: Some(v) });
+                    }
+                }
+            }
+        }
+        let captures = self.slots[self.graph.num_arg_slots..].iter().map(|s| s.tensor.clone()).collect();
+        Traced { graph: std::mem::take(&mut self.graph), captures, grad_guards: std::mem::take(&mut self.grad_guards) }
+    }
+}
+
+/// An in-place op while tracing: the result becomes the target's new symbolic value (for a
+/// slot, its proxy's, written back to the external tensor after the run).
+pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others: &[&Tensor], name: &'static str) -> Result<()> {
+    let t = resolve(target, name)?;
+    let grad_on = crate::autograd::is_grad_enabled();
+    let others: Vec<Tensor> = others.iter().map(|o| resolve(o, name)).collect::<Result<_>>()?;
+    let needs_grad = grad_on && op.is_differentiable() && (reads_target && t.requires_grad_raw() || others.iter().any(|o| o.requires_grad_raw()));
+    let alias = (reads_target && needs_grad).then(|| t.alias());
+    let mut inputs: Vec<&Tensor> = Vec::new();
+    if reads_target {
+        inputs.push(alias.as_ref().unwrap_or(&t));
+    }
+    inputs.extend(others.iter());
+    crate::ops::dispatch::check_in_place_type(&op, &inputs, &t, name)?;
+    let out = super::append(&op, &inputs)?;
+    let mut sym = out.symbol().expect("appended values are symbolic");
+    sym.slot = t.symbol().and_then(|s| s.slot);
+    sym.label = t.symbol().and_then(|s| s.label);
+    t.set_value(Value::Symbolic(sym.clone()));
+    if !target.same_as(&t) && target.symbol().is_none() && target.0.origin_trace == current_trace_id() {
+        // A constant made inside the trace and then updated in place is a graph value now.
+        target.set_value(Value::Symbolic(sym));
+        with_trace(|s| s.constants.remove(&target.id()));
+    }
+    if needs_grad {
+        crate::autograd::record(op, &inputs, &t);
+    } else if grad_on && !reads_target {
+        t.detach_in_place();
+    }
+    Ok(())
+}
+
+pub(super) fn read_grad(t: &Tensor) -> Option<Option<Tensor>> {
+    with_trace(|s| {
+        let slot = s.slot_for(t)?;
+        Some(match s.slots[slot].grad.clone() {
+            GradState::Set(g) => Some(g),
+            GradState::Cleared => None,
+            GradState::Untouched => s.read_initial_grad(slot),
+        })
+    })
+}
+
+impl TraceState {
+    /// Reads the slot's `.grad` as it is when the graph runs; its presence now becomes a
+    /// guard the call checks.
+    fn read_initial_grad(&mut self, slot: usize) -> Option<Tensor> {
+        let present = self.slots[slot].tensor.grad_slot().grad.clone();
+        self.grad_guards.push((slot, present.is_some()));
+        let g = present?;
+        let name = format!("{}.grad", self.graph.slot_names[slot]);
+        let v = self.graph.add_value(g.0.dtype, g.0.shape.clone(), Some(name.clone()));
+        self.graph.inputs.push((v, InputSource::Grad(slot)));
+        let sym = self.symbolic(v, None, Some(&name));
+        self.slots[slot].initial_grad = Some(v);
+        self.slots[slot].grad = GradState::Set(sym.clone());
+        Some(sym)
+    }
+}
+
+pub(super) fn accumulate_grad(t: &Tensor, g: &Tensor) -> Option<Result<()>> {
+    let (slot, state) = with_trace(|s| {
+        let slot = s.slot_for(t)?;
+        Some((slot, s.slots[slot].grad.clone()))
+    })?;
+    Some(accumulate_into_slot(slot, state, g))
+}
+
+fn accumulate_into_slot(slot: usize, state: GradState, g: &Tensor) -> Result<()> {
+    let g = resolve(g, "backward")?;
+    let new = match state {
+        GradState::Untouched => {
+            let v = g.symbol().expect("resolved").value;
+            with_trace(|s| s.append(NodeKind::AccumulateGrad { slot }, &[v], g.0.dtype, g.0.shape.clone()))
+        }
+        GradState::Cleared => g,
+        GradState::Set(old) => old.add(&g)?,
+    };
+    with_trace(|s| s.slots[slot].grad = GradState::Set(new));
+    Ok(())
+}
+
+pub(super) fn clear_grad(t: &Tensor) -> bool {
+    with_trace(|s| match s.slot_for(t) {
+        Some(slot) => {
+            s.slots[slot].grad = GradState::Cleared;
+            true
+        }
+        None => false,
+    })
+}

@@ -1,0 +1,1 @@
+//! Optimizers: SGD and Adam.

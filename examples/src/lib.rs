@@ -1,1 +1,3 @@
-//! Shared helpers of the example programs.
+//! Shared code of the example programs: the benchmark workloads.
+
+pub mod bench;

@@ -36,9 +36,11 @@ pub mod trace;
 pub use autograd::{grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOptions, GradFn, NextFunction, NoGradGuard};
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
+pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, GraphOutput};
 pub use kernels::parallel::{num_threads, set_num_threads};
 pub use shape::Shape;
 pub use tensor::{seeded_rng, Tensor};
+pub use tensor_macros::{graph_fn, GraphArg};
 pub use trace::executing_eagerly;
 
 /// Prints like `println!`. Eagerly it prints at once; inside a traced graph function it
@@ -52,15 +54,21 @@ pub use trace::executing_eagerly;
 /// ```
 #[macro_export]
 macro_rules! tprint {
-    ($fmt:literal $(, $arg:expr)* $(,)?) => {{
-        #[allow(unused_imports)]
-        use $crate::trace::{PrintDisplayKind as _, PrintTensorKind as _};
-        $crate::trace::tprint_impl($fmt, &[$((&$crate::trace::PrintArgWrap(&$arg)).print_arg()),*])
-            .unwrap_or_else(|e| panic!("{}", e))
-    }};
+    ($fmt:literal $(, $arg:expr)* $(,)?) => {
+        $crate::trace::tprint_impl($fmt, &[$(&$arg as &dyn ::std::fmt::Display),*]).unwrap_or_else(|e| panic!("{}", e))
+    };
 }
 
 /// What most programs need: `use tensor_core::prelude::*;`.
 pub mod prelude {
-    pub use crate::{executing_eagerly, no_grad, tprint, DType, Error, NoGradGuard, Result, Shape, Tensor};
+    pub use crate::{
+        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Error, GraphArg, NoGradGuard, Result, Shape, Tensor,
+    };
+}
+
+/// What the macros' expansions name. Not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::function::{Flattener, GraphArg, GraphFunction, GraphReturn, Options, TensorSpec, TracePolicy};
+    pub use crate::DType;
 }

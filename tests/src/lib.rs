@@ -1,1 +1,115 @@
 //! Helpers shared by the integration tests.
+//!
+//! `per_dtype!` runs one generic test body for several dtypes (as candle's `test_device!`
+//! runs one body per device):
+//!
+//! ```
+//! use tensor_core::prelude::*;
+//! use tests::{per_dtype, vals};
+//! fn doubles<T: tensor_core::Element>() -> Result<()> {
+//!     let x = Tensor::from_vec(vals::<T>(&[1.0, 2.0]), &[2])?;
+//!     tests::assert_values(&(&x + &x), &[2.0, 4.0]);
+//!     Ok(())
+//! }
+//! per_dtype!(doubles: f32, f64, i32, i64);
+//! ```
+
+use tensor_core::{Element, Tensor};
+
+/// Defines a module `<name>` with one `#[test]` per listed dtype, each calling `name::<T>()`
+/// (a function returning `tensor_core::Result<()>`).
+#[macro_export]
+macro_rules! per_dtype {
+    ($name:ident: $($t:ident),+ $(,)?) => {
+        #[allow(non_snake_case)]
+        mod $name {
+            $(
+                #[test]
+                fn $t() {
+                    super::$name::<$t>().unwrap_or_else(|e| panic!("{}: {e}", stringify!($t)))
+                }
+            )+
+        }
+    };
+}
+
+/// Values of element type `T` from f64 literals.
+pub fn vals<T: Element>(v: &[f64]) -> Vec<T> {
+    v.iter().map(|&x| T::from_f64(x)).collect()
+}
+
+/// A tensor of element type `T` from f64 literals and a shape.
+pub fn tensor<T: Element>(v: &[f64], shape: &[usize]) -> Tensor {
+    Tensor::from_vec(vals::<T>(v), shape).expect("test data matches its shape")
+}
+
+/// The values of `t` as f64 (any numeric dtype; bool as 0/1).
+pub fn as_f64(t: &Tensor) -> Vec<f64> {
+    t.cast(tensor_core::DType::F64).to_vec::<f64>().expect("a concrete tensor")
+}
+
+/// Asserts `t` holds exactly `expected` (compared as f64).
+#[track_caller]
+pub fn assert_values(t: &Tensor, expected: &[f64]) {
+    assert_eq!(as_f64(t), expected, "values of {t}");
+}
+
+/// Asserts `t` holds `expected` within `tol` (absolute, or relative for large values).
+#[track_caller]
+pub fn assert_close(t: &Tensor, expected: &[f64], tol: f64) {
+    let got = as_f64(t);
+    assert_eq!(got.len(), expected.len(), "length of {t}");
+    for (i, (g, e)) in got.iter().zip(expected).enumerate() {
+        let ok = (g - e).abs() <= tol * e.abs().max(1.0) || (g.is_nan() && e.is_nan());
+        assert!(ok, "element {i}: got {g}, expected {e} (tol {tol}) in {t}");
+    }
+}
+
+/// Asserts two tensors have the same dtype, shape and bits.
+#[track_caller]
+pub fn assert_bits_eq(a: &Tensor, b: &Tensor) {
+    assert_eq!(a.dtype(), b.dtype(), "dtypes differ");
+    assert_eq!(a.shape(), b.shape(), "shapes differ");
+    let (sa, sb) = (a.to_storage().expect("concrete"), b.to_storage().expect("concrete"));
+    assert!(sa.bit_eq(&sb), "bits differ:\n{a}\n{b}");
+}
+
+/// True when `T` is a float element type (f32 or f64).
+pub fn is_float<T: Element>() -> bool {
+    T::DTYPE.is_float()
+}
+
+/// A tolerance a few ulp wide for transcendental results in `T` (f32's fast kernels are
+/// within ~3 ulp; f64 uses the standard library).
+pub fn tol<T: Element>() -> f64 {
+    if T::DTYPE == tensor_core::DType::F32 {
+        1e-6
+    } else {
+        1e-14
+    }
+}
+
+/// Asserts `t` has the dtype of `T`, the dims `dims` and exactly the values `expected`
+/// (compared as f64).
+#[track_caller]
+pub fn assert_tensor<T: Element>(t: &Tensor, dims: &[usize], expected: &[f64]) {
+    assert_eq!(t.dtype(), T::DTYPE, "dtype of {t}");
+    assert_eq!(t.dims(), dims, "dims of {t}");
+    assert_values(t, expected);
+}
+
+/// Like [`assert_tensor`], with the values compared by [`assert_close`].
+#[track_caller]
+pub fn assert_tensor_close<T: Element>(t: &Tensor, dims: &[usize], expected: &[f64], tol: f64) {
+    assert_eq!(t.dtype(), T::DTYPE, "dtype of {t}");
+    assert_eq!(t.dims(), dims, "dims of {t}");
+    assert_close(t, expected, tol);
+}
+
+/// Asserts `t` is a bool tensor with the dims `dims` and the values `expected`.
+#[track_caller]
+pub fn assert_bools(t: &Tensor, dims: &[usize], expected: &[bool]) {
+    assert_eq!(t.dtype(), tensor_core::DType::Bool, "dtype of {t}");
+    assert_eq!(t.dims(), dims, "dims of {t}");
+    assert_eq!(t.to_vec::<bool>().expect("a concrete tensor"), expected, "values of {t}");
+}

@@ -200,8 +200,13 @@ impl Tensor {
         let old = self.grad_slot().grad.clone();
         let new = match old {
             Some(o) => o.add(g)?,
-            // A new handle, so a gradient passed by the caller is not aliased by `.grad`.
-            None if crate::is_grad_enabled() => g.clone(),
+            // A tensor of its own (PyTorch clones here), so `.grad` aliases neither the
+            // gradient the caller passed nor another leaf's `.grad`. With create_graph it
+            // keeps the gradient's history: the same grad_fn, or a recorded copy of a leaf.
+            None if crate::is_grad_enabled() && g.requires_grad_raw() => match g.is_leaf_raw() {
+                true => g.reshape_to(&g.0.shape)?,
+                false => g.alias(),
+            },
             None => g.detach(),
         };
         self.grad_slot().grad = Some(new);

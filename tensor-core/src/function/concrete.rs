@@ -6,8 +6,11 @@ use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use crate::trace::TraceGuard;
+use crate::trace::{TraceGuard, Traced};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 /// A traced graph, ready to run on new inputs of its signature.
 ///
@@ -23,6 +26,7 @@ use std::sync::Arc;
 /// ```
 #[derive(Clone)]
 pub struct ConcreteFunction {
+    serial: u64,
     name: String,
     traced_graph: Arc<Graph>,
     executable: Arc<Executable>,
@@ -54,23 +58,39 @@ impl ConcreteFunction {
         }
         let outputs = body()?;
         let traced = guard.finish(&outputs)?;
+        Ok(ConcreteFunction::from_traced(name, traced, optimize))
+    }
+
+    /// Wraps a finished trace.
+    pub(crate) fn from_traced(name: &str, traced: Traced, optimize: bool) -> ConcreteFunction {
         debug_assert_eq!(crate::graph::validate(&traced.graph), Ok(()), "traced graph of {name}");
         let graph = Arc::new(traced.graph);
         let executable = Arc::new(Executable::new(&graph, optimize));
-        Ok(ConcreteFunction {
+        ConcreteFunction {
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
             name: name.to_string(),
             traced_graph: graph,
             executable,
             captures: traced.captures.into(),
             grad_guards: traced.grad_guards.into(),
-        })
+        }
+    }
+
+    /// The order of creation (for listing cached functions in trace order).
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// Runs the graph on `args` (the tensor leaves, in the order traced), applying its state
     /// writes, and returns the outputs.
     pub fn call(&self, args: &[&Tensor]) -> Result<Vec<Tensor>> {
         self.check_args(args)?;
-        let mut slots: Vec<&Tensor> = Vec::with_capacity(args.len() + self.captures.len());
+        self.run(args)
+    }
+
+    /// `call` without the argument check (the trace cache's key already guarantees it).
+    pub(crate) fn run(&self, args: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let mut slots: smallvec::SmallVec<[&Tensor; 16]> = smallvec::SmallVec::with_capacity(args.len() + self.captures.len());
         slots.extend_from_slice(args);
         slots.extend(self.captures.iter());
         self.check_guards(&slots)?;

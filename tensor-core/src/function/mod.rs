@@ -1,5 +1,19 @@
-//! The runtime behind `#[graph_fn]`: concrete functions (one traced graph per signature).
+//! The runtime behind `#[graph_fn]`: argument flattening into signatures (`GraphArg`), output
+//! rebuilding (`GraphOutput`), concrete functions (one traced graph per signature), the trace
+//! cache with its retracing policy, and introspection.
 
+mod arg;
 mod concrete;
+mod graph_function;
+mod key;
+mod options;
+mod output;
+mod registry;
 
+pub use arg::GraphArg;
 pub use concrete::ConcreteFunction;
+pub use graph_function::{functions_run_eagerly, run_functions_eagerly, GraphFunction, TraceRecord};
+pub use key::Flattener;
+pub use options::{Options, TensorSpec, TracePolicy};
+pub use output::{GraphOutput, GraphReturn};
+pub use registry::{all, lookup};

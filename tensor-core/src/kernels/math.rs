@@ -19,8 +19,9 @@ pub trait Num: Element + PartialOrd {
     fn maximum(self, o: Self) -> Self;
     /// The smaller of two values; NaN wins.
     fn minimum(self, o: Self) -> Self;
+    /// max(x, 0); NaN stays NaN, as in PyTorch (relu is clamp_min(0), which keeps NaN).
     fn relu(self) -> Self {
-        if self > Self::zero() {
+        if self > Self::zero() || self.is_nan_value() {
             self
         } else {
             Self::zero()

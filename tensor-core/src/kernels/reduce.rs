@@ -46,21 +46,22 @@ pub fn reduce<T: Num>(a: &Array<T>, axes: &[usize], how: Reduction) -> Array<T> 
     let trailing = axes.iter().enumerate().all(|(i, &d)| d == rank - axes.len() + i);
     let leading = axes.iter().enumerate().all(|(i, &d)| d == i);
     let data = if trailing {
-        reduce_rows(a.as_slice().expect("standard"), inner, how)
+        reduce_rows(a.as_slice().expect("standard"), inner, outer, how)
     } else if leading {
         reduce_columns(a.as_slice().expect("standard"), inner, outer, how)
     } else {
         let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
         let moved = standard(&a.permuted_axes(IxDyn(&perm)));
-        reduce_rows(moved.as_slice().expect("standard"), inner, how)
+        reduce_rows(moved.as_slice().expect("standard"), inner, outer, how)
     };
     Array::from_shape_vec(IxDyn(&out_dims), data).expect("length matches dims")
 }
 
-/// Reduces each consecutive row of length `len`.
-fn reduce_rows<T: Num>(x: &[T], len: usize, how: Reduction) -> Vec<T> {
+/// Reduces each of the `rows` consecutive rows of length `len`.
+fn reduce_rows<T: Num>(x: &[T], len: usize, rows: usize, how: Reduction) -> Vec<T> {
     if len == 0 {
-        let rows = if x.is_empty() { 0 } else { x.len() / len.max(1) };
+        // Reducing an empty dim: every row is the identity (the data is empty, but the rows
+        // are not: a [3, 0] tensor summed over dim 1 is [0, 0, 0]).
         return vec![how.identity(); rows];
     }
     if x.len() >= par_min_len() && x.len() / len > 1 {

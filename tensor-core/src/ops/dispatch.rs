@@ -47,14 +47,19 @@ pub(crate) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others
     }
     let needs_grad =
         grad_on && op.is_differentiable() && (reads_target && target.requires_grad_raw() || others.iter().any(|t| t.requires_grad_raw()));
-    // Autograd keeps the old value as an alias the new grad node saves; without autograd the
-    // target itself is the input.
-    let alias = (reads_target && needs_grad).then(|| target.alias());
+    // Autograd keeps the old value as an alias the new grad node saves — also where the
+    // target is an operand too (`y.mul_(&y)`), or the node would save the new value (and
+    // hold its own output); without autograd the target itself is the input.
+    let reads_old = reads_target || others.iter().any(|t| t.same_as(target));
+    let alias = (reads_old && needs_grad).then(|| target.alias());
     let mut inputs: SmallVec<[&Tensor; 3]> = SmallVec::new();
     if reads_target {
         inputs.push(alias.as_ref().unwrap_or(target));
     }
-    inputs.extend_from_slice(others);
+    inputs.extend(others.iter().map(|&t| match &alias {
+        Some(a) if t.same_as(target) => a,
+        _ => t,
+    }));
     check_in_place_type(&op, &inputs, target, name)?;
     let storage = run_eager(&op, &inputs)?;
     target.set_value(Value::Concrete(storage));

@@ -19,12 +19,14 @@ impl fmt::Display for Tensor {
     /// assert_eq!(t.to_string(), "tensor([[1., 2.],\n        [3., 4.]], dtype=f32)");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(sym) = crate::trace::proxy_of(self).and_then(|p| p.symbol()) {
-            return write_symbolic(f, &sym.name(), &self.shape(), self.dtype());
-        }
-        match &*self.read_value() {
-            Value::Symbolic(sym) => write_symbolic(f, &sym.name(), &self.0.shape, self.dtype()),
-            Value::Concrete(s) => write_concrete(f, s),
+        let proxy = crate::trace::proxy_of(self);
+        let sym = proxy.as_ref().unwrap_or(self).symbol();
+        match sym {
+            Some(sym) => crate::trace::capture_for_print(self, f).unwrap_or_else(|| write_symbolic(f, &sym.name(), &self.shape(), self.dtype())),
+            None => match &*self.read_value() {
+                Value::Concrete(s) => write_concrete(f, s),
+                Value::Symbolic(_) => unreachable!("checked above"),
+            },
         }
     }
 }
@@ -40,69 +42,151 @@ fn write_symbolic(f: &mut fmt::Formatter<'_>, name: &str, shape: &crate::Shape, 
 }
 
 fn write_concrete(f: &mut fmt::Formatter<'_>, s: &Storage) -> fmt::Result {
+    // `{:.2}` on a one-element float tensor formats its value, as Python's format() does.
+    if let (Some(p), 1) = (f.precision(), s.len()) {
+        match s {
+            Storage::F32(a) => return write!(f, "{:.p$}", a.iter().next().expect("one element")),
+            Storage::F64(a) => return write!(f, "{:.p$}", a.iter().next().expect("one element")),
+            _ => {}
+        }
+    }
     let standard = s.to_standard_layout();
     let dims = standard.shape().dims().to_vec();
     let summarize = standard.len() > SUMMARIZE_ABOVE;
-    let cells = crate::with_array!(&standard, a => format_cells(a.as_slice().expect("standard layout")));
-    let width = cells.iter().map(String::len).max().unwrap_or(0);
     let mut out = String::from("tensor(");
-    let layout = Layout { dims: &dims, cells: &cells, width, summarize };
-    layout.write(&mut out, 0, 0, "tensor(".len());
-    out.push_str(", dtype=");
-    out.push_str(standard.dtype().name());
+    let mut suffixes = Vec::new();
+    if standard.is_empty() {
+        // PyTorch prints every empty tensor as `[]`, with its size unless it is 1-d.
+        out.push_str("[]");
+        if dims.len() != 1 {
+            suffixes.push(format!("size={}", standard.shape()));
+        }
+    } else {
+        // As in PyTorch, the style and the column width come from the elements shown.
+        let shown = shown_flat_indices(&dims, summarize);
+        let (cells, width) = crate::with_array!(&standard, a => format_cells(a.as_slice().expect("standard layout"), &shown));
+        let layout = Layout { dims: &dims, width, summarize };
+        layout.write(&mut out, &mut cells.into_iter(), 0, "tensor(".len());
+    }
+    suffixes.push(format!("dtype={}", standard.dtype().name()));
+    add_suffixes(&mut out, &suffixes, "tensor(".len());
     out.push(')');
     f.write_str(&out)
 }
 
+/// PyTorch's line width: rows of elements wrap to stay within it.
+const LINE_WIDTH: usize = 80;
+
 struct Layout<'a> {
     dims: &'a [usize],
-    cells: &'a [String],
     width: usize,
     summarize: bool,
 }
 
 impl Layout<'_> {
-    /// Writes the sub-array at `depth` whose first element has flat index `offset`.
-    fn write(&self, out: &mut String, depth: usize, offset: usize, indent: usize) {
+    /// Writes the sub-array at `depth`, taking its formatted elements in order from `cells`;
+    /// `indent` is the column of its opening bracket.
+    fn write(&self, out: &mut String, cells: &mut impl Iterator<Item = String>, depth: usize, indent: usize) {
         if depth == self.dims.len() {
-            out.push_str(&format!("{:>w$}", self.cells[offset], w = self.width));
+            out.push_str(&self.pad(cells.next().expect("a cell per shown element")));
             return;
         }
-        let stride: usize = self.dims[depth + 1..].iter().product();
-        let n = self.dims[depth];
+        if depth + 1 == self.dims.len() {
+            return self.write_row(out, cells, indent);
+        }
+        let sep = format!(",{}{}", "\n".repeat(self.dims.len() - depth - 1), " ".repeat(indent + 1));
         out.push('[');
-        let last_dim = depth + 1 == self.dims.len();
-        let sep =
-            if last_dim { ", ".to_string() } else { format!(",{}{}", "\n".repeat(self.dims.len() - depth - 1), " ".repeat(indent + depth + 1)) };
-        let shown = self.shown_indices(n);
-        for (k, i) in shown.iter().enumerate() {
+        for (k, i) in shown_indices(self.dims[depth], self.summarize).into_iter().enumerate() {
             if k > 0 {
                 out.push_str(&sep);
             }
             match i {
-                Some(i) => self.write(out, depth + 1, offset + i * stride, indent),
+                Some(_) => self.write(out, cells, depth + 1, indent + 1),
                 None => out.push_str("..."),
             }
         }
         out.push(']');
     }
 
-    fn shown_indices(&self, n: usize) -> Vec<Option<usize>> {
-        if self.summarize && n > 2 * EDGE_ITEMS {
-            let head = (0..EDGE_ITEMS).map(Some);
-            let tail = (n - EDGE_ITEMS..n).map(Some);
-            head.chain(std::iter::once(None)).chain(tail).collect()
-        } else {
-            (0..n).map(Some).collect()
-        }
+    /// The innermost dim: as many elements per line as fit in `LINE_WIDTH` (PyTorch's
+    /// `_vector_str`), with ` ...` standing for the elements a summary leaves out.
+    fn write_row(&self, out: &mut String, cells: &mut impl Iterator<Item = String>, indent: usize) {
+        let n = self.dims[self.dims.len() - 1];
+        let items: Vec<String> = shown_indices(n, self.summarize)
+            .into_iter()
+            .map(|i| match i {
+                Some(_) => self.pad(cells.next().expect("a cell per shown element")),
+                None => " ...".to_string(),
+            })
+            .collect();
+        let per_line = (LINE_WIDTH.saturating_sub(indent) / (self.width + 2)).max(1);
+        let lines: Vec<String> = items.chunks(per_line).map(|line| line.join(", ")).collect();
+        out.push('[');
+        out.push_str(&lines.join(&format!(",\n{}", " ".repeat(indent + 1))));
+        out.push(']');
+    }
+
+    fn pad(&self, cell: String) -> String {
+        format!("{cell:>w$}", w = self.width)
     }
 }
 
-/// Formats every element; floats follow PyTorch's choice between integer style (`1.`),
-/// fixed 4-decimal style and scientific style.
-fn format_cells<T: CellFormat>(values: &[T]) -> Vec<String> {
-    let style = T::style(values);
-    values.iter().map(|v| v.cell(style)).collect()
+/// The indices along a dim of size `n` that print (`None`: the `...`).
+fn shown_indices(n: usize, summarize: bool) -> Vec<Option<usize>> {
+    if summarize && n > 2 * EDGE_ITEMS {
+        let head = (0..EDGE_ITEMS).map(Some);
+        let tail = (n - EDGE_ITEMS..n).map(Some);
+        head.chain(std::iter::once(None)).chain(tail).collect()
+    } else {
+        (0..n).map(Some).collect()
+    }
+}
+
+/// The flat (row-major) indices of the elements that print, in print order.
+fn shown_flat_indices(dims: &[usize], summarize: bool) -> Vec<usize> {
+    fn walk(dims: &[usize], summarize: bool, offset: usize, out: &mut Vec<usize>) {
+        match dims.split_first() {
+            None => out.push(offset),
+            Some((&n, rest)) => {
+                let stride: usize = rest.iter().product();
+                for i in shown_indices(n, summarize).into_iter().flatten() {
+                    walk(rest, summarize, offset + i * stride, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dims, summarize, 0, &mut out);
+    out
+}
+
+/// Appends `, suffix` for each suffix, on a new line when the line would pass `LINE_WIDTH`
+/// (PyTorch's `_add_suffixes`, including how it counts the last line).
+fn add_suffixes(out: &mut String, suffixes: &[String], indent: usize) {
+    let mut last_line = out.rfind('\n').map_or(out.len() + 2, |p| out.len() - p + 1);
+    for suffix in suffixes {
+        if last_line + suffix.len() + 2 > LINE_WIDTH {
+            out.push_str(",\n");
+            out.push_str(&" ".repeat(indent));
+            last_line = indent + suffix.len();
+        } else {
+            out.push_str(", ");
+            last_line += suffix.len() + 2;
+        }
+        out.push_str(suffix);
+    }
+}
+
+/// Formats the elements at the flat indices `shown` and gives the column width. Floats
+/// follow PyTorch's choice between integer style (`1.`), fixed 4-decimal style and
+/// scientific style; as in PyTorch only finite nonzero floats set the width (a `nan` does
+/// not widen the columns).
+fn format_cells<T: CellFormat>(values: &[T], shown: &[usize]) -> (Vec<String>, usize) {
+    let picked: Vec<T> = shown.iter().map(|&i| values[i]).collect();
+    let style = T::style(&picked);
+    let cells: Vec<String> = picked.iter().map(|v| v.cell(style)).collect();
+    let width = picked.iter().zip(&cells).filter(|(v, _)| v.sets_width()).map(|(_, c)| c.len()).max().unwrap_or(1).max(1);
+    (cells, width)
 }
 
 #[derive(Clone, Copy)]
@@ -117,6 +201,10 @@ trait CellFormat: Copy {
         FloatStyle::Integer
     }
     fn cell(self, style: FloatStyle) -> String;
+    /// Whether this value's cell counts for the column width.
+    fn sets_width(self) -> bool {
+        true
+    }
 }
 
 macro_rules! int_cells {
@@ -139,21 +227,32 @@ macro_rules! float_cells {
             fn cell(self, style: FloatStyle) -> String {
                 float_cell(self as f64, style)
             }
+            fn sets_width(self) -> bool {
+                self.is_finite() && self != 0.0
+            }
         }
     )*};
 }
 float_cells!(f32, f64);
 
+/// PyTorch's `_Formatter` rule, over the finite nonzero values: all integral -> integer
+/// style unless the range is wide (max / min > 1000 or max > 1e8), then scientific;
+/// otherwise fixed unless the range is wide or min < 1e-4, then scientific.
 fn float_style(values: impl Iterator<Item = f64>) -> FloatStyle {
-    let finite: Vec<f64> = values.filter(|v| v.is_finite()).collect();
-    if finite.iter().all(|v| v.fract() == 0.0) {
-        let max = finite.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        return if max > 1e8 { FloatStyle::Scientific } else { FloatStyle::Integer };
+    let nonzero: Vec<f64> = values.filter(|v| v.is_finite() && *v != 0.0).map(f64::abs).collect();
+    if nonzero.is_empty() {
+        return FloatStyle::Integer;
     }
-    let nonzero: Vec<f64> = finite.iter().map(|v| v.abs()).filter(|&v| v > 0.0).collect();
-    let max = nonzero.iter().cloned().fold(0.0, f64::max);
-    let min = nonzero.iter().cloned().fold(f64::INFINITY, f64::min);
-    if max / min > 1000.0 || max > 1e8 || min < 1e-4 {
+    let max = nonzero.iter().copied().fold(0.0, f64::max);
+    let min = nonzero.iter().copied().fold(f64::INFINITY, f64::min);
+    let wide = max / min > 1000.0 || max > 1e8;
+    if nonzero.iter().all(|v| v.fract() == 0.0) {
+        if wide {
+            FloatStyle::Scientific
+        } else {
+            FloatStyle::Integer
+        }
+    } else if wide || min < 1e-4 {
         FloatStyle::Scientific
     } else {
         FloatStyle::Fixed

@@ -6,8 +6,9 @@
 mod print;
 mod state;
 
+pub(crate) use print::capture_for_print;
 pub(crate) use print::render_pieces;
-pub use print::{tprint_impl, FormatSpec, PrintArg, PrintArgWrap, PrintDisplayKind, PrintTensorKind};
+pub use print::{tprint_impl, FormatSpec};
 pub(crate) use state::TraceState;
 
 use crate::error::{Error, Result};

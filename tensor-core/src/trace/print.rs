@@ -2,11 +2,13 @@
 //! graph node that prints the run-time values on every call, in program order.
 //!
 //! Placeholders are positional: `{}`, `{:?}`, and `{:[[fill]align][width][.precision]}`.
-//! Non-tensor arguments are formatted when traced (they are constants of the graph).
+//! Arguments are formatted when traced (they are constants of the graph), except the tensors
+//! they print, whose values are printed when the graph runs.
 
 use crate::error::{Error, Result};
 use crate::graph::{NodeKind, PrintPiece};
 use crate::tensor::Tensor;
+use std::cell::RefCell;
 use std::fmt::{self, Display};
 
 /// A placeholder's format options.
@@ -19,47 +21,30 @@ pub struct FormatSpec {
     pub debug: bool,
 }
 
-/// One argument of `tprint!`: a tensor (printed with its run-time value) or anything else
-/// that implements `Display` (formatted now).
-pub enum PrintArg<'a> {
-    Tensor(&'a Tensor),
-    Display(&'a dyn Display),
+thread_local! {
+    /// While a traced `tprint!` formats its arguments, the symbolic tensors they print.
+    static CAPTURED: RefCell<Option<Vec<Tensor>>> = const { RefCell::new(None) };
 }
 
-/// Wraps a `tprint!` argument so method resolution picks the tensor form for tensors and the
-/// `Display` form for everything else.
-pub struct PrintArgWrap<'a, T: ?Sized>(pub &'a T);
+/// Marks where a captured tensor's run-time value goes in trace-time formatted text.
+const MARK: char = '\u{1}';
 
-/// Picked for `Tensor` and `&Tensor` arguments.
-pub trait PrintTensorKind<'a> {
-    fn print_arg(&self) -> PrintArg<'a>;
-}
-
-impl<'a> PrintTensorKind<'a> for PrintArgWrap<'a, Tensor> {
-    fn print_arg(&self) -> PrintArg<'a> {
-        PrintArg::Tensor(self.0)
-    }
-}
-
-impl<'a> PrintTensorKind<'a> for PrintArgWrap<'a, &Tensor> {
-    fn print_arg(&self) -> PrintArg<'a> {
-        PrintArg::Tensor(self.0)
-    }
-}
-
-/// Picked for every other `Display` argument.
-pub trait PrintDisplayKind<'a> {
-    fn print_arg(&self) -> PrintArg<'a>;
-}
-
-impl<'a, T: Display> PrintDisplayKind<'a> for &PrintArgWrap<'a, T> {
-    fn print_arg(&self) -> PrintArg<'a> {
-        PrintArg::Display(self.0)
-    }
+/// Called by a symbolic tensor's `Display`: while a traced `tprint!` formats its arguments,
+/// the tensor is recorded and a marker written in its place; otherwise `false`.
+pub(crate) fn capture_for_print(t: &Tensor, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
+    CAPTURED.with(|c| {
+        let mut c = c.borrow_mut();
+        let list = c.as_mut()?;
+        list.push(t.clone());
+        Some(write!(f, "{MARK}{}{MARK}", list.len() - 1))
+    })
 }
 
 /// Prints a line: the format string with the arguments in order. Called by `tprint!`.
-pub fn tprint_impl(template: &str, args: &[PrintArg]) -> Result<()> {
+///
+/// Any argument whose `Display` prints a tensor — a tensor, a reference to one, a generic
+/// `T: Display` that is a tensor, a struct holding tensors — shows the run-time values.
+pub fn tprint_impl(template: &str, args: &[&dyn Display]) -> Result<()> {
     let parts = parse(template, args.len())?;
     if !super::is_active() {
         println!("{}", render_now(&parts, args));
@@ -70,16 +55,44 @@ pub fn tprint_impl(template: &str, args: &[PrintArg]) -> Result<()> {
     for part in parts {
         match part {
             Part::Text(t) => pieces.push(PrintPiece::Text(t)),
-            Part::Arg(i, spec) => match &args[i] {
-                PrintArg::Tensor(t) => {
-                    tensors.push(super::resolve(t, "tprint")?.symbol().expect("resolved").value);
-                    pieces.push(PrintPiece::Value(tensors.len() - 1, spec));
-                }
-                PrintArg::Display(d) => pieces.push(PrintPiece::Text(format_display(*d, &spec))),
-            },
+            Part::Arg(i, spec) => {
+                let (text, captured) = format_capturing(args[i], &spec);
+                split_marks(&text, &captured, spec, &mut pieces, &mut tensors)?;
+            }
         }
     }
     super::with_trace(|s| s.append_effect(NodeKind::Print(pieces), &tensors));
+    Ok(())
+}
+
+/// Formats `d` with `spec`, recording the symbolic tensors it prints.
+fn format_capturing(d: &dyn Display, spec: &FormatSpec) -> (String, Vec<Tensor>) {
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let text = format_display(d, &FormatSpec { width: None, ..*spec });
+    let captured = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    (text, captured)
+}
+
+/// Turns trace-time text with tensor markers into print pieces and node inputs.
+fn split_marks(text: &str, captured: &[Tensor], spec: FormatSpec, pieces: &mut Vec<PrintPiece>, tensors: &mut Vec<usize>) -> Result<()> {
+    if captured.is_empty() {
+        pieces.push(PrintPiece::Text(pad(text.to_string(), &spec)));
+        return Ok(());
+    }
+    let whole = captured.len() == 1 && text == format!("{MARK}0{MARK}");
+    for (k, chunk) in text.split(MARK).enumerate() {
+        if k % 2 == 0 {
+            if !chunk.is_empty() {
+                pieces.push(PrintPiece::Text(chunk.to_string()));
+            }
+            continue;
+        }
+        let index: usize = chunk.parse().expect("markers hold an index");
+        tensors.push(super::resolve(&captured[index], "tprint")?.symbol().expect("resolved").value);
+        // A lone tensor keeps the placeholder's options; one inside other text prints plainly.
+        let spec = if whole { spec } else { FormatSpec::default() };
+        pieces.push(PrintPiece::Value(tensors.len() - 1, spec));
+    }
     Ok(())
 }
 
@@ -89,7 +102,7 @@ pub(crate) fn render_pieces(pieces: &[PrintPiece], values: &[Tensor]) -> String 
         .iter()
         .map(|p| match p {
             PrintPiece::Text(t) => t.clone(),
-            PrintPiece::Value(i, spec) => format_tensor(&values[*i], spec),
+            PrintPiece::Value(i, spec) => format_display(&values[*i], spec),
         })
         .collect()
 }
@@ -99,15 +112,12 @@ enum Part {
     Arg(usize, FormatSpec),
 }
 
-fn render_now(parts: &[Part], args: &[PrintArg]) -> String {
+fn render_now(parts: &[Part], args: &[&dyn Display]) -> String {
     parts
         .iter()
         .map(|p| match p {
             Part::Text(t) => t.clone(),
-            Part::Arg(i, spec) => match &args[*i] {
-                PrintArg::Tensor(t) => format_tensor(t, spec),
-                PrintArg::Display(d) => format_display(*d, spec),
-            },
+            Part::Arg(i, spec) => format_display(args[*i], spec),
         })
         .collect()
 }
@@ -116,18 +126,6 @@ fn format_display(d: &dyn Display, spec: &FormatSpec) -> String {
     let s = match spec.precision {
         Some(p) => format!("{d:.p$}"),
         None => d.to_string(),
-    };
-    pad(s, spec)
-}
-
-/// A one-element tensor honours the precision as its value would; others print whole.
-fn format_tensor(t: &Tensor, spec: &FormatSpec) -> String {
-    let s = match (spec.precision, t.numel() == 1 && t.dtype().is_float()) {
-        (Some(p), true) => {
-            let v = t.cast(crate::DType::F64).to_vec::<f64>().map(|v| v[0]);
-            v.map_or_else(|_| t.to_string(), |v| format!("{v:.p$}"))
-        }
-        _ => t.to_string(),
     };
     pad(s, spec)
 }

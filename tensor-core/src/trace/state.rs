@@ -155,12 +155,17 @@ pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others
     let grad_on = crate::autograd::is_grad_enabled();
     let others: Vec<Tensor> = others.iter().map(|o| resolve(o, name)).collect::<Result<_>>()?;
     let needs_grad = grad_on && op.is_differentiable() && (reads_target && t.requires_grad_raw() || others.iter().any(|o| o.requires_grad_raw()));
-    let alias = (reads_target && needs_grad).then(|| t.alias());
+    // As in eager dispatch: the target as an operand too (`y.mul_(&y)`) reads the old value.
+    let reads_old = reads_target || others.iter().any(|o| o.same_as(&t));
+    let alias = (reads_old && needs_grad).then(|| t.alias());
     let mut inputs: Vec<&Tensor> = Vec::new();
     if reads_target {
         inputs.push(alias.as_ref().unwrap_or(&t));
     }
-    inputs.extend(others.iter());
+    inputs.extend(others.iter().map(|o| match &alias {
+        Some(a) if o.same_as(&t) => a,
+        _ => o,
+    }));
     crate::ops::dispatch::check_in_place_type(&op, &inputs, &t, name)?;
     let out = super::append(&op, &inputs)?;
     let mut sym = out.symbol().expect("appended values are symbolic");

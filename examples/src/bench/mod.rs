@@ -1,0 +1,31 @@
+//! The benchmark workloads of `../shared/WORKLOADS.md`: each one as tensor-core code (run
+//! eagerly or as a graph) and, where defined, as hand-written ndarray code.
+
+pub mod alloc;
+pub mod baseline;
+pub mod timing;
+pub mod workloads;
+
+/// How a workload runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// tensor-core, op by op.
+    Eager,
+    /// tensor-core, the same code traced once into a graph and replayed.
+    Graph,
+    /// Hand-written ndarray code (W1, W2, W3, W5).
+    Ndarray,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Eager => "eager",
+            Mode::Graph => "graph",
+            Mode::Ndarray => "ndarray",
+        }
+    }
+}
+
+/// The workload ids, in order.
+pub const WORKLOADS: [&str; 6] = ["W1", "W2", "W3", "W4", "W5", "W6"];

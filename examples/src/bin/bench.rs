@@ -1,0 +1,142 @@
+//! The benchmark binary of WORKLOADS.md: one JSON line per (workload, mode).
+//!
+//! cargo run --release -p examples --bin bench -- --workload W3 --mode graph [--threads N] [--calls K] [--allocs]
+
+use clap::Parser;
+use examples::bench::{alloc, baseline, timing, workloads as w, Mode, WORKLOADS};
+use std::hint::black_box;
+use std::time::Duration;
+use tensor_core::prelude::*;
+
+#[global_allocator]
+static ALLOC: alloc::Counting = alloc::Counting;
+
+#[derive(Parser)]
+#[command(about = "Runs the benchmark workloads of WORKLOADS.md and prints one JSON line per run")]
+struct Args {
+    /// W1..W6, or all.
+    #[arg(long, default_value = "all")]
+    workload: String,
+    /// eager, graph, ndarray, or all.
+    #[arg(long, default_value = "all")]
+    mode: String,
+    /// Worker threads for kernels (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Timed calls at least.
+    #[arg(long, default_value_t = 20)]
+    calls: usize,
+    /// Seconds of timed calls at least.
+    #[arg(long, default_value_t = 2.0)]
+    min_time: f64,
+    /// Also count heap allocations per call.
+    #[arg(long)]
+    allocs: bool,
+}
+
+type Call = Box<dyn FnMut()>;
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // matrixmultiply (the ndarray baseline's matmul) reads this on first use.
+    std::env::set_var("MATMUL_NUM_THREADS", threads.to_string());
+    tensor_core::set_num_threads(threads);
+    let workloads: Vec<&str> = if args.workload == "all" { WORKLOADS.to_vec() } else { vec![args.workload.as_str()] };
+    let modes: Vec<Mode> = match args.mode.as_str() {
+        "all" => vec![Mode::Eager, Mode::Graph, Mode::Ndarray],
+        m => vec![<Mode as clap::ValueEnum>::from_str(m, true).map_err(|e| Error::InvalidArgument { op: "bench", arg: "mode", reason: e })?],
+    };
+    for workload in &workloads {
+        for &mode in &modes {
+            let Some(mut call) = make(workload, mode)? else {
+                if args.workload != "all" && args.mode != "all" {
+                    eprintln!("{workload} has no {} mode", mode.name());
+                }
+                continue;
+            };
+            let t = timing::time(&mut call, 3, args.calls, Duration::from_secs_f64(args.min_time));
+            let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::count(&mut call)) } else { String::new() };
+            println!(
+                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.1},\"min_us\":{:.1},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}}}",
+                mode.name(),
+                t.median_us,
+                t.min_us,
+                t.max_us,
+                t.calls,
+                t.first_us
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One call of `workload` in `mode`, or `None` if that mode is not defined for it.
+fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
+    Ok(Some(match (workload, mode) {
+        ("W1", Mode::Eager) => {
+            let x = Tensor::randn(&[16], DType::F32, 1);
+            Box::new(move || drop(black_box(w::w1(&x).expect("W1"))))
+        }
+        ("W1", Mode::Graph) => graph(w::Lazy::new("w1", vec![Tensor::randn(&[16], DType::F32, 1)], |a| Ok(vec![w::w1(&a[0])?]))),
+        ("W1", Mode::Ndarray) => {
+            let x0 = Tensor::randn(&[16], DType::F32, 1).to_array::<f32>()?.into_dimensionality::<ndarray::Ix1>().expect("1-d");
+            Box::new(move || {
+                let mut x = x0.clone();
+                baseline::w1(&mut x);
+                black_box(x);
+            })
+        }
+        ("W2", Mode::Eager) => {
+            let x = Tensor::randn(&[4_194_304], DType::F32, 2);
+            Box::new(move || drop(black_box(w::w2(&x).expect("W2"))))
+        }
+        ("W2", Mode::Graph) => graph(w::Lazy::new("w2", vec![Tensor::randn(&[4_194_304], DType::F32, 2)], |a| Ok(vec![w::w2(&a[0])?]))),
+        ("W2", Mode::Ndarray) => {
+            let x = Tensor::randn(&[4_194_304], DType::F32, 2).to_array::<f32>()?.into_dimensionality::<ndarray::Ix1>().expect("1-d");
+            Box::new(move || drop(black_box(baseline::w2(&x))))
+        }
+        ("W3", Mode::Eager) => {
+            let (model, (x, labels)) = (w::Mlp::new(3)?, w::w3_batch(4)?);
+            Box::new(move || drop(black_box(model.train_step(&x, &labels, 0.01).expect("W3"))))
+        }
+        ("W3", Mode::Graph) => {
+            let (model, (x, labels)) = (w::Mlp::new(3)?, w::w3_batch(4)?);
+            graph(w::Lazy::new("w3", vec![x, labels], move |a| Ok(vec![model.train_step(&a[0], &a[1], 0.01)?])))
+        }
+        ("W3", Mode::Ndarray) => {
+            let (model, (x, labels)) = (w::Mlp::new(3)?, w::w3_batch(4)?);
+            let mut m = baseline::Mlp::from_params(&model.params);
+            let x = x.to_array::<f32>()?.into_dimensionality::<ndarray::Ix2>().expect("2-d");
+            let labels: Vec<usize> = labels.to_vec::<i64>()?.into_iter().map(|l| l as usize).collect();
+            Box::new(move || {
+                black_box(m.train_step(&x, &labels, 0.01));
+            })
+        }
+        ("W5", Mode::Eager) => {
+            let (a, b) = (Tensor::randn(&[1024, 1024], DType::F32, 5), Tensor::randn(&[1024, 1024], DType::F32, 6));
+            Box::new(move || drop(black_box(w::w5(&a, &b).expect("W5"))))
+        }
+        ("W5", Mode::Graph) => {
+            let args = vec![Tensor::randn(&[1024, 1024], DType::F32, 5), Tensor::randn(&[1024, 1024], DType::F32, 6)];
+            graph(w::Lazy::new("w5", args, |a| Ok(vec![w::w5(&a[0], &a[1])?])))
+        }
+        ("W5", Mode::Ndarray) => {
+            let m = |seed| {
+                Tensor::randn(&[1024, 1024], DType::F32, seed).to_array::<f32>().map(|a| a.into_dimensionality::<ndarray::Ix2>().expect("2-d"))
+            };
+            let (a, b) = (m(5)?, m(6)?);
+            Box::new(move || drop(black_box(baseline::w5(&a, &b))))
+        }
+        ("W6", Mode::Graph) => graph(w::Lazy::new("w6", vec![Tensor::zeros(&[1], DType::F32)], |a| Ok(vec![w::w6(&a[0])?]))),
+        ("W6", Mode::Eager) => {
+            let x = Tensor::zeros(&[1], DType::F32);
+            Box::new(move || drop(black_box(w::w6(&x).expect("W6"))))
+        }
+        _ => return Ok(None),
+    }))
+}
+
+fn graph(mut lazy: w::Lazy) -> Call {
+    Box::new(move || drop(black_box(lazy.call().expect("graph call"))))
+}

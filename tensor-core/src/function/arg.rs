@@ -1,0 +1,159 @@
+//! `GraphArg`: how an argument of a `#[graph_fn]` splits into tensor leaves and a static key
+//! (a pytree). Tensors key by dtype, shape and requires_grad; Rust scalars and strings by
+//! value; collections by length and elements. `#[derive(GraphArg)]` does this for structs
+//! and enums.
+
+use super::key::Flattener;
+use crate::tensor::Tensor;
+
+/// An argument type of a `#[graph_fn]`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::{Flattener, GraphArg};
+/// struct Scaled { t: Tensor, factor: i32 }
+/// impl GraphArg for Scaled {
+///     fn flatten(&self, f: &mut Flattener) {
+///         self.t.flatten(f);
+///         self.factor.flatten(f);
+///     }
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an argument of a #[graph_fn]",
+    label = "this argument's type does not implement `GraphArg`",
+    note = "arguments must be tensors, Rust scalars (bool, integers, f32, f64, char), strings, or slices, Vecs, arrays, tuples and Options of these",
+    note = "for your own structs and enums, add #[derive(GraphArg)] (mark non-tensor fields #[graph_arg(static)] or #[graph_arg(skip)])"
+)]
+pub trait GraphArg {
+    /// Adds this value's tensor leaves and static parts to the signature, in a fixed order.
+    fn flatten(&self, f: &mut Flattener);
+}
+
+impl GraphArg for Tensor {
+    fn flatten(&self, f: &mut Flattener) {
+        f.tensor(self);
+    }
+}
+
+impl<T: GraphArg + ?Sized> GraphArg for &T {
+    fn flatten(&self, f: &mut Flattener) {
+        (**self).flatten(f);
+    }
+}
+
+impl<T: GraphArg + ?Sized> GraphArg for Box<T> {
+    fn flatten(&self, f: &mut Flattener) {
+        (**self).flatten(f);
+    }
+}
+
+impl<T: GraphArg> GraphArg for [T] {
+    fn flatten(&self, f: &mut Flattener) {
+        f.len(self.len());
+        self.iter().for_each(|x| x.flatten(f));
+    }
+}
+
+impl<T: GraphArg> GraphArg for Vec<T> {
+    fn flatten(&self, f: &mut Flattener) {
+        self.as_slice().flatten(f);
+    }
+}
+
+impl<T: GraphArg, const N: usize> GraphArg for [T; N] {
+    fn flatten(&self, f: &mut Flattener) {
+        self.as_slice().flatten(f);
+    }
+}
+
+impl<T: GraphArg> GraphArg for Option<T> {
+    fn flatten(&self, f: &mut Flattener) {
+        match self {
+            Some(x) => {
+                f.variant(1);
+                x.flatten(f);
+            }
+            None => f.variant(0),
+        }
+    }
+}
+
+macro_rules! tuple_args {
+    ($(($($name:ident),+)),*) => {$(
+        impl<$($name: GraphArg),+> GraphArg for ($($name,)+) {
+            #[allow(non_snake_case)]
+            fn flatten(&self, f: &mut Flattener) {
+                let ($($name,)+) = self;
+                $($name.flatten(f);)+
+            }
+        }
+    )*};
+}
+tuple_args!((A), (A, B), (A, B, C), (A, B, C, D), (A, B, C, D, E), (A, B, C, D, E, F), (A, B, C, D, E, F, G), (A, B, C, D, E, F, G, H));
+
+impl GraphArg for () {
+    fn flatten(&self, _: &mut Flattener) {}
+}
+
+macro_rules! scalar_args {
+    ($method:ident as $as:ty: $($t:ty),*) => {$(
+        impl GraphArg for $t {
+            fn flatten(&self, f: &mut Flattener) {
+                f.$method(*self as $as);
+            }
+        }
+    )*};
+}
+scalar_args!(int as i64: i8, i16, i32, i64, isize);
+scalar_args!(uint as u64: u8, u16, u32, u64, usize);
+
+impl GraphArg for i128 {
+    fn flatten(&self, f: &mut Flattener) {
+        f.int(*self as i64);
+        f.int((*self >> 64) as i64);
+    }
+}
+
+impl GraphArg for u128 {
+    fn flatten(&self, f: &mut Flattener) {
+        f.uint(*self as u64);
+        f.uint((*self >> 64) as u64);
+    }
+}
+
+impl GraphArg for f32 {
+    fn flatten(&self, f: &mut Flattener) {
+        f.f32(*self);
+    }
+}
+
+impl GraphArg for f64 {
+    fn flatten(&self, f: &mut Flattener) {
+        f.f64(*self);
+    }
+}
+
+impl GraphArg for bool {
+    fn flatten(&self, f: &mut Flattener) {
+        f.bool(*self);
+    }
+}
+
+impl GraphArg for char {
+    fn flatten(&self, f: &mut Flattener) {
+        f.char(*self);
+    }
+}
+
+impl GraphArg for str {
+    fn flatten(&self, f: &mut Flattener) {
+        f.str(self);
+    }
+}
+
+impl GraphArg for String {
+    fn flatten(&self, f: &mut Flattener) {
+        f.str(self);
+    }
+}

@@ -1,0 +1,507 @@
+//! Signatures: a call's arguments flattened into a key of typed 64-bit words (tensor dtype,
+//! shape and requires_grad; Rust scalars and strings by value) plus the tensor leaves. The
+//! words are self-describing, so when a call retraces, the reason ("arg x: shape [2] -> [3]")
+//! is decoded from the old and new keys — the cache-hit path builds no strings.
+
+use crate::dtype::DType;
+use crate::shape::{Shape, UNKNOWN};
+use crate::tensor::Tensor;
+use smallvec::SmallVec;
+use std::hash::{Hash, Hasher};
+
+/// The words of a key (inline up to 24).
+pub type KeyWords = SmallVec<[u64; 24]>;
+
+const TAG_SHIFT: u32 = 56;
+const TAG_ARG: u64 = 1;
+const TAG_TENSOR: u64 = 2;
+const TAG_INT: u64 = 3;
+const TAG_UINT: u64 = 4;
+const TAG_F32: u64 = 5;
+const TAG_F64: u64 = 6;
+const TAG_BOOL: u64 = 7;
+const TAG_CHAR: u64 = 8;
+const TAG_STR: u64 = 9;
+const TAG_HASH: u64 = 10;
+const TAG_LEN: u64 = 11;
+const TAG_VARIANT: u64 = 12;
+const TAG_ALIAS: u64 = 13;
+const TAG_TYPE: u64 = 14;
+
+fn tagged(tag: u64, payload: u64) -> u64 {
+    (tag << TAG_SHIFT) | (payload & ((1 << TAG_SHIFT) - 1))
+}
+
+fn tag_of(w: u64) -> u64 {
+    w >> TAG_SHIFT
+}
+
+fn dtype_code(d: DType) -> u64 {
+    DType::ALL.iter().position(|&x| x == d).expect("listed") as u64
+}
+
+/// Collects a call's signature words and tensor leaves. `GraphArg` implementations call its
+/// methods; the order of calls is the structure of the argument.
+#[derive(Default)]
+pub struct Flattener {
+    words: KeyWords,
+    leaves: SmallVec<[Tensor; 8]>,
+    /// Word positions of tensor dims (so relaxed signatures can ignore them).
+    dims: SmallVec<[u16; 16]>,
+    /// For each leaf, the argument it belongs to.
+    leaf_args: SmallVec<[u16; 8]>,
+    /// For each leaf, the field name it was flattened under, if any (for readable graphs).
+    leaf_hints: SmallVec<[Option<&'static str>; 8]>,
+    hint: Option<&'static str>,
+    /// The type names keyed by hash (for readable retrace reasons; not part of the key).
+    type_names: SmallVec<[(u64, &'static str); 2]>,
+    args: u16,
+}
+
+impl Flattener {
+    /// An empty flattener.
+    pub fn new() -> Flattener {
+        Flattener::default()
+    }
+
+    /// Starts the next argument.
+    pub fn arg(&mut self) {
+        self.words.push(tagged(TAG_ARG, 0));
+        self.args += 1;
+    }
+
+    /// A tensor leaf: keyed by dtype, shape and whether it requires grad.
+    pub fn tensor(&mut self, t: &Tensor) {
+        let shape = &t.0.shape;
+        let header = dtype_code(t.0.dtype) | (t.requires_grad_raw() as u64) << 3 | (shape.rank() as u64) << 4;
+        self.words.push(tagged(TAG_TENSOR, header));
+        for &d in shape.dims() {
+            self.dims.push(self.words.len() as u16);
+            self.words.push(d as u64);
+        }
+        self.leaves.push(t.clone());
+        self.leaf_args.push(self.args.saturating_sub(1));
+        self.leaf_hints.push(self.hint.take());
+    }
+
+    /// Names the next tensor leaf (a struct field's name), for readable graphs.
+    pub fn name(&mut self, field: &'static str) {
+        self.hint = Some(field);
+    }
+
+    /// A signed integer, by value.
+    pub fn int(&mut self, v: i64) {
+        self.words.extend([tagged(TAG_INT, 0), v as u64]);
+    }
+
+    /// An unsigned integer, by value.
+    pub fn uint(&mut self, v: u64) {
+        self.words.extend([tagged(TAG_UINT, 0), v]);
+    }
+
+    /// An f32, by its bits.
+    pub fn f32(&mut self, v: f32) {
+        self.words.push(tagged(TAG_F32, v.to_bits() as u64));
+    }
+
+    /// An f64, by its bits.
+    pub fn f64(&mut self, v: f64) {
+        self.words.extend([tagged(TAG_F64, 0), v.to_bits()]);
+    }
+
+    /// A bool.
+    pub fn bool(&mut self, v: bool) {
+        self.words.push(tagged(TAG_BOOL, v as u64));
+    }
+
+    /// A char.
+    pub fn char(&mut self, v: char) {
+        self.words.push(tagged(TAG_CHAR, v as u64));
+    }
+
+    /// A string, by value (its bytes, packed).
+    pub fn str(&mut self, s: &str) {
+        self.words.push(tagged(TAG_STR, s.len() as u64));
+        for chunk in s.as_bytes().chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.words.push(u64::from_le_bytes(b));
+        }
+    }
+
+    /// A value keyed by its hash (fields marked `#[graph_arg(static)]`).
+    pub fn hashed<T: Hash + ?Sized>(&mut self, v: &T) {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        v.hash(&mut h);
+        self.words.extend([tagged(TAG_HASH, 0), h.finish()]);
+    }
+
+    /// The length of a collection that follows.
+    pub fn len(&mut self, n: usize) {
+        self.words.push(tagged(TAG_LEN, n as u64));
+    }
+
+    /// True when nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// An enum variant (or `Option`'s `Some` = 1 / `None` = 0) that follows.
+    pub fn variant(&mut self, index: u32) {
+        self.words.push(tagged(TAG_VARIANT, index as u64));
+    }
+
+    /// A type name (for generic functions, whose statics all instantiations share).
+    pub fn type_name(&mut self, name: &'static str) {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        name.hash(&mut h);
+        let hash = h.finish();
+        self.words.extend([tagged(TAG_TYPE, 0), hash]);
+        self.type_names.push((hash, name));
+    }
+
+    /// Finishes: leaves that are the same tensor as an earlier leaf are marked, since a graph
+    /// traced with two names for one tensor reads it once.
+    pub(crate) fn finish(mut self) -> Signature {
+        let n = self.leaves.len();
+        for i in 1..n {
+            if let Some(j) = (0..i).find(|&j| self.leaves[j].same_as(&self.leaves[i])) {
+                self.words.push(tagged(TAG_ALIAS, ((i as u64) << 24) | j as u64));
+            }
+        }
+        Signature {
+            words: self.words,
+            leaves: self.leaves,
+            dims: self.dims,
+            leaf_args: self.leaf_args,
+            leaf_hints: self.leaf_hints,
+            type_names: self.type_names,
+        }
+    }
+}
+
+/// A call's flattened arguments.
+pub struct Signature {
+    pub(crate) words: KeyWords,
+    pub(crate) leaves: SmallVec<[Tensor; 8]>,
+    dims: SmallVec<[u16; 16]>,
+    pub(crate) leaf_args: SmallVec<[u16; 8]>,
+    leaf_hints: SmallVec<[Option<&'static str>; 8]>,
+    pub(crate) type_names: SmallVec<[(u64, &'static str); 2]>,
+}
+
+impl Signature {
+    /// The words without tensor dims: equal for calls that differ only in dims.
+    pub(crate) fn erased(&self) -> KeyWords {
+        let mut skip = self.dims.iter().peekable();
+        let mut out = KeyWords::new();
+        for (i, &w) in self.words.iter().enumerate() {
+            if skip.peek().is_some_and(|&&d| d as usize == i) {
+                skip.next();
+            } else {
+                out.push(w);
+            }
+        }
+        out
+    }
+
+    /// The words without the dims of the leaves of arguments in `args` (those a fixed input
+    /// signature covers).
+    pub(crate) fn erased_for_args(&self, args: &[usize]) -> KeyWords {
+        let mut erase: SmallVec<[bool; 32]> = SmallVec::from_elem(false, self.words.len());
+        let mut dims = self.dims.iter();
+        for (leaf, t) in self.leaves.iter().enumerate() {
+            let covered = args.contains(&(self.leaf_args[leaf] as usize));
+            for _ in 0..t.0.shape.rank() {
+                let pos = *dims.next().expect("one position per dim") as usize;
+                erase[pos] = covered;
+            }
+        }
+        self.words.iter().zip(&erase).filter(|(_, &e)| !e).map(|(&w, _)| w).collect()
+    }
+
+    /// A name per leaf: the argument's name, with an index when it has several leaves.
+    pub(crate) fn leaf_names(&self, arg_names: &[&str]) -> Vec<String> {
+        let count = |a: u16| self.leaf_args.iter().filter(|&&x| x == a).count();
+        let mut seen = vec![0usize; arg_names.len().max(1)];
+        self.leaf_args
+            .iter()
+            .map(|&a| {
+                let name = arg_names.get(a as usize).copied().unwrap_or("arg");
+                let k = seen.get_mut(a as usize).map(|s| std::mem::replace(s, *s + 1)).unwrap_or(0);
+                (name, k, count(a))
+            })
+            .zip(&self.leaf_hints)
+            .map(|((name, k, count), hint)| match (hint, count) {
+                (Some(h), _) => format!("{name}.{h}"),
+                (None, 1) => name.to_string(),
+                (None, _) => format!("{name}_{k}"),
+            })
+            .collect()
+    }
+
+    /// The leaves' shapes.
+    pub(crate) fn shapes(&self) -> Vec<Shape> {
+        self.leaves.iter().map(|t| t.0.shape.clone()).collect()
+    }
+}
+
+/// One decoded part of an argument's signature.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Part {
+    Tensor {
+        dtype: DType,
+        shape: Shape,
+        requires_grad: bool,
+    },
+    /// The hash of a type name (generic functions and methods).
+    Type(u64),
+    Value(String),
+    Structure(String),
+}
+
+impl std::fmt::Display for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Part::Tensor { dtype, shape, requires_grad } => write!(f, "{dtype}{shape}{}", if *requires_grad { " requires_grad" } else { "" }),
+            Part::Value(v) | Part::Structure(v) => f.write_str(v),
+            Part::Type(h) => write!(f, "type #{h:016x}"),
+        }
+    }
+}
+
+/// Decodes key words into each argument's parts.
+pub(crate) fn decode(words: &[u64]) -> Vec<Vec<Part>> {
+    let mut args: Vec<Vec<Part>> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let (w, payload) = (words[i], words[i] & ((1 << TAG_SHIFT) - 1));
+        i += 1;
+        let part = match tag_of(w) {
+            TAG_ARG => {
+                args.push(Vec::new());
+                continue;
+            }
+            TAG_TENSOR => {
+                let rank = (payload >> 4) as usize;
+                let shape = Shape::from(words[i..i + rank].iter().map(|&d| d as usize).collect::<Vec<_>>());
+                i += rank;
+                Part::Tensor { dtype: DType::ALL[(payload & 7) as usize], shape, requires_grad: payload & 8 != 0 }
+            }
+            TAG_INT | TAG_UINT | TAG_F64 | TAG_HASH | TAG_TYPE => {
+                let v = words[i];
+                i += 1;
+                match tag_of(w) {
+                    TAG_INT => Part::Value((v as i64).to_string()),
+                    TAG_UINT => Part::Value(v.to_string()),
+                    TAG_F64 => Part::Value(format!("{:?}", f64::from_bits(v))),
+                    TAG_TYPE => Part::Type(v),
+                    _ => Part::Value(format!("value #{v:016x}")),
+                }
+            }
+            TAG_F32 => Part::Value(format!("{:?}", f32::from_bits(payload as u32))),
+            TAG_BOOL => Part::Value((payload != 0).to_string()),
+            TAG_CHAR => Part::Value(format!("{:?}", char::from_u32(payload as u32).unwrap_or('?'))),
+            TAG_STR => {
+                let len = payload as usize;
+                let n = len.div_ceil(8);
+                let bytes: Vec<u8> = words[i..i + n].iter().flat_map(|w| w.to_le_bytes()).take(len).collect();
+                i += n;
+                Part::Value(format!("{:?}", String::from_utf8_lossy(&bytes)))
+            }
+            TAG_LEN => Part::Structure(format!("length {payload}")),
+            TAG_VARIANT => Part::Structure(format!("variant {payload}")),
+            TAG_ALIAS => Part::Structure(format!("leaf {} is leaf {}", payload >> 24, payload & 0xFF_FFFF)),
+            _ => Part::Structure("?".into()),
+        };
+        match args.last_mut() {
+            Some(a) => a.push(part),
+            None => args.push(vec![part]),
+        }
+    }
+    args
+}
+
+/// Why a call with `new` retraced, compared with the last traced signature `old`:
+/// `arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: dtype i32 -> f32`.
+pub(crate) fn explain(names: &[&str], types: &[(u64, &str)], old: &[u64], new: &[u64]) -> Vec<String> {
+    let (old, new) = (decode(old), decode(new));
+    let type_name = |h: &u64| types.iter().find(|(k, _)| k == h).map_or_else(|| format!("#{h:016x}"), |(_, n)| short_type(n));
+    let mut reasons = Vec::new();
+    for (k, (o, n)) in old.iter().zip(&new).enumerate() {
+        let name = names.get(k).copied().unwrap_or("(extra)");
+        let (ot, nt) = (o.iter().find_map(Part::type_hash), n.iter().find_map(Part::type_hash));
+        if ot != nt {
+            let show = |t: Option<u64>| t.as_ref().map_or_else(|| "?".to_string(), type_name);
+            reasons.push(format!("arg {name}: type {} -> {}", show(ot), show(nt)));
+            continue;
+        }
+        let (o, n): (Vec<&Part>, Vec<&Part>) =
+            (o.iter().filter(|p| p.type_hash().is_none()).collect(), n.iter().filter(|p| p.type_hash().is_none()).collect());
+        if o.len() != n.len() {
+            reasons.push(format!("arg {name}: structure {} -> {}", join(&o), join(&n)));
+            continue;
+        }
+        for (po, pn) in o.iter().zip(&n) {
+            if po != pn {
+                reasons.push(format!("arg {name}: {}", part_change(po, pn)));
+            }
+        }
+    }
+    if reasons.is_empty() {
+        reasons.push("the same signature (the cache entry had been evicted or cleared)".into());
+    }
+    reasons
+}
+
+fn join(parts: &[&Part]) -> String {
+    format!("({})", parts.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "))
+}
+
+/// `alloc::vec::Vec<tensor_core::Tensor>` as `Vec<Tensor>`.
+fn short_type(full: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    for c in full.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            word.push(c);
+        } else {
+            out.push_str(word.rsplit("::").next().unwrap_or(&word));
+            word.clear();
+            if c != ' ' || !out.is_empty() {
+                out.push(c);
+            }
+        }
+    }
+    out.trim().to_string()
+}
+
+impl Part {
+    fn type_hash(&self) -> Option<u64> {
+        match self {
+            Part::Type(h) => Some(*h),
+            _ => None,
+        }
+    }
+}
+
+fn part_change(old: &Part, new: &Part) -> String {
+    match (old, new) {
+        (Part::Tensor { dtype: a, shape: sa, requires_grad: ra }, Part::Tensor { dtype: b, shape: sb, requires_grad: rb }) => {
+            let mut what = Vec::new();
+            if a != b {
+                what.push(format!("dtype {a} -> {b}"));
+            }
+            if sa != sb {
+                what.push(format!("shape {sa} -> {sb}"));
+            }
+            if ra != rb {
+                what.push(format!("requires_grad {ra} -> {rb}"));
+            }
+            what.join(", ")
+        }
+        _ => format!("{old} -> {new}"),
+    }
+}
+
+/// The signature text of a key: `x: f32[2, 3], lr: 0.01`.
+pub(crate) fn describe(names: &[&str], words: &[u64]) -> String {
+    decode(words)
+        .iter()
+        .enumerate()
+        .map(|(k, parts)| {
+            let name = names.get(k).copied().unwrap_or("(extra)");
+            let text: Vec<String> = parts.iter().filter(|p| p.type_hash().is_none()).map(Part::to_string).collect();
+            match text.len() {
+                1 => format!("{name}: {}", text[0]),
+                _ => format!("{name}: ({})", text.join(", ")),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The shapes a relaxed trace uses: each dim that differs between `a` and `b` is unknown.
+pub(crate) fn relax(a: &[Shape], b: &[Shape]) -> Vec<Shape> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| Shape::from(x.dims().iter().zip(y.dims()).map(|(&p, &q)| if p == q { p } else { UNKNOWN }).collect::<Vec<_>>()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(f: impl FnOnce(&mut Flattener)) -> Signature {
+        let mut fl = Flattener::new();
+        f(&mut fl);
+        fl.finish()
+    }
+
+    #[test]
+    fn decodes_and_explains_changes() {
+        let a = sig(|f| {
+            f.arg();
+            f.tensor(&Tensor::zeros(&[2], DType::I32));
+            f.arg();
+            f.int(1);
+            f.arg();
+            f.str("relu");
+        });
+        let b = sig(|f| {
+            f.arg();
+            f.tensor(&Tensor::zeros(&[3], DType::F32));
+            f.arg();
+            f.int(2);
+            f.arg();
+            f.str("tanh");
+        });
+        let reasons = explain(&["x", "n", "act"], &[], &a.words, &b.words);
+        assert_eq!(reasons, vec!["arg x: dtype i32 -> f32, shape [2] -> [3]", "arg n: 1 -> 2", "arg act: \"relu\" -> \"tanh\""]);
+        assert_eq!(describe(&["x", "n", "act"], &a.words), "x: i32[2], n: 1, act: \"relu\"");
+    }
+
+    #[test]
+    fn type_changes_are_reported_by_short_name() {
+        let a = sig(|f| {
+            f.arg();
+            f.type_name("tensor_core::tensor::Tensor");
+            f.tensor(&Tensor::zeros(&[], DType::I32));
+        });
+        let b = sig(|f| {
+            f.arg();
+            f.type_name("i32");
+            f.int(1);
+        });
+        let types = [a.type_names[0], b.type_names[0]];
+        assert_eq!(explain(&["x"], &types, &a.words, &b.words), vec!["arg x: type Tensor -> i32"]);
+        assert_eq!(short_type("alloc::vec::Vec<tensor_core::tensor::Tensor>"), "Vec<Tensor>");
+    }
+
+    #[test]
+    fn erased_keys_ignore_dims_only() {
+        let a = sig(|f| f.tensor(&Tensor::zeros(&[2, 5], DType::F32)));
+        let b = sig(|f| f.tensor(&Tensor::zeros(&[7, 5], DType::F32)));
+        let c = sig(|f| f.tensor(&Tensor::zeros(&[7], DType::F32)));
+        assert_ne!(a.words, b.words);
+        assert_eq!(a.erased(), b.erased());
+        assert_ne!(a.erased(), c.erased());
+        assert_eq!(relax(&a.shapes(), &b.shapes())[0].to_string(), "[?, 5]");
+    }
+
+    #[test]
+    fn aliased_leaves_change_the_key() {
+        let x = Tensor::zeros(&[2], DType::F32);
+        let y = Tensor::zeros(&[2], DType::F32);
+        let same = sig(|f| {
+            f.tensor(&x);
+            f.tensor(&x);
+        });
+        let different = sig(|f| {
+            f.tensor(&x);
+            f.tensor(&y);
+        });
+        assert_ne!(same.words, different.words);
+    }
+}

@@ -1,0 +1,131 @@
+//! `GraphOutput`: what a `#[graph_fn]` may return. A traced call keeps the returned value's
+//! structure; later calls rebuild it around the graph's output tensors. `GraphReturn` adds
+//! `Result<T, E>` on top: an `Err` from the body passes through untouched, and the runtime's
+//! own errors (a signature mismatch, too many traces) arrive as `E::from(error)`.
+
+use crate::error::Error;
+use crate::tensor::Tensor;
+
+/// A value made of tensors that a graph call can rebuild.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be returned from a #[graph_fn]",
+    label = "this return type does not implement `GraphOutput`",
+    note = "return a Tensor, (), a tuple, Vec or Option of these, or a Result of one of them"
+)]
+pub trait GraphOutput: Sized {
+    /// What is kept of a traced value to rebuild others like it.
+    type Structure: Send + Sync + 'static;
+    /// Moves the tensors into `leaves`, returning the structure.
+    fn into_parts(self, leaves: &mut Vec<Tensor>) -> Self::Structure;
+    /// Rebuilds a value from the structure and the next tensors of `leaves`.
+    fn from_parts(structure: &Self::Structure, leaves: &mut std::vec::IntoIter<Tensor>) -> Self;
+}
+
+impl GraphOutput for Tensor {
+    type Structure = ();
+    fn into_parts(self, leaves: &mut Vec<Tensor>) {
+        leaves.push(self);
+    }
+    fn from_parts(_: &(), leaves: &mut std::vec::IntoIter<Tensor>) -> Self {
+        leaves.next().expect("one graph output per tensor")
+    }
+}
+
+impl GraphOutput for () {
+    type Structure = ();
+    fn into_parts(self, _: &mut Vec<Tensor>) {}
+    fn from_parts(_: &(), _: &mut std::vec::IntoIter<Tensor>) {}
+}
+
+impl<T: GraphOutput> GraphOutput for Vec<T> {
+    type Structure = Vec<T::Structure>;
+    fn into_parts(self, leaves: &mut Vec<Tensor>) -> Self::Structure {
+        self.into_iter().map(|x| x.into_parts(leaves)).collect()
+    }
+    fn from_parts(s: &Self::Structure, leaves: &mut std::vec::IntoIter<Tensor>) -> Self {
+        s.iter().map(|x| T::from_parts(x, leaves)).collect()
+    }
+}
+
+impl<T: GraphOutput> GraphOutput for Option<T> {
+    type Structure = Option<T::Structure>;
+    fn into_parts(self, leaves: &mut Vec<Tensor>) -> Self::Structure {
+        self.map(|x| x.into_parts(leaves))
+    }
+    fn from_parts(s: &Self::Structure, leaves: &mut std::vec::IntoIter<Tensor>) -> Self {
+        s.as_ref().map(|x| T::from_parts(x, leaves))
+    }
+}
+
+macro_rules! tuple_outputs {
+    ($(($($name:ident),+)),*) => {$(
+        impl<$($name: GraphOutput),+> GraphOutput for ($($name,)+) {
+            type Structure = ($($name::Structure,)+);
+            #[allow(non_snake_case)]
+            fn into_parts(self, leaves: &mut Vec<Tensor>) -> Self::Structure {
+                let ($($name,)+) = self;
+                ($($name.into_parts(leaves),)+)
+            }
+            #[allow(non_snake_case)]
+            fn from_parts(s: &Self::Structure, leaves: &mut std::vec::IntoIter<Tensor>) -> Self {
+                let ($($name,)+) = s;
+                ($($name::from_parts($name, leaves),)+)
+            }
+        }
+    )*};
+}
+tuple_outputs!((A), (A, B), (A, B, C), (A, B, C, D), (A, B, C, D, E), (A, B, C, D, E, F), (A, B, C, D, E, F, G), (A, B, C, D, E, F, G, H));
+
+/// The return type of a `#[graph_fn]`: a `GraphOutput`, or a `Result` of one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be returned from a #[graph_fn]",
+    label = "this return type does not implement `GraphOutput`",
+    note = "return a Tensor, (), a tuple, Vec or Option of these, or a Result<_, E> of one of them where E: From<tensor_core::Error>"
+)]
+pub trait GraphReturn: Sized {
+    /// What is kept of a traced value to rebuild others like it.
+    type Structure: Send + Sync + 'static;
+    /// The tensors and structure of a value, or the value itself if it is passed through
+    /// (an `Err`).
+    fn split(self) -> Result<(Vec<Tensor>, Self::Structure), Self>;
+    /// Rebuilds a value around graph outputs.
+    fn join(structure: &Self::Structure, leaves: Vec<Tensor>) -> Self;
+    /// The value that reports a runtime error; for types that cannot carry one, a panic with
+    /// the error's message (as the operators do).
+    fn from_error(e: Error) -> Self;
+}
+
+impl<T: GraphOutput> GraphReturn for T {
+    type Structure = T::Structure;
+    fn split(self) -> Result<(Vec<Tensor>, Self::Structure), Self> {
+        let mut leaves = Vec::new();
+        let s = self.into_parts(&mut leaves);
+        Ok((leaves, s))
+    }
+    fn join(s: &Self::Structure, leaves: Vec<Tensor>) -> Self {
+        T::from_parts(s, &mut leaves.into_iter())
+    }
+    fn from_error(e: Error) -> Self {
+        panic!("{e}")
+    }
+}
+
+impl<T: GraphOutput, E: From<Error>> GraphReturn for Result<T, E> {
+    type Structure = T::Structure;
+    fn split(self) -> Result<(Vec<Tensor>, Self::Structure), Self> {
+        match self {
+            Ok(v) => {
+                let mut leaves = Vec::new();
+                let s = v.into_parts(&mut leaves);
+                Ok((leaves, s))
+            }
+            Err(e) => Err(Err(e)),
+        }
+    }
+    fn join(s: &Self::Structure, leaves: Vec<Tensor>) -> Self {
+        Ok(T::from_parts(s, &mut leaves.into_iter()))
+    }
+    fn from_error(e: Error) -> Self {
+        Err(E::from(e))
+    }
+}

@@ -1,0 +1,32 @@
+//! Every graph function that has been called, by name, for introspection.
+
+use super::graph_function::GraphFunction;
+use std::sync::Mutex;
+
+static REGISTRY: Mutex<Vec<&'static GraphFunction>> = Mutex::new(Vec::new());
+
+pub(super) fn register(f: &'static GraphFunction) {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+}
+
+/// The graph function called `name` (`"step"`, or `"Mlp::forward"` for a method), once it
+/// has been called. If several share a name, the first registered is returned; a
+/// `module::path::name` picks one by its module.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// #[graph_fn]
+/// fn double(x: &Tensor) -> Tensor { x * 2.0 }
+/// double(&Tensor::scalar(1.0f32));
+/// let f = tensor_core::function::lookup("double").unwrap();
+/// assert_eq!(f.trace_count(), 1);
+/// ```
+pub fn lookup(name: &str) -> Option<&'static GraphFunction> {
+    let all = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    all.iter().copied().find(|f| f.name() == name || format!("{}::{}", f.module(), f.name()) == name)
+}
+
+/// Every graph function called so far.
+pub fn all() -> Vec<&'static GraphFunction> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}

@@ -1,0 +1,184 @@
+//! `Conv2d`: the 2-d convolution layer over NCHW inputs.
+
+use super::init::{need_float, torch_default};
+use super::module::Module;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use rand::Rng;
+
+/// A 2-d convolution (cross-correlation, as PyTorch's `nn.Conv2d`): input `[n, c, h, w]`,
+/// `weight` `[out, c, kh, kw]` (OIHW), `bias` `[out]`, a `stride` and zero `padding` per
+/// spatial dim. The forward pass is [`Tensor::conv2d`].
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::{Conv2d, Module};
+/// let conv = Conv2d::new(3, 8, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?
+///     .with_stride([2, 2])
+///     .with_padding([1, 1]);
+/// let y = conv.forward(&Tensor::zeros(&[2, 3, 8, 8], DType::F32))?;
+/// assert_eq!(y.dims(), vec![2, 8, 4, 4]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub struct Conv2d {
+    weight: Tensor,
+    bias: Option<Tensor>,
+    stride: [usize; 2],
+    padding: [usize; 2],
+}
+
+impl Conv2d {
+    /// A layer with a bias, stride 1 and no padding, initialized as PyTorch's `nn.Conv2d`:
+    /// weight and bias drawn from `U(-1/sqrt(fan_in), 1/sqrt(fan_in))` with
+    /// `fan_in = in_channels * kh * kw`. The parameters require grad.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::Conv2d;
+    /// let conv = Conv2d::new(1, 4, [5, 5], DType::F64, &mut tensor_core::seeded_rng(0))?;
+    /// assert_eq!(conv.weight().dims(), vec![4, 1, 5, 5]);
+    /// assert!(conv.weight().to_vec::<f64>()?.iter().all(|v| v.abs() <= 0.2)); // 1 / sqrt(25)
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new(in_channels: usize, out_channels: usize, kernel: [usize; 2], dtype: DType, rng: &mut impl Rng) -> Result<Conv2d> {
+        Self::init(in_channels, out_channels, kernel, true, dtype, rng)
+    }
+
+    /// A layer without a bias, initialized as [`Conv2d::new`].
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Conv2d, Module};
+    /// let conv = Conv2d::new_without_bias(1, 4, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert!(conv.bias().is_none() && conv.parameters().len() == 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new_without_bias(in_channels: usize, out_channels: usize, kernel: [usize; 2], dtype: DType, rng: &mut impl Rng) -> Result<Conv2d> {
+        Self::init(in_channels, out_channels, kernel, false, dtype, rng)
+    }
+
+    fn init(c: usize, o: usize, kernel: [usize; 2], bias: bool, dtype: DType, rng: &mut impl Rng) -> Result<Conv2d> {
+        need_float("Conv2d", dtype)?;
+        let fan_in = c * kernel[0] * kernel[1];
+        let weight = torch_default(&[o, c, kernel[0], kernel[1]], fan_in, dtype, rng);
+        let bias = bias.then(|| torch_default(&[o], fan_in, dtype, rng));
+        Conv2d::from_tensors(weight, bias)
+    }
+
+    /// A layer (stride 1, no padding) from given tensors: `weight` OIHW and an optional `bias`
+    /// `[out]` of the same float dtype. They are marked `requires_grad_(true)`; the layer
+    /// holds these very handles.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Conv2d, Module};
+    /// let conv = Conv2d::from_tensors(Tensor::ones(&[1, 1, 2, 2], DType::F32), None)?;
+    /// let y = conv.forward(&Tensor::arange(0.0f32, 9.0).reshape(&[1, 1, 3, 3])?)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![8.0, 12.0, 20.0, 24.0]);
+    /// assert!(Conv2d::from_tensors(Tensor::ones(&[2, 2], DType::F32), None).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Result<Conv2d> {
+        if weight.rank() != 4 {
+            return Err(Error::invalid("Conv2d", "weight", format!("must be 4-d [out, in, kh, kw] (OIHW), found shape {}", weight.shape())));
+        }
+        if let Some(b) = &bias {
+            let out = weight.dims()[0];
+            if b.dims() != [out] {
+                return Err(Error::shapes("Conv2d", &weight.shape(), &b.shape(), format!("the bias must be [{out}], one value per output channel")));
+            }
+            if b.dtype() != weight.dtype() {
+                return Err(Error::dtype_mismatch("Conv2d", weight.dtype(), b.dtype()));
+            }
+        }
+        let weight = weight.requires_grad_(true)?;
+        let bias = bias.map(|b| b.requires_grad_(true)).transpose()?;
+        Ok(Conv2d { weight, bias, stride: [1, 1], padding: [0, 0] })
+    }
+
+    /// The same layer with another stride (rows, columns); it must be positive.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert_eq!(conv.with_stride([2, 3]).stride(), [2, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn with_stride(mut self, stride: [usize; 2]) -> Conv2d {
+        self.stride = stride;
+        self
+    }
+
+    /// The same layer with zero padding (rows, columns) on both sides of each spatial dim.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert_eq!(conv.with_padding([1, 1]).padding(), [1, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn with_padding(mut self, padding: [usize; 2]) -> Conv2d {
+        self.padding = padding;
+        self
+    }
+
+    /// The weight, `[out, in, kh, kw]`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let conv = tensor_core::nn::Conv2d::new(2, 3, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert!(conv.weight().requires_grad() && conv.weight().dims() == vec![3, 2, 1, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    /// The bias, `[out]`, if the layer has one.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let conv = tensor_core::nn::Conv2d::new(2, 3, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert_eq!(conv.bias().unwrap().dims(), vec![3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+
+    /// The stride (rows, columns).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert_eq!(conv.stride(), [1, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn stride(&self) -> [usize; 2] {
+        self.stride
+    }
+
+    /// The zero padding (rows, columns).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert_eq!(conv.padding(), [0, 0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn padding(&self) -> [usize; 2] {
+        self.padding
+    }
+}
+
+impl Module for Conv2d {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.conv2d(&self.weight, self.bias.as_ref(), self.stride, self.padding)
+    }
+
+    /// `[weight, bias]` (or `[weight]` without a bias).
+    fn parameters(&self) -> Vec<Tensor> {
+        std::iter::once(self.weight.clone()).chain(self.bias.clone()).collect()
+    }
+}

@@ -1,0 +1,166 @@
+//! Weight initializers: Glorot/Xavier uniform and He/Kaiming normal and uniform, drawn from
+//! an explicit generator so a model is reproducible from a seed.
+//!
+//! Fans follow this crate's layouts (see [`fans`]): a 2-d weight is `[in, out]` (as
+//! [`Linear`](super::Linear) stores it), a 4-d weight is OIHW (as [`Conv2d`](super::Conv2d)).
+//! The results are plain tensors; mark them with `requires_grad_(true)` to train them.
+//!
+//! ```
+//! use tensor_core::prelude::*;
+//! use tensor_core::nn::{init, Linear};
+//! let mut rng = tensor_core::seeded_rng(0);
+//! let w = init::kaiming_normal(&[2, 32], DType::F32, &mut rng)?;
+//! let layer = Linear::from_tensors(w, Some(Tensor::zeros(&[32], DType::F32)))?;
+//! assert_eq!(layer.weight().dims(), vec![2, 32]);
+//! # Ok::<(), tensor_core::Error>(())
+//! ```
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use rand::Rng;
+
+/// `(fan_in, fan_out)` of a weight of this shape: `[in, out]` for a 2-d weight (the
+/// [`Linear`](super::Linear) layout), and `[out, in, k...]` for 3-d and more (OIHW, the
+/// [`Conv2d`](super::Conv2d) layout), where each fan is multiplied by the kernel size.
+///
+/// ```
+/// use tensor_core::nn::init::fans;
+/// assert_eq!(fans(&[3, 5])?, (3, 5));
+/// assert_eq!(fans(&[8, 4, 3, 3])?, (36, 72));
+/// assert!(fans(&[7]).is_err());
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn fans(shape: &[usize]) -> Result<(usize, usize)> {
+    match shape {
+        [fan_in, fan_out] => Ok((*fan_in, *fan_out)),
+        [out, inp, kernel @ ..] if !kernel.is_empty() => {
+            let receptive: usize = kernel.iter().product();
+            Ok((inp * receptive, out * receptive))
+        }
+        _ => Err(Error::invalid(
+            "init",
+            "shape",
+            format!("fan in and fan out need a weight of at least 2 dims, found {shape:?}; use a [in, out] or OIHW shape"),
+        )),
+    }
+}
+
+/// Glorot/Xavier uniform (PyTorch's `xavier_uniform_`, Keras' `glorot_uniform`): values
+/// drawn from `U(-a, a)` with `a = sqrt(6 / (fan_in + fan_out))`, which keeps the variance
+/// of activations and gradients about constant through linear and tanh layers.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::init::xavier_uniform;
+/// let w = xavier_uniform(&[100, 200], DType::F64, &mut tensor_core::seeded_rng(1))?;
+/// let bound = (6.0f64 / 300.0).sqrt();
+/// assert!(w.to_vec::<f64>()?.iter().all(|v| v.abs() <= bound));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn xavier_uniform(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Result<Tensor> {
+    let (fan_in, fan_out) = checked_fans("xavier_uniform", shape, dtype)?;
+    let bound = scale(6.0, fan_in + fan_out).sqrt();
+    Ok(Tensor::uniform_with(shape, -bound, bound, dtype, rng))
+}
+
+/// He/Kaiming normal for ReLU layers (PyTorch's `kaiming_normal_` with its defaults, mode
+/// `fan_in`, gain `sqrt(2)`): values drawn from `N(0, std^2)` with `std = sqrt(2 / fan_in)`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::init::kaiming_normal;
+/// let w = kaiming_normal(&[50, 400], DType::F64, &mut tensor_core::seeded_rng(2))?;
+/// let v = w.to_vec::<f64>()?;
+/// let std = (v.iter().map(|x| x * x).sum::<f64>() / v.len() as f64).sqrt();
+/// assert!((std - 0.2).abs() < 0.01); // sqrt(2 / 50)
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn kaiming_normal(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Result<Tensor> {
+    let (fan_in, _) = checked_fans("kaiming_normal", shape, dtype)?;
+    let std = scale(2.0, fan_in).sqrt();
+    Ok(Tensor::randn_with(shape, DType::F64, rng).mul(std)?.cast(dtype))
+}
+
+/// He/Kaiming uniform for ReLU layers (PyTorch's `kaiming_uniform_` with its defaults, mode
+/// `fan_in`, gain `sqrt(2)`): values drawn from `U(-a, a)` with `a = sqrt(6 / fan_in)`, so
+/// the standard deviation is `sqrt(2 / fan_in)`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::init::kaiming_uniform;
+/// let w = kaiming_uniform(&[6, 10], DType::F32, &mut tensor_core::seeded_rng(3))?;
+/// assert!(w.to_vec::<f32>()?.iter().all(|v| v.abs() <= 1.0)); // sqrt(6 / 6)
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn kaiming_uniform(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Result<Tensor> {
+    let (fan_in, _) = checked_fans("kaiming_uniform", shape, dtype)?;
+    let bound = scale(6.0, fan_in).sqrt();
+    Ok(Tensor::uniform_with(shape, -bound, bound, dtype, rng))
+}
+
+/// Keras' name for [`xavier_uniform`].
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let w = tensor_core::nn::init::glorot_uniform(&[2, 2], DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// assert_eq!(w.dims(), vec![2, 2]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn glorot_uniform(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Result<Tensor> {
+    xavier_uniform(shape, dtype, rng)
+}
+
+/// Keras' name for [`kaiming_normal`].
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let w = tensor_core::nn::init::he_normal(&[2, 2], DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// assert_eq!(w.dims(), vec![2, 2]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn he_normal(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Result<Tensor> {
+    kaiming_normal(shape, dtype, rng)
+}
+
+/// Keras' name for [`kaiming_uniform`].
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let w = tensor_core::nn::init::he_uniform(&[2, 2], DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// assert_eq!(w.dims(), vec![2, 2]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn he_uniform(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Result<Tensor> {
+    kaiming_uniform(shape, dtype, rng)
+}
+
+/// PyTorch's default for `nn.Linear` and `nn.Conv2d` weights and biases: `U(-a, a)` with
+/// `a = 1 / sqrt(fan_in)` (what `kaiming_uniform_(w, a=sqrt(5))` works out to).
+pub(crate) fn torch_default(shape: &[usize], fan_in: usize, dtype: DType, rng: &mut impl Rng) -> Tensor {
+    let bound = scale(1.0, fan_in).sqrt();
+    Tensor::uniform_with(shape, -bound, bound, dtype, rng)
+}
+
+fn checked_fans(op: &'static str, shape: &[usize], dtype: DType) -> Result<(usize, usize)> {
+    need_float(op, dtype)?;
+    fans(shape)
+}
+
+/// Parameters are f32 or f64: the dtypes that carry gradients.
+pub(crate) fn need_float(op: &'static str, dtype: DType) -> Result<()> {
+    if dtype.is_float() {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedDType { op, dtype, needs: "a float dtype for parameters (f32 or f64)" })
+    }
+}
+
+/// `numerator / fan`, or 0 for an empty fan (the tensor then has no elements to draw).
+fn scale(numerator: f64, fan: usize) -> f64 {
+    if fan == 0 {
+        0.0
+    } else {
+        numerator / fan as f64
+    }
+}

@@ -1,0 +1,140 @@
+//! `Linear`: the fully connected layer `y = x @ W + b`.
+
+use super::init::{need_float, torch_default};
+use super::module::Module;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use rand::Rng;
+
+/// A fully connected layer, `y = x.matmul(&weight) + bias`.
+///
+/// Layout: `weight` is `[in_features, out_features]` — the transpose of PyTorch's
+/// `nn.Linear.weight` (`[out, in]`), as in Keras and JAX — so the forward pass is one
+/// matmul without a transpose. `bias` is `[out_features]`. The input is `[.., in_features]`
+/// (any leading dims) and the output `[.., out_features]`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::{Linear, Module};
+/// let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let b = Tensor::from_vec(vec![0.5f32, 0.0, -0.5], &[3])?;
+/// let layer = Linear::from_tensors(w, Some(b))?;
+/// let y = layer.forward(&Tensor::from_vec(vec![1.0f32, 1.0], &[1, 2])?)?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![5.5, 7.0, 8.5]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub struct Linear {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    /// A layer with a bias, initialized as PyTorch's `nn.Linear`: weight and bias drawn from
+    /// `U(-1/sqrt(in), 1/sqrt(in))` using `rng`. The parameters require grad. `dtype` must be
+    /// f32 or f64.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Linear, Module};
+    /// let layer = Linear::new(4, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert_eq!(layer.weight().dims(), vec![4, 2]);
+    /// assert_eq!(layer.forward(&Tensor::ones(&[5, 4], DType::F32))?.dims(), vec![5, 2]);
+    /// assert!(Linear::new(4, 2, DType::I32, &mut tensor_core::seeded_rng(0)).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new(in_features: usize, out_features: usize, dtype: DType, rng: &mut impl Rng) -> Result<Linear> {
+        Self::init(in_features, out_features, true, dtype, rng)
+    }
+
+    /// A layer without a bias (`y = x @ W`), initialized as [`Linear::new`].
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Linear, Module};
+    /// let layer = Linear::new_without_bias(4, 2, DType::F64, &mut tensor_core::seeded_rng(0))?;
+    /// assert!(layer.bias().is_none());
+    /// assert_eq!(layer.parameters().len(), 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new_without_bias(in_features: usize, out_features: usize, dtype: DType, rng: &mut impl Rng) -> Result<Linear> {
+        Self::init(in_features, out_features, false, dtype, rng)
+    }
+
+    fn init(in_features: usize, out_features: usize, bias: bool, dtype: DType, rng: &mut impl Rng) -> Result<Linear> {
+        need_float("Linear", dtype)?;
+        let weight = torch_default(&[in_features, out_features], in_features, dtype, rng);
+        let bias = bias.then(|| torch_default(&[out_features], in_features, dtype, rng));
+        Linear::from_tensors(weight, bias)
+    }
+
+    /// A layer from given tensors: `weight` `[in, out]` and an optional `bias` `[out]` of the
+    /// same float dtype (for example from [`init`](super::init)). They are marked
+    /// `requires_grad_(true)`; the layer holds these very handles.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::Linear;
+    /// let w = Tensor::zeros(&[3, 2], DType::F32);
+    /// let layer = Linear::from_tensors(w.clone(), None)?;
+    /// assert!(layer.weight().same_as(&w) && w.requires_grad());
+    /// assert!(Linear::from_tensors(w, Some(Tensor::zeros(&[3], DType::F32))).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Result<Linear> {
+        if weight.rank() != 2 {
+            return Err(Error::invalid("Linear", "weight", format!("must be 2-d [in, out], found shape {}", weight.shape())));
+        }
+        if let Some(b) = &bias {
+            let out = weight.dims()[1];
+            if b.dims() != [out] {
+                return Err(Error::shapes("Linear", &weight.shape(), &b.shape(), format!("the bias must be [{out}], one value per output")));
+            }
+            if b.dtype() != weight.dtype() {
+                return Err(Error::dtype_mismatch("Linear", weight.dtype(), b.dtype()));
+            }
+        }
+        let weight = weight.requires_grad_(true)?;
+        let bias = bias.map(|b| b.requires_grad_(true)).transpose()?;
+        Ok(Linear { weight, bias })
+    }
+
+    /// The weight, `[in_features, out_features]`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let layer = tensor_core::nn::Linear::new(3, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert!(layer.weight().requires_grad() && layer.weight().is_leaf());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    /// The bias, `[out_features]`, if the layer has one.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let layer = tensor_core::nn::Linear::new(3, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert_eq!(layer.bias().unwrap().dims(), vec![2]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = x.matmul(&self.weight)?;
+        match &self.bias {
+            Some(b) => y.add(b),
+            None => Ok(y),
+        }
+    }
+
+    /// `[weight, bias]` (or `[weight]` without a bias).
+    fn parameters(&self) -> Vec<Tensor> {
+        std::iter::once(self.weight.clone()).chain(self.bias.clone()).collect()
+    }
+}

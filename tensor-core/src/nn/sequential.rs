@@ -1,0 +1,99 @@
+//! `Sequential`: layers applied one after another.
+
+use super::module::Module;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// A chain of layers: `forward` feeds each layer's output to the next, and `parameters`
+/// lists every layer's parameters in order (PyTorch's `nn.Sequential`).
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::{Flatten, Linear, Module, ReLU, Sequential};
+/// let mut rng = tensor_core::seeded_rng(0);
+/// let model = Sequential::new()
+///     .add(Flatten)
+///     .add(Linear::new(12, 8, DType::F32, &mut rng)?)
+///     .add(ReLU)
+///     .add(Linear::new(8, 2, DType::F32, &mut rng)?);
+/// assert_eq!(model.len(), 4);
+/// assert_eq!(model.parameters().len(), 4);
+/// assert_eq!(model.forward(&Tensor::zeros(&[5, 3, 4], DType::F32))?.dims(), vec![5, 2]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+#[derive(Default)]
+pub struct Sequential {
+    layers: Vec<Box<dyn Module + Send + Sync>>,
+}
+
+impl Sequential {
+    /// An empty chain (its `forward` returns the input).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Module, Sequential};
+    /// let x = Tensor::scalar(1.0f32);
+    /// assert!(Sequential::new().forward(&x)?.same_as(&x));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new() -> Sequential {
+        Sequential::default()
+    }
+
+    /// The chain with `layer` appended.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Module, ReLU, Sequential};
+    /// let model = Sequential::new().add(ReLU).add(ReLU);
+    /// assert_eq!(model.len(), 2);
+    /// ```
+    #[allow(clippy::should_implement_trait)] // builder style, as the layers' `with_*`; not `+`
+    pub fn add(mut self, layer: impl Module + Send + Sync + 'static) -> Sequential {
+        self.layers.push(Box::new(layer));
+        self
+    }
+
+    /// The number of layers.
+    ///
+    /// ```
+    /// assert_eq!(tensor_core::nn::Sequential::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// True when the chain has no layers.
+    ///
+    /// ```
+    /// assert!(tensor_core::nn::Sequential::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+
+    /// The layers, in order.
+    ///
+    /// ```
+    /// use tensor_core::nn::{Module, ReLU, Sequential};
+    /// let model = Sequential::new().add(ReLU);
+    /// assert!(model.layers()[0].parameters().is_empty());
+    /// ```
+    pub fn layers(&self) -> &[Box<dyn Module + Send + Sync>] {
+        &self.layers
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut y = x.clone();
+        for layer in &self.layers {
+            y = layer.forward(&y)?;
+        }
+        Ok(y)
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        self.layers.iter().flat_map(|l| l.parameters()).collect()
+    }
+}

@@ -1,0 +1,214 @@
+//! Adam with bias correction and L2 weight decay (PyTorch's `torch.optim.Adam`).
+
+use super::{check_non_negative, check_params, with_weight_decay, Optimizer};
+use crate::autograd::NoGradGuard;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// The hyperparameters of [`Adam`]; the defaults are PyTorch's.
+///
+/// ```
+/// use tensor_core::optim::AdamConfig;
+/// let c = AdamConfig { lr: 0.01, ..Default::default() };
+/// assert_eq!((c.betas, c.eps, c.weight_decay), ((0.9, 0.999), 1e-8, 0.0));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamConfig {
+    /// The learning rate (default 1e-3).
+    pub lr: f64,
+    /// The decay rates of the first and second moment estimates (default (0.9, 0.999)).
+    pub betas: (f64, f64),
+    /// Added to the denominator for stability (default 1e-8).
+    pub eps: f64,
+    /// L2 penalty: `weight_decay * p` is added to the gradient, as `torch.optim.Adam` does
+    /// (not AdamW's decoupled decay). Default 0.
+    pub weight_decay: f64,
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        AdamConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0 }
+    }
+}
+
+/// Adam with PyTorch's update rule, per parameter `p` with a gradient, at its step `t`
+/// (counted per parameter, from 1):
+///
+/// ```text
+/// g = grad + weight_decay * p
+/// m = beta1 * m + (1 - beta1) * g
+/// v = beta2 * v + (1 - beta2) * g^2
+/// p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+/// ```
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::optim::{Adam, Optimizer};
+/// let p = Tensor::scalar(1.0f64).requires_grad_(true)?;
+/// let mut opt = Adam::new(vec![p.clone()], 0.1)?;
+/// (&p * 0.5).backward()?; // grad = 0.5
+/// opt.step()?;
+/// // m = 0.05, v = 0.00025; corrected: 0.5 and 0.25, so p = 1 - 0.1 * 0.5 / (0.5 + 1e-8)
+/// assert!((p.item::<f64>()? - (1.0 - 0.05 / (0.5 + 1e-8))).abs() < 1e-12);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub struct Adam {
+    params: Vec<Tensor>,
+    config: AdamConfig,
+    state: Vec<AdamState>,
+}
+
+/// Adam's state for one parameter, all in tensors made when the optimizer is built.
+///
+/// The step count is a tensor, not a Rust counter, and the bias corrections are computed
+/// from it with tensor ops. A Rust counter would be read once, while tracing, and the
+/// corrections `1 - beta^t` baked into the graph as constants: every later call of a traced
+/// training step would reuse the first call's `t`. As a tensor, `t` is state the graph reads
+/// and increments on each call, so a traced step matches the eager one on every call.
+struct AdamState {
+    /// Steps taken with a gradient, as an f64 scalar (exact up to 2^53 steps).
+    step: Tensor,
+    /// The first moment estimate `m`.
+    exp_avg: Tensor,
+    /// The second moment estimate `v`.
+    exp_avg_sq: Tensor,
+}
+
+impl Adam {
+    /// Adam with learning rate `lr` and PyTorch's other defaults (betas (0.9, 0.999),
+    /// eps 1e-8, no weight decay).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::Adam;
+    /// let p = Tensor::zeros(&[2], DType::F32).requires_grad_(true)?;
+    /// assert_eq!(Adam::new(vec![p], 0.01)?.config().betas, (0.9, 0.999));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
+        Adam::with_config(params, AdamConfig { lr, ..Default::default() })
+    }
+
+    /// Adam with every hyperparameter given: `lr`, `eps` and `weight_decay` finite and at
+    /// least 0, each beta in `[0, 1)`, and the parameters distinct float tensors.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Adam, AdamConfig};
+    /// let p = Tensor::zeros(&[2], DType::F32).requires_grad_(true)?;
+    /// let ok = AdamConfig { lr: 0.01, weight_decay: 1e-4, ..Default::default() };
+    /// assert!(Adam::with_config(vec![p.clone()], ok).is_ok());
+    /// let bad = AdamConfig { betas: (0.9, 1.0), ..Default::default() };
+    /// assert!(Adam::with_config(vec![p], bad).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn with_config(params: Vec<Tensor>, config: AdamConfig) -> Result<Adam> {
+        check_params("Adam", &params)?;
+        check_non_negative("Adam", "lr", config.lr)?;
+        check_non_negative("Adam", "eps", config.eps)?;
+        check_non_negative("Adam", "weight_decay", config.weight_decay)?;
+        check_beta("betas.0", config.betas.0)?;
+        check_beta("betas.1", config.betas.1)?;
+        let state = params.iter().map(|p| AdamState { step: Tensor::scalar(0.0f64), exp_avg: p.zeros_like(), exp_avg_sq: p.zeros_like() }).collect();
+        Ok(Adam { params, config, state })
+    }
+
+    /// The hyperparameters.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let opt = tensor_core::optim::Adam::new(vec![], 0.1)?;
+    /// assert_eq!(opt.config().eps, 1e-8);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn config(&self) -> &AdamConfig {
+        &self.config
+    }
+
+    /// Changes the learning rate (for a schedule). A step already traced into a graph keeps
+    /// the rate it was traced with.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let mut opt = tensor_core::optim::Adam::new(vec![], 0.1)?;
+    /// opt.set_lr(0.05)?;
+    /// assert_eq!(opt.config().lr, 0.05);
+    /// assert!(opt.set_lr(f64::NAN).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn set_lr(&mut self, lr: f64) -> Result<()> {
+        check_non_negative("Adam", "lr", lr)?;
+        self.config.lr = lr;
+        Ok(())
+    }
+
+    /// The number of steps taken by parameter `index` (those with a gradient), as an f64
+    /// scalar tensor — a live handle to the optimizer's state.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Adam, Optimizer};
+    /// let p = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let mut opt = Adam::new(vec![p.clone()], 0.1)?;
+    /// opt.step()?; // no grad yet: skipped
+    /// (&p * 2.0).backward()?;
+    /// opt.step()?;
+    /// assert_eq!(opt.step_count(0).unwrap().item::<f64>()?, 1.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn step_count(&self, index: usize) -> Option<&Tensor> {
+        self.state.get(index).map(|s| &s.step)
+    }
+}
+
+impl Optimizer for Adam {
+    fn step(&mut self) -> Result<()> {
+        // The update must not be recorded for backward (and an in-place op on a leaf that
+        // requires grad is only allowed with grad mode off).
+        let _no_grad = NoGradGuard::new();
+        for (p, s) in self.params.iter().zip(&self.state) {
+            if let Some(grad) = p.grad() {
+                s.update(p, grad, &self.config)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn parameters(&self) -> &[Tensor] {
+        &self.params
+    }
+}
+
+impl AdamState {
+    /// One Adam step of `p`, with tensor ops only (so it traces).
+    fn update(&self, p: &Tensor, grad: Tensor, c: &AdamConfig) -> Result<()> {
+        let (beta1, beta2) = c.betas;
+        self.step.add_(1.0)?;
+        let g = with_weight_decay(grad, p, c.weight_decay)?;
+        self.exp_avg.mul_(beta1)?;
+        self.exp_avg.add_(&g.mul(1.0 - beta1)?)?;
+        self.exp_avg_sq.mul_(beta2)?;
+        self.exp_avg_sq.add_(&g.mul(&g)?.mul(1.0 - beta2)?)?;
+        // The bias corrections, in f64 from the step tensor (see `AdamState`), then in the
+        // parameter's dtype as PyTorch applies its Python-float corrections.
+        let dtype = p.dtype();
+        let correction1 = self.bias_correction(beta1)?;
+        let correction2 = self.bias_correction(beta2)?;
+        let step_size = Tensor::scalar(c.lr).div(&correction1)?.cast(dtype);
+        let denom = self.exp_avg_sq.sqrt()?.div(&correction2.sqrt()?.cast(dtype))?.add(c.eps)?;
+        p.sub_(&self.exp_avg.div(&denom)?.mul(&step_size)?)
+    }
+
+    /// `1 - beta^t` as an f64 scalar tensor.
+    fn bias_correction(&self, beta: f64) -> Result<Tensor> {
+        Tensor::scalar(beta).pow(&self.step)?.neg()?.add(1.0)
+    }
+}
+
+fn check_beta(arg: &'static str, beta: f64) -> Result<()> {
+    if (0.0..1.0).contains(&beta) {
+        Ok(())
+    } else {
+        Err(Error::invalid("Adam", arg, format!("must be in [0, 1), found {beta}")))
+    }
+}

@@ -1,0 +1,155 @@
+//! Stochastic gradient descent with momentum and weight decay (PyTorch's `torch.optim.SGD`).
+
+use super::{check_non_negative, check_params, with_weight_decay, Optimizer};
+use crate::autograd::NoGradGuard;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// The hyperparameters of [`Sgd`]; the defaults are PyTorch's.
+///
+/// ```
+/// use tensor_core::optim::SgdConfig;
+/// let c = SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() };
+/// assert_eq!(c.weight_decay, 0.0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdConfig {
+    /// The learning rate (default 1e-3).
+    pub lr: f64,
+    /// The momentum factor; 0 (the default) is plain SGD.
+    pub momentum: f64,
+    /// L2 penalty: `weight_decay * p` is added to the gradient (default 0).
+    pub weight_decay: f64,
+}
+
+impl Default for SgdConfig {
+    fn default() -> Self {
+        SgdConfig { lr: 1e-3, momentum: 0.0, weight_decay: 0.0 }
+    }
+}
+
+/// SGD with PyTorch's update rule, per parameter `p` with a gradient:
+///
+/// ```text
+/// g = grad + weight_decay * p
+/// buf = momentum * buf + g        (buf = g on the first step)
+/// p -= lr * buf                   (p -= lr * g without momentum)
+/// ```
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::optim::{Optimizer, Sgd, SgdConfig};
+/// let p = Tensor::scalar(1.0f64).requires_grad_(true)?;
+/// let mut opt = Sgd::with_config(vec![p.clone()], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() })?;
+/// for _ in 0..2 {
+///     opt.zero_grad();
+///     (&p * 0.5).backward()?; // grad = 0.5
+///     opt.step()?;
+/// }
+/// // buf: 0.5, then 0.9 * 0.5 + 0.5 = 0.95; p: 1 - 0.05 - 0.095
+/// assert!((p.item::<f64>()? - 0.855).abs() < 1e-12);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub struct Sgd {
+    params: Vec<Tensor>,
+    config: SgdConfig,
+    /// One momentum buffer per parameter (none without momentum). They start at zero, made
+    /// when the optimizer is built rather than on the first step (so a first step inside a
+    /// traced function finds them): `momentum * 0 + g` is exactly PyTorch's `buf = g`.
+    buffers: Vec<Tensor>,
+}
+
+impl Sgd {
+    /// Plain SGD (no momentum, no weight decay) with learning rate `lr`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Optimizer, Sgd};
+    /// let p = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?.requires_grad_(true)?;
+    /// let mut opt = Sgd::new(vec![p.clone()], 0.5)?;
+    /// p.sum().backward()?; // grad = [1, 1]
+    /// opt.step()?;
+    /// assert_eq!(p.to_vec::<f32>()?, vec![0.5, 1.5]);
+    /// assert!(Sgd::new(vec![p.clone()], -1.0).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Sgd> {
+        Sgd::with_config(params, SgdConfig { lr, ..Default::default() })
+    }
+
+    /// SGD with every hyperparameter given. Each must be finite and at least 0, and the
+    /// parameters distinct float tensors.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Sgd, SgdConfig};
+    /// let p = Tensor::zeros(&[3], DType::F32).requires_grad_(true)?;
+    /// let config = SgdConfig { lr: 0.01, momentum: 0.9, weight_decay: 5e-4 };
+    /// assert_eq!(Sgd::with_config(vec![p.clone()], config)?.config(), &config);
+    /// assert!(Sgd::with_config(vec![p.clone(), p], config).is_err()); // p twice
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn with_config(params: Vec<Tensor>, config: SgdConfig) -> Result<Sgd> {
+        check_params("Sgd", &params)?;
+        check_non_negative("Sgd", "lr", config.lr)?;
+        check_non_negative("Sgd", "momentum", config.momentum)?;
+        check_non_negative("Sgd", "weight_decay", config.weight_decay)?;
+        let buffers = if config.momentum != 0.0 { params.iter().map(Tensor::zeros_like).collect() } else { Vec::new() };
+        Ok(Sgd { params, config, buffers })
+    }
+
+    /// The hyperparameters.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let opt = tensor_core::optim::Sgd::new(vec![], 0.1)?;
+    /// assert_eq!(opt.config().lr, 0.1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn config(&self) -> &SgdConfig {
+        &self.config
+    }
+
+    /// Changes the learning rate (for a schedule). A step already traced into a graph keeps
+    /// the rate it was traced with.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let mut opt = tensor_core::optim::Sgd::new(vec![], 0.1)?;
+    /// opt.set_lr(0.01)?;
+    /// assert_eq!(opt.config().lr, 0.01);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn set_lr(&mut self, lr: f64) -> Result<()> {
+        check_non_negative("Sgd", "lr", lr)?;
+        self.config.lr = lr;
+        Ok(())
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self) -> Result<()> {
+        // The update must not be recorded for backward (and an in-place op on a leaf that
+        // requires grad is only allowed with grad mode off).
+        let _no_grad = NoGradGuard::new();
+        let SgdConfig { lr, momentum, weight_decay } = self.config;
+        for (i, p) in self.params.iter().enumerate() {
+            let Some(grad) = p.grad() else { continue };
+            let g = with_weight_decay(grad, p, weight_decay)?;
+            let update = match self.buffers.get(i) {
+                Some(buf) => {
+                    buf.mul_(momentum)?;
+                    buf.add_(&g)?;
+                    buf.clone()
+                }
+                None => g,
+            };
+            p.sub_(&update.mul(lr)?)?;
+        }
+        Ok(())
+    }
+
+    fn parameters(&self) -> &[Tensor] {
+        &self.params
+    }
+}

@@ -69,6 +69,6 @@ pub mod prelude {
 /// What the macros' expansions name. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::function::{Flattener, GraphArg, GraphFunction, GraphReturn, Options, TensorSpec, TracePolicy};
+    pub use crate::function::{Flattener, GraphArg, GraphArgField, GraphFunction, GraphReturn, Options, StaticField, TensorSpec, TracePolicy};
     pub use crate::DType;
 }

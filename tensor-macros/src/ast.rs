@@ -53,9 +53,11 @@ impl GraphFn {
         }
     }
 
-    /// True when the function has type parameters (each argument's type goes in the key).
+    /// True when the function has type or const parameters (each argument's type, and the
+    /// instantiation, go in the key).
     pub fn is_generic(&self) -> bool {
-        self.item.sig.generics.type_params().next().is_some()
+        let g = &self.item.sig.generics;
+        g.type_params().next().is_some() || g.const_params().next().is_some()
     }
 
     /// The argument names in order, `self` first for methods.

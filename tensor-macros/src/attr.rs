@@ -30,13 +30,14 @@ pub struct Spec {
 }
 
 const DTYPES: [&str; 5] = ["f32", "f64", "i32", "i64", "bool"];
-const OPTIONS: &str = "reduce_retracing, input_signature(x: f32[?, 784], ...), max_traces = N, max_traces(N, warn|error), optimize = bool, cache_capacity = N, name = \"...\"";
+const OPTIONS: &str = "reduce_retracing, input_signature(x: f32[?, 784], ...), max_traces = N, max_traces(N, warn | error), optimize = bool, cache_capacity = N, name = \"...\"";
 
 pub fn parse(tokens: TokenStream) -> syn::Result<Options> {
     let mut opts = Options::default();
     let items = Punctuated::<OptionItem, Token![,]>::parse_terminated.parse2(tokens)?;
+    let mut seen = Vec::new();
     for item in items {
-        item.apply(&mut opts)?;
+        item.apply(&mut opts, &mut seen)?;
     }
     Ok(opts)
 }
@@ -60,8 +61,11 @@ impl Parse for OptionItem {
 }
 
 impl OptionItem {
-    fn apply(self, opts: &mut Options) -> syn::Result<()> {
+    fn apply(self, opts: &mut Options, seen: &mut Vec<String>) -> syn::Result<()> {
         let key = self.name.to_string();
+        if seen.contains(&key) {
+            return Err(syn::Error::new_spanned(&self.name, format!("duplicate #[graph_fn] option `{key}`; give each option once")));
+        }
         match key.as_str() {
             "reduce_retracing" => {
                 opts.reduce_retracing = match self.value.is_empty() {
@@ -73,9 +77,10 @@ impl OptionItem {
             "max_traces" => opts.max_traces = Some(self.max_traces()?),
             "optimize" => opts.optimize = Some(self.eq_value::<LitBool>()?.value),
             "cache_capacity" => opts.cache_capacity = Some(self.positive()?),
-            "name" => opts.name = Some(self.eq_value::<LitStr>()?.value()),
+            "name" => opts.name = Some(self.name_value()?),
             _ => return Err(syn::Error::new_spanned(&self.name, format!("unknown #[graph_fn] option `{key}`; the options are: {OPTIONS}"))),
         }
+        seen.push(key);
         Ok(())
     }
 
@@ -102,14 +107,19 @@ impl OptionItem {
     }
 
     fn positive(&self) -> syn::Result<usize> {
-        let lit = self.eq_value::<LitInt>()?;
-        match lit.base10_parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(syn::Error::new_spanned(lit, format!("`{}` must be a positive integer", self.name))),
+        positive(&self.name, &self.eq_value::<LitInt>()?)
+    }
+
+    /// `= "a name"`, not empty.
+    fn name_value(&self) -> syn::Result<String> {
+        let lit = self.eq_value::<LitStr>()?;
+        match lit.value() {
+            v if v.trim().is_empty() => Err(syn::Error::new_spanned(lit, "`name` must not be empty")),
+            v => Ok(v),
         }
     }
 
-    /// `= N` (warn) or `(N, warn | error)`
+    /// `= N` (warn), `(N)` (warn) or `(N, warn | error)`
     fn max_traces(&self) -> syn::Result<(usize, Policy)> {
         if self.value.to_string().starts_with('=') {
             return Ok((self.positive()?, Policy::Warn));
@@ -118,19 +128,24 @@ impl OptionItem {
             let content;
             syn::parenthesized!(content in input);
             let n: LitInt = content.parse()?;
-            let policy = if content.parse::<Option<Token![,]>>()?.is_some() {
-                let p: Ident = content.parse()?;
-                match p.to_string().as_str() {
-                    "warn" => Policy::Warn,
-                    "error" => Policy::Error,
-                    _ => return Err(syn::Error::new_spanned(p, "expected `warn` or `error`")),
-                }
-            } else {
-                Policy::Warn
+            let policy = match content.parse::<Option<Token![,]>>()? {
+                Some(_) => Some(content.parse::<Ident>()?),
+                None => None,
             };
-            Ok((n.base10_parse::<usize>()?, policy))
+            if !content.is_empty() {
+                return Err(content.error("unexpected tokens"));
+            }
+            Ok((n, policy))
         };
-        parser.parse2(self.value.clone()).map_err(|_| self.malformed("`max_traces = N` or `max_traces(N, warn)` / `max_traces(N, error)`"))
+        let (n, policy) =
+            parser.parse2(self.value.clone()).map_err(|_| self.malformed("`max_traces = N` or `max_traces(N, warn)` / `max_traces(N, error)`"))?;
+        let policy = match policy.as_ref().map(|p| (p, p.to_string())) {
+            None => Policy::Warn,
+            Some((_, p)) if p == "warn" => Policy::Warn,
+            Some((_, p)) if p == "error" => Policy::Error,
+            Some((p, other)) => return Err(syn::Error::new_spanned(p, format!("unknown max_traces policy `{other}`: expected `warn` or `error`"))),
+        };
+        Ok((positive(&self.name, &n)?, policy))
     }
 
     /// `(x: f32[?, 784], labels: i64[?])`
@@ -141,13 +156,29 @@ impl OptionItem {
             let specs = Punctuated::<SpecSyntax, Token![,]>::parse_terminated(&content)?;
             Ok(specs.into_iter().map(|s| s.0).collect::<Vec<_>>())
         };
-        parser.parse2(self.value.clone()).map_err(|e| {
-            if e.to_string().starts_with("unknown dtype") {
-                e
-            } else {
-                self.malformed("`input_signature(x: f32[?, 784], labels: i64[?])` (dtypes f32, f64, i32, i64, bool; `?` for an unknown dim)")
+        let specs = parser.parse2(self.value.clone()).map_err(|_| {
+            self.malformed("`input_signature(x: f32[?, 784], labels: i64[?])` (dtypes f32, f64, i32, i64, bool; `?` for an unknown dim)")
+        })?;
+        for (i, spec) in specs.iter().enumerate() {
+            if !DTYPES.contains(&spec.dtype.to_string().as_str()) {
+                let msg = format!("unknown dtype `{}` in input_signature; expected one of {}", spec.dtype, DTYPES.join(", "));
+                return Err(syn::Error::new_spanned(&spec.dtype, msg));
             }
-        })
+            if specs[..i].iter().any(|s| s.arg == spec.arg) {
+                return Err(syn::Error::new_spanned(&spec.arg, format!("input_signature names `{}` twice", spec.arg)));
+            }
+        }
+        if specs.is_empty() {
+            return Err(self.malformed("at least one `arg: dtype[dims]` inside `input_signature(...)`"));
+        }
+        Ok(specs)
+    }
+}
+
+fn positive(option: &Ident, lit: &LitInt) -> syn::Result<usize> {
+    match lit.base10_parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(syn::Error::new_spanned(lit, format!("`{option}` must be a positive integer"))),
     }
 }
 
@@ -158,9 +189,6 @@ impl Parse for SpecSyntax {
         let arg: Ident = input.parse()?;
         input.parse::<Token![:]>()?;
         let dtype: Ident = input.parse()?;
-        if !DTYPES.contains(&dtype.to_string().as_str()) {
-            return Err(syn::Error::new_spanned(&dtype, format!("unknown dtype `{dtype}`; expected one of {}", DTYPES.join(", "))));
-        }
         let content;
         syn::bracketed!(content in input);
         let mut dims = Vec::new();

@@ -82,8 +82,8 @@ fn field_flatten(field: &syn::Field, access: TokenStream) -> syn::Result<TokenSt
         quote!(__tc_f.name(#name);)
     });
     Ok(match role(field)? {
-        Role::Leaf => quote_spanned! {ty.span()=> #hint <#ty as ::tensor_core::__private::GraphArg>::flatten(#access, __tc_f); },
-        Role::Static => quote_spanned! {ty.span()=> __tc_f.hashed::<#ty>(#access); },
+        Role::Leaf => quote_spanned! {ty.span()=> #hint <#ty as ::tensor_core::__private::GraphArgField>::flatten_field(#access, __tc_f); },
+        Role::Static => quote_spanned! {ty.span()=> <#ty as ::tensor_core::__private::StaticField>::flatten_static(#access, __tc_f); },
         Role::Skip => quote!(),
     })
 }

@@ -76,7 +76,13 @@ fn flatten(f: &GraphFn) -> TokenStream {
         let type_name = f.is_generic().then(|| quote! { __tc_f.type_name(::core::any::type_name::<#ty>()); });
         quote! { __tc_f.arg(); #type_name #flat }
     });
-    quote! { #receiver #(#args)* }
+    // Generic parameters (the function's, and for methods the impl's and trait's, which the
+    // attribute cannot see) can change the body without changing any argument's type: key
+    // the instantiation itself, named by a closure's type (`step<f32, 3>::{{closure}}`).
+    let instantiation = (f.is_generic() || f.receiver.is_some()).then(|| {
+        quote! { __tc_f.instantiation(::core::any::type_name_of_val(&|| ())); }
+    });
+    quote! { #receiver #(#args)* #instantiation }
 }
 
 fn options(f: &GraphFn, opts: &Options) -> TokenStream {

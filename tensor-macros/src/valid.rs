@@ -13,12 +13,17 @@ pub fn check(f: &GraphFn, opts: &Options) -> syn::Result<()> {
         return Err(Error::new_spanned(c, "#[graph_fn] cannot be a const fn: tracing happens at run time; remove `const`"));
     }
     if let Some(r) = &f.receiver {
-        if r.reference.is_none() || r.mutability.is_some() {
-            return Err(Error::new_spanned(r, "#[graph_fn] methods must take `&self`: the graph reads the receiver's tensors by reference; `self` by value and `&mut self` are not supported"));
+        if !is_shared_self(&r.ty) {
+            return Err(Error::new_spanned(r, "#[graph_fn] methods must take `&self`: the graph reads the receiver's tensors by reference and writes their updates back; `self` by value and `&mut self` are not supported"));
         }
     }
     for arg in &f.args {
         check_arg_type(&arg.ty)?;
+    }
+    if let syn::ReturnType::Type(_, ty) = &sig.output {
+        if let Type::ImplTrait(_) = &**ty {
+            return Err(Error::new_spanned(ty, "#[graph_fn] cannot return `impl Trait`: the graph rebuilds its outputs by their type; name the return type (a Tensor, a tuple, Vec or Option of them, or a Result of one)"));
+        }
     }
     if let Some(specs) = &opts.input_signature {
         for spec in specs {
@@ -37,6 +42,14 @@ fn check_arg_type(ty: &Type) -> syn::Result<()> {
         Type::Reference(r) => check_arg_type(&r.elem),
         Type::ImplTrait(_) => Err(Error::new_spanned(ty, "#[graph_fn] arguments cannot be `impl Trait`: every call's argument types must be known to build its signature; use a generic parameter `T: GraphArg` or a concrete type")),
         _ => Ok(()),
+    }
+}
+
+/// `&self`, `&'a self` or `self: &Self`.
+fn is_shared_self(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(r) => r.mutability.is_none() && matches!(&*r.elem, Type::Path(p) if p.qself.is_none() && p.path.is_ident("Self")),
+        _ => false,
     }
 }
 

@@ -74,12 +74,15 @@ fn make(values: &[f64], shape: &[usize], dtype: DType) -> Tensor {
     Tensor::from_vec(values.to_vec(), shape).unwrap().cast(dtype)
 }
 
+/// An op's name, its result, and the scalar function it should have applied.
+type NamedResult = (&'static str, Tensor, fn(f64, f64) -> f64);
+
 fn check_binary(c: &Case, dtype: DType) -> std::result::Result<(), TestCaseError> {
     let (sa, sb) = (&c.shapes[0], &c.shapes[1]);
     let (va, vb) = (&c.values[0], &c.values[1]);
     let out = reference_shape(sa, sb).expect("generated shapes broadcast");
     let (a, b) = (make(va, sa, dtype), make(vb, sb, dtype));
-    let ops: [(&str, Tensor, fn(f64, f64) -> f64); 5] = [
+    let ops: [NamedResult; 5] = [
         ("add", a.add(&b).unwrap(), |x, y| x + y),
         ("mul", a.mul(&b).unwrap(), |x, y| x * y),
         ("sub", (&b - &a), |x, y| y - x),
@@ -191,6 +194,7 @@ fn reference_shape_follows_numpy() {
     assert_eq!(reference_shape(&[2, 1, 3], &[4, 1]), Some(vec![2, 4, 3]));
     assert_eq!(reference_shape(&[], &[2, 2]), Some(vec![2, 2]));
     assert_eq!(reference_shape(&[3], &[4]), None);
-    assert_eq!(source_index(&[2, 1], &[1, 2, 0]), 1);
+    assert_eq!(source_index(&[2, 1], &[1, 1, 3]), 1);
+    assert_eq!(source_index(&[2, 3], &[1, 2]), 5);
     assert_eq!(source_index(&[3], &[1, 2]), 2);
 }

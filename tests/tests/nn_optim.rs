@@ -454,10 +454,13 @@ fn fresh_grad(p: &Tensor, k: f64) -> Result<()> {
     p.mul(p)?.mul(k)?.sum().backward()
 }
 
+/// Builds an optimizer over the given parameters.
+type MakeOptimizer = Box<dyn Fn(Vec<Tensor>) -> Result<Box<dyn Optimizer>>>;
+
 #[test]
 fn traced_optimizer_steps_match_eager_on_every_call() -> Result<()> {
     let start = || tensor::<f32>(&[1.0, -2.0, 0.5], &[3]).requires_grad_(true);
-    let steps: [Box<dyn Fn(Vec<Tensor>) -> Result<Box<dyn Optimizer>>>; 2] = [
+    let steps: [MakeOptimizer; 2] = [
         Box::new(|p| Ok(Box::new(Sgd::with_config(p, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 0.01 })?))),
         Box::new(|p| Ok(Box::new(Adam::with_config(p, AdamConfig { lr: 0.1, weight_decay: 0.01, ..Default::default() })?))),
     ];

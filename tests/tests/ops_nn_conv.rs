@@ -181,9 +181,12 @@ fn naive_conv(x: &[f64], xd: [usize; 4], w: &[f64], wd: [usize; 4], bias: &[f64]
     (out, [n, o, oh, ow])
 }
 
+type ConvCase = ([usize; 4], [usize; 4], [usize; 2], [usize; 2]);
+
 #[test]
 fn conv2d_matches_naive_reference() -> Result<()> {
-    let cases: [([usize; 4], [usize; 4], [usize; 2], [usize; 2]); 4] = [
+    // (input dims, weight dims, stride, padding)
+    let cases: [ConvCase; 4] = [
         ([2, 3, 7, 6], [4, 3, 3, 2], [2, 1], [1, 2]),
         ([1, 2, 5, 5], [3, 2, 5, 5], [1, 1], [0, 0]),
         ([3, 1, 8, 9], [2, 1, 3, 3], [3, 2], [2, 1]),

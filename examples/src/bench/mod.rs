@@ -3,6 +3,7 @@
 
 pub mod alloc;
 pub mod baseline;
+pub mod lenet;
 pub mod timing;
 pub mod workloads;
 

@@ -1,7 +1,6 @@
 //! The workloads as tensor-core code. Each is written once, as ordinary eager code; graph
 //! mode traces the very same function.
 
-use tensor_core::function::ConcreteFunction;
 use tensor_core::prelude::*;
 
 /// W1: 100 times `x = x * 1.0001 + 0.0001` on f32[16].
@@ -30,6 +29,7 @@ pub fn w6(x: &Tensor) -> Result<Tensor> {
 }
 
 /// The W3 multi-layer perceptron: 784-512-256-10.
+#[derive(GraphArg)]
 pub struct Mlp {
     pub params: Vec<Tensor>,
 }
@@ -79,28 +79,40 @@ pub fn w3_batch(seed: u64) -> Result<(Tensor, Tensor)> {
     Ok((x, Tensor::from_vec(labels, &[128])?))
 }
 
-/// A graph traced lazily on the first call (the first call is not timed).
-pub struct Lazy {
-    name: &'static str,
-    args: Vec<Tensor>,
-    build: Box<dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>>,
-    function: Option<ConcreteFunction>,
+// ----------------------------------------------------------------------- the graph versions
+
+/// W1 as a graph function.
+#[graph_fn]
+pub fn w1_graph(x: &Tensor) -> Result<Tensor> {
+    w1(x)
 }
 
-impl Lazy {
-    pub fn new(name: &'static str, args: Vec<Tensor>, build: impl Fn(&[Tensor]) -> Result<Vec<Tensor>> + 'static) -> Lazy {
-        Lazy { name, args, build: Box::new(build), function: None }
-    }
+/// W2 as a graph function.
+#[graph_fn]
+pub fn w2_graph(x: &Tensor) -> Result<Tensor> {
+    w2(x)
+}
 
-    /// Traces on the first call, then runs the graph.
-    pub fn call(&mut self) -> Result<Vec<Tensor>> {
-        if self.function.is_none() {
-            let names: Vec<String> = (0..self.args.len()).map(|i| format!("arg{i}")).collect();
-            let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&self.args).collect();
-            let f = ConcreteFunction::trace(self.name, &named, || (self.build)(&self.args))?;
-            self.function = Some(f);
-        }
-        let args: Vec<&Tensor> = self.args.iter().collect();
-        self.function.as_ref().expect("traced above").call(&args)
-    }
+/// W3 as a graph function: the whole training step is one graph.
+#[graph_fn]
+pub fn w3_graph(model: &Mlp, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    model.train_step(x, labels, 0.01)
+}
+
+/// W4 as a graph function: LeNet-5 forward, backward and Adam in one graph.
+#[graph_fn]
+pub fn w4_graph(model: &super::lenet::LeNet, opt: &tensor_core::optim::Adam, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    super::lenet::train_step(model, opt, x, labels)
+}
+
+/// W5 as a graph function.
+#[graph_fn]
+pub fn w5_graph(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    w5(a, b)
+}
+
+/// W6 as a graph function: every call after the first is a cache hit.
+#[graph_fn]
+pub fn w6_graph(x: &Tensor) -> Result<Tensor> {
+    w6(x)
 }

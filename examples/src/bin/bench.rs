@@ -3,9 +3,10 @@
 //! cargo run --release -p examples --bin bench -- --workload W3 --mode graph [--threads N] [--calls K] [--allocs]
 
 use clap::Parser;
-use examples::bench::{alloc, baseline, timing, workloads as w, Mode, WORKLOADS};
+use examples::bench::{alloc, baseline, lenet, timing, workloads as w, Mode, WORKLOADS};
 use std::hint::black_box;
 use std::time::Duration;
+use tensor_core::optim::Adam;
 use tensor_core::prelude::*;
 
 #[global_allocator]
@@ -78,7 +79,10 @@ fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
             let x = Tensor::randn(&[16], DType::F32, 1);
             Box::new(move || drop(black_box(w::w1(&x).expect("W1"))))
         }
-        ("W1", Mode::Graph) => graph(w::Lazy::new("w1", vec![Tensor::randn(&[16], DType::F32, 1)], |a| Ok(vec![w::w1(&a[0])?]))),
+        ("W1", Mode::Graph) => {
+            let x = Tensor::randn(&[16], DType::F32, 1);
+            Box::new(move || drop(black_box(w::w1_graph(&x).expect("W1"))))
+        }
         ("W1", Mode::Ndarray) => {
             let x0 = Tensor::randn(&[16], DType::F32, 1).to_array::<f32>()?.into_dimensionality::<ndarray::Ix1>().expect("1-d");
             Box::new(move || {
@@ -91,7 +95,10 @@ fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
             let x = Tensor::randn(&[4_194_304], DType::F32, 2);
             Box::new(move || drop(black_box(w::w2(&x).expect("W2"))))
         }
-        ("W2", Mode::Graph) => graph(w::Lazy::new("w2", vec![Tensor::randn(&[4_194_304], DType::F32, 2)], |a| Ok(vec![w::w2(&a[0])?]))),
+        ("W2", Mode::Graph) => {
+            let x = Tensor::randn(&[4_194_304], DType::F32, 2);
+            Box::new(move || drop(black_box(w::w2_graph(&x).expect("W2"))))
+        }
         ("W2", Mode::Ndarray) => {
             let x = Tensor::randn(&[4_194_304], DType::F32, 2).to_array::<f32>()?.into_dimensionality::<ndarray::Ix1>().expect("1-d");
             Box::new(move || drop(black_box(baseline::w2(&x))))
@@ -102,7 +109,19 @@ fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
         }
         ("W3", Mode::Graph) => {
             let (model, (x, labels)) = (w::Mlp::new(3)?, w::w3_batch(4)?);
-            graph(w::Lazy::new("w3", vec![x, labels], move |a| Ok(vec![model.train_step(&a[0], &a[1], 0.01)?])))
+            Box::new(move || drop(black_box(w::w3_graph(&model, &x, &labels).expect("W3"))))
+        }
+        ("W4", Mode::Eager) => {
+            let model = lenet::LeNet::new(7)?;
+            let opt = Adam::new(model.parameters(), 1e-3)?;
+            let (x, labels) = lenet::batch(8)?;
+            Box::new(move || drop(black_box(lenet::train_step(&model, &opt, &x, &labels).expect("W4"))))
+        }
+        ("W4", Mode::Graph) => {
+            let model = lenet::LeNet::new(7)?;
+            let opt = Adam::new(model.parameters(), 1e-3)?;
+            let (x, labels) = lenet::batch(8)?;
+            Box::new(move || drop(black_box(w::w4_graph(&model, &opt, &x, &labels).expect("W4"))))
         }
         ("W3", Mode::Ndarray) => {
             let (model, (x, labels)) = (w::Mlp::new(3)?, w::w3_batch(4)?);
@@ -118,8 +137,8 @@ fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
             Box::new(move || drop(black_box(w::w5(&a, &b).expect("W5"))))
         }
         ("W5", Mode::Graph) => {
-            let args = vec![Tensor::randn(&[1024, 1024], DType::F32, 5), Tensor::randn(&[1024, 1024], DType::F32, 6)];
-            graph(w::Lazy::new("w5", args, |a| Ok(vec![w::w5(&a[0], &a[1])?])))
+            let (a, b) = (Tensor::randn(&[1024, 1024], DType::F32, 5), Tensor::randn(&[1024, 1024], DType::F32, 6));
+            Box::new(move || drop(black_box(w::w5_graph(&a, &b).expect("W5"))))
         }
         ("W5", Mode::Ndarray) => {
             let m = |seed| {
@@ -128,15 +147,14 @@ fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
             let (a, b) = (m(5)?, m(6)?);
             Box::new(move || drop(black_box(baseline::w5(&a, &b))))
         }
-        ("W6", Mode::Graph) => graph(w::Lazy::new("w6", vec![Tensor::zeros(&[1], DType::F32)], |a| Ok(vec![w::w6(&a[0])?]))),
+        ("W6", Mode::Graph) => {
+            let x = Tensor::zeros(&[1], DType::F32);
+            Box::new(move || drop(black_box(w::w6_graph(&x).expect("W6"))))
+        }
         ("W6", Mode::Eager) => {
             let x = Tensor::zeros(&[1], DType::F32);
             Box::new(move || drop(black_box(w::w6(&x).expect("W6"))))
         }
         _ => return Ok(None),
     }))
-}
-
-fn graph(mut lazy: w::Lazy) -> Call {
-    Box::new(move || drop(black_box(lazy.call().expect("graph call"))))
 }

@@ -1,7 +1,8 @@
 //! The backward engine: walks the grad nodes reachable from the roots in dependency order,
 //! sums the gradients arriving at each node, runs its formula and passes the results on.
 //! Leaves receive the sum of their contributions once, at the end (PyTorch's
-//! `AccumulateGrad`). The order is fixed by the graph alone, so an eager backward and a traced
+//! `AccumulateGrad`), and only if the whole walk succeeded, so a failed backward changes no
+//! `.grad`. The order is fixed by the graph alone, so an eager backward and a traced
 //! one perform the same additions in the same order.
 
 use super::mode::GradModeGuard;
@@ -37,6 +38,9 @@ struct Walk {
     leaf_grads: HashMap<LeafKey, Tensor>,
     ready: Vec<Arc<GradNode>>,
     done: Vec<Arc<GradNode>>,
+    /// The `.grad` updates (tensor, gradient), in delivery order. They are applied only when
+    /// the whole walk succeeded, so a failed backward leaves every `.grad` as it was.
+    writes: Vec<(Tensor, Tensor)>,
 }
 
 /// Runs backward from `roots` (each a tensor and the gradient of the loss with respect to it).
@@ -58,6 +62,9 @@ pub(crate) fn run(roots: &[(Tensor, Tensor)], opts: BackwardOptions, sink: &mut 
     while let Some(node) = walk.ready.pop() {
         walk.process(&node, opts.create_graph, sink)?;
         walk.done.push(node);
+    }
+    for (t, g) in std::mem::take(&mut walk.writes) {
+        t.accumulate_grad(&g)?;
     }
     if !opts.retain_graph.unwrap_or(opts.create_graph) {
         walk.done.iter().for_each(|n| n.release());
@@ -96,7 +103,7 @@ impl Walk {
             }
         }
         ready.reverse();
-        Walk { node_deps, leaf_deps, node_grads: HashMap::new(), leaf_grads: HashMap::new(), ready, done: Vec::new() }
+        Walk { node_deps, leaf_deps, node_grads: HashMap::new(), leaf_grads: HashMap::new(), ready, done: Vec::new(), writes: Vec::new() }
     }
 
     fn process(&mut self, node: &Arc<GradNode>, create_graph: bool, sink: &mut Sink) -> Result<()> {
@@ -104,7 +111,7 @@ impl Walk {
         let grads = match self.node_grads.remove(&Arc::as_ptr(node)) {
             Some(g) => {
                 if let Some(out) = node.output_tensor() {
-                    deliver_non_leaf(&out, node, &g, sink)?;
+                    deliver_non_leaf(&out, node, &g, sink, &mut self.writes);
                 }
                 node.op.backward(&BackwardCtx::new(node, create_graph)?, &g)?
             }
@@ -162,7 +169,10 @@ fn add_into<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Tensor>, k: K, g: Tens
 fn deliver_leaf(t: &Tensor, walk: &mut Walk, sink: &mut Sink) -> Result<()> {
     let Some(g) = walk.leaf_grads.remove(&Arc::as_ptr(&t.0)) else { return Ok(()) };
     match sink {
-        Sink::LeafGrads => t.accumulate_grad(&g),
+        Sink::LeafGrads => {
+            walk.writes.push((t.clone(), g));
+            Ok(())
+        }
         Sink::Targets { targets, results } => {
             for (i, target) in targets.iter().enumerate() {
                 if target.same_as(t) {
@@ -175,11 +185,11 @@ fn deliver_leaf(t: &Tensor, walk: &mut Walk, sink: &mut Sink) -> Result<()> {
 }
 
 /// A non-leaf's gradient is kept if it asked (`retain_grad`) or is a target of `grad()`.
-fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, g: &Tensor, sink: &mut Sink) -> Result<()> {
+fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, g: &Tensor, sink: &mut Sink, writes: &mut Vec<(Tensor, Tensor)>) {
     match sink {
         Sink::LeafGrads => {
             if out.retains_grad() {
-                out.accumulate_grad(g)?;
+                writes.push((out.clone(), g.clone()));
             }
         }
         Sink::Targets { targets, results } => {
@@ -190,5 +200,4 @@ fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, g: &Tensor, sink: &mut S
             }
         }
     }
-    Ok(())
 }

@@ -1,25 +1,31 @@
-//! Runs a graph on concrete slots with the same kernels eager dispatch uses. Each value is
-//! freed after its last use; state writes are applied after the run, in order.
+//! Runs a plan on concrete slots with the same kernels eager dispatch uses. A call does no
+//! graph analysis: it walks the precomputed steps, frees each value at its last use, lets
+//! fused steps write into dying buffers, and applies the state writes after the run.
 
+use super::plan::Plan;
 use crate::error::Result;
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite};
+use crate::kernels::fused::Input;
 use crate::ops::{BinaryOp, Op};
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
+use smallvec::SmallVec;
+use std::sync::Mutex;
 
-/// A graph prepared to run: the (optimized) graph and, per node, the values that die there.
+/// A graph prepared to run: optimized (unless asked not to) and planned.
 pub struct Executable {
     graph: Graph,
-    /// For each node, the values whose last use it is.
-    frees: Vec<Vec<usize>>,
+    plan: Plan,
+    /// Value tables of finished runs, reused so a call does not allocate one.
+    tables: Mutex<Vec<Vec<Option<Storage>>>>,
 }
 
 impl Executable {
-    /// Prepares `graph` (optimizing it unless `optimize` is false).
-    pub fn new(graph: &Graph, _optimize: bool) -> Executable {
-        let graph = graph.clone();
-        let frees = last_uses(&graph);
-        Executable { graph, frees }
+    /// Prepares `graph`, optimizing it unless `optimize` is false.
+    pub fn new(graph: &Graph, optimize: bool) -> Executable {
+        let graph = if optimize { super::optimize(graph, None) } else { graph.clone() };
+        let plan = Plan::new(&graph);
+        Executable { graph, plan, tables: Mutex::new(Vec::new()) }
     }
 
     /// The graph that runs.
@@ -30,26 +36,49 @@ impl Executable {
     /// Runs on `slots` (argument leaves, then captures), applies the writes, returns outputs.
     pub fn run(&self, slots: &[&Tensor]) -> Result<Vec<Tensor>> {
         let g = &self.graph;
-        let mut values: Vec<Option<Storage>> = vec![None; g.values.len()];
+        let mut values = self.tables.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+        values.resize(g.values.len(), None);
+        let result = self.run_steps(slots, &mut values);
+        values.iter_mut().for_each(|v| *v = None);
+        self.tables.lock().unwrap_or_else(|e| e.into_inner()).push(values);
+        result
+    }
+
+    fn run_steps(&self, slots: &[&Tensor], values: &mut [Option<Storage>]) -> Result<Vec<Tensor>> {
+        let g = &self.graph;
         for (v, src) in &g.inputs {
             values[*v] = Some(read_input(slots, *src)?);
         }
         for (v, s) in &g.constants {
             values[*v] = Some(s.clone());
         }
-        for (node, frees) in g.nodes.iter().zip(&self.frees) {
-            let inputs: Vec<&Storage> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
-            let out = run_node(&node.kind, &inputs, slots)?;
-            for (&v, s) in node.outputs.iter().zip(out) {
+        for step in &self.plan.steps {
+            let node = &step.node;
+            let outs = match &node.kind {
+                NodeKind::Fused(p) => {
+                    let mut taken: SmallVec<[Option<Storage>; 4]> =
+                        node.inputs.iter().zip(&step.donate).map(|(&v, &give)| if give { values[v].take() } else { None }).collect();
+                    let inputs = node.inputs.iter().zip(taken.iter_mut()).map(|(&v, t)| match t.take() {
+                        Some(s) => Input::Dying(s),
+                        None => Input::Shared(values[v].as_ref().expect("defined before use")),
+                    });
+                    SmallVec::from_vec(p.run(inputs.collect()))
+                }
+                kind => {
+                    let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
+                    run_node(kind, &inputs, slots)?
+                }
+            };
+            for (&v, s) in node.outputs.iter().zip(outs) {
                 values[v] = Some(s);
             }
-            for &v in frees {
+            for &v in &step.frees {
                 values[v] = None;
             }
         }
-        let outputs: Vec<Tensor> = g.outputs.iter().map(|&v| Tensor::from_storage(values[v].clone().expect("outputs are kept"))).collect();
+        let outputs = g.outputs.iter().map(|&v| Tensor::from_storage(values[v].clone().expect("outputs are kept"))).collect();
         for w in &g.writes {
-            apply_write(w, &values, slots);
+            apply_write(w, values, slots);
         }
         Ok(outputs)
     }
@@ -62,22 +91,24 @@ fn read_input(slots: &[&Tensor], src: InputSource) -> Result<Storage> {
     }
 }
 
-fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor]) -> Result<Vec<Storage>> {
+fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor]) -> Result<SmallVec<[Storage; 1]>> {
+    let one = |s: Storage| smallvec::smallvec![s];
     match kind {
-        NodeKind::Op(op) => Ok(vec![op.compute(inputs)?]),
+        NodeKind::Op(op) => Ok(one(op.compute(inputs)?)),
         NodeKind::Print(pieces) => {
             let tensors: Vec<Tensor> = inputs.iter().map(|s| Tensor::from_storage((*s).clone())).collect();
             println!("{}", crate::trace::render_pieces(pieces, &tensors));
-            Ok(vec![])
+            Ok(SmallVec::new())
         }
         NodeKind::AccumulateGrad { slot } => {
             let old = slots[*slot].grad_slot().grad.clone();
             match old {
                 // The same kernel eager accumulation uses: `old + g`.
-                Some(o) => Ok(vec![Op::Binary(BinaryOp::Add).compute(&[&o.storage("accumulate_grad")?, inputs[0]])?]),
-                None => Ok(vec![inputs[0].clone()]),
+                Some(o) => Ok(one(Op::Binary(BinaryOp::Add).compute(&[&o.storage("accumulate_grad")?, inputs[0]])?)),
+                None => Ok(one(inputs[0].clone())),
             }
         }
+        NodeKind::Fused(_) => unreachable!("run by the caller"),
         NodeKind::Cond { .. } | NodeKind::While { .. } => unimplemented!("control flow arrives with the control-flow issue"),
     }
 }
@@ -88,30 +119,4 @@ fn apply_write(w: &StateWrite, values: &[Option<Storage>], slots: &[&Tensor]) {
         StateWrite::Data { slot, value } => slots[*slot].set_value(Value::Concrete(get(*value))),
         StateWrite::Grad { slot, value } => slots[*slot].set_grad_raw(value.map(|v| Tensor::from_storage(get(v)))),
     }
-}
-
-/// For each node, the values used for the last time there (never outputs or written values).
-fn last_uses(g: &Graph) -> Vec<Vec<usize>> {
-    let mut last = vec![usize::MAX; g.values.len()];
-    for (i, node) in g.nodes.iter().enumerate() {
-        for &v in &node.inputs {
-            last[v] = i;
-        }
-    }
-    let mut keep = vec![false; g.values.len()];
-    g.outputs.iter().for_each(|&v| keep[v] = true);
-    for w in &g.writes {
-        match w {
-            StateWrite::Data { value, .. } => keep[*value] = true,
-            StateWrite::Grad { value: Some(v), .. } => keep[*v] = true,
-            StateWrite::Grad { value: None, .. } => {}
-        }
-    }
-    let mut frees = vec![Vec::new(); g.nodes.len()];
-    for (v, &i) in last.iter().enumerate() {
-        if i != usize::MAX && !keep[v] {
-            frees[i].push(v);
-        }
-    }
-    frees
 }

@@ -1,6 +1,47 @@
-//! The graph compiler: optimization passes over the IR, and the execution plan the executor
-//! runs with no per-call analysis.
+//! The graph compiler: optimization passes over the IR — each a small type behind one trait,
+//! each in its own file with its own tests — and the execution plan the executor runs with no
+//! per-call analysis. No pass changes a value's bits.
 
+mod cse;
+mod dce;
 mod executor;
+mod fold;
+mod fuse;
+mod pass;
+mod plan;
+mod simplify;
 
+pub use cse::Cse;
+pub use dce::Dce;
 pub use executor::Executable;
+pub use fold::ConstantFold;
+pub use fuse::Fuse;
+pub use pass::{default_passes, optimize, Pass, PassLog};
+pub use simplify::Simplify;
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::function::ConcreteFunction;
+    use crate::graph::Graph;
+    use crate::prelude::*;
+
+    /// The unoptimized graph of `body` with `args` as arguments.
+    pub fn traced(args: &[&Tensor], body: impl FnOnce() -> Result<Vec<Tensor>>) -> Graph {
+        let names: Vec<String> = (0..args.len()).map(|i| format!("a{i}")).collect();
+        let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(args.iter().copied()).collect();
+        let shapes: Vec<Shape> = args.iter().map(|t| t.shape()).collect();
+        let f = ConcreteFunction::trace_with_shapes("test", &named, &shapes, false, body).expect("traces");
+        f.traced_graph().clone()
+    }
+
+    /// Asserts two graphs compute the same bits on `args` (unoptimized runs of each).
+    #[track_caller]
+    pub fn assert_same(before: &Graph, after: &Graph, args: &[&Tensor]) {
+        let run = |g: &Graph| super::Executable::new(g, false).run(args).expect("runs");
+        let (a, b) = (run(before), run(after));
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert!(x.to_storage().unwrap().bit_eq(&y.to_storage().unwrap()), "results differ:\n{x}\n{y}");
+        }
+    }
+}

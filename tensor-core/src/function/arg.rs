@@ -30,6 +30,44 @@ pub trait GraphArg {
     fn flatten(&self, f: &mut Flattener);
 }
 
+/// How `#[derive(GraphArg)]` flattens a field: through this trait, so that a field which is
+/// not `GraphArg` gets a message about fields. Not part of the public API.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "field type `{Self}` is not `GraphArg`, so #[derive(GraphArg)] cannot put it in the signature",
+    label = "neither a tensor nor a `GraphArg` type",
+    note = "mark the field #[graph_arg(static)] to key it by value (it must be Hash + Eq), or #[graph_arg(skip)] to leave it out of the signature"
+)]
+pub trait GraphArgField {
+    fn flatten_field(&self, f: &mut Flattener);
+}
+
+impl<T: GraphArg + ?Sized> GraphArgField for T {
+    fn flatten_field(&self, f: &mut Flattener) {
+        self.flatten(f);
+    }
+}
+
+/// How `#[derive(GraphArg)]` keys a `#[graph_arg(static)]` field: by the hash of its value
+/// (so equal values must hash alike: `Hash` consistent with `Eq`). Not part of the public API.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a #[graph_arg(static)] field: static fields are keyed by value and must be Hash + Eq",
+    label = "this type does not implement `Hash`",
+    note = "derive Hash, PartialEq and Eq for it; or, if it is a tensor, a Rust scalar or a string, drop the mark (it is already `GraphArg`); or mark it #[graph_arg(skip)] if it does not change what the function computes"
+)]
+pub trait StaticField {
+    fn flatten_static(&self, f: &mut Flattener);
+}
+
+// Only `Hash` is required (a second `Eq` bound would give the same mistake two errors); the
+// key holds the hash, so `Eq` is what the docs ask of the type, not what the key needs.
+impl<T: std::hash::Hash + ?Sized> StaticField for T {
+    fn flatten_static(&self, f: &mut Flattener) {
+        f.hashed(self);
+    }
+}
+
 impl GraphArg for Tensor {
     fn flatten(&self, f: &mut Flattener) {
         f.tensor(self);

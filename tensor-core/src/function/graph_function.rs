@@ -12,6 +12,7 @@ use crate::tensor::Tensor;
 use dashmap::DashMap;
 use once_cell::sync::OnceCell;
 use std::any::Any;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -52,7 +53,8 @@ pub struct TraceRecord {
 struct Entry {
     function: ConcreteFunction,
     structure: Box<dyn Any + Send + Sync>,
-    words: KeyWords,
+    /// The signature it serves (`x: f32[?, 784]`: unknown dims shown as `?`).
+    signature: String,
 }
 
 struct CacheSlot {
@@ -60,11 +62,12 @@ struct CacheSlot {
     last_used: AtomicU64,
 }
 
-/// A relaxed trace and the erased key it serves.
+/// A relaxed trace (`reduce_retracing`): the erased key it serves, the shapes it admits,
+/// and the cache slot holding it (evicting the slot drops the relaxed trace too).
 struct Relaxed {
     erased: KeyWords,
     shapes: Vec<Shape>,
-    entry: Arc<Entry>,
+    slot: Arc<CacheSlot>,
 }
 
 struct State {
@@ -73,6 +76,8 @@ struct State {
     relaxed: Mutex<Vec<Relaxed>>,
     history: Mutex<History>,
     traces: AtomicUsize,
+    /// Traces admitted under `max_traces` (finished or in progress).
+    admitted: AtomicUsize,
     calls: AtomicU64,
     capacity: AtomicUsize,
 }
@@ -82,8 +87,31 @@ struct History {
     records: Vec<TraceRecord>,
     type_names: Vec<(u64, &'static str)>,
     last_words: Option<KeyWords>,
+    /// For each trace, its erased key and the shapes it was traced for (relaxed ones
+    /// included), so `reduce_retracing` relaxes against what was traced.
     last_shapes: Vec<(KeyWords, Vec<Shape>)>,
     trace_calls: Vec<u64>,
+    /// Cache keys that were traced and then evicted or cleared, for retrace reasons.
+    removed: HashMap<KeyWords, Removal>,
+}
+
+/// How many removed signatures are remembered for retrace reasons.
+const REMEMBER_REMOVED: usize = 1024;
+
+impl History {
+    fn note_removed(&mut self, key: KeyWords, why: Removal) {
+        if self.removed.len() >= REMEMBER_REMOVED {
+            self.removed.clear();
+        }
+        self.removed.insert(key, why);
+    }
+}
+
+/// Why a traced signature left the cache.
+#[derive(Clone, Copy)]
+enum Removal {
+    Evicted { capacity: usize },
+    Cleared,
 }
 
 /// The runtime of one `#[graph_fn]` (a `static` the macro emits in the function).
@@ -112,11 +140,12 @@ impl GraphFunction {
         self.state.get_or_init(|| {
             super::registry::register(self);
             State {
-                full_name: full_name(self.options.name.unwrap_or(self.name), self_type),
+                full_name: full_name(self.options.name, self.name, self_type),
                 cache: DashMap::new(),
                 relaxed: Mutex::new(Vec::new()),
                 history: Mutex::new(History::default()),
                 traces: AtomicUsize::new(0),
+                admitted: AtomicUsize::new(0),
                 calls: AtomicU64::new(0),
                 capacity: AtomicUsize::new(self.options.cache_capacity.max(1)),
             }
@@ -136,7 +165,11 @@ impl GraphFunction {
 
     /// Calls the function: runs the cached graph for this signature, tracing `body` first if
     /// there is none; with `flat == None`, runs `body` eagerly.
-    pub fn call<R: GraphReturn, F: FnOnce() -> R>(&'static self, self_type: Option<&'static str>, flat: Option<Flattener>, body: F) -> R {
+    pub fn call<R, F>(&'static self, self_type: Option<&'static str>, flat: Option<Flattener>, body: F) -> R
+    where
+        R: GraphReturn,
+        F: FnOnce() -> R,
+    {
         let Some(flat) = flat else { return body() };
         let sig = flat.finish();
         let state = self.state(self_type);
@@ -150,7 +183,7 @@ impl GraphFunction {
             },
             Err(e) => return R::from_error(e),
         };
-        let leaves: smallvec::SmallVec<[&Tensor; 8]> = sig.leaves.iter().collect();
+        let leaves: smallvec::SmallVec<[&Tensor; 8]> = sig.slot_leaves().map(|(_, t)| t).collect();
         match entry.function.run(&leaves) {
             Ok(outputs) => {
                 let structure = entry.structure.downcast_ref::<R::Structure>().expect("one return type per function");
@@ -193,9 +226,10 @@ impl GraphFunction {
             let erased = sig.erased();
             let shapes = sig.shapes();
             let relaxed = state.relaxed.lock().unwrap_or_else(|e| e.into_inner());
-            let hit = relaxed.iter().find(|r| r.erased == erased && r.shapes.iter().zip(&shapes).all(|(a, b)| a.admits(b)));
-            if let Some(r) = hit {
-                return Ok(Some(r.entry.clone()));
+            let admits = |r: &&Relaxed| r.erased == erased && r.shapes.iter().zip(&shapes).all(|(a, b)| a.admits(b));
+            if let Some(e) = relaxed.iter().filter(admits).find_map(|r| r.slot.cell.get().map(|e| (r, e))) {
+                e.0.slot.last_used.store(call_no, Ordering::Relaxed);
+                return Ok(Some(e.1.clone()));
             }
         }
         Ok(None)
@@ -220,13 +254,13 @@ impl GraphFunction {
         let mut relaxed: Option<(KeyWords, Vec<Shape>)> = None;
         let result = slot.cell.get_or_try_init(|| {
             let body = body.take().expect("the initializer runs once");
-            self.trace(state, sig, call_no, body, &mut passed, &mut relaxed).map(Arc::new)
+            self.trace(state, sig, &key, call_no, body, &mut passed, &mut relaxed).map(Arc::new)
         });
         drop(cleanup);
         match (result, passed) {
             (Ok(e), _) => {
                 if let Some((erased, shapes)) = relaxed {
-                    state.relaxed.lock().unwrap_or_else(|e| e.into_inner()).push(Relaxed { erased, shapes, entry: e.clone() });
+                    state.relaxed.lock().unwrap_or_else(|e| e.into_inner()).push(Relaxed { erased, shapes, slot: slot.clone() });
                 }
                 self.evict(state);
                 Ok(e.clone())
@@ -237,21 +271,23 @@ impl GraphFunction {
     }
 
     /// Traces `body` for this signature (relaxing dims when the policy says so).
+    #[allow(clippy::too_many_arguments)]
     fn trace<R: GraphReturn>(
         &self,
         state: &State,
         sig: &Signature,
+        key: &[u64],
         call_no: u64,
         body: impl FnOnce() -> R,
         passed: &mut Option<R>,
         relaxed: &mut Option<(KeyWords, Vec<Shape>)>,
     ) -> Result<Entry> {
         let (shapes, relaxed_erased) = self.shapes_to_trace(state, sig);
-        let reason = self.admit_trace(state, sig)?;
+        let (reason, admission) = self.admit_trace(state, sig, key)?;
         let names = sig.leaf_names(self.arg_names);
         let guard = crate::trace::TraceGuard::begin(&state.full_name);
-        for ((t, name), shape) in sig.leaves.iter().zip(&names).zip(&shapes) {
-            guard.bind_arg(t, name, shape.clone());
+        for (i, t) in sig.slot_leaves() {
+            guard.bind_arg(t, &names[i], shapes[i].clone());
         }
         let (outputs, structure) = match body().split() {
             Ok(parts) => parts,
@@ -262,8 +298,10 @@ impl GraphFunction {
         };
         let traced = guard.finish(&outputs)?;
         let function = ConcreteFunction::from_traced(&state.full_name, traced, self.options.optimize);
-        let entry = Entry { function, structure: Box::new(structure), words: sig.words.clone() };
-        self.record_trace(state, sig, &shapes, reason, call_no);
+        let signature = key::describe(self.arg_names, &sig.words_with_shapes(&shapes));
+        let entry = Entry { function, structure: Box::new(structure), signature: signature.clone() };
+        admission.keep();
+        self.record_trace(state, sig, key, &shapes, TraceRecord { signature, reason }, call_no);
         *relaxed = relaxed_erased.map(|erased| (erased, shapes));
         Ok(entry)
     }
@@ -271,72 +309,102 @@ impl GraphFunction {
     /// The shapes to trace with: the call's, the fixed signature's, or — under
     /// `reduce_retracing`, when an earlier trace differs only in dims — relaxed ones.
     fn shapes_to_trace(&self, state: &State, sig: &Signature) -> (Vec<Shape>, Option<KeyWords>) {
-        let mut shapes = sig.shapes();
-        if let Some(specs) = self.options.input_signature {
-            for spec in specs {
-                if let Some(leaf) = sig.leaf_args.iter().position(|&a| a as usize == spec.arg) {
-                    shapes[leaf] = spec.shape();
-                }
-            }
-            return (shapes, None);
-        }
-        if !self.options.reduce_retracing {
+        let shapes = self.fixed_shapes(sig);
+        if self.options.input_signature.is_some() || !self.options.reduce_retracing {
             return (shapes, None);
         }
         let erased = sig.erased();
         let history = state.history.lock().unwrap_or_else(|e| e.into_inner());
         match history.last_shapes.iter().rev().find(|(e, _)| *e == erased) {
+            // Relax against what the last such trace used, so the traces widen ([2] -> [?];
+            // [?, 5] then [3, 6] -> [?, ?]) instead of jumping between partial guesses.
             Some((_, old)) => (key::relax(old, &shapes), Some(erased)),
             None => (shapes, None),
         }
     }
 
-    /// Checks `max_traces` and works out why this trace happens.
-    fn admit_trace(&self, state: &State, sig: &Signature) -> Result<String> {
-        let history = state.history.lock().unwrap_or_else(|e| e.into_inner());
-        let reason = match &history.last_words {
-            None => "first call".to_string(),
-            Some(old) => {
-                let mut types = history.type_names.clone();
-                types.extend(sig.type_names.iter().copied());
-                key::explain(self.arg_names, &types, old, &sig.words).join("; ")
+    /// The call's leaf shapes, with a fixed input signature's shapes for the arguments it
+    /// covers.
+    fn fixed_shapes(&self, sig: &Signature) -> Vec<Shape> {
+        let mut shapes = sig.shapes();
+        for spec in self.options.input_signature.unwrap_or_default() {
+            if let Some(leaf) = sig.leaf_args.iter().position(|&a| a as usize == spec.arg) {
+                shapes[leaf] = spec.shape();
             }
-        };
-        let count = state.traces.load(Ordering::Relaxed);
+        }
+        shapes
+    }
+
+    /// The words retrace reasons compare: the call's, with a fixed input signature's shapes in
+    /// place of the dims it leaves out of the key.
+    fn telling_words(&self, sig: &Signature) -> KeyWords {
+        match self.options.input_signature {
+            None => sig.words.clone(),
+            Some(_) => sig.words_with_shapes(&self.fixed_shapes(sig)),
+        }
+    }
+
+    /// Checks `max_traces` (reserving this trace's place) and works out why this trace
+    /// happens.
+    fn admit_trace<'s>(&self, state: &'s State, sig: &Signature, key: &[u64]) -> Result<(String, Admission<'s>)> {
+        let reason = self.reason(state, sig, key);
+        let admitted = state.admitted.fetch_add(1, Ordering::SeqCst);
+        let admission = Admission { admitted: &state.admitted, kept: false };
         if let Some((limit, policy)) = self.options.max_traces {
-            if count >= limit {
-                let err = Error::TooManyTraces { function: state.full_name.clone(), count: count + 1, limit, reason: reason.clone() };
+            if admitted >= limit {
+                let err = Error::TooManyTraces { function: state.full_name.clone(), count: admitted + 1, limit, reason: reason.clone() };
                 match policy {
                     TracePolicy::Error => return Err(err),
-                    TracePolicy::Warn => tracing::warn!(target: "tensor_core::graph_fn", "{err}"),
+                    TracePolicy::Warn => tracing::warn!(target: "tensor_core::graph_fn", function = %state.full_name, "{err}"),
                 }
             }
         }
-        Ok(reason)
+        Ok((reason, admission))
     }
 
-    fn record_trace(&self, state: &State, sig: &Signature, shapes: &[Shape], reason: String, call_no: u64) {
-        let count = state.traces.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut h = state.history.lock().unwrap_or_else(|e| e.into_inner());
-        let mut signature = key::describe(self.arg_names, &sig.words);
-        if shapes.iter().any(|s| !s.is_known()) {
-            let relaxed: Vec<String> = shapes.iter().map(Shape::to_string).collect();
-            signature = format!("{signature} (traced for shapes {})", relaxed.join(", "));
+    /// Why a call traces: its first call, a signature that left the cache, or what changed
+    /// since the last traced signature.
+    fn reason(&self, state: &State, sig: &Signature, key: &[u64]) -> String {
+        let history = state.history.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(old) = &history.last_words else { return "first call".to_string() };
+        match history.removed.get(key) {
+            Some(Removal::Evicted { capacity }) => return format!("the signature was evicted from the cache (capacity {capacity})"),
+            Some(Removal::Cleared) => return "the cache was cleared".to_string(),
+            None => {}
         }
-        h.records.push(TraceRecord { signature, reason: reason.clone() });
+        let mut types = history.type_names.clone();
+        types.extend(sig.type_names.iter().copied());
+        let reasons = key::explain(self.arg_names, &types, old, &self.telling_words(sig));
+        match reasons.is_empty() {
+            true => "the same signature as the last trace (its cache entry was removed)".to_string(),
+            false => reasons.join("; "),
+        }
+    }
+
+    fn record_trace(&self, state: &State, sig: &Signature, key: &[u64], shapes: &[Shape], record: TraceRecord, call_no: u64) {
+        let count = state.traces.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut h = state.history.lock().unwrap_or_else(|e| e.into_inner());
+        let reason = record.reason.clone();
+        h.records.push(record);
         for t in &sig.type_names {
             if !h.type_names.contains(t) {
                 h.type_names.push(*t);
             }
         }
-        h.last_words = Some(sig.words.clone());
-        h.last_shapes.push((sig.erased(), sig.shapes()));
+        h.removed.remove(key);
+        h.last_words = Some(self.telling_words(sig));
+        h.last_shapes.push((sig.erased(), shapes.to_vec()));
         h.trace_calls.push(call_no);
-        let recent = h.trace_calls.len() >= WARN_AT_TRACES && call_no - h.trace_calls[h.trace_calls.len() - WARN_AT_TRACES] < RECENT_CALLS;
-        if count >= WARN_AT_TRACES && recent {
+        // Traces of concurrent calls may be recorded out of call order: count, don't scan.
+        let recent = h.trace_calls.iter().filter(|&&c| c <= call_no && call_no - c < RECENT_CALLS).count();
+        if recent >= WARN_AT_TRACES {
             tracing::warn!(
                 target: "tensor_core::graph_fn",
-                "{} was traced {count} times within its last {RECENT_CALLS} calls; this retrace because {reason}. Retracing is expensive: pass tensors instead of changing Rust values, use #[graph_fn(reduce_retracing)] for varying dims, or fix the input_signature",
+                function = %state.full_name,
+                traces = count,
+                "`{}` traced {recent} times in its last {RECENT_CALLS} calls; trace {count} because {reason}. Retracing is \
+                 expensive: pass values that change as tensors rather than Rust scalars, use #[graph_fn(reduce_retracing)] \
+                 for varying dims, or fix an input_signature",
                 state.full_name
             );
         }
@@ -348,10 +416,30 @@ impl GraphFunction {
         while state.cache.len() > capacity {
             let oldest =
                 state.cache.iter().filter(|s| s.cell.get().is_some()).min_by_key(|s| s.last_used.load(Ordering::Relaxed)).map(|s| s.key().clone());
-            match oldest {
-                Some(k) => drop(state.cache.remove(&k)),
-                None => break,
-            }
+            let Some((key, slot)) = oldest.and_then(|k| state.cache.remove(&k)) else { break };
+            state.relaxed.lock().unwrap_or_else(|e| e.into_inner()).retain(|r| !Arc::ptr_eq(&r.slot, &slot));
+            state.history.lock().unwrap_or_else(|e| e.into_inner()).note_removed(key, Removal::Evicted { capacity });
+        }
+    }
+}
+
+/// A trace's place under `max_traces`, given back unless the trace finishes (an `Err` from
+/// the body, a failed trace or a panic does not count).
+struct Admission<'a> {
+    admitted: &'a AtomicUsize,
+    kept: bool,
+}
+
+impl Admission<'_> {
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.admitted.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -371,7 +459,13 @@ impl Drop for RemoveIfEmpty<'_> {
     }
 }
 
-fn full_name(name: &str, self_type: Option<&str>) -> String {
+/// The name introspection and messages use: an explicit `name = "..."` as given, else the
+/// function's name, prefixed by its type for methods (`Mlp::step`).
+fn full_name(name: Option<&str>, fn_name: &str, self_type: Option<&str>) -> String {
+    let name = match name {
+        Some(explicit) => return explicit.to_string(),
+        None => fn_name,
+    };
     match self_type {
         Some(t) => {
             let base = t.split('<').next().unwrap_or(t);
@@ -409,9 +503,10 @@ impl GraphFunction {
         self.traces().into_iter().map(|t| t.reason).collect()
     }
 
-    /// The signatures currently cached, in the order they were traced.
+    /// The signatures currently cached, in the order they were traced (`x: f32[?, 784]`,
+    /// with `?` for the dims a relaxed or fixed signature leaves unknown).
     pub fn cached_signatures(&self) -> Vec<String> {
-        self.cached().into_iter().map(|(words, _)| key::describe(self.arg_names, &words)).collect()
+        self.cached().into_iter().map(|(signature, _)| signature).collect()
     }
 
     /// The concrete functions currently cached (their graphs: `to_text()`, `to_dot()`).
@@ -419,21 +514,37 @@ impl GraphFunction {
         self.cached().into_iter().map(|(_, f)| f).collect()
     }
 
-    fn cached(&self) -> Vec<(KeyWords, ConcreteFunction)> {
+    fn cached(&self) -> Vec<(String, ConcreteFunction)> {
         let Some(s) = self.state.get() else { return Vec::new() };
-        let mut entries: Vec<(u64, KeyWords, ConcreteFunction)> =
-            s.cache.iter().filter_map(|slot| slot.cell.get().map(|e| (e.function.serial(), e.words.clone(), e.function.clone()))).collect();
+        let mut entries: Vec<(u64, String, ConcreteFunction)> =
+            s.cache.iter().filter_map(|slot| slot.cell.get().map(|e| (e.function.serial(), e.signature.clone(), e.function.clone()))).collect();
         entries.sort_by_key(|e| e.0);
         entries.dedup_by_key(|e| e.0);
         entries.into_iter().map(|(_, w, f)| (w, f)).collect()
     }
 
-    /// Empties the cache (the trace count and history stay).
+    /// Empties the cache, so every signature traces again on its next call (the trace
+    /// count and history stay).
     pub fn clear_cache(&self) {
         if let Some(s) = self.state.get() {
-            s.cache.clear();
+            let keys: Vec<KeyWords> = s.cache.iter().filter(|slot| slot.cell.get().is_some()).map(|slot| slot.key().clone()).collect();
+            for key in keys {
+                if s.cache.remove_if(&key, |_, slot| slot.cell.get().is_some()).is_some() {
+                    s.history.lock().unwrap_or_else(|e| e.into_inner()).note_removed(key, Removal::Cleared);
+                }
+            }
             s.relaxed.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
+    }
+
+    /// How many signatures the cache keeps.
+    pub fn cache_capacity(&self) -> usize {
+        self.state.get().map_or(self.options.cache_capacity.max(1), |s| s.capacity.load(Ordering::Relaxed))
+    }
+
+    /// The options the function was declared with.
+    pub fn options(&self) -> &Options {
+        &self.options
     }
 
     /// Sets how many signatures the cache keeps (least recently used are evicted).

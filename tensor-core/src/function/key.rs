@@ -27,6 +27,7 @@ const TAG_LEN: u64 = 11;
 const TAG_VARIANT: u64 = 12;
 const TAG_ALIAS: u64 = 13;
 const TAG_TYPE: u64 = 14;
+const TAG_INSTANTIATION: u64 = 15;
 
 fn tagged(tag: u64, payload: u64) -> u64 {
     (tag << TAG_SHIFT) | (payload & ((1 << TAG_SHIFT) - 1))
@@ -160,13 +161,25 @@ impl Flattener {
         self.type_names.push((hash, name));
     }
 
+    /// The instantiation of a generic function or a method (its generic arguments, including
+    /// an impl's or trait's, which no argument type need show), named by a type inside it.
+    pub fn instantiation(&mut self, name: &'static str) {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        name.hash(&mut h);
+        let hash = h.finish();
+        self.words.extend([tagged(TAG_INSTANTIATION, 0), hash]);
+        self.type_names.push((hash, name));
+    }
+
     /// Finishes: leaves that are the same tensor as an earlier leaf are marked, since a graph
     /// traced with two names for one tensor reads it once.
     pub(crate) fn finish(mut self) -> Signature {
         let n = self.leaves.len();
+        let mut repeated: SmallVec<[bool; 8]> = SmallVec::from_elem(false, n);
         for i in 1..n {
             if let Some(j) = (0..i).find(|&j| self.leaves[j].same_as(&self.leaves[i])) {
                 self.words.push(tagged(TAG_ALIAS, ((i as u64) << 24) | j as u64));
+                repeated[i] = true;
             }
         }
         Signature {
@@ -176,6 +189,7 @@ impl Flattener {
             leaf_args: self.leaf_args,
             leaf_hints: self.leaf_hints,
             type_names: self.type_names,
+            repeated,
         }
     }
 }
@@ -188,6 +202,8 @@ pub struct Signature {
     pub(crate) leaf_args: SmallVec<[u16; 8]>,
     leaf_hints: SmallVec<[Option<&'static str>; 8]>,
     pub(crate) type_names: SmallVec<[(u64, &'static str); 2]>,
+    /// Leaves that are the same tensor as an earlier leaf (one slot serves both).
+    repeated: SmallVec<[bool; 8]>,
 }
 
 impl Signature {
@@ -240,9 +256,25 @@ impl Signature {
             .collect()
     }
 
+    /// The leaves that get a slot: each tensor once, in first-seen order.
+    pub(crate) fn slot_leaves(&self) -> impl Iterator<Item = (usize, &Tensor)> {
+        self.leaves.iter().enumerate().filter(|(i, _)| !self.repeated[*i])
+    }
+
     /// The leaves' shapes.
     pub(crate) fn shapes(&self) -> Vec<Shape> {
         self.leaves.iter().map(|t| t.0.shape.clone()).collect()
+    }
+
+    /// The words with the leaves' dims replaced by `shapes` (the shapes a trace used, with
+    /// unknown dims), for describing what a concrete function serves.
+    pub(crate) fn words_with_shapes(&self, shapes: &[Shape]) -> KeyWords {
+        let mut words = self.words.clone();
+        let dims = shapes.iter().flat_map(|s| s.dims().iter().copied());
+        for (&pos, d) in self.dims.iter().zip(dims) {
+            words[pos as usize] = d as u64;
+        }
+        words
     }
 }
 
@@ -270,9 +302,42 @@ impl std::fmt::Display for Part {
     }
 }
 
+/// Key words decoded: each argument's parts, the instantiation's hash if keyed, and which
+/// tensor leaves are the same tensor as an earlier one (leaf, earlier leaf).
+pub(crate) struct Decoded {
+    args: Vec<Vec<Part>>,
+    instantiation: Option<u64>,
+    aliases: Vec<(usize, usize)>,
+    /// The argument of each tensor leaf, in order.
+    leaf_args: Vec<usize>,
+}
+
+impl Decoded {
+    /// `x is y` for each tensor leaf that is the same tensor as an earlier one.
+    fn alias_text(&self, names: &[&str]) -> String {
+        let leaf = |i: usize| {
+            let arg = self.leaf_args.get(i).copied().unwrap_or(usize::MAX);
+            let name = names.get(arg).copied().unwrap_or("(extra)");
+            let within = self.leaf_args[..i].iter().filter(|&&a| a == arg).count();
+            match self.leaf_args.iter().filter(|&&a| a == arg).count() {
+                1 => name.to_string(),
+                _ => format!("{name}[{within}]"),
+            }
+        };
+        let text: Vec<String> = self.aliases.iter().map(|&(i, j)| format!("{} is {}", leaf(i), leaf(j))).collect();
+        match text.is_empty() {
+            true => "no tensor passed twice".to_string(),
+            false => text.join(", "),
+        }
+    }
+}
+
 /// Decodes key words into each argument's parts.
-pub(crate) fn decode(words: &[u64]) -> Vec<Vec<Part>> {
+pub(crate) fn decode(words: &[u64]) -> Decoded {
     let mut args: Vec<Vec<Part>> = Vec::new();
+    let mut instantiation = None;
+    let mut aliases = Vec::new();
+    let mut leaf_args = Vec::new();
     let mut i = 0;
     while i < words.len() {
         let (w, payload) = (words[i], words[i] & ((1 << TAG_SHIFT) - 1));
@@ -286,6 +351,7 @@ pub(crate) fn decode(words: &[u64]) -> Vec<Vec<Part>> {
                 let rank = (payload >> 4) as usize;
                 let shape = Shape::from(words[i..i + rank].iter().map(|&d| d as usize).collect::<Vec<_>>());
                 i += rank;
+                leaf_args.push(args.len().saturating_sub(1));
                 Part::Tensor { dtype: DType::ALL[(payload & 7) as usize], shape, requires_grad: payload & 8 != 0 }
             }
             TAG_INT | TAG_UINT | TAG_F64 | TAG_HASH | TAG_TYPE => {
@@ -309,9 +375,17 @@ pub(crate) fn decode(words: &[u64]) -> Vec<Vec<Part>> {
                 i += n;
                 Part::Value(format!("{:?}", String::from_utf8_lossy(&bytes)))
             }
+            TAG_INSTANTIATION => {
+                instantiation = Some(words[i]);
+                i += 1;
+                continue;
+            }
             TAG_LEN => Part::Structure(format!("length {payload}")),
             TAG_VARIANT => Part::Structure(format!("variant {payload}")),
-            TAG_ALIAS => Part::Structure(format!("leaf {} is leaf {}", payload >> 24, payload & 0xFF_FFFF)),
+            TAG_ALIAS => {
+                aliases.push(((payload >> 24) as usize, (payload & 0xFF_FFFF) as usize));
+                continue;
+            }
             _ => Part::Structure("?".into()),
         };
         match args.last_mut() {
@@ -319,13 +393,17 @@ pub(crate) fn decode(words: &[u64]) -> Vec<Vec<Part>> {
             None => args.push(vec![part]),
         }
     }
-    args
+    Decoded { args, instantiation, aliases, leaf_args }
 }
 
 /// Why a call with `new` retraced, compared with the last traced signature `old`:
-/// `arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: dtype i32 -> f32`.
+/// `arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: dtype i32 -> f32`. Empty when the
+/// signatures are equal (the entry had been evicted or cleared).
 pub(crate) fn explain(names: &[&str], types: &[(u64, &str)], old: &[u64], new: &[u64]) -> Vec<String> {
     let (old, new) = (decode(old), decode(new));
+    let (old_inst, new_inst) = (old.instantiation, new.instantiation);
+    let aliasing = (old.aliases != new.aliases).then(|| format!("aliasing ({}) -> ({})", old.alias_text(names), new.alias_text(names)));
+    let (old, new) = (old.args, new.args);
     let type_name = |h: &u64| types.iter().find(|(k, _)| k == h).map_or_else(|| format!("#{h:016x}"), |(_, n)| short_type(n));
     let mut reasons = Vec::new();
     for (k, (o, n)) in old.iter().zip(&new).enumerate() {
@@ -349,16 +427,30 @@ pub(crate) fn explain(names: &[&str], types: &[(u64, &str)], old: &[u64], new: &
         }
     }
     if reasons.is_empty() {
-        reasons.push("the same signature (the cache entry had been evicted or cleared)".into());
+        reasons.extend(aliasing);
+    }
+    if reasons.is_empty() && old_inst != new_inst {
+        let full = |h: &u64| types.iter().find(|(k, _)| k == h).map_or_else(|| format!("#{h:016x}"), |(_, n)| short_type(&instantiation_name(n)));
+        let show = |t: Option<u64>| t.as_ref().map_or_else(|| "?".to_string(), full);
+        reasons.push(format!("instantiation {} -> {}", show(old_inst), show(new_inst)));
     }
     reasons
+}
+
+/// `step<f32>::{{closure}}::{{closure}}` as `step<f32>`.
+fn instantiation_name(mut name: &str) -> String {
+    while let Some(rest) = name.strip_suffix("::{{closure}}") {
+        name = rest;
+    }
+    name.to_string()
 }
 
 fn join(parts: &[&Part]) -> String {
     format!("({})", parts.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "))
 }
 
-/// `alloc::vec::Vec<tensor_core::Tensor>` as `Vec<Tensor>`.
+/// `alloc::vec::Vec<tensor_core::Tensor>` as `Vec<Tensor>` (and `<a::M as a::Tr<f32>>::m`
+/// as `<M as Tr<f32>>::m`).
 fn short_type(full: &str) -> String {
     let mut out = String::new();
     let mut word = String::new();
@@ -366,6 +458,9 @@ fn short_type(full: &str) -> String {
         if c.is_alphanumeric() || c == '_' || c == ':' {
             word.push(c);
         } else {
+            if word.starts_with("::") {
+                out.push_str("::");
+            }
             out.push_str(word.rsplit("::").next().unwrap_or(&word));
             word.clear();
             if c != ' ' || !out.is_empty() {
@@ -406,7 +501,9 @@ fn part_change(old: &Part, new: &Part) -> String {
 
 /// The signature text of a key: `x: f32[2, 3], lr: 0.01`.
 pub(crate) fn describe(names: &[&str], words: &[u64]) -> String {
-    decode(words)
+    let decoded = decode(words);
+    let args = decoded
+        .args
         .iter()
         .enumerate()
         .map(|(k, parts)| {
@@ -418,7 +515,11 @@ pub(crate) fn describe(names: &[&str], words: &[u64]) -> String {
             }
         })
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    match decoded.aliases.is_empty() {
+        true => args,
+        false => format!("{args} ({})", decoded.alias_text(names)),
+    }
 }
 
 /// The shapes a relaxed trace uses: each dim that differs between `a` and `b` is unknown.
@@ -477,6 +578,8 @@ mod tests {
         let types = [a.type_names[0], b.type_names[0]];
         assert_eq!(explain(&["x"], &types, &a.words, &b.words), vec!["arg x: type Tensor -> i32"]);
         assert_eq!(short_type("alloc::vec::Vec<tensor_core::tensor::Tensor>"), "Vec<Tensor>");
+        assert_eq!(short_type(&instantiation_name("t::foo<i32, 4>::{{closure}}::{{closure}}")), "foo<i32, 4>");
+        assert_eq!(short_type(&instantiation_name("<t::M as t::Tr<f32>>::m::{{closure}}")), "<M as Tr<f32>>::m");
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod options;
 mod output;
 mod registry;
 
-pub use arg::GraphArg;
+pub use arg::{GraphArg, GraphArgField, StaticField};
 pub use concrete::ConcreteFunction;
 pub use graph_function::{functions_run_eagerly, run_functions_eagerly, GraphFunction, TraceRecord};
 pub use key::Flattener;

@@ -37,6 +37,7 @@ impl Graph {
             let types: Vec<String> = node.outputs.iter().map(|&v| self.type_label(v)).collect();
             let label = match &node.kind {
                 NodeKind::Op(op) if !op.attrs().is_empty() => format!("{}\\n[{}]", op.name(), escape(&op.attrs())),
+                NodeKind::Fused(p) => format!("fused\\n[{}]", escape(&p.summary())),
                 _ => node.kind_name().to_string(),
             };
             let _ = writeln!(out, "  {id} [label=\"{label}\\n{}\"];", types.join(", "));

@@ -57,6 +57,9 @@ pub enum NodeKind {
     /// `.grad` of `slot` as it was when the call started, plus the input (or just the input
     /// if `.grad` was empty): the first gradient accumulation into external state.
     AccumulateGrad { slot: usize },
+    /// Several elementwise ops over one shape, in one pass over memory (made by the fusion
+    /// pass); outputs are the program's outputs.
+    Fused(Arc<crate::kernels::fused::FusedProgram>),
     /// Runs `then` or `other` by the scalar bool input 0; the rest of the inputs feed the
     /// branch; the outputs are the branch's.
     Cond { then: Arc<Graph>, other: Arc<Graph> },
@@ -140,6 +143,7 @@ impl Node {
             NodeKind::Op(op) => op.name(),
             NodeKind::Print(_) => "tprint",
             NodeKind::AccumulateGrad { .. } => "accumulate_grad",
+            NodeKind::Fused(_) => "fused",
             NodeKind::Cond { .. } => "cond",
             NodeKind::While { .. } => "while",
         }

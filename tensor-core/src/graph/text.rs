@@ -72,6 +72,7 @@ impl Graph {
                 writeln!(out, "{pad}{results} = {}{attrs}({args})", op.name())
             }
             NodeKind::Print(pieces) => writeln!(out, "{pad}tprint({:?}{}{args})", print_template(pieces), if args.is_empty() { "" } else { ", " }),
+            NodeKind::Fused(p) => writeln!(out, "{pad}{results} = fused[{}]({args})", p.summary()),
             NodeKind::AccumulateGrad { slot } => writeln!(out, "{pad}{results} = accumulate_grad[{}.grad]({args})", self.slot_names[*slot]),
             NodeKind::Cond { then, other } => {
                 writeln!(out, "{pad}{results} = cond({args}) {{")?;

@@ -38,8 +38,10 @@ pub fn validate(g: &Graph) -> Result<(), String> {
                 return Err(format!("node {i} ({}) uses value {v} before it is defined", node.kind_name()));
             }
         }
-        if let NodeKind::Op(op) = &node.kind {
-            check_op_type(g, i, op, node)?;
+        match &node.kind {
+            NodeKind::Op(op) => check_op_type(g, i, op, node)?,
+            NodeKind::Fused(p) => check_fused_type(g, i, p, node)?,
+            _ => {}
         }
         for &v in &node.outputs {
             define(&mut defined, v, &format!("node {i} ({})", node.kind_name()))?;
@@ -67,6 +69,25 @@ fn check_op_type(g: &Graph, i: usize, op: &crate::ops::Op, node: &super::Node) -
     let out = &g.values[node.outputs[0]];
     if out.dtype != dtype || out.shape != shape {
         return Err(format!("node {i} ({}) says it gives {}{} but its inputs give {dtype}{shape}", op.name(), out.dtype, out.shape));
+    }
+    Ok(())
+}
+
+fn check_fused_type(g: &Graph, i: usize, p: &crate::kernels::fused::FusedProgram, node: &super::Node) -> Result<(), String> {
+    if node.outputs.len() != p.outputs.len() || node.inputs.len() != p.inputs.len() {
+        return Err(format!(
+            "fused node {i} has {} inputs and {} outputs, its program {} and {}",
+            node.inputs.len(),
+            node.outputs.len(),
+            p.inputs.len(),
+            p.outputs.len()
+        ));
+    }
+    for (&v, &k) in node.outputs.iter().zip(&p.outputs) {
+        let info = &g.values[v];
+        if info.dtype != p.instrs[k].dtype || info.shape != p.shape {
+            return Err(format!("fused node {i} output {v} is {}{} but its program gives {}{}", info.dtype, info.shape, p.instrs[k].dtype, p.shape));
+        }
     }
     Ok(())
 }

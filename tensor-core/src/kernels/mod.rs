@@ -4,6 +4,7 @@
 pub mod conv;
 pub mod elementwise;
 pub mod fastmath;
+pub mod fused;
 pub mod index;
 pub mod layout;
 pub mod math;

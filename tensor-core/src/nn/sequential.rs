@@ -48,7 +48,7 @@ impl Sequential {
     /// let model = Sequential::new().add(ReLU).add(ReLU);
     /// assert_eq!(model.len(), 2);
     /// ```
-    #[allow(clippy::should_implement_trait)] // builder style, as the layers' `with_*`; not `+`
+    #[allow(clippy::should_implement_trait)] // a builder step (as PyTorch's add_module), not `+`
     pub fn add(mut self, layer: impl Module + Send + Sync + 'static) -> Sequential {
         self.layers.push(Box::new(layer));
         self

@@ -416,7 +416,7 @@ fn binary_scalar(b: BinaryOp, x: &Storage, s: Scalar, first: bool) -> Storage {
     crate::map_numeric!(x, a => scalar_typed(b, a, s, first), bool => unreachable!("checked by infer"))
 }
 
-fn cmp_fn<T: PartialOrd>(c: CmpOp) -> fn(T, T) -> bool {
+pub(crate) fn cmp_fn<T: PartialOrd>(c: CmpOp) -> fn(T, T) -> bool {
     match c {
         CmpOp::Eq => |a, b| a == b,
         CmpOp::Ne => |a, b| a != b,

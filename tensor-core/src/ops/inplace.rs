@@ -3,7 +3,7 @@
 
 use super::dispatch::apply_in_place;
 use super::{BinaryOp, Op, Operand, ScalarAttr};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
 macro_rules! in_place_methods {
@@ -57,11 +57,28 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn assign_(&self, src: &Tensor) -> Result<()> {
-        apply_in_place(Op::BroadcastTo(self.0.shape.clone()), self, false, &[src], "assign_")
+        apply_in_place(Op::BroadcastTo(self.0.shape.clone()), self, false, &[src], "assign_").map_err(|e| match e {
+            // Name the method the user called, not the op it runs on.
+            Error::ShapeMismatch { op: "broadcast_to", lhs, rhs, .. } => {
+                Error::shapes("assign_", &rhs, &lhs, format!("the source {lhs} must broadcast to the target's shape {rhs}"))
+            }
+            e => e,
+        })
     }
 
-    /// Sets every value to zero.
+    /// Sets every value to zero (also where it was inf or NaN, which `mul_(0)` would keep
+    /// as NaN). Like `assign_`, it cuts the tensor's autograd history: the zeros depend on
+    /// nothing.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![f32::NAN, 2.0], &[2])?;
+    /// x.zero_()?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![0.0, 0.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn zero_(&self) -> Result<()> {
-        self.mul_(0)
+        let zero = Tensor::zeros(&[], self.dtype());
+        apply_in_place(Op::BroadcastTo(self.0.shape.clone()), self, false, &[&zero], "zero_")
     }
 }

@@ -4,7 +4,7 @@
 
 mod conv;
 pub(crate) mod dispatch;
-mod elementwise;
+pub(crate) mod elementwise;
 mod index;
 mod inplace;
 mod layout;

@@ -162,7 +162,7 @@ impl Adam {
 }
 
 impl Optimizer for Adam {
-    fn step(&mut self) -> Result<()> {
+    fn step(&self) -> Result<()> {
         // The update must not be recorded for backward (and an in-place op on a leaf that
         // requires grad is only allowed with grad mode off).
         let _no_grad = NoGradGuard::new();
@@ -210,5 +210,20 @@ fn check_beta(arg: &'static str, beta: f64) -> Result<()> {
         Ok(())
     } else {
         Err(Error::invalid("Adam", arg, format!("must be in [0, 1), found {beta}")))
+    }
+}
+
+/// An `Adam` can be an argument of a `#[graph_fn]`: its parameters and state are tensor
+/// leaves (read and updated by the graph in place), its hyperparameters are keyed by value.
+impl crate::function::GraphArg for Adam {
+    fn flatten(&self, f: &mut crate::function::Flattener) {
+        let c = &self.config;
+        [c.lr, c.betas.0, c.betas.1, c.eps, c.weight_decay].iter().for_each(|v| f.f64(*v));
+        self.params.flatten(f);
+        for s in &self.state {
+            s.step.flatten(f);
+            s.exp_avg.flatten(f);
+            s.exp_avg_sq.flatten(f);
+        }
     }
 }

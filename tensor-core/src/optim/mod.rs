@@ -51,7 +51,7 @@ use crate::tensor::Tensor;
 pub trait Optimizer {
     /// Updates every parameter that has a `.grad`, in place; parameters whose `.grad` is
     /// `None` are skipped (their state does not change either).
-    fn step(&mut self) -> Result<()>;
+    fn step(&self) -> Result<()>;
 
     /// The parameters this optimizer updates, in the order it was given them.
     fn parameters(&self) -> &[Tensor];

@@ -128,7 +128,7 @@ impl Sgd {
 }
 
 impl Optimizer for Sgd {
-    fn step(&mut self) -> Result<()> {
+    fn step(&self) -> Result<()> {
         // The update must not be recorded for backward (and an in-place op on a leaf that
         // requires grad is only allowed with grad mode off).
         let _no_grad = NoGradGuard::new();
@@ -151,5 +151,16 @@ impl Optimizer for Sgd {
 
     fn parameters(&self) -> &[Tensor] {
         &self.params
+    }
+}
+
+/// An `Sgd` can be an argument of a `#[graph_fn]`: its parameters and momentum buffers are
+/// tensor leaves, its hyperparameters are keyed by value.
+impl crate::function::GraphArg for Sgd {
+    fn flatten(&self, f: &mut crate::function::Flattener) {
+        let c = &self.config;
+        [c.lr, c.momentum, c.weight_decay].iter().for_each(|v| f.f64(*v));
+        self.params.flatten(f);
+        self.buffers.flatten(f);
     }
 }

@@ -23,6 +23,12 @@ impl fmt::Display for Tensor {
         let sym = proxy.as_ref().unwrap_or(self).symbol();
         match sym {
             Some(sym) => crate::trace::capture_for_print(self, f).unwrap_or_else(|| write_symbolic(f, &sym.name(), &self.shape(), self.dtype())),
+            // A tensor from outside the trace that the body has not used yet is external
+            // state too: a traced `tprint!` must print its value at run time, not bake in
+            // the value it has now.
+            None if crate::trace::is_active() && self.0.origin_trace != crate::trace::current_trace_id() => {
+                crate::trace::capture_for_print(self, f).unwrap_or_else(|| write_concrete(f, &self.storage("print").map_err(|_| fmt::Error)?))
+            }
             None => match &*self.read_value() {
                 Value::Concrete(s) => write_concrete(f, s),
                 Value::Symbolic(_) => unreachable!("checked above"),

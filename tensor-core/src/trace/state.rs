@@ -172,15 +172,19 @@ pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others
     sym.slot = t.symbol().and_then(|s| s.slot);
     sym.label = t.symbol().and_then(|s| s.label);
     t.set_value(Value::Symbolic(sym.clone()));
+    // The handle that holds the new value (and its history) from now on.
+    let mut holder = &t;
     if !target.same_as(&t) && target.symbol().is_none() && target.0.origin_trace == current_trace_id() {
-        // A constant made inside the trace and then updated in place is a graph value now.
+        // A constant made inside the trace and then updated in place is a graph value now;
+        // the user's handle gets the history too, or later ops would not see it.
         target.set_value(Value::Symbolic(sym));
         with_trace(|s| s.constants.remove(&target.id()));
+        holder = target;
     }
     if needs_grad {
-        crate::autograd::record(op, &inputs, &t);
+        crate::autograd::record(op, &inputs, holder);
     } else if grad_on && !reads_target {
-        t.detach_in_place();
+        holder.detach_in_place();
     }
     Ok(())
 }

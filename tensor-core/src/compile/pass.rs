@@ -1,0 +1,112 @@
+//! The pass trait, the default pipeline, and the rewrites passes share (substituting one
+//! value for another, dropping nodes).
+
+use crate::graph::{Graph, StateWrite, ValueId};
+use std::collections::HashMap;
+
+/// One optimization over the graph IR. A pass must not change any value's bits.
+pub trait Pass {
+    /// The pass's name, for logs.
+    fn name(&self) -> &'static str;
+    /// Rewrites `g`; true if anything changed.
+    fn run(&self, g: &mut Graph) -> bool;
+}
+
+/// The passes in the order they run: the cleanup passes to a fixed point, then fusion.
+pub fn default_passes() -> (Vec<Box<dyn Pass>>, Vec<Box<dyn Pass>>) {
+    let cleanup: Vec<Box<dyn Pass>> = vec![Box::new(super::Simplify), Box::new(super::ConstantFold), Box::new(super::Cse), Box::new(super::Dce)];
+    let lowering: Vec<Box<dyn Pass>> = vec![Box::new(super::Fuse), Box::new(super::Dce)];
+    (cleanup, lowering)
+}
+
+/// The graph after each pass that changed it: (pass name, text form).
+pub type PassLog = Vec<(&'static str, String)>;
+
+/// Runs the default pipeline on a copy of `g`, recording the graph after each change if
+/// `log` is given.
+pub fn optimize(g: &Graph, mut log: Option<&mut PassLog>) -> Graph {
+    let mut g = g.clone();
+    if let Some(l) = log.as_deref_mut() {
+        l.push(("traced", g.to_text()));
+    }
+    let (cleanup, lowering) = default_passes();
+    for _round in 0..8 {
+        let mut changed = false;
+        for p in &cleanup {
+            if p.run(&mut g) {
+                changed = true;
+                if let Some(l) = log.as_deref_mut() {
+                    l.push((p.name(), g.to_text()));
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for p in &lowering {
+        if p.run(&mut g) {
+            if let Some(l) = log.as_deref_mut() {
+                l.push((p.name(), g.to_text()));
+            }
+        }
+    }
+    debug_assert_eq!(crate::graph::validate(&g), Ok(()), "optimized graph of {}", g.name);
+    g
+}
+
+/// Replaces every use of each key of `map` by its value (following chains).
+pub fn substitute(g: &mut Graph, map: &HashMap<ValueId, ValueId>) {
+    if map.is_empty() {
+        return;
+    }
+    let resolve = |mut v: ValueId| {
+        while let Some(&w) = map.get(&v) {
+            v = w;
+        }
+        v
+    };
+    for node in &mut g.nodes {
+        for v in node.inputs.iter_mut() {
+            *v = resolve(*v);
+        }
+    }
+    for v in g.outputs.iter_mut() {
+        *v = resolve(*v);
+    }
+    for w in g.writes.iter_mut() {
+        match w {
+            StateWrite::Data { value, .. } => *value = resolve(*value),
+            StateWrite::Grad { value: Some(v), .. } => *v = resolve(*v),
+            StateWrite::Grad { value: None, .. } => {}
+        }
+    }
+}
+
+/// Keeps the nodes whose flag is true.
+pub fn retain_nodes(g: &mut Graph, keep: &[bool]) {
+    let mut i = 0;
+    g.nodes.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+}
+
+/// How many times each value is read: by nodes, as an output, or by a state write.
+pub fn use_counts(g: &Graph) -> Vec<usize> {
+    let mut uses = vec![0; g.values.len()];
+    g.nodes.iter().flat_map(|n| n.inputs.iter()).for_each(|&v| uses[v] += 1);
+    g.outputs.iter().for_each(|&v| uses[v] += 1);
+    for w in &g.writes {
+        match w {
+            StateWrite::Data { value, .. } | StateWrite::Grad { value: Some(value), .. } => uses[*value] += 1,
+            StateWrite::Grad { value: None, .. } => {}
+        }
+    }
+    uses
+}
+
+/// The constant values of `g`, by value id.
+pub fn constants(g: &Graph) -> HashMap<ValueId, &crate::storage::Storage> {
+    g.constants.iter().map(|(v, s)| (*v, s)).collect()
+}

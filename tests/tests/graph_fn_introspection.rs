@@ -1,0 +1,324 @@
+//! Introspection of graph functions — free functions and methods alike: trace counts, cached
+//! signatures, why each trace happened, the text form and DOT of each concrete function —
+//! and the warning logged (through `tracing`) when a function retraces too often.
+
+use std::sync::{Arc, Mutex};
+use tensor_core::function::{lookup, GraphFunction, TraceRecord};
+use tensor_core::prelude::*;
+
+fn f32s(v: &[f32], shape: &[usize]) -> Tensor {
+    Tensor::from_vec(v.to_vec(), shape).expect("data matches shape")
+}
+
+fn function(name: &str) -> &'static GraphFunction {
+    lookup(name).unwrap_or_else(|| panic!("`{name}` is registered once called"))
+}
+
+/// Runs `f` with a `tracing` subscriber on this thread; returns its result and the lines
+/// logged at WARN level or above.
+fn capture_warnings<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
+    #[derive(Clone)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer(Arc::new(Mutex::new(Vec::new())));
+    let writer = buffer.clone();
+    let subscriber =
+        tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).without_time().with_max_level(tracing::Level::WARN).finish();
+    let result = tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(buffer.0.lock().unwrap().clone()).expect("utf-8 log");
+    (result, text.lines().map(str::to_string).collect())
+}
+
+// ------------------------------------------------------------------------- retrace reasons
+
+#[graph_fn]
+fn everything(x: &Tensor, n: i32, act: &str, flag: bool, rate: f64, c: char) -> Tensor {
+    let _ = (n, act, flag, rate, c);
+    x.clone()
+}
+
+/// Each trace records why it happened: the first call, or which argument changed and how.
+#[test]
+fn retrace_reasons_name_the_argument_and_the_change() -> Result<()> {
+    let x2 = f32s(&[1.0, 2.0], &[2]);
+    let x3 = f32s(&[1.0, 2.0, 3.0], &[3]);
+    let i3 = Tensor::from_vec(vec![1i32, 2, 3], &[3])?;
+    let g3 = f32s(&[1.0, 2.0, 3.0], &[3]).requires_grad_(true)?;
+    everything(&x2, 1, "relu", true, 0.5, 'a');
+    everything(&x2, 1, "relu", true, 0.5, 'a'); // cached
+    everything(&x3, 1, "relu", true, 0.5, 'a');
+    everything(&i3, 1, "relu", true, 0.5, 'a');
+    everything(&i3, 2, "relu", true, 0.5, 'a');
+    everything(&i3, 2, "tanh", true, 0.5, 'a');
+    everything(&i3, 2, "tanh", false, 0.5, 'a');
+    everything(&i3, 2, "tanh", false, 0.25, 'a');
+    everything(&i3, 2, "tanh", false, 0.25, 'b');
+    everything(&x2, 3, "tanh", false, 0.25, 'b');
+    everything(&g3, 3, "tanh", false, 0.25, 'b');
+    let f = function("everything");
+    assert_eq!(f.trace_count(), 10);
+    assert_eq!(
+        f.retrace_reasons(),
+        [
+            "first call",
+            "arg x: shape [2] -> [3]",
+            "arg x: dtype f32 -> i32",
+            "arg n: 1 -> 2",
+            "arg act: \"relu\" -> \"tanh\"",
+            "arg flag: true -> false",
+            "arg rate: 0.5 -> 0.25",
+            "arg c: 'a' -> 'b'",
+            "arg x: dtype i32 -> f32, shape [3] -> [2]; arg n: 2 -> 3",
+            "arg x: shape [2] -> [3], requires_grad false -> true",
+        ]
+    );
+    assert_eq!(
+        f.traces()[0],
+        TraceRecord { signature: "x: f32[2], n: 1, act: \"relu\", flag: true, rate: 0.5, c: 'a'".into(), reason: "first call".into() }
+    );
+    assert_eq!(f.traces()[9].signature, "x: f32[3] requires_grad, n: 3, act: \"tanh\", flag: false, rate: 0.25, c: 'b'");
+    assert_eq!(f.cached_signatures().len(), 10);
+    Ok(())
+}
+
+#[graph_fn]
+fn collections(xs: &[Tensor], pair: (i32, &Tensor), maybe: Option<&Tensor>) -> Tensor {
+    let _ = (pair, maybe);
+    xs[0].clone()
+}
+
+/// Structure changes (a collection's length, an `Option`'s variant) are reasons too.
+#[test]
+fn retrace_reasons_for_structure() {
+    let t = || f32s(&[1.0], &[1]);
+    collections(&[t(), t()], (1, &t()), None);
+    collections(&[t(), t(), t()], (1, &t()), None);
+    collections(&[t(), t(), t()], (1, &t()), Some(&t()));
+    collections(&[t(), t(), t()], (5, &t()), Some(&t()));
+    let f = function("collections");
+    assert_eq!(
+        f.retrace_reasons(),
+        [
+            "first call",
+            "arg xs: structure (length 2, f32[1], f32[1]) -> (length 3, f32[1], f32[1], f32[1])",
+            "arg maybe: structure (variant 0) -> (variant 1, f32[1])",
+            "arg pair: 1 -> 5",
+        ]
+    );
+    assert_eq!(f.traces()[0].signature, "xs: (length 2, f32[1], f32[1]), pair: (1, f32[1]), maybe: variant 0");
+}
+
+#[graph_fn]
+fn pair_sum(x: &Tensor, y: &Tensor) -> Tensor {
+    x + y
+}
+
+/// Passing one tensor as two arguments is its own signature (the graph reads it once).
+#[test]
+fn retrace_reasons_for_aliasing() -> Result<()> {
+    let (a, b) = (f32s(&[1.0, 2.0], &[2]), f32s(&[10.0, 20.0], &[2]));
+    assert_eq!(pair_sum(&a, &b).to_vec::<f32>()?, [11.0, 22.0]);
+    assert_eq!(pair_sum(&a, &a).to_vec::<f32>()?, [2.0, 4.0]);
+    assert_eq!(pair_sum(&b, &b).to_vec::<f32>()?, [20.0, 40.0]);
+    assert_eq!(pair_sum(&b, &a).to_vec::<f32>()?, [11.0, 22.0]);
+    let f = function("pair_sum");
+    assert_eq!(f.trace_count(), 2);
+    assert_eq!(f.retrace_reasons(), ["first call", "aliasing (no tensor passed twice) -> (y is x)"]);
+    assert_eq!(f.cached_signatures(), ["x: f32[2], y: f32[2]", "x: f32[2], y: f32[2] (y is x)"]);
+    Ok(())
+}
+
+#[graph_fn]
+fn generic_len<T: GraphArg>(x: T) -> Tensor {
+    let _ = x;
+    Tensor::scalar(0i32)
+}
+
+#[graph_fn]
+fn typed_zeros<const N: usize>(dtype_code: u8) -> Tensor {
+    let _ = dtype_code;
+    Tensor::zeros(&[N], DType::F32)
+}
+
+/// In a generic function the argument's type is part of the key (`arg x: type Tensor ->
+/// i32`); so is the instantiation, for generic parameters no argument shows.
+#[test]
+fn retrace_reasons_for_types_and_instantiations() -> Result<()> {
+    generic_len(Tensor::scalar(1i32));
+    generic_len(1i32);
+    generic_len(1i64);
+    generic_len(vec![1i64]);
+    assert_eq!(
+        function("generic_len").retrace_reasons(),
+        ["first call", "arg x: type Tensor -> i32", "arg x: type i32 -> i64", "arg x: type i64 -> Vec<i64>"]
+    );
+    assert_eq!(typed_zeros::<2>(0).dims(), [2]);
+    assert_eq!(typed_zeros::<3>(0).dims(), [3]);
+    assert_eq!(typed_zeros::<2>(0).dims(), [2]);
+    let f = function("typed_zeros");
+    assert_eq!(f.trace_count(), 2);
+    assert_eq!(f.retrace_reasons(), ["first call", "instantiation typed_zeros<2> -> typed_zeros<3>"]);
+    Ok(())
+}
+
+#[graph_fn(cache_capacity = 1)]
+fn evicting(n: i32) -> Tensor {
+    Tensor::scalar(n)
+}
+
+#[graph_fn]
+fn clearing(n: i32) -> Tensor {
+    Tensor::scalar(n)
+}
+
+/// A signature that traces again because it left the cache says so.
+#[test]
+fn retrace_reasons_for_eviction_and_clearing() {
+    evicting(1);
+    evicting(2);
+    evicting(1);
+    assert_eq!(function("evicting").retrace_reasons(), ["first call", "arg n: 1 -> 2", "the signature was evicted from the cache (capacity 1)"]);
+    clearing(1);
+    clearing(2);
+    function("clearing").clear_cache();
+    assert!(function("clearing").cached_signatures().is_empty());
+    clearing(2);
+    clearing(1);
+    clearing(1);
+    assert_eq!(function("clearing").trace_count(), 4);
+    assert_eq!(function("clearing").retrace_reasons(), ["first call", "arg n: 1 -> 2", "the cache was cleared", "the cache was cleared"]);
+}
+
+// ------------------------------------------------------------------------------ the warning
+
+#[graph_fn]
+fn warned(n: i32) -> Tensor {
+    Tensor::scalar(n)
+}
+
+/// The fifth trace within a function's recent calls logs a warning through `tracing`, naming
+/// the function and what changed; the four before it do not.
+#[test]
+fn the_fifth_recent_trace_warns() {
+    let (_, quiet) = capture_warnings(|| (1..=4).for_each(|n| drop(warned(n))));
+    assert!(quiet.is_empty(), "no warning before the fifth trace:\n{}", quiet.join("\n"));
+    let (_, warnings) = capture_warnings(|| drop(warned(5)));
+    assert_eq!(warnings.len(), 1, "{}", warnings.join("\n"));
+    let w = &warnings[0];
+    for part in ["WARN", "tensor_core::graph_fn", "`warned` traced 5 times in its last 20 calls; trace 5 because arg n: 4 -> 5", "reduce_retracing"] {
+        assert!(w.contains(part), "the warning mentions {part:?}: {w}");
+    }
+    let (_, again) = capture_warnings(|| drop(warned(5)));
+    assert!(again.is_empty(), "a cached call does not warn");
+    let (_, sixth) = capture_warnings(|| drop(warned(6)));
+    assert_eq!(sixth.len(), 1);
+    assert!(sixth[0].contains("`warned` traced 6 times in its last 20 calls; trace 6 because arg n: 5 -> 6"), "{}", sixth[0]);
+}
+
+#[graph_fn]
+fn rarely_warned(n: i32) -> Tensor {
+    Tensor::scalar(n)
+}
+
+/// Traces spread over many calls are not "excessive": five traces 25 calls apart log nothing.
+#[test]
+fn traces_spread_over_many_calls_do_not_warn() {
+    let (_, warnings) = capture_warnings(|| {
+        for n in 1..=6 {
+            for _ in 0..5 {
+                rarely_warned(n);
+            }
+        }
+    });
+    assert_eq!(function("rarely_warned").trace_count(), 6);
+    assert!(warnings.is_empty(), "{}", warnings.join("\n"));
+}
+
+// ------------------------------------------------------------------------- graphs as text
+
+#[graph_fn(optimize = false)]
+fn affine(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let y = x.mul(w)?;
+    tprint!("y = {}", y);
+    y.add(1.0)
+}
+
+/// Every concrete function prints as text (one line per node) and exports as DOT.
+#[test]
+fn concrete_functions_print_as_text_and_dot() -> Result<()> {
+    let y = affine(&f32s(&[1.0, 2.0], &[2]), &f32s(&[3.0, 4.0], &[2]))?;
+    assert_eq!(y.to_vec::<f32>()?, [4.0, 9.0]);
+    affine(&f32s(&[1.0, 2.0, 3.0], &[3]), &f32s(&[3.0, 4.0, 5.0], &[3]))?;
+    let f = function("affine");
+    let graphs = f.concrete_functions();
+    assert_eq!(graphs.len(), 2);
+    let text = graphs[0].to_text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "graph affine(x: f32[2], w: f32[2]) {", "{text}");
+    assert!(lines[1].contains("= mul(x, w)"), "{text}");
+    assert!(lines[2].starts_with("  tprint(\"y = {}\""), "{text}");
+    assert!(lines[3].contains("= add"), "{text}");
+    assert!(lines[4].starts_with("  return ("), "{text}");
+    assert_eq!(lines.last(), Some(&"}"));
+    assert!(graphs[1].to_text().starts_with("graph affine(x: f32[3], w: f32[3]) {"));
+    let dot = graphs[0].to_dot();
+    assert!(dot.starts_with("digraph \"affine\" {"), "{dot}");
+    assert!(dot.contains("mul") && dot.contains("->"), "{dot}");
+    assert_eq!(graphs[0].name(), "affine");
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------- methods
+
+#[derive(GraphArg)]
+struct Layer {
+    w: Tensor,
+    b: Tensor,
+}
+
+impl Layer {
+    #[graph_fn]
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.matmul(&self.w)?.add(&self.b)
+    }
+}
+
+trait Model {
+    fn predict(&self, x: &Tensor) -> Result<Tensor>;
+}
+
+impl Model for Layer {
+    #[graph_fn]
+    fn predict(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward(x)?.relu()
+    }
+}
+
+/// Methods (inherent and in trait impls) are introspected like free functions, under
+/// `Type::method`; their graphs name the receiver's fields (`self.w`).
+#[test]
+fn methods_are_introspected_too() -> Result<()> {
+    let layer = Layer { w: f32s(&[1.0, -1.0, 2.0, 0.5], &[2, 2]), b: f32s(&[0.5, -10.0], &[2]) };
+    let x = f32s(&[1.0, 1.0], &[1, 2]);
+    assert_eq!(layer.forward(&x)?.to_vec::<f32>()?, [3.5, -10.5]);
+    assert_eq!(layer.predict(&x)?.to_vec::<f32>()?, [3.5, 0.0]);
+    assert_eq!(layer.predict(&f32s(&[1.0, 1.0, 2.0, 2.0], &[2, 2]))?.to_vec::<f32>()?, [3.5, 0.0, 6.5, 0.0]);
+    let forward = function("Layer::forward");
+    assert_eq!(forward.trace_count(), 1, "the nested call inside predict's trace is inlined");
+    assert_eq!(forward.cached_signatures(), ["self: (f32[2, 2], f32[2]), x: f32[1, 2]"]);
+    let predict = function("Layer::predict");
+    assert_eq!(predict.trace_count(), 2);
+    assert_eq!(predict.retrace_reasons(), ["first call", "arg x: shape [1, 2] -> [2, 2]"]);
+    let text = predict.concrete_functions()[0].to_text();
+    assert!(text.starts_with("graph Layer::predict(self.w: f32[2, 2], self.b: f32[2], x: f32[1, 2]) {"), "{text}");
+    assert!(tensor_core::function::all().iter().any(|f| f.name() == "Layer::predict"));
+    Ok(())
+}

@@ -28,8 +28,13 @@ pub fn graph_arg(tokens: TokenStream) -> syn::Result<TokenStream> {
         Data::Enum(e) => {
             let arms = e.variants.iter().enumerate().map(|(i, v)| {
                 let vname = &v.ident;
+                let label = vname.to_string();
                 let index = i as u32;
                 let (pattern, flatten) = variant_fields(&v.fields)?;
+                let flatten = match v.fields.is_empty() {
+                    true => flatten,
+                    false => quote! { __tc_f.field(#label); #flatten __tc_f.end_field(); },
+                };
                 Ok(quote! { Self::#vname #pattern => { __tc_f.variant(#index); #flatten } })
             });
             let arms = arms.collect::<syn::Result<Vec<_>>>()?;
@@ -56,16 +61,27 @@ fn struct_body(fields: &Fields) -> syn::Result<TokenStream> {
                 quote!(&self.#index)
             }
         };
-        out.extend(field_flatten(field, access)?);
+        out.extend(field_flatten(field, label(fields, i), access)?);
     }
     Ok(out)
+}
+
+/// The name a field's parts go by: its identifier, or its index in a tuple struct or variant
+/// with several fields (a newtype's single field adds no name).
+fn label(fields: &Fields, i: usize) -> Option<String> {
+    let field = fields.iter().nth(i)?;
+    match &field.ident {
+        Some(id) => Some(id.to_string()),
+        None if fields.len() > 1 => Some(i.to_string()),
+        None => None,
+    }
 }
 
 fn variant_fields(fields: &Fields) -> syn::Result<(TokenStream, TokenStream)> {
     let names: Vec<_> = fields.iter().enumerate().map(|(i, f)| f.ident.clone().unwrap_or_else(|| format_ident!("__tc_field{i}"))).collect();
     let mut flatten = TokenStream::new();
-    for (field, name) in fields.iter().zip(&names) {
-        flatten.extend(field_flatten(field, quote!(#name))?);
+    for (i, (field, name)) in fields.iter().zip(&names).enumerate() {
+        flatten.extend(field_flatten(field, label(fields, i), quote!(#name))?);
     }
     let pattern = match fields {
         Fields::Named(_) => quote!({ #(#names),* }),
@@ -75,16 +91,16 @@ fn variant_fields(fields: &Fields) -> syn::Result<(TokenStream, TokenStream)> {
     Ok((pattern, flatten))
 }
 
-fn field_flatten(field: &syn::Field, access: TokenStream) -> syn::Result<TokenStream> {
+fn field_flatten(field: &syn::Field, label: Option<String>, access: TokenStream) -> syn::Result<TokenStream> {
     let ty = &field.ty;
-    let hint = field.ident.as_ref().map(|id| {
-        let name = id.to_string();
-        quote!(__tc_f.name(#name);)
-    });
-    Ok(match role(field)? {
-        Role::Leaf => quote_spanned! {ty.span()=> #hint <#ty as ::tensor_core::__private::GraphArgField>::flatten_field(#access, __tc_f); },
+    let flatten = match role(field)? {
+        Role::Leaf => quote_spanned! {ty.span()=> <#ty as ::tensor_core::__private::GraphArgField>::flatten_field(#access, __tc_f); },
         Role::Static => quote_spanned! {ty.span()=> <#ty as ::tensor_core::__private::StaticField>::flatten_static(#access, __tc_f); },
-        Role::Skip => quote!(),
+        Role::Skip => return Ok(quote!()),
+    };
+    Ok(match label {
+        Some(name) => quote! { __tc_f.field(#name); #flatten __tc_f.end_field(); },
+        None => flatten,
     })
 }
 

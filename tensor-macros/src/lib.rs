@@ -34,8 +34,9 @@ pub fn graph_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// `#[graph_arg(static)]` (keyed by value: `Hash + Eq`) or `#[graph_arg(skip)]`.
 #[proc_macro_derive(GraphArg, attributes(graph_arg))]
 pub fn derive_graph_arg(item: TokenStream) -> TokenStream {
-    match derive::graph_arg(item.into()) {
+    let item: proc_macro2::TokenStream = item.into();
+    match derive::graph_arg(item.clone()) {
         Ok(tokens) => tokens.into(),
-        Err(e) => e.to_compile_error().into(),
+        Err(e) => fallback::derive_with_error(item, e).into(),
     }
 }

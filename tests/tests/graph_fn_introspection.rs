@@ -313,7 +313,7 @@ fn methods_are_introspected_too() -> Result<()> {
     assert_eq!(layer.predict(&f32s(&[1.0, 1.0, 2.0, 2.0], &[2, 2]))?.to_vec::<f32>()?, [3.5, 0.0, 6.5, 0.0]);
     let forward = function("Layer::forward");
     assert_eq!(forward.trace_count(), 1, "the nested call inside predict's trace is inlined");
-    assert_eq!(forward.cached_signatures(), ["self: (f32[2, 2], f32[2]), x: f32[1, 2]"]);
+    assert_eq!(forward.cached_signatures(), ["self: (w: f32[2, 2], b: f32[2]), x: f32[1, 2]"]);
     let predict = function("Layer::predict");
     assert_eq!(predict.trace_count(), 2);
     assert_eq!(predict.retrace_reasons(), ["first call", "arg x: shape [1, 2] -> [2, 2]"]);

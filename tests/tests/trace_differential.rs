@@ -271,9 +271,9 @@ fn binary_scalar_ops<T: Element>() -> Result<()> {
         ("scalar_minus_tensor", Box::new(move |x: &Tensor| Ok(s - x))),
         ("scalar_times_tensor", Box::new(move |x: &Tensor| Ok(s * x.clone()))),
         ("scalar_over_tensor", Box::new(move |x: &Tensor| Ok(s / x))),
-        ("i32_minus_tensor", Box::new(|x: &Tensor| Ok(3i32 - x))),
+        ("i64_minus_tensor", Box::new(|x: &Tensor| Ok(3i64 - x))),
         ("i64_over_tensor", Box::new(|x: &Tensor| Ok(7i64 / x))),
-        ("f32_plus_tensor", Box::new(|x: &Tensor| Ok(1.5f32 + x))),
+        ("int_literal_plus_tensor", Box::new(|x: &Tensor| Ok(2 + x))),
         ("i64_times_tensor", Box::new(|x: &Tensor| Ok(2i64 * x))),
     ];
     for (name, op) in &ops {
@@ -322,6 +322,37 @@ fn casts<T: Element>() -> Result<()> {
     Ok(())
 }
 per_dtype!(casts: f32, f64, i32, i64);
+
+/// Long elementwise chains (what fusion merges into one loop, evaluated in chunks, with
+/// buffers reused in place) on tensors large enough for several chunks and odd tails.
+fn elementwise_chains<T: Element>() -> Result<()> {
+    let float = is_float::<T>();
+    let make = |s: u64| vec![data::<T>(&[301, 257], s, -3.0, 3.0), data::<T>(&[257], s + 1, 0.5, 3.0), data::<T>(&[301, 1], s + 2, -2.0, 2.0)];
+    check_both::<T>("chain_arith", &make, &|a| {
+        let y = (&a[0] * 2.0 + &a[1]) * &a[2] - 1.0;
+        let y = (3.0f64 - &y).maximum(&a[2])?.minimum(&(&a[1] * 4.0))?;
+        let y = y.clamp(-5.0, 50.0)?.abs()?.relu()?;
+        let y = Tensor::where_(&y.gt(&a[1]), &y, &(-&y))?;
+        Ok(&y / &a[1] + &a[0])
+    })?;
+    if float {
+        check_both::<T>("chain_transcendental", &make, &|a| {
+            let y = a[0].exp()?.add(&a[1].log()?)?.tanh()?;
+            let y = y.sigmoid()?.mul(&a[2].sqrt()?.add(&a[0].abs()?)?.sqrt()?)?;
+            let y = y.pow(&a[1])?.sub(&a[0].neg()?.exp()?)?;
+            Ok(y.cast(DType::F64).mul(0.5)?.cast(T::DTYPE))
+        })?;
+        // Results shared by several consumers, and a chain feeding a reduction.
+        check("chain_shared", &make, &|a| {
+            let t = a[0].tanh()?;
+            let u = (&t * &t).sub(&a[1])?;
+            let v = t.exp()?.add(&u)?;
+            Ok(vec![u.sum_axes(&[1], true)?, v.mean()?, t])
+        })?;
+    }
+    Ok(())
+}
+per_dtype!(elementwise_chains: f32, f64, i32, i64);
 
 // ------------------------------------------------------------------------------ reductions
 
@@ -553,17 +584,18 @@ per_dtype!(in_place_on_values: f32, f64, i32, i64);
 /// `grad` (functional, create_graph) inside the body: first and second derivatives come out
 /// of the graph as outputs, the same bits as eagerly; `.grad`s stay untouched.
 fn higher_order<T: Element>() -> Result<()> {
+    // Every function goes through z = x @ w, so both inputs reach every derivative.
     let fns: Vec<(&str, Box<dyn Fn(&Tensor, &Tensor) -> Result<Tensor>>)> = vec![
-        ("tanh", Box::new(|x: &Tensor, _: &Tensor| Ok(x.tanh()?.sum()))),
-        ("sigmoid_exp", Box::new(|x: &Tensor, _: &Tensor| Ok(x.sigmoid()?.mul(&x.exp()?)?.sum()))),
-        ("cube", Box::new(|x: &Tensor, _: &Tensor| Ok(x.powf(3.0)?.sum()))),
-        ("matmul_softmax", Box::new(|x: &Tensor, w: &Tensor| Ok(x.matmul(w)?.softmax(-1)?.mul(w.sum_axes(&[0], false)?.reshape(&[1, 4])?)?.sum()))),
-        ("log_softmax_square", Box::new(|x: &Tensor, w: &Tensor| Ok(x.matmul(w)?.log_softmax(1)?.powf(2.0)?.mean()?))),
+        ("tanh", Box::new(|z: &Tensor, _: &Tensor| Ok(z.tanh()?.sum()))),
+        ("sigmoid_exp", Box::new(|z: &Tensor, x: &Tensor| Ok(z.sigmoid()?.mul(&x.exp()?)?.sum()))),
+        ("cube", Box::new(|z: &Tensor, _: &Tensor| Ok(z.powf(3.0)?.sum()))),
+        ("softmax", Box::new(|z: &Tensor, x: &Tensor| Ok(z.softmax(-1)?.mul(x)?.sum()))),
+        ("log_softmax_square", Box::new(|z: &Tensor, _: &Tensor| z.log_softmax(1)?.powf(2.0)?.mean())),
         (
             "conv2d",
-            Box::new(|x: &Tensor, w: &Tensor| {
-                let img = x.reshape(&[1, 1, 3, 4])?;
-                let k = w.narrow(0, 0, 2)?.reshape(&[2, 1, 2, 2])?;
+            Box::new(|z: &Tensor, x: &Tensor| {
+                let img = z.reshape(&[1, 1, 3, 4])?;
+                let k = x.narrow(0, 0, 2)?.narrow(1, 0, 2)?.reshape(&[1, 1, 2, 2])?;
                 Ok(img.conv2d(&k, None, [1, 1], [1, 1])?.tanh()?.sum())
             }),
         ),
@@ -572,7 +604,7 @@ fn higher_order<T: Element>() -> Result<()> {
         let make = |s: u64| leaves(vec![data::<T>(&[3, 4], s, -1.5, 1.5), data::<T>(&[4, 4], s + 1, -1.0, 1.0)]).expect("float leaves");
         check(&format!("second_order {name}"), &make, &|a| {
             let (x, w) = (&a[0], &a[1]);
-            let y = f(x, w)?;
+            let y = f(&x.matmul(w)?, x)?;
             let gs = tensor_core::grad(&[&y], &[x, w], true)?;
             let gx_sum = gs[0].mul(&gs[0])?.sum().add(&gs[1].sum())?;
             let gg = tensor_core::grad(&[&gx_sum], &[x, w], false)?;

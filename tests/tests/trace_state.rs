@@ -571,3 +571,75 @@ fn retain_grad_and_grad_of_intermediates_inside_a_graph_match_eager() -> Result<
     assert!(!f.call(&[&x])?[0].requires_grad(), "gradients stop at the graph's boundary");
     Ok(())
 }
+
+// ------------------------------------------------------------------------------ calls
+
+#[test]
+fn calls_check_arguments_and_traces_check_in_place_rules() -> Result<()> {
+    let x = f32s(&[1.0, 2.0], &[2]);
+    let f = trace("double", &[("x", &x)], || Ok(vec![&x * 2.0]))?;
+    let wrong_shape = f.call(&[&f32s(&[1.0, 2.0, 3.0], &[3])]).unwrap_err();
+    assert!(matches!(&wrong_shape, Error::SignatureMismatch { arg, .. } if arg == "x"), "{wrong_shape:?}");
+    let wrong_dtype = f.call(&[&Tensor::zeros(&[2], DType::F64)]).unwrap_err();
+    assert!(matches!(wrong_dtype, Error::SignatureMismatch { .. }), "{wrong_dtype:?}");
+    assert!(matches!(f.call(&[]), Err(Error::SignatureMismatch { .. })));
+    // In-place on a leaf that requires grad is an error while tracing too (outside no_grad).
+    let w = f32s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
+    let r = ConcreteFunction::trace("bad_update", &[("w", &w)], || {
+        w.add_(1.0)?;
+        Ok(vec![])
+    });
+    assert!(matches!(r, Err(Error::InPlaceOnLeaf { op: "add_" })), "{:?}", r.err());
+    assert_values(&w, &[1.0, 2.0]);
+    Ok(())
+}
+
+#[test]
+fn one_graph_called_from_four_threads_at_once_gives_each_its_own_results() -> Result<()> {
+    let c = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], &[3])?;
+    let x = Tensor::zeros(&[3], DType::F64);
+    let f = trace("shared", &[("x", &x)], || Ok(vec![(&x * &c).exp()?.sum(), &x + 1.0]))?;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let (f, c) = (&f, &c);
+                s.spawn(move || -> Result<()> {
+                    for k in 0..50 {
+                        let v = Tensor::full(&[3], (i * 100 + k) as f64 * 0.01, DType::F64);
+                        let out = f.call(&[&v])?;
+                        assert_bits_eq(&out[0], &(&v * c).exp()?.sum());
+                        assert_bits_eq(&out[1], &(&v + 1.0));
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().expect("no thread panicked"))
+    })
+}
+
+// ------------------------------------------------------------------------------ detach
+
+#[test]
+fn detach_of_a_capture_inside_a_graph_reads_its_current_value_and_is_a_new_tensor() -> Result<()> {
+    let w = f32s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
+    (&w * 3.0).sum().backward()?; // w.grad = [3, 3]
+    let x = f32s(&[1.0, 1.0], &[2]).requires_grad_(true)?;
+    let checks = RefCell::new(Vec::new());
+    let f = trace("detach", &[("x", &x)], || {
+        let d = w.detach(); // the first use of w in the body
+        let dx = x.detach();
+        checks.borrow_mut().extend([d.grad().is_none(), !d.requires_grad(), d.is_leaf(), dx.grad().is_none(), !dx.requires_grad()]);
+        d.zero_grad(); // d's own grad, not w's
+        dx.zero_grad();
+        Ok(vec![&d * &dx])
+    })?;
+    assert_eq!(checks.into_inner(), [true; 5], "a detached tensor is a new leaf with no grad, inside a trace as eagerly");
+    (&x * 2.0).sum().backward()?; // x.grad = [2, 2]
+    assert_values(&f.call(&[&x])?[0], &[1.0, 2.0]);
+    no_grad(|| w.add_(10.0))?;
+    assert_values(&f.call(&[&x])?[0], &[11.0, 12.0]);
+    assert_values(&w.grad().unwrap(), &[3.0, 3.0]);
+    assert_values(&x.grad().unwrap(), &[2.0, 2.0]);
+    Ok(())
+}

@@ -28,9 +28,9 @@ fn main() -> Result<()> {
     }
 
     y.backward()?;
-    println!("\nafter y.backward():");
+    println!("\nafter y.backward() (dy/dw = b + a = 5, dy/dx = b = 2, dy/da = b = 2):");
     for (name, t) in named {
-        println!("  {name}.grad = {}", t.grad().map_or("None".to_string(), |g| g.to_string()));
+        println!("  {name}.grad = {}", grad_of(t));
     }
 
     // The same computation inside a graph function: backward() is traced into the graph, and

@@ -79,7 +79,7 @@ fn main() -> Result<()> {
         println!("which_mode call {call}:");
         which_mode(&x)?;
     }
-    println!();
+    println!("(call 2 printed nothing: it ran the cached graph, not the body)\n");
 
     println!("4. run_functions_eagerly(true): the body runs as plain eager code on every call");
     run_functions_eagerly(true);

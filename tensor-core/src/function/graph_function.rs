@@ -3,7 +3,7 @@
 //! retracing policy, and the record of every trace and why it happened.
 
 use super::concrete::ConcreteFunction;
-use super::key::{self, Flattener, KeyWords, Signature};
+use super::key::{self, Fields, Flattener, KeyRef, KeyWords, Signature};
 use super::options::{Options, TracePolicy};
 use super::output::GraphReturn;
 use crate::error::{Error, Result};
@@ -87,6 +87,7 @@ struct History {
     records: Vec<TraceRecord>,
     type_names: Vec<(u64, &'static str)>,
     last_words: Option<KeyWords>,
+    last_fields: Fields,
     /// For each trace, its erased key and the shapes it was traced for (relaxed ones
     /// included), so `reduce_retracing` relaxes against what was traced.
     last_shapes: Vec<(KeyWords, Vec<Shape>)>,
@@ -283,7 +284,7 @@ impl GraphFunction {
         relaxed: &mut Option<(KeyWords, Vec<Shape>)>,
     ) -> Result<Entry> {
         let (shapes, relaxed_erased) = self.shapes_to_trace(state, sig);
-        let (reason, admission) = self.admit_trace(state, sig, key)?;
+        let admission = self.admit_trace(state, sig, key)?;
         let names = sig.leaf_names(self.arg_names);
         let guard = crate::trace::TraceGuard::begin(&state.full_name);
         for (i, t) in sig.slot_leaves() {
@@ -298,10 +299,10 @@ impl GraphFunction {
         };
         let traced = guard.finish(&outputs)?;
         let function = ConcreteFunction::from_traced(&state.full_name, traced, self.options.optimize);
-        let signature = key::describe(self.arg_names, &sig.words_with_shapes(&shapes));
+        let signature = key::describe(self.arg_names, KeyRef { words: &sig.words_with_shapes(&shapes), fields: &sig.fields });
         let entry = Entry { function, structure: Box::new(structure), signature: signature.clone() };
         admission.keep();
-        self.record_trace(state, sig, key, &shapes, TraceRecord { signature, reason }, call_no);
+        self.record_trace(state, sig, key, &shapes, signature, call_no);
         *relaxed = relaxed_erased.map(|erased| (erased, shapes));
         Ok(entry)
     }
@@ -344,28 +345,26 @@ impl GraphFunction {
         }
     }
 
-    /// Checks `max_traces` (reserving this trace's place) and works out why this trace
-    /// happens.
-    fn admit_trace<'s>(&self, state: &'s State, sig: &Signature, key: &[u64]) -> Result<(String, Admission<'s>)> {
-        let reason = self.reason(state, sig, key);
+    /// Checks `max_traces`, reserving this trace's place.
+    fn admit_trace<'s>(&self, state: &'s State, sig: &Signature, key: &[u64]) -> Result<Admission<'s>> {
         let admitted = state.admitted.fetch_add(1, Ordering::SeqCst);
         let admission = Admission { admitted: &state.admitted, kept: false };
         if let Some((limit, policy)) = self.options.max_traces {
             if admitted >= limit {
-                let err = Error::TooManyTraces { function: state.full_name.clone(), count: admitted + 1, limit, reason: reason.clone() };
+                let reason = self.reason(&state.history.lock().unwrap_or_else(|e| e.into_inner()), sig, key);
+                let err = Error::TooManyTraces { function: state.full_name.clone(), count: admitted + 1, limit, reason };
                 match policy {
                     TracePolicy::Error => return Err(err),
                     TracePolicy::Warn => tracing::warn!(target: "tensor_core::graph_fn", function = %state.full_name, "{err}"),
                 }
             }
         }
-        Ok((reason, admission))
+        Ok(admission)
     }
 
     /// Why a call traces: its first call, a signature that left the cache, or what changed
     /// since the last traced signature.
-    fn reason(&self, state: &State, sig: &Signature, key: &[u64]) -> String {
-        let history = state.history.lock().unwrap_or_else(|e| e.into_inner());
+    fn reason(&self, history: &History, sig: &Signature, key: &[u64]) -> String {
         let Some(old) = &history.last_words else { return "first call".to_string() };
         match history.removed.get(key) {
             Some(Removal::Evicted { capacity }) => return format!("the signature was evicted from the cache (capacity {capacity})"),
@@ -374,17 +373,21 @@ impl GraphFunction {
         }
         let mut types = history.type_names.clone();
         types.extend(sig.type_names.iter().copied());
-        let reasons = key::explain(self.arg_names, &types, old, &self.telling_words(sig));
+        let old = KeyRef { words: old, fields: &history.last_fields };
+        let reasons = key::explain(self.arg_names, &types, old, KeyRef { words: &self.telling_words(sig), fields: &sig.fields });
         match reasons.is_empty() {
             true => "the same signature as the last trace (its cache entry was removed)".to_string(),
             false => reasons.join("; "),
         }
     }
 
-    fn record_trace(&self, state: &State, sig: &Signature, key: &[u64], shapes: &[Shape], record: TraceRecord, call_no: u64) {
-        let count = state.traces.fetch_add(1, Ordering::SeqCst) + 1;
+    /// Records a finished trace; its reason is worked out here, against the trace recorded
+    /// before it, so concurrent traces read as a sequence (one `first call`).
+    fn record_trace(&self, state: &State, sig: &Signature, key: &[u64], shapes: &[Shape], signature: String, call_no: u64) {
         let mut h = state.history.lock().unwrap_or_else(|e| e.into_inner());
-        let reason = record.reason.clone();
+        let count = state.traces.fetch_add(1, Ordering::SeqCst) + 1;
+        let reason = self.reason(&h, sig, key);
+        let record = TraceRecord { signature, reason: reason.clone() };
         h.records.push(record);
         for t in &sig.type_names {
             if !h.type_names.contains(t) {
@@ -393,10 +396,12 @@ impl GraphFunction {
         }
         h.removed.remove(key);
         h.last_words = Some(self.telling_words(sig));
+        h.last_fields = sig.fields.clone();
         h.last_shapes.push((sig.erased(), shapes.to_vec()));
         h.trace_calls.push(call_no);
         // Traces of concurrent calls may be recorded out of call order: count, don't scan.
         let recent = h.trace_calls.iter().filter(|&&c| c <= call_no && call_no - c < RECENT_CALLS).count();
+        drop(h); // a subscriber may introspect
         if recent >= WARN_AT_TRACES {
             tracing::warn!(
                 target: "tensor_core::graph_fn",

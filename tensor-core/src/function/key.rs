@@ -51,9 +51,11 @@ pub struct Flattener {
     dims: SmallVec<[u16; 16]>,
     /// For each leaf, the argument it belongs to.
     leaf_args: SmallVec<[u16; 8]>,
-    /// For each leaf, the field name it was flattened under, if any (for readable graphs).
-    leaf_hints: SmallVec<[Option<&'static str>; 8]>,
-    hint: Option<&'static str>,
+    /// For each leaf, the position of its first word.
+    leaf_pos: SmallVec<[u16; 8]>,
+    /// Field scopes, for readable names (`batch.x`, `arg batch.step: 1 -> 2`); not part of
+    /// the key.
+    fields: Fields,
     /// The type names keyed by hash (for readable retrace reasons; not part of the key).
     type_names: SmallVec<[(u64, &'static str); 2]>,
     args: u16,
@@ -75,6 +77,7 @@ impl Flattener {
     pub fn tensor(&mut self, t: &Tensor) {
         let shape = &t.0.shape;
         let header = dtype_code(t.0.dtype) | (t.requires_grad_raw() as u64) << 3 | (shape.rank() as u64) << 4;
+        self.leaf_pos.push(self.words.len() as u16);
         self.words.push(tagged(TAG_TENSOR, header));
         for &d in shape.dims() {
             self.dims.push(self.words.len() as u16);
@@ -82,12 +85,17 @@ impl Flattener {
         }
         self.leaves.push(t.clone());
         self.leaf_args.push(self.args.saturating_sub(1));
-        self.leaf_hints.push(self.hint.take());
     }
 
-    /// Names the next tensor leaf (a struct field's name), for readable graphs.
-    pub fn name(&mut self, field: &'static str) {
-        self.hint = Some(field);
+    /// Starts a field called `name`: what is flattened until [`end_field`](Self::end_field)
+    /// belongs to it (for names like `batch.x` in graphs and retrace reasons).
+    pub fn field(&mut self, name: &'static str) {
+        self.fields.push((self.words.len() as u16, Some(name)));
+    }
+
+    /// Ends the innermost field.
+    pub fn end_field(&mut self) {
+        self.fields.push((self.words.len() as u16, None));
     }
 
     /// A signed integer, by value.
@@ -187,11 +195,35 @@ impl Flattener {
             leaves: self.leaves,
             dims: self.dims,
             leaf_args: self.leaf_args,
-            leaf_hints: self.leaf_hints,
+            leaf_pos: self.leaf_pos,
+            fields: self.fields,
             type_names: self.type_names,
             repeated,
         }
     }
+}
+
+/// Key words and the field scopes that name their parts.
+#[derive(Clone, Copy)]
+pub(crate) struct KeyRef<'a> {
+    pub(crate) words: &'a [u64],
+    pub(crate) fields: &'a [(u16, Option<&'static str>)],
+}
+
+/// Field scopes: (word position, `Some(name)` entering a field or `None` leaving one).
+pub(crate) type Fields = SmallVec<[(u16, Option<&'static str>); 8]>;
+
+/// The fields enclosing the word at `pos`, outermost first.
+fn field_path(fields: &[(u16, Option<&'static str>)], pos: usize) -> Vec<&'static str> {
+    let mut path = Vec::new();
+    for &(at, event) in fields.iter().take_while(|(at, _)| *at as usize <= pos) {
+        let _ = at;
+        match event {
+            Some(name) => path.push(name),
+            None => drop(path.pop()),
+        }
+    }
+    path
 }
 
 /// A call's flattened arguments.
@@ -200,7 +232,8 @@ pub struct Signature {
     pub(crate) leaves: SmallVec<[Tensor; 8]>,
     dims: SmallVec<[u16; 16]>,
     pub(crate) leaf_args: SmallVec<[u16; 8]>,
-    leaf_hints: SmallVec<[Option<&'static str>; 8]>,
+    leaf_pos: SmallVec<[u16; 8]>,
+    pub(crate) fields: Fields,
     pub(crate) type_names: SmallVec<[(u64, &'static str); 2]>,
     /// Leaves that are the same tensor as an earlier leaf (one slot serves both).
     repeated: SmallVec<[bool; 8]>,
@@ -236,22 +269,23 @@ impl Signature {
         self.words.iter().zip(&erase).filter(|(_, &e)| !e).map(|(&w, _)| w).collect()
     }
 
-    /// A name per leaf: the argument's name, with an index when it has several leaves.
+    /// A name per leaf: the argument's name and field path (`batch.x`), with an index when
+    /// several leaves would share it (`xs_0`, `xs_1`).
     pub(crate) fn leaf_names(&self, arg_names: &[&str]) -> Vec<String> {
-        let count = |a: u16| self.leaf_args.iter().filter(|&&x| x == a).count();
-        let mut seen = vec![0usize; arg_names.len().max(1)];
-        self.leaf_args
+        let base: Vec<String> = self
+            .leaf_args
             .iter()
-            .map(|&a| {
+            .zip(&self.leaf_pos)
+            .map(|(&a, &pos)| {
                 let name = arg_names.get(a as usize).copied().unwrap_or("arg");
-                let k = seen.get_mut(a as usize).map(|s| std::mem::replace(s, *s + 1)).unwrap_or(0);
-                (name, k, count(a))
+                std::iter::once(name).chain(field_path(&self.fields, pos as usize)).collect::<Vec<_>>().join(".")
             })
-            .zip(&self.leaf_hints)
-            .map(|((name, k, count), hint)| match (hint, count) {
-                (Some(h), _) => format!("{name}.{h}"),
-                (None, 1) => name.to_string(),
-                (None, _) => format!("{name}_{k}"),
+            .collect();
+        base.iter()
+            .enumerate()
+            .map(|(i, name)| match base.iter().filter(|n| *n == name).count() {
+                1 => name.clone(),
+                _ => format!("{name}_{}", base[..i].iter().filter(|n| *n == name).count()),
             })
             .collect()
     }
@@ -259,6 +293,12 @@ impl Signature {
     /// The leaves that get a slot: each tensor once, in first-seen order.
     pub(crate) fn slot_leaves(&self) -> impl Iterator<Item = (usize, &Tensor)> {
         self.leaves.iter().enumerate().filter(|(i, _)| !self.repeated[*i])
+    }
+
+    /// The key words with their field names.
+    #[cfg(test)]
+    pub(crate) fn key(&self) -> KeyRef<'_> {
+        KeyRef { words: &self.words, fields: &self.fields }
     }
 
     /// The leaves' shapes.
@@ -305,7 +345,8 @@ impl std::fmt::Display for Part {
 /// Key words decoded: each argument's parts, the instantiation's hash if keyed, and which
 /// tensor leaves are the same tensor as an earlier one (leaf, earlier leaf).
 pub(crate) struct Decoded {
-    args: Vec<Vec<Part>>,
+    /// Each argument's parts, with the field path each is under (`""`, `"x"`, `"inner.w"`).
+    args: Vec<Vec<(String, Part)>>,
     instantiation: Option<u64>,
     aliases: Vec<(usize, usize)>,
     /// The argument of each tensor leaf, in order.
@@ -333,14 +374,16 @@ impl Decoded {
 }
 
 /// Decodes key words into each argument's parts.
-pub(crate) fn decode(words: &[u64]) -> Decoded {
-    let mut args: Vec<Vec<Part>> = Vec::new();
+pub(crate) fn decode(key: KeyRef) -> Decoded {
+    let words = key.words;
+    let mut args: Vec<Vec<(String, Part)>> = Vec::new();
     let mut instantiation = None;
     let mut aliases = Vec::new();
     let mut leaf_args = Vec::new();
     let mut i = 0;
     while i < words.len() {
         let (w, payload) = (words[i], words[i] & ((1 << TAG_SHIFT) - 1));
+        let start = i;
         i += 1;
         let part = match tag_of(w) {
             TAG_ARG => {
@@ -388,9 +431,10 @@ pub(crate) fn decode(words: &[u64]) -> Decoded {
             }
             _ => Part::Structure("?".into()),
         };
+        let labeled = (field_path(key.fields, start).join("."), part);
         match args.last_mut() {
-            Some(a) => a.push(part),
-            None => args.push(vec![part]),
+            Some(a) => a.push(labeled),
+            None => args.push(vec![labeled]),
         }
     }
     Decoded { args, instantiation, aliases, leaf_args }
@@ -399,7 +443,7 @@ pub(crate) fn decode(words: &[u64]) -> Decoded {
 /// Why a call with `new` retraced, compared with the last traced signature `old`:
 /// `arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: dtype i32 -> f32`. Empty when the
 /// signatures are equal (the entry had been evicted or cleared).
-pub(crate) fn explain(names: &[&str], types: &[(u64, &str)], old: &[u64], new: &[u64]) -> Vec<String> {
+pub(crate) fn explain(names: &[&str], types: &[(u64, &str)], old: KeyRef, new: KeyRef) -> Vec<String> {
     let (old, new) = (decode(old), decode(new));
     let (old_inst, new_inst) = (old.instantiation, new.instantiation);
     let aliasing = (old.aliases != new.aliases).then(|| format!("aliasing ({}) -> ({})", old.alias_text(names), new.alias_text(names)));
@@ -408,21 +452,22 @@ pub(crate) fn explain(names: &[&str], types: &[(u64, &str)], old: &[u64], new: &
     let mut reasons = Vec::new();
     for (k, (o, n)) in old.iter().zip(&new).enumerate() {
         let name = names.get(k).copied().unwrap_or("(extra)");
-        let (ot, nt) = (o.iter().find_map(Part::type_hash), n.iter().find_map(Part::type_hash));
+        let (ot, nt) = (o.iter().find_map(|p| p.1.type_hash()), n.iter().find_map(|p| p.1.type_hash()));
         if ot != nt {
             let show = |t: Option<u64>| t.as_ref().map_or_else(|| "?".to_string(), type_name);
             reasons.push(format!("arg {name}: type {} -> {}", show(ot), show(nt)));
             continue;
         }
-        let (o, n): (Vec<&Part>, Vec<&Part>) =
-            (o.iter().filter(|p| p.type_hash().is_none()).collect(), n.iter().filter(|p| p.type_hash().is_none()).collect());
-        if o.len() != n.len() {
-            reasons.push(format!("arg {name}: structure {} -> {}", join(&o), join(&n)));
+        let (o, n): (Vec<_>, Vec<_>) =
+            (o.iter().filter(|p| p.1.type_hash().is_none()).collect(), n.iter().filter(|p| p.1.type_hash().is_none()).collect());
+        if o.len() != n.len() || o.iter().zip(&n).any(|(a, b)| a.0 != b.0) {
+            reasons.push(format!("arg {name}: structure ({}) -> ({})", join(&o), join(&n)));
             continue;
         }
-        for (po, pn) in o.iter().zip(&n) {
+        for ((path, po), (_, pn)) in o.iter().map(|p| (&p.0, &p.1)).zip(n.iter().map(|p| (&p.0, &p.1))) {
             if po != pn {
-                reasons.push(format!("arg {name}: {}", part_change(po, pn)));
+                let at = if path.is_empty() { name.to_string() } else { format!("{name}.{path}") };
+                reasons.push(format!("arg {at}: {}", part_change(po, pn)));
             }
         }
     }
@@ -445,8 +490,10 @@ fn instantiation_name(mut name: &str) -> String {
     name.to_string()
 }
 
-fn join(parts: &[&Part]) -> String {
-    format!("({})", parts.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "))
+/// Parts as text, each with its field path (`x: f32[2], step: 1`).
+fn join(parts: &[&(String, Part)]) -> String {
+    let text = |(path, part): &(String, Part)| if path.is_empty() { part.to_string() } else { format!("{path}: {part}") };
+    parts.iter().map(|p| text(p)).collect::<Vec<_>>().join(", ")
 }
 
 /// `alloc::vec::Vec<tensor_core::Tensor>` as `Vec<Tensor>` (and `<a::M as a::Tr<f32>>::m`
@@ -500,18 +547,18 @@ fn part_change(old: &Part, new: &Part) -> String {
 }
 
 /// The signature text of a key: `x: f32[2, 3], lr: 0.01`.
-pub(crate) fn describe(names: &[&str], words: &[u64]) -> String {
-    let decoded = decode(words);
+pub(crate) fn describe(names: &[&str], key: KeyRef) -> String {
+    let decoded = decode(key);
     let args = decoded
         .args
         .iter()
         .enumerate()
         .map(|(k, parts)| {
             let name = names.get(k).copied().unwrap_or("(extra)");
-            let text: Vec<String> = parts.iter().filter(|p| p.type_hash().is_none()).map(Part::to_string).collect();
-            match text.len() {
-                1 => format!("{name}: {}", text[0]),
-                _ => format!("{name}: ({})", text.join(", ")),
+            let parts: Vec<_> = parts.iter().filter(|p| p.1.type_hash().is_none()).collect();
+            match (parts.len(), parts.first()) {
+                (1, Some((path, part))) if path.is_empty() => format!("{name}: {part}"),
+                _ => format!("{name}: ({})", join(&parts)),
             }
         })
         .collect::<Vec<_>>()
@@ -558,9 +605,36 @@ mod tests {
             f.arg();
             f.str("tanh");
         });
-        let reasons = explain(&["x", "n", "act"], &[], &a.words, &b.words);
+        let reasons = explain(&["x", "n", "act"], &[], a.key(), b.key());
         assert_eq!(reasons, vec!["arg x: dtype i32 -> f32, shape [2] -> [3]", "arg n: 1 -> 2", "arg act: \"relu\" -> \"tanh\""]);
-        assert_eq!(describe(&["x", "n", "act"], &a.words), "x: i32[2], n: 1, act: \"relu\"");
+        assert_eq!(describe(&["x", "n", "act"], a.key()), "x: i32[2], n: 1, act: \"relu\"");
+    }
+
+    #[test]
+    fn fields_name_leaves_and_reasons() {
+        let batch = |step: i64| {
+            sig(|f| {
+                f.arg();
+                f.field("x");
+                f.tensor(&Tensor::zeros(&[2], DType::F32));
+                f.end_field();
+                f.field("inner");
+                f.field("step");
+                f.int(step);
+                f.end_field();
+                f.field("w");
+                f.tensor(&Tensor::zeros(&[2], DType::F32));
+                f.end_field();
+                f.end_field();
+                f.arg();
+                f.tensor(&Tensor::zeros(&[1], DType::F32));
+                f.tensor(&Tensor::zeros(&[1], DType::F32));
+            })
+        };
+        let (a, b) = (batch(1), batch(2));
+        assert_eq!(a.leaf_names(&["batch", "xs"]), ["batch.x", "batch.inner.w", "xs_0", "xs_1"]);
+        assert_eq!(explain(&["batch", "xs"], &[], a.key(), b.key()), ["arg batch.inner.step: 1 -> 2"]);
+        assert_eq!(describe(&["batch", "xs"], a.key()), "batch: (x: f32[2], inner.step: 1, inner.w: f32[2]), xs: (f32[1], f32[1])");
     }
 
     #[test]
@@ -576,7 +650,7 @@ mod tests {
             f.int(1);
         });
         let types = [a.type_names[0], b.type_names[0]];
-        assert_eq!(explain(&["x"], &types, &a.words, &b.words), vec!["arg x: type Tensor -> i32"]);
+        assert_eq!(explain(&["x"], &types, a.key(), b.key()), vec!["arg x: type Tensor -> i32"]);
         assert_eq!(short_type("alloc::vec::Vec<tensor_core::tensor::Tensor>"), "Vec<Tensor>");
         assert_eq!(short_type(&instantiation_name("t::foo<i32, 4>::{{closure}}::{{closure}}")), "foo<i32, 4>");
         assert_eq!(short_type(&instantiation_name("<t::M as t::Tr<f32>>::m::{{closure}}")), "<M as Tr<f32>>::m");

@@ -31,8 +31,23 @@ where
     out
 }
 
-#[inline(always)]
 fn fill_map<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::has_avx2() {
+        // SAFETY: the CPU supports AVX2 (checked above).
+        return unsafe { fill_map_avx2(dst, src, f) };
+    }
+    fill_map_body(dst, src, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn fill_map_avx2<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) {
+    fill_map_body(dst, src, f)
+}
+
+#[inline(always)]
+fn fill_map_body<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) {
     for (d, &s) in dst.iter_mut().zip(src) {
         d.write(f(s));
     }
@@ -61,8 +76,23 @@ where
     out
 }
 
-#[inline(always)]
 fn fill_zip<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::has_avx2() {
+        // SAFETY: the CPU supports AVX2 (checked above).
+        return unsafe { fill_zip_avx2(dst, a, b, f) };
+    }
+    fill_zip_body(dst, a, b, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn fill_zip_avx2<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) {
+    fill_zip_body(dst, a, b, f)
+}
+
+#[inline(always)]
+fn fill_zip_body<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) {
     for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
         d.write(f(x, y));
     }

@@ -12,4 +12,5 @@ pub mod matmul;
 pub mod parallel;
 pub mod pool;
 pub mod reduce;
+pub mod simd;
 pub mod softmax;

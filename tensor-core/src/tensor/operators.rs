@@ -84,6 +84,8 @@ tensor_scalar!(Sub, sub);
 tensor_scalar!(Mul, mul);
 tensor_scalar!(Div, div);
 
+// A scalar on the left: f64 and i64 only, so a literal (`2.0 - &x`, `1 - &mask`) has one
+// type and a method can be chained on the result; the scalar still takes the tensor's dtype.
 macro_rules! scalar_tensor {
     ($trait:ident, $method:ident, $op:ident, $commutes:expr; $($t:ty),*) => {$(
         impl $trait<&Tensor> for $t {
@@ -106,10 +108,10 @@ macro_rules! scalar_tensor {
     )*};
 }
 
-scalar_tensor!(Add, add, Add, true; f32, f64, i32, i64);
-scalar_tensor!(Sub, sub, Sub, false; f32, f64, i32, i64);
-scalar_tensor!(Mul, mul, Mul, true; f32, f64, i32, i64);
-scalar_tensor!(Div, div, Div, false; f32, f64, i32, i64);
+scalar_tensor!(Add, add, Add, true; f64, i64);
+scalar_tensor!(Sub, sub, Sub, false; f64, i64);
+scalar_tensor!(Mul, mul, Mul, true; f64, i64);
+scalar_tensor!(Div, div, Div, false; f64, i64);
 
 impl Neg for &Tensor {
     type Output = Tensor;

@@ -1,0 +1,439 @@
+//! Each instruction of a fused program compiled, once, to a monomorphized loop: a function
+//! pointer chosen by the op, the dtypes, whether each operand is a chunk of values or one
+//! value, and the CPU (a baseline and an AVX2 build of every loop). A chunk then only fills a
+//! table of pointers and calls one function per instruction, so even tiny tensors pay a few
+//! nanoseconds per op. The loops call the same scalar functions as the eager kernels.
+
+use crate::dtype::{DType, Element, Scalar};
+use crate::kernels::math::{Float, Num};
+use crate::ops::elementwise::{clamp_value, CastTo};
+use crate::ops::{BinaryOp, CmpOp, Op, UnaryOp};
+use std::mem::MaybeUninit;
+
+/// The frame slot an operand reads when its value is the kernel's own immediate.
+pub const IMM: u16 = u16::MAX;
+
+/// A loop over one chunk: the kernel, the frame's pointer table, the chunk length.
+pub type KernelFn = unsafe fn(&Kernel, *const *mut u8, usize);
+
+/// A compiled instruction.
+pub struct Kernel {
+    pub run: KernelFn,
+    /// Frame slots of the operands (`IMM`: the immediate of that position).
+    pub srcs: [u16; 3],
+    pub dst: u16,
+    /// Immediates (scalar operands, clamp bounds) as the bits of the operand's type.
+    pub imm: [u64; 3],
+    /// For clamp: whether a lower (bit 0) and an upper (bit 1) bound are set.
+    pub flags: u8,
+}
+
+// SAFETY: a kernel is immutable data plus a function pointer.
+unsafe impl Send for Kernel {}
+unsafe impl Sync for Kernel {}
+
+impl Kernel {
+    /// Where operand `i` is: a frame slot, or this kernel's immediate.
+    #[inline(always)]
+    unsafe fn src(&self, p: *const *mut u8, i: usize) -> *const u8 {
+        match self.srcs[i] {
+            IMM => self.imm.as_ptr().add(i) as *const u8,
+            s => *p.add(s as usize),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dst<U>(&self, p: *const *mut u8, len: usize) -> &mut [MaybeUninit<U>] {
+        std::slice::from_raw_parts_mut(*p.add(self.dst as usize) as *mut MaybeUninit<U>, len)
+    }
+}
+
+/// How an operand is read: a chunk of values, or one value for every position.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    Slice,
+    Value,
+}
+
+// ------------------------------------------------------------------------ the op functions
+
+/// A function of one value.
+pub trait Fn1<T, U> {
+    fn f(x: T) -> U;
+}
+
+/// A function of two values.
+pub trait Fn2<T, U> {
+    fn f(x: T, y: T) -> U;
+}
+
+macro_rules! float_fn1 {
+    ($($name:ident => $method:ident),*) => {$(
+        pub struct $name;
+        impl<T: Float> Fn1<T, T> for $name {
+            #[inline(always)]
+            fn f(x: T) -> T { x.$method() }
+        }
+    )*};
+}
+float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid);
+
+macro_rules! num_fn1 {
+    ($($name:ident => $method:ident),*) => {$(
+        pub struct $name;
+        impl<T: Num> Fn1<T, T> for $name {
+            #[inline(always)]
+            fn f(x: T) -> T { x.$method() }
+        }
+    )*};
+}
+num_fn1!(Neg => neg, Relu => relu, Abs => abs, Sign => sign);
+
+pub struct Not;
+impl Fn1<bool, bool> for Not {
+    #[inline(always)]
+    fn f(x: bool) -> bool {
+        !x
+    }
+}
+
+pub struct Cast;
+impl<T: CastTo<U>, U> Fn1<T, U> for Cast {
+    #[inline(always)]
+    fn f(x: T) -> U {
+        x.cast_to()
+    }
+}
+
+macro_rules! num_fn2 {
+    ($($name:ident => $method:ident),*) => {$(
+        pub struct $name;
+        impl<T: Num> Fn2<T, T> for $name {
+            #[inline(always)]
+            fn f(x: T, y: T) -> T { x.$method(y) }
+        }
+    )*};
+}
+num_fn2!(Add => add, Sub => sub, Mul => mul, Div => div, Pow => pow, Maximum => maximum, Minimum => minimum);
+
+macro_rules! cmp_fn2 {
+    ($($name:ident => $op:tt),*) => {$(
+        pub struct $name;
+        impl<T: PartialOrd> Fn2<T, bool> for $name {
+            #[inline(always)]
+            fn f(x: T, y: T) -> bool { x $op y }
+        }
+    )*};
+}
+cmp_fn2!(Eq => ==, Ne => !=, Lt => <, Le => <=, Gt => >, Ge => >=);
+
+// ---------------------------------------------------------------------------- the loops
+
+#[inline(always)]
+unsafe fn map1_body<T: Copy, U, F: Fn1<T, U>, const SLICE: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
+    let a = k.src(p, 0) as *const T;
+    let d = k.dst::<U>(p, len);
+    if SLICE {
+        let a = std::slice::from_raw_parts(a, len);
+        for (o, &x) in d.iter_mut().zip(a) {
+            o.write(F::f(x));
+        }
+    } else {
+        let x = *a;
+        d.iter_mut().for_each(|o| {
+            o.write(F::f(x));
+        });
+    }
+}
+
+#[inline(always)]
+unsafe fn map2_body<T: Copy, U, F: Fn2<T, U>, const A: bool, const B: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
+    let (a, b) = (k.src(p, 0) as *const T, k.src(p, 1) as *const T);
+    let d = k.dst::<U>(p, len);
+    match (A, B) {
+        (true, true) => {
+            let (a, b) = (std::slice::from_raw_parts(a, len), std::slice::from_raw_parts(b, len));
+            for ((o, &x), &y) in d.iter_mut().zip(a).zip(b) {
+                o.write(F::f(x, y));
+            }
+        }
+        (true, false) => {
+            let (a, y) = (std::slice::from_raw_parts(a, len), *b);
+            for (o, &x) in d.iter_mut().zip(a) {
+                o.write(F::f(x, y));
+            }
+        }
+        (false, true) => {
+            let (x, b) = (*a, std::slice::from_raw_parts(b, len));
+            for (o, &y) in d.iter_mut().zip(b) {
+                o.write(F::f(x, y));
+            }
+        }
+        (false, false) => {
+            let (x, y) = (*a, *b);
+            d.iter_mut().for_each(|o| {
+                o.write(F::f(x, y));
+            });
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn clamp_body<T: Num, const SLICE: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
+    let lo = (k.flags & 1 != 0).then(|| *(k.imm.as_ptr().add(1) as *const T));
+    let hi = (k.flags & 2 != 0).then(|| *(k.imm.as_ptr().add(2) as *const T));
+    let a = k.src(p, 0) as *const T;
+    let d = k.dst::<T>(p, len);
+    if SLICE {
+        for (o, &x) in d.iter_mut().zip(std::slice::from_raw_parts(a, len)) {
+            o.write(clamp_value(x, lo, hi));
+        }
+    } else {
+        let v = clamp_value(*a, lo, hi);
+        d.iter_mut().for_each(|o| {
+            o.write(v);
+        });
+    }
+}
+
+/// `where`: operand modes checked per element (rare enough not to specialize).
+#[inline(always)]
+unsafe fn select_body<T: Copy>(k: &Kernel, p: *const *mut u8, len: usize) {
+    let (c, a, b) = (k.src(p, 0) as *const bool, k.src(p, 1) as *const T, k.src(p, 2) as *const T);
+    let step = |i: usize, slice: bool| if slice { i } else { 0 };
+    let modes = k.flags;
+    let d = k.dst::<T>(p, len);
+    for (i, o) in d.iter_mut().enumerate() {
+        let pick = *c.add(step(i, modes & 1 != 0));
+        o.write(if pick { *a.add(step(i, modes & 2 != 0)) } else { *b.add(step(i, modes & 4 != 0)) });
+    }
+}
+
+/// Two builds of each loop: the baseline, and AVX2 (without FMA, so the same bits).
+macro_rules! builds {
+    ($base:ident, $avx2:ident, $body:ident, <$($g:ident $(: $b:path)?),*>, <$(const $c:ident),*>) => {
+        unsafe fn $base<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
+            $body::<$($g,)* $($c),*>(k, p, len)
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        unsafe fn $avx2<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
+            $body::<$($g,)* $($c),*>(k, p, len)
+        }
+    };
+}
+builds!(map1_base, map1_avx2, map1_body, <T: Copy, U, F: Fn1<T, U>>, <const SLICE>);
+builds!(map2_base, map2_avx2, map2_body, <T: Copy, U, F: Fn2<T, U>>, <const A, const B>);
+builds!(clamp_base, clamp_avx2, clamp_body, <T: Num>, <const SLICE>);
+builds!(select_base, select_avx2, select_body, <T: Copy>, <>);
+
+fn avx2() -> bool {
+    crate::kernels::simd::has_avx2()
+}
+
+macro_rules! pick {
+    ($base:ident, $avx2:ident, [$($t:ty),*], [$($c:tt),*]) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            if avx2() { $avx2::<$($t,)* $({ $c }),*> as KernelFn } else { $base::<$($t,)* $({ $c }),*> as KernelFn }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            $base::<$($t,)* $({ $c }),*> as KernelFn
+        }
+    }};
+}
+
+fn map1<T: Copy + 'static, U: 'static, F: Fn1<T, U> + 'static>(slice: bool) -> KernelFn {
+    if slice {
+        pick!(map1_base, map1_avx2, [T, U, F], [true])
+    } else {
+        pick!(map1_base, map1_avx2, [T, U, F], [false])
+    }
+}
+
+fn map2<T: Copy + 'static, U: 'static, F: Fn2<T, U> + 'static>(a: bool, b: bool) -> KernelFn {
+    match (a, b) {
+        (true, true) => pick!(map2_base, map2_avx2, [T, U, F], [true, true]),
+        (true, false) => pick!(map2_base, map2_avx2, [T, U, F], [true, false]),
+        (false, true) => pick!(map2_base, map2_avx2, [T, U, F], [false, true]),
+        (false, false) => pick!(map2_base, map2_avx2, [T, U, F], [false, false]),
+    }
+}
+
+// ------------------------------------------------------------------------ instruction choice
+
+/// An operand as compiled: its frame slot (or the immediate) and how it is read.
+#[derive(Clone, Copy, Debug)]
+pub struct Src {
+    pub slot: u16,
+    pub mode: Mode,
+    pub dtype: DType,
+}
+
+/// The bits of `s` converted to `dtype`, as an immediate.
+fn imm_bits(s: Scalar, dtype: DType) -> u64 {
+    fn bits<T: Element>(s: Scalar) -> u64 {
+        let mut out = 0u64;
+        let v = T::from_scalar(s);
+        // SAFETY: T is at most 8 bytes; this copies its bytes into the start of `out`.
+        unsafe { std::ptr::copy_nonoverlapping(&v as *const T as *const u8, &mut out as *mut u64 as *mut u8, std::mem::size_of::<T>()) };
+        out
+    }
+    match dtype {
+        DType::F32 => bits::<f32>(s),
+        DType::F64 => bits::<f64>(s),
+        DType::I32 => bits::<i32>(s),
+        DType::I64 => bits::<i64>(s),
+        DType::Bool => bits::<bool>(s),
+    }
+}
+
+macro_rules! by_float {
+    ($dtype:expr, $f:ident, $($arg:expr),*) => {
+        match $dtype {
+            DType::F32 => $f::<f32>($($arg),*),
+            DType::F64 => $f::<f64>($($arg),*),
+            d => unreachable!("float op on {d}"),
+        }
+    };
+}
+
+macro_rules! by_num {
+    ($dtype:expr, $f:ident, $($arg:expr),*) => {
+        match $dtype {
+            DType::F32 => $f::<f32>($($arg),*),
+            DType::F64 => $f::<f64>($($arg),*),
+            DType::I32 => $f::<i32>($($arg),*),
+            DType::I64 => $f::<i64>($($arg),*),
+            DType::Bool => unreachable!("numeric op on bool"),
+        }
+    };
+}
+
+macro_rules! by_any {
+    ($dtype:expr, $f:ident, $($arg:expr),*) => {
+        match $dtype {
+            DType::F32 => $f::<f32>($($arg),*),
+            DType::F64 => $f::<f64>($($arg),*),
+            DType::I32 => $f::<i32>($($arg),*),
+            DType::I64 => $f::<i64>($($arg),*),
+            DType::Bool => $f::<bool>($($arg),*),
+        }
+    };
+}
+
+fn float_unary<T: Float>(u: UnaryOp, slice: bool) -> KernelFn {
+    match u {
+        UnaryOp::Exp => map1::<T, T, Exp>(slice),
+        UnaryOp::Log => map1::<T, T, Ln>(slice),
+        UnaryOp::Sqrt => map1::<T, T, Sqrt>(slice),
+        UnaryOp::Tanh => map1::<T, T, Tanh>(slice),
+        UnaryOp::Sigmoid => map1::<T, T, Sigmoid>(slice),
+        _ => num_unary::<T>(u, slice),
+    }
+}
+
+fn num_unary<T: Num>(u: UnaryOp, slice: bool) -> KernelFn {
+    match u {
+        UnaryOp::Neg => map1::<T, T, Neg>(slice),
+        UnaryOp::Relu => map1::<T, T, Relu>(slice),
+        UnaryOp::Abs => map1::<T, T, Abs>(slice),
+        UnaryOp::Sign => map1::<T, T, Sign>(slice),
+        other => unreachable!("{other:?} is not defined for this dtype"),
+    }
+}
+
+fn binary<T: Num>(b: BinaryOp, x: bool, y: bool) -> KernelFn {
+    match b {
+        BinaryOp::Add => map2::<T, T, Add>(x, y),
+        BinaryOp::Sub => map2::<T, T, Sub>(x, y),
+        BinaryOp::Mul => map2::<T, T, Mul>(x, y),
+        BinaryOp::Div => map2::<T, T, Div>(x, y),
+        BinaryOp::Pow => map2::<T, T, Pow>(x, y),
+        BinaryOp::Maximum => map2::<T, T, Maximum>(x, y),
+        BinaryOp::Minimum => map2::<T, T, Minimum>(x, y),
+    }
+}
+
+fn compare<T: Element>(c: CmpOp, x: bool, y: bool) -> KernelFn {
+    match c {
+        CmpOp::Eq => map2::<T, bool, Eq>(x, y),
+        CmpOp::Ne => map2::<T, bool, Ne>(x, y),
+        CmpOp::Lt => map2::<T, bool, Lt>(x, y),
+        CmpOp::Le => map2::<T, bool, Le>(x, y),
+        CmpOp::Gt => map2::<T, bool, Gt>(x, y),
+        CmpOp::Ge => map2::<T, bool, Ge>(x, y),
+    }
+}
+
+fn clamp<T: Num>(slice: bool) -> KernelFn {
+    if slice {
+        pick!(clamp_base, clamp_avx2, [T], [true])
+    } else {
+        pick!(clamp_base, clamp_avx2, [T], [false])
+    }
+}
+
+fn select<T: Copy + 'static>() -> KernelFn {
+    pick!(select_base, select_avx2, [T], [])
+}
+
+fn cast_from<T: Copy + 'static + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastTo<i64> + CastTo<bool>>(to: DType, slice: bool) -> KernelFn {
+    match to {
+        DType::F32 => map1::<T, f32, Cast>(slice),
+        DType::F64 => map1::<T, f64, Cast>(slice),
+        DType::I32 => map1::<T, i32, Cast>(slice),
+        DType::I64 => map1::<T, i64, Cast>(slice),
+        DType::Bool => map1::<T, bool, Cast>(slice),
+    }
+}
+
+/// Compiles one instruction: `op` on `srcs` into frame slot `dst`.
+pub fn compile(op: &Op, srcs: &[Src], dst: u16) -> Kernel {
+    let slice = |i: usize| srcs[i].mode == Mode::Slice;
+    let mut k = Kernel { run: map1::<f32, f32, Neg>(true), srcs: [0; 3], dst, imm: [0; 3], flags: 0 };
+    for (i, s) in srcs.iter().enumerate() {
+        k.srcs[i] = s.slot;
+    }
+    let dtype = srcs[0].dtype;
+    k.run = match op {
+        Op::Unary(UnaryOp::Not) => map1::<bool, bool, Not>(slice(0)),
+        Op::Unary(u) if dtype.is_float() => by_float!(dtype, float_unary, *u, slice(0)),
+        Op::Unary(u) => by_num!(dtype, num_unary, *u, slice(0)),
+        Op::Binary(b) => by_num!(dtype, binary, *b, slice(0), slice(1)),
+        Op::BinaryScalar { op: b, scalar, scalar_first } => {
+            // The scalar becomes the immediate of its side.
+            let (x, s) = if *scalar_first { (1, 0) } else { (0, 1) };
+            k.srcs[x] = srcs[0].slot;
+            k.srcs[s] = IMM;
+            k.imm[s] = imm_bits(scalar.0, dtype);
+            let modes = if *scalar_first { (false, slice(0)) } else { (slice(0), false) };
+            by_num!(dtype, binary, *b, modes.0, modes.1)
+        }
+        Op::Compare(c) => by_any!(dtype, compare, *c, slice(0), slice(1)),
+        Op::CompareScalar { op: c, scalar } => {
+            k.srcs[1] = IMM;
+            k.imm[1] = imm_bits(scalar.0, dtype);
+            by_any!(dtype, compare, *c, slice(0), false)
+        }
+        Op::Clamp { min, max } => {
+            if let Some(lo) = min {
+                k.imm[1] = imm_bits(lo.0, dtype);
+                k.flags |= 1;
+            }
+            if let Some(hi) = max {
+                k.imm[2] = imm_bits(hi.0, dtype);
+                k.flags |= 2;
+            }
+            by_num!(dtype, clamp, slice(0))
+        }
+        Op::Where => {
+            k.flags = slice(0) as u8 | (slice(1) as u8) << 1 | (slice(2) as u8) << 2;
+            by_any!(srcs[1].dtype, select,)
+        }
+        Op::Cast(to) => by_any!(dtype, cast_from, *to, slice(0)),
+        other => unreachable!("not an elementwise op: {other:?}"),
+    };
+    k
+}

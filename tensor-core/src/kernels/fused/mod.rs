@@ -1,0 +1,453 @@
+//! Fused elementwise kernels: a chain or tree of elementwise ops evaluated in one pass over
+//! memory, chunk by chunk (a chunk's intermediates stay in L1), with the same scalar
+//! functions eager kernels call — so a fused graph gives the bits eager gives.
+//!
+//! A program's instructions read the program inputs (same shape as the output, a single
+//! value, or broadcast) or earlier instructions' results; results that leave the program are
+//! written straight into the output buffers. Each instruction is compiled once to a loop
+//! (see `compiled`); a chunk fills a table of pointers — inputs, scratch registers, outputs —
+//! and calls the loops in order.
+
+mod compiled;
+
+use super::elementwise::from_vec;
+use super::parallel::par_min_len;
+use crate::dtype::DType;
+use crate::ops::Op;
+use crate::shape::Shape;
+use crate::storage::{Array, Storage};
+use compiled::{Kernel, Mode, Src};
+use rayon::prelude::*;
+use smallvec::SmallVec;
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+
+/// A program input: shared (still used later), or owned by the caller and dying here, so its
+/// buffer may become an output's.
+pub enum Input<'a> {
+    Shared(&'a Storage),
+    Dying(Storage),
+}
+
+/// Elements per chunk: 8 KiB of f64 per register.
+pub const FUSED_CHUNK: usize = 1024;
+
+/// Where an instruction's operand comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operand {
+    /// Program input `i`.
+    Input(usize),
+    /// The result of instruction `i`.
+    Result(usize),
+}
+
+/// One elementwise op of a program.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Instr {
+    pub op: Op,
+    pub args: SmallVec<[Operand; 3]>,
+    /// The dtype of the result.
+    pub dtype: DType,
+}
+
+/// A fused elementwise program over one output shape.
+pub struct FusedProgram {
+    pub shape: Shape,
+    /// The dtype and shape of each input.
+    pub inputs: Vec<(DType, Shape)>,
+    pub instrs: Vec<Instr>,
+    /// The instructions whose results are the program's outputs, in output order.
+    pub outputs: Vec<usize>,
+    /// The compiled instructions. Frame slots: inputs, then scratch registers, then outputs.
+    kernels: Vec<Kernel>,
+    num_regs: usize,
+}
+
+impl std::fmt::Debug for FusedProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FusedProgram[{}]{}", self.summary(), self.shape)
+    }
+}
+
+impl FusedProgram {
+    /// A program; assigns scratch registers and compiles every instruction.
+    pub fn new(shape: Shape, inputs: Vec<(DType, Shape)>, instrs: Vec<Instr>, outputs: Vec<usize>) -> FusedProgram {
+        let (regs, num_regs) = assign_registers(&instrs, &outputs);
+        let n_in = inputs.len();
+        let slot_of = |k: usize| -> u16 {
+            match outputs.iter().position(|&o| o == k) {
+                Some(j) => (n_in + num_regs + j) as u16,
+                None => (n_in + regs[k]) as u16,
+            }
+        };
+        let kernels = instrs
+            .iter()
+            .enumerate()
+            .map(|(k, instr)| {
+                let srcs: SmallVec<[Src; 3]> = instr
+                    .args
+                    .iter()
+                    .map(|a| match *a {
+                        Operand::Input(i) => {
+                            let mode = if inputs[i].1.numel() == 1 { Mode::Value } else { Mode::Slice };
+                            Src { slot: i as u16, mode, dtype: inputs[i].0 }
+                        }
+                        Operand::Result(r) => Src { slot: slot_of(r), mode: Mode::Slice, dtype: instrs[r].dtype },
+                    })
+                    .collect();
+                compiled::compile(&instr.op, &srcs, slot_of(k))
+            })
+            .collect();
+        FusedProgram { shape, inputs, instrs, outputs, kernels, num_regs }
+    }
+
+    /// The names of the fused ops, for printing (`mul,add,tanh`).
+    pub fn summary(&self) -> String {
+        let names: Vec<&str> = self.instrs.iter().map(|i| i.op.name()).collect();
+        if names.len() <= 8 {
+            names.join(",")
+        } else {
+            format!("{} ... {} ({} ops)", names[..4].join(","), names[names.len() - 2..].join(","), names.len())
+        }
+    }
+
+    /// Runs the program; an output takes over the buffer of a dying input of its dtype and
+    /// size when nothing else holds it.
+    pub fn run(&self, inputs: Vec<Input>) -> Vec<Storage> {
+        let n = self.shape.numel();
+        let mut sources: Vec<Source> = Vec::with_capacity(inputs.len());
+        let mut dying: Vec<Option<Storage>> = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            match input {
+                Input::Shared(s) => {
+                    sources.push(Source::new(s, &self.shape));
+                    dying.push(None);
+                }
+                Input::Dying(s) => {
+                    sources.push(Source::new(&s, &self.shape));
+                    dying.push(Some(s));
+                }
+            }
+        }
+        let mut aliased = vec![false; sources.len()];
+        let mut outs: Vec<OutBuf> = Vec::with_capacity(self.outputs.len());
+        for &k in &self.outputs {
+            let dtype = self.instrs[k].dtype;
+            let donor = (0..sources.len()).find(|&i| dying[i].as_ref().is_some_and(|s| s.dtype() == dtype && s.len() == n) && sources[i].is_direct_slice());
+            match donor.and_then(|i| OutBuf::reclaim(dying[i].take().expect("checked"), n).map(|b| (i, b))) {
+                Some((i, buf)) => {
+                    aliased[i] = true;
+                    outs.push(buf);
+                }
+                None => outs.push(OutBuf::new(dtype, n)),
+            }
+        }
+        let chunks = n.div_ceil(FUSED_CHUNK);
+        let run_chunk = |c: usize| {
+            let start = c * FUSED_CHUNK;
+            let len = FUSED_CHUNK.min(n - start);
+            SCRATCH.with(|s| self.run_chunk(&mut s.borrow_mut(), &sources, &aliased, &outs, start, len));
+        };
+        if n >= par_min_len() {
+            // Several chunks per task, so the hand-off is paid once per ~64 KiB of output.
+            (0..chunks).into_par_iter().with_min_len(16).for_each(run_chunk);
+        } else {
+            (0..chunks).for_each(run_chunk);
+        }
+        drop(dying);
+        // SAFETY: every chunk wrote every element of every output.
+        outs.into_iter().map(|o| unsafe { o.finish(self.shape.dims()) }).collect()
+    }
+
+    fn run_chunk(&self, scratch: &mut Scratch, sources: &[Source], aliased: &[bool], outs: &[OutBuf], start: usize, len: usize) {
+        scratch.prepare(self.num_regs, sources.len());
+        let mut ptrs: SmallVec<[*mut u8; 32]> = SmallVec::with_capacity(sources.len() + self.num_regs + outs.len());
+        for (i, src) in sources.iter().enumerate() {
+            let p = if src.is_scalar() {
+                src.ptr as *mut u8
+            } else if aliased[i] || !src.is_direct() {
+                // Broadcast, strided, or about to be overwritten by an output: copied first.
+                scratch.load_input(i, src, start, len)
+            } else {
+                // SAFETY: a direct source is a live buffer of the output's length.
+                unsafe { (src.ptr as *mut u8).add(start * src.dtype.size_of()) }
+            };
+            ptrs.push(p);
+        }
+        ptrs.extend(scratch.regs[..self.num_regs].iter_mut().map(|r| r.as_mut_ptr() as *mut u8));
+        ptrs.extend(outs.iter().map(|o| o.chunk_ptr(start)));
+        for k in &self.kernels {
+            // SAFETY: the frame holds, for every slot a kernel names, a pointer to `len` values
+            // of the slot's dtype (one value for single-value inputs); a kernel's destination
+            // never overlaps its sources (registers are reused only after their last read, and
+            // an input an output overwrites was copied to scratch above).
+            unsafe { (k.run)(k, ptrs.as_ptr(), len) };
+        }
+    }
+}
+
+impl PartialEq for FusedProgram {
+    fn eq(&self, o: &Self) -> bool {
+        self.shape == o.shape && self.inputs == o.inputs && self.instrs == o.instrs && self.outputs == o.outputs
+    }
+}
+impl Eq for FusedProgram {}
+impl std::hash::Hash for FusedProgram {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (&self.shape, &self.inputs, &self.instrs, &self.outputs).hash(h)
+    }
+}
+
+/// Linear-scan register assignment: a result's register is free after its last use.
+fn assign_registers(instrs: &[Instr], outputs: &[usize]) -> (Vec<usize>, usize) {
+    let mut last_use = vec![0usize; instrs.len()];
+    for (k, instr) in instrs.iter().enumerate() {
+        for a in &instr.args {
+            if let Operand::Result(r) = a {
+                last_use[*r] = k;
+            }
+        }
+    }
+    let mut regs = vec![usize::MAX; instrs.len()];
+    let mut free: Vec<usize> = Vec::new();
+    let mut count = 0;
+    for k in 0..instrs.len() {
+        // Registers of results whose last use was the previous instruction are free again.
+        for j in 0..k {
+            if regs[j] != usize::MAX && last_use[j] + 1 == k && !outputs.contains(&j) {
+                free.push(regs[j]);
+            }
+        }
+        if !outputs.contains(&k) {
+            regs[k] = free.pop().unwrap_or_else(|| {
+                count += 1;
+                count - 1
+            });
+        }
+    }
+    (regs, count)
+}
+
+/// A program input viewed against the output shape, by pointer (the storage outlives the
+/// run: the caller holds shared inputs, `run` holds dying ones or they became outputs).
+struct Source {
+    dtype: DType,
+    ptr: *const u8,
+    kind: SourceKind,
+}
+
+// SAFETY: the pointed-to data is only read, and outlives every chunk task.
+unsafe impl Sync for Source {}
+unsafe impl Send for Source {}
+
+enum SourceKind {
+    /// Same shape, standard layout: read in place.
+    Direct,
+    /// One value for all positions.
+    Scalar,
+    /// Broadcast or strided: gathered per chunk with these element strides.
+    Strided { strides: Vec<isize>, dims: Vec<usize> },
+}
+
+impl Source {
+    fn new(s: &Storage, shape: &Shape) -> Source {
+        let (ptr, kind) = crate::with_array!(s, a => {
+            let kind = if a.len() == 1 {
+                SourceKind::Scalar
+            } else if a.shape() == shape.dims() && a.is_standard_layout() {
+                SourceKind::Direct
+            } else {
+                let view = a.broadcast(ndarray::IxDyn(shape.dims())).expect("shapes checked when fusing");
+                SourceKind::Strided { strides: view.strides().to_vec(), dims: shape.dims().to_vec() }
+            };
+            (a.as_ptr() as *const u8, kind)
+        });
+        Source { dtype: s.dtype(), ptr, kind }
+    }
+
+    fn is_scalar(&self) -> bool {
+        matches!(self.kind, SourceKind::Scalar)
+    }
+
+    fn is_direct(&self) -> bool {
+        matches!(self.kind, SourceKind::Direct | SourceKind::Scalar)
+    }
+
+    fn is_direct_slice(&self) -> bool {
+        matches!(self.kind, SourceKind::Direct)
+    }
+
+    /// Copies output positions `start..start + dst.len()` of this input into `dst`.
+    fn gather<T: Copy>(&self, start: usize, dst: &mut [T]) {
+        let base = self.ptr as *const T;
+        match &self.kind {
+            // SAFETY: as in `direct` and `scalar`.
+            SourceKind::Direct => dst.copy_from_slice(unsafe { std::slice::from_raw_parts(base.add(start), dst.len()) }),
+            SourceKind::Scalar => dst.fill(unsafe { *base }),
+            SourceKind::Strided { strides, dims } => gather_strided(base, strides, dims, start, dst),
+        }
+    }
+}
+
+/// Gathers output positions `start..` of a strided view (strides in elements, 0 where
+/// broadcast) into `dst`, walking the multi-index incrementally.
+fn gather_strided<T: Copy>(base: *const T, strides: &[isize], dims: &[usize], start: usize, dst: &mut [T]) {
+    let rank = dims.len();
+    let mut idx = vec![0usize; rank];
+    let mut rem = start;
+    for d in (0..rank).rev() {
+        idx[d] = rem % dims[d];
+        rem /= dims[d];
+    }
+    let mut offset: isize = idx.iter().zip(strides).map(|(&i, &s)| i as isize * s).sum();
+    for slot in dst.iter_mut() {
+        // SAFETY: offset is a valid element offset of the broadcast view the strides came from.
+        *slot = unsafe { *base.offset(offset) };
+        for d in (0..rank).rev() {
+            idx[d] += 1;
+            offset += strides[d];
+            if idx[d] < dims[d] {
+                break;
+            }
+            offset -= strides[d] * dims[d] as isize;
+            idx[d] = 0;
+        }
+    }
+}
+
+/// An output buffer being filled chunk by chunk, possibly from several threads.
+enum OutBuf {
+    F32(Vec<MaybeUninit<f32>>),
+    F64(Vec<MaybeUninit<f64>>),
+    I32(Vec<MaybeUninit<i32>>),
+    I64(Vec<MaybeUninit<i64>>),
+    Bool(Vec<MaybeUninit<bool>>),
+}
+
+// SAFETY: chunks write disjoint ranges (see chunk_mut) and read back only their own range.
+unsafe impl Sync for OutBuf {}
+
+fn uninit<T>(n: usize) -> Vec<MaybeUninit<T>> {
+    let mut v = Vec::with_capacity(n);
+    // SAFETY: MaybeUninit needs no initialization.
+    unsafe { v.set_len(n) };
+    v
+}
+
+/// The buffer of a uniquely held, standard-layout array of `n` elements, as writable memory.
+fn reclaim_vec<T>(a: Array<T>, n: usize) -> Option<Vec<MaybeUninit<T>>> {
+    let owned = a.try_into_owned_nocopy().ok()?;
+    if !owned.is_standard_layout() {
+        return None;
+    }
+    let (v, offset) = owned.into_raw_vec_and_offset();
+    if offset.unwrap_or(0) != 0 || v.len() != n {
+        return None;
+    }
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: same allocation, element type wrapped in MaybeUninit (same layout).
+    Some(unsafe { Vec::from_raw_parts(v.as_mut_ptr() as *mut MaybeUninit<T>, v.len(), v.capacity()) })
+}
+
+/// A finished buffer as an array.
+///
+/// # Safety
+/// Every element must have been written.
+unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>, dims: &[usize]) -> Array<T> {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    from_vec(dims, Vec::from_raw_parts(v.as_mut_ptr() as *mut T, v.len(), v.capacity()))
+}
+
+impl OutBuf {
+    fn new(dtype: DType, n: usize) -> OutBuf {
+        match dtype {
+            DType::F32 => OutBuf::F32(uninit(n)),
+            DType::F64 => OutBuf::F64(uninit(n)),
+            DType::I32 => OutBuf::I32(uninit(n)),
+            DType::I64 => OutBuf::I64(uninit(n)),
+            DType::Bool => OutBuf::Bool(uninit(n)),
+        }
+    }
+
+    /// The buffer of a dying input, if nothing else holds it.
+    fn reclaim(s: Storage, n: usize) -> Option<OutBuf> {
+        match s {
+            Storage::F32(a) => reclaim_vec(a, n).map(OutBuf::F32),
+            Storage::F64(a) => reclaim_vec(a, n).map(OutBuf::F64),
+            Storage::I32(a) => reclaim_vec(a, n).map(OutBuf::I32),
+            Storage::I64(a) => reclaim_vec(a, n).map(OutBuf::I64),
+            Storage::Bool(a) => reclaim_vec(a, n).map(OutBuf::Bool),
+        }
+    }
+
+    /// The address of element `start` (chunks write disjoint ranges through it).
+    fn chunk_ptr(&self, start: usize) -> *mut u8 {
+        macro_rules! at {
+            ($v:expr) => {
+                // SAFETY: `start` is within the buffer.
+                unsafe { $v.as_ptr().add(start) as *mut u8 }
+            };
+        }
+        match self {
+            OutBuf::F32(v) => at!(v),
+            OutBuf::F64(v) => at!(v),
+            OutBuf::I32(v) => at!(v),
+            OutBuf::I64(v) => at!(v),
+            OutBuf::Bool(v) => at!(v),
+        }
+    }
+
+    /// # Safety
+    /// Every element must have been written.
+    unsafe fn finish(self, dims: &[usize]) -> Storage {
+        match self {
+            OutBuf::F32(v) => Storage::F32(assume_init(v, dims)),
+            OutBuf::F64(v) => Storage::F64(assume_init(v, dims)),
+            OutBuf::I32(v) => Storage::I32(assume_init(v, dims)),
+            OutBuf::I64(v) => Storage::I64(assume_init(v, dims)),
+            OutBuf::Bool(v) => Storage::Bool(assume_init(v, dims)),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------- the scratch
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Per-thread registers, reused across chunks, calls and programs. Registers are untyped:
+/// `FUSED_CHUNK` u64s hold a chunk of any element type, suitably aligned.
+#[derive(Default)]
+struct Scratch {
+    regs: Vec<Vec<u64>>,
+    inputs: Vec<Vec<u64>>,
+}
+
+impl Scratch {
+    fn prepare(&mut self, regs: usize, inputs: usize) {
+        if self.regs.len() < regs {
+            self.regs.resize_with(regs, || vec![0; FUSED_CHUNK]);
+        }
+        if self.inputs.len() < inputs {
+            self.inputs.resize_with(inputs, || vec![0; FUSED_CHUNK]);
+        }
+    }
+
+    /// Copies positions `start..start + len` of input `i` into its register; returns it.
+    fn load_input(&mut self, i: usize, src: &Source, start: usize, len: usize) -> *mut u8 {
+        let p = self.inputs[i].as_mut_ptr();
+        // SAFETY: the register holds FUSED_CHUNK u64s, room for `len` values of any element
+        // type, and u64 alignment suits them all.
+        unsafe {
+            match src.dtype {
+                DType::F32 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut f32, len)),
+                DType::F64 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut f64, len)),
+                DType::I32 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut i32, len)),
+                DType::I64 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut i64, len)),
+                DType::Bool => src.gather(start, std::slice::from_raw_parts_mut(p as *mut bool, len)),
+            }
+        }
+        p as *mut u8
+    }
+}

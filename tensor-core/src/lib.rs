@@ -20,6 +20,7 @@ extern crate self as tensor_core;
 
 pub mod autograd;
 pub mod compile;
+pub mod control;
 pub mod dtype;
 pub mod error;
 pub mod function;

@@ -154,10 +154,50 @@ fn bits_eq<T: Copy>(a: &Array<T>, b: &Array<T>, bits: impl Fn(T) -> u64) -> bool
 /// `a` in standard layout, shared when it already is.
 pub fn standard<T: Clone>(a: &Array<T>) -> Array<T> {
     if a.is_standard_layout() {
-        a.clone()
-    } else {
-        a.as_standard_layout().into_owned().into_shared()
+        return a.clone();
     }
+    match copy_runs(a) {
+        Some(v) => Array::from_shape_vec(a.raw_dim(), v).expect("length matches dims"),
+        None => a.as_standard_layout().into_owned().into_shared(),
+    }
+}
+
+/// The elements of `a` in row-major order, copied a run at a time: the trailing axes that
+/// are contiguous in `a` (a permuted or sliced array usually has some) form runs copied with
+/// one slice copy each. `None` when the runs would be short or a stride is negative.
+fn copy_runs<T: Clone>(a: &Array<T>) -> Option<Vec<T>> {
+    let (dims, strides) = (a.shape(), a.strides());
+    if dims.is_empty() || a.is_empty() || strides.iter().any(|&s| s < 0) {
+        return None;
+    }
+    let (mut run, mut k) = (1usize, dims.len());
+    while k > 0 && (dims[k - 1] == 1 || strides[k - 1] as usize == run) {
+        run *= dims[k - 1];
+        k -= 1;
+    }
+    if run < 16 {
+        return None;
+    }
+    let (outer, steps) = (&dims[..k], &strides[..k]);
+    let mut idx: smallvec::SmallVec<[usize; 6]> = smallvec::SmallVec::from_elem(0, k);
+    let mut v = Vec::with_capacity(a.len());
+    let mut offset = 0isize;
+    for _ in 0..a.len() / run {
+        // SAFETY: `offset` is the element offset of an index whose trailing axes start a run;
+        // the run's `run` elements are consecutive in memory (the trailing axes are
+        // contiguous) and belong to the array.
+        v.extend_from_slice(unsafe { std::slice::from_raw_parts(a.as_ptr().offset(offset), run) });
+        for d in (0..k).rev() {
+            idx[d] += 1;
+            offset += steps[d];
+            if idx[d] < outer[d] {
+                break;
+            }
+            offset -= steps[d] * outer[d] as isize;
+            idx[d] = 0;
+        }
+    }
+    Some(v)
 }
 
 /// Ties each element type to its `Storage` variant.
@@ -184,3 +224,26 @@ macro_rules! impl_storage_of {
     )*};
 }
 impl_storage_of!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, bool => Bool);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{Axis, Slice};
+
+    #[test]
+    fn standard_copies_permuted_and_sliced_arrays_in_logical_order() {
+        let a: Array<f32> = Array::from_shape_vec(IxDyn(&[3, 4, 5, 6]), (0..360).map(|v| v as f32).collect()).unwrap();
+        for perm in [[1, 0, 2, 3], [2, 0, 1, 3], [3, 2, 1, 0], [0, 1, 3, 2]] {
+            let p = a.clone().permuted_axes(IxDyn(&perm));
+            let s = standard(&p);
+            assert!(s.is_standard_layout());
+            assert_eq!(s.iter().collect::<Vec<_>>(), p.iter().collect::<Vec<_>>(), "{perm:?}");
+        }
+        let mut sliced = a.clone();
+        sliced.slice_axis_inplace(Axis(1), Slice::from(1..3));
+        let s = standard(&sliced);
+        assert_eq!(s.iter().collect::<Vec<_>>(), sliced.iter().collect::<Vec<_>>());
+        let b = a.broadcast(IxDyn(&[2, 3, 4, 5, 6])).unwrap().to_shared();
+        assert_eq!(standard(&b).iter().collect::<Vec<_>>(), b.iter().collect::<Vec<_>>());
+    }
+}

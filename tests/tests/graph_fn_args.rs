@@ -284,8 +284,10 @@ fn pair(x: &Tensor) -> (Tensor, Tensor) {
     (x + 1.0, x * 2.0)
 }
 
+type Nested = ((Tensor, Vec<Tensor>), Option<Tensor>, Option<Tensor>);
+
 #[graph_fn]
-fn nested(x: &Tensor) -> Result<((Tensor, Vec<Tensor>), Option<Tensor>, Option<Tensor>)> {
+fn nested(x: &Tensor) -> Result<Nested> {
     Ok(((-x, vec![x + 1.0, x + 2.0, x + 3.0]), Some(x.clone()), None))
 }
 

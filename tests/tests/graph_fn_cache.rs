@@ -177,7 +177,7 @@ fn eviction_under_concurrency_keeps_results_right() {
         for i in 0..4 {
             s.spawn(move || {
                 for j in 0..200 {
-                    let n = ((i * 7 + j) % 10) as i32;
+                    let n = (i * 7 + j) % 10;
                     assert_eq!(bounded(n).item::<i32>().expect("concrete"), n);
                 }
             });

@@ -57,7 +57,18 @@ impl Mlp {
 fn batch(n: usize, seed: u64) -> Result<(Tensor, Tensor)> {
     let x = Tensor::randn(&[n, 4], DType::F32, seed);
     let v = x.to_vec::<f32>()?;
-    let labels: Vec<i64> = v.chunks(4).map(|r| if r[0] + r[1] > 0.5 { 0 } else if r[2] - r[3] > 0.0 { 1 } else { 2 }).collect();
+    let labels: Vec<i64> = v
+        .chunks(4)
+        .map(|r| {
+            if r[0] + r[1] > 0.5 {
+                0
+            } else if r[2] - r[3] > 0.0 {
+                1
+            } else {
+                2
+            }
+        })
+        .collect();
     Ok((x, Tensor::from_vec(labels, &[n])?))
 }
 
@@ -88,7 +99,9 @@ fn a_traced_training_step_matches_the_eager_run_bit_for_bit() -> Result<()> {
     assert_eq!(f.trace_count(), 1, "one graph for the whole training loop");
     assert!(losses[losses.len() - 1] < losses[0] * 0.8, "training made progress: {losses:?}");
     let text = f.concrete_functions()[0].to_text();
-    assert!(text.starts_with("graph Mlp::train_step(self.w1: f32[4, 16] requires_grad"), "{text}");
+    let header =
+        "graph Mlp::train_step(self.w1: f32[4, 16], self.b1: f32[16], self.w2: f32[16, 3], self.b2: f32[3], x: f32[32, 4], labels: i64[32]) {";
+    assert_eq!(text.lines().next(), Some(header), "{text}");
     for write in ["self.w1 <-", "self.b1 <-", "self.w2 <-", "self.b2 <-"] {
         assert!(text.contains(write), "the update is written back to {write}:\n{text}");
     }

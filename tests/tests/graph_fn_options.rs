@@ -196,7 +196,7 @@ fn input_signature_on_a_method() -> Result<()> {
     assert_eq!(m.apply(&Tensor::from_vec(vec![1i64, 1], &[1, 2])?)?.to_vec::<i64>()?, [101, 1010]);
     let f = function("Affine::apply");
     assert_eq!(f.trace_count(), 1);
-    assert_eq!(f.cached_signatures(), ["self: i64[2, 2], x: i64[?, 2]"]);
+    assert_eq!(f.cached_signatures(), ["self: (w: i64[2, 2]), x: i64[?, 2]"]);
     assert!(matches!(m.apply(&Tensor::zeros(&[3, 2], DType::F32)), Err(Error::SignatureMismatch { .. })));
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Barrier;
 use tensor_core::function::ConcreteFunction;
 use tensor_core::graph::validate;
-use tensor_core::optim::{Optimizer, Sgd, SgdConfig};
+use tensor_core::optim::{Adam, Optimizer, Sgd, SgdConfig};
 use tensor_core::prelude::*;
 use tests::{assert_bits_eq, assert_values};
 
@@ -83,7 +83,7 @@ fn mlp_loss(p: &[Tensor], x: &Tensor, labels: &Tensor) -> Result<Tensor> {
 }
 
 /// One training step: zero the grads, forward, loss, backward, update.
-fn sgd_step(p: &[Tensor], opt: &mut Sgd, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+fn train_step(p: &[Tensor], opt: &dyn Optimizer, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
     opt.zero_grad();
     let loss = mlp_loss(p, x, labels)?;
     loss.backward()?;
@@ -97,35 +97,55 @@ fn training_data(dtype: DType) -> Result<(Tensor, Tensor)> {
     Ok((x, labels))
 }
 
+type MakeOptimizer = fn(Vec<Tensor>) -> Result<Box<dyn Optimizer>>;
+
+/// A training step traced once and called 20 times leaves the parameters (and grads) that
+/// 20 eager steps from the same initial values leave, bit for bit, with the same losses.
+fn traced_training_matches_eager(dtype: DType, make_opt: MakeOptimizer, state_tensors: usize) -> Result<()> {
+    let (x, labels) = training_data(dtype)?;
+    let eager = mlp_params(dtype)?;
+    let graph = mlp_params(dtype)?;
+    let (eager_opt, graph_opt) = (make_opt(eager.clone())?, make_opt(graph.clone())?);
+    let f = trace("train_step", &[("x", &x), ("labels", &labels)], || Ok(vec![train_step(&graph, graph_opt.as_ref(), &x, &labels)?]))?;
+    // The parameters and the optimizer's state tensors are captured; the step writes them back.
+    assert_eq!(f.captures().len(), 4 + state_tensors);
+    for (e, g) in eager.iter().zip(&graph) {
+        assert_bits_eq(e, g);
+        assert!(g.grad().is_none(), "tracing must not write real grads");
+    }
+    let mut losses = Vec::new();
+    for step in 0..20 {
+        let e = train_step(&eager, eager_opt.as_ref(), &x, &labels)?;
+        let g = f.call(&[&x, &labels])?.remove(0);
+        assert_bits_eq(&e, &g);
+        losses.push(g.cast(DType::F64).item::<f64>()?);
+        for (i, (pe, pg)) in eager.iter().zip(&graph).enumerate() {
+            assert_bits_eq(pe, pg);
+            assert_bits_eq(&pe.grad().unwrap(), &pg.grad().unwrap());
+            assert!(pg.requires_grad() && pg.is_leaf(), "step {step}: parameter {i} must stay a leaf");
+        }
+    }
+    assert!(losses[19] < losses[0] * 0.8, "{dtype}: training lowers the loss: {losses:?}");
+    Ok(())
+}
+
 #[test]
 fn traced_sgd_training_step_matches_eager_steps_bit_for_bit() -> Result<()> {
+    let momentum: MakeOptimizer = |p| Ok(Box::new(Sgd::with_config(p, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 0.01 })?));
+    let plain: MakeOptimizer = |p| Ok(Box::new(Sgd::new(p, 0.2)?));
     for dtype in [DType::F32, DType::F64] {
-        let config = SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 0.01 };
-        let (x, labels) = training_data(dtype)?;
-        let eager = mlp_params(dtype)?;
-        let graph = mlp_params(dtype)?;
-        let mut eager_opt = Sgd::with_config(eager.clone(), config)?;
-        let mut graph_opt = Sgd::with_config(graph.clone(), config)?;
-        let f = trace("train_step", &[("x", &x), ("labels", &labels)], || Ok(vec![sgd_step(&graph, &mut graph_opt, &x, &labels)?]))?;
-        // The parameters and the momentum buffers are captured; the step writes them back.
-        assert_eq!(f.captures().len(), 8);
-        for (e, g) in eager.iter().zip(&graph) {
-            assert_bits_eq(e, g);
-            assert!(g.grad().is_none(), "tracing must not write real grads");
-        }
-        let mut losses = Vec::new();
-        for step in 0..20 {
-            let e = sgd_step(&eager, &mut eager_opt, &x, &labels)?;
-            let g = f.call(&[&x, &labels])?.remove(0);
-            assert_bits_eq(&e, &g);
-            losses.push(g.cast(DType::F64).item::<f64>()?);
-            for (i, (pe, pg)) in eager.iter().zip(&graph).enumerate() {
-                assert_bits_eq(pe, pg);
-                assert_bits_eq(&pe.grad().unwrap(), &pg.grad().unwrap());
-                assert!(pg.requires_grad() && pg.is_leaf(), "step {step}: parameter {i} must stay a leaf");
-            }
-        }
-        assert!(losses[19] < losses[0] * 0.8, "{dtype}: training lowers the loss: {losses:?}");
+        traced_training_matches_eager(dtype, momentum, 4)?; // + a momentum buffer each
+        traced_training_matches_eager(dtype, plain, 0)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn traced_adam_training_step_matches_eager_steps_bit_for_bit() -> Result<()> {
+    let adam: MakeOptimizer = |p| Ok(Box::new(Adam::new(p, 0.05)?));
+    for dtype in [DType::F32, DType::F64] {
+        // + step count, first and second moments for each parameter
+        traced_training_matches_eager(dtype, adam, 12)?;
     }
     Ok(())
 }
@@ -641,5 +661,27 @@ fn detach_of_a_capture_inside_a_graph_reads_its_current_value_and_is_a_new_tenso
     assert_values(&f.call(&[&x])?[0], &[11.0, 12.0]);
     assert_values(&w.grad().unwrap(), &[3.0, 3.0]);
     assert_values(&x.grad().unwrap(), &[2.0, 2.0]);
+    Ok(())
+}
+
+#[test]
+fn requires_grad_on_an_argument_or_capture_inside_the_body_takes_effect_in_the_graph() -> Result<()> {
+    let run = |x: &Tensor, c: &Tensor| -> Result<Vec<Tensor>> {
+        x.requires_grad_(true)?;
+        c.requires_grad_(true)?;
+        let y = (x * x * c).sum();
+        y.backward()?;
+        Ok(vec![y, x.grad().expect("x.grad"), c.grad().expect("c.grad")])
+    };
+    let fresh = || (f32s(&[1.0, -2.0], &[2]), f32s(&[0.5, 3.0], &[2]));
+    let ((xe, ce), (xg, cg)) = (fresh(), fresh());
+    let eager = run(&xe, &ce)?;
+    let f = trace("watch", &[("x", &xg)], || run(&xg, &cg))?;
+    let graph = f.call(&[&xg])?;
+    for (e, g) in eager.iter().zip(&graph) {
+        assert_bits_eq(e, g);
+    }
+    assert_bits_eq(&xe.grad().unwrap(), &xg.grad().unwrap());
+    assert_bits_eq(&ce.grad().unwrap(), &cg.grad().unwrap());
     Ok(())
 }

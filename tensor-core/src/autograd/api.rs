@@ -25,8 +25,16 @@ impl Tensor {
         if !on && !self.is_leaf_raw() {
             return Err(Error::invalid("requires_grad_", "on", "only a leaf can stop requiring grad; use detach() for a non-leaf"));
         }
-        if on && crate::trace::is_active() && !self.is_symbolic() {
-            return Err(Error::ParameterInTrace);
+        if crate::trace::is_active() && self.symbol().is_none() {
+            if on && self.0.origin_trace == crate::trace::current_trace_id() {
+                return Err(Error::ParameterInTrace);
+            }
+            // An argument or a capture: the traced code sees the flag through its slot.
+            if let Ok(proxy) = crate::trace::resolve(self, "requires_grad_") {
+                if proxy.is_leaf_raw() {
+                    proxy.0.requires_grad.store(on, Ordering::Release);
+                }
+            }
         }
         self.0.requires_grad.store(on, Ordering::Release);
         Ok(self.clone())
@@ -136,8 +144,24 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn detach(&self) -> Tensor {
-        let t = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
-        let value = t.read_value().clone();
+        let t = match crate::trace::proxy_of(self) {
+            Some(p) => p,
+            // While tracing, a tensor from outside is external state even on its first use:
+            // read it through its slot at each call, never as a copy baked into the graph.
+            None if crate::trace::is_active() && self.symbol().is_none() && self.0.origin_trace != crate::trace::current_trace_id() => {
+                crate::trace::resolve(self, "detach").unwrap_or_else(|_| self.clone())
+            }
+            None => self.clone(),
+        };
+        let value = match t.read_value().clone() {
+            // A new tensor shares the value, not the slot: its `.grad` and in-place updates
+            // are its own, as eagerly.
+            crate::tensor::Value::Symbolic(mut sym) => {
+                sym.slot = None;
+                crate::tensor::Value::Symbolic(sym)
+            }
+            concrete => concrete,
+        };
         Tensor::from_value(value, t.0.dtype, t.0.shape.clone())
     }
 
@@ -167,12 +191,20 @@ impl Tensor {
         self.grad_slot().retains_grad
     }
 
-    /// Attaches (or clears) the grad node that computed this tensor.
-    pub(crate) fn set_grad_fn(&self, node: Option<Arc<GradNode>>) {
-        if node.is_some() {
+    /// Attaches (or clears) the grad node that computed this tensor, as its output `n`.
+    pub(crate) fn set_grad_fn(&self, node: Option<Arc<GradNode>>, n: usize) {
+        if let Some(f) = &node {
             self.0.requires_grad.store(true, Ordering::Release);
+            f.set_output_tensor(n, self);
         }
-        self.grad_slot().grad_fn = node;
+        let mut slot = self.grad_slot();
+        slot.grad_fn = node;
+        slot.output_nr = n;
+    }
+
+    /// Which output of its grad_fn this tensor is.
+    pub(crate) fn output_nr(&self) -> usize {
+        self.grad_slot().output_nr
     }
 
     /// Makes this tensor a leaf that does not require grad (after an assignment cut it from
@@ -188,7 +220,12 @@ impl Tensor {
     pub(crate) fn alias(&self) -> Tensor {
         let t = Tensor::from_value(self.read_value().clone(), self.0.dtype, self.0.shape.clone());
         t.0.requires_grad.store(self.requires_grad_raw(), Ordering::Release);
-        t.grad_slot().grad_fn = self.grad_fn_raw();
+        let (f, n) = (self.grad_fn_raw(), self.output_nr());
+        {
+            let mut slot = t.grad_slot();
+            slot.grad_fn = f;
+            slot.output_nr = n;
+        }
         t
     }
 
@@ -264,4 +301,35 @@ pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Resu
     engine::run(&roots, BackwardOptions { retain_graph: None, create_graph }, &mut sink)?;
     let Sink::Targets { results, .. } = sink else { unreachable!("sink kind is fixed above") };
     results.into_iter().enumerate().map(|(index, g)| g.ok_or(Error::UnusedInput { index })).collect()
+}
+
+/// The vector-Jacobian product: the gradients of `sum(outputs[i] * grad_outputs[i])` with
+/// respect to `inputs`, without touching any `.grad`; `None` for an input no output depends
+/// on. Outputs that do not require grad are skipped.
+///
+/// ```
+/// # use tensor_core::prelude::*;
+/// let x = Tensor::from_vec(vec![1.0f64, 2.0], &[2])?.requires_grad_(true)?;
+/// let y = &x * &x;
+/// let g = tensor_core::autograd::grad_with(&[&y], &[&Tensor::from_vec(vec![1.0, 10.0], &[2])?], &[&x], false)?;
+/// assert_eq!(g[0].as_ref().unwrap().to_vec::<f64>()?, vec![2.0, 40.0]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn grad_with(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
+    let mut roots = Vec::new();
+    for (o, g) in outputs.iter().zip(grad_outputs) {
+        let r = crate::trace::proxy_of(o).unwrap_or_else(|| (*o).clone());
+        if r.requires_grad_raw() {
+            roots.push((r.clone(), root_gradient(&r, Some(g))?));
+        }
+    }
+    if roots.is_empty() {
+        return Ok(vec![None; inputs.len()]);
+    }
+    let resolved: Vec<Tensor> = inputs.iter().map(|t| crate::trace::proxy_of(t).unwrap_or_else(|| (*t).clone())).collect();
+    let targets: Vec<&Tensor> = resolved.iter().collect();
+    let mut sink = Sink::Targets { targets: &targets, results: vec![None; inputs.len()] };
+    engine::run(&roots, BackwardOptions { retain_graph: Some(true), create_graph }, &mut sink)?;
+    let Sink::Targets { results, .. } = sink else { unreachable!("sink kind is fixed above") };
+    Ok(results)
 }

@@ -6,10 +6,11 @@
 //! one perform the same additions in the same order.
 
 use super::mode::GradModeGuard;
-use super::node::{BackwardCtx, Edge, GradNode};
+use super::node::{BackwardCtx, Edge, Formula, GradNode};
 use crate::error::{Error, Result};
 use crate::ops::InputGrads;
 use crate::tensor::{Tensor, TensorInner};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -34,7 +35,8 @@ type LeafKey = *const TensorInner;
 struct Walk {
     node_deps: HashMap<NodeKey, usize>,
     leaf_deps: HashMap<LeafKey, usize>,
-    node_grads: HashMap<NodeKey, Tensor>,
+    /// The gradient summed so far for each output of each node.
+    node_grads: HashMap<NodeKey, SmallVec<[Option<Tensor>; 1]>>,
     leaf_grads: HashMap<LeafKey, Tensor>,
     ready: Vec<Arc<GradNode>>,
     done: Vec<Arc<GradNode>>,
@@ -48,7 +50,7 @@ pub(crate) fn run(roots: &[(Tensor, Tensor)], opts: BackwardOptions, sink: &mut 
     let mut walk = Walk::discover(roots);
     for (t, g) in roots {
         match t.grad_fn_raw() {
-            Some(node) => add_into(&mut walk.node_grads, Arc::as_ptr(&node), g.clone())?,
+            Some(node) => add_output_grad(&mut walk.node_grads, &node, t.output_nr(), g.clone())?,
             None if t.requires_grad_raw() => {
                 add_into(&mut walk.leaf_grads, Arc::as_ptr(&t.0), g.clone())?;
                 if !walk.leaf_deps.contains_key(&Arc::as_ptr(&t.0)) {
@@ -86,7 +88,7 @@ impl Walk {
             }
             for e in &node.edges {
                 match e {
-                    Edge::Node(n) => {
+                    Edge::Node(n, _) => {
                         *node_deps.entry(Arc::as_ptr(n)).or_default() += 1;
                         stack.push(n.clone());
                     }
@@ -109,11 +111,19 @@ impl Walk {
     fn process(&mut self, node: &Arc<GradNode>, create_graph: bool, sink: &mut Sink) -> Result<()> {
         // A node every path to which carried no gradient still counts its inputs down.
         let grads = match self.node_grads.remove(&Arc::as_ptr(node)) {
-            Some(g) => {
-                if let Some(out) = node.output_tensor() {
-                    deliver_non_leaf(&out, node, &g, sink, &mut self.writes);
+            Some(outs) => {
+                for (n, g) in outs.iter().enumerate() {
+                    if let (Some(g), Some(out)) = (g, node.output_tensor(n)) {
+                        deliver_non_leaf(&out, node, n, g, sink, &mut self.writes);
+                    }
                 }
-                node.op.backward(&BackwardCtx::new(node, create_graph)?, &g)?
+                match &node.formula {
+                    Formula::Op(op) => {
+                        let g = outs[0].as_ref().expect("an op node with a gradient entry has its output's");
+                        op.backward(&BackwardCtx::new(node, create_graph)?, g)?
+                    }
+                    Formula::Custom(c) => c.backward(&outs, create_graph)?,
+                }
             }
             None => InputGrads::new(),
         };
@@ -121,10 +131,10 @@ impl Walk {
             let grad = grads.get(i).cloned().flatten();
             match edge {
                 Edge::None => {}
-                Edge::Node(n) => {
+                Edge::Node(n, out) => {
                     let k = Arc::as_ptr(n);
                     if let Some(grad) = grad {
-                        add_into(&mut self.node_grads, k, grad)?;
+                        add_output_grad(&mut self.node_grads, n, *out, grad)?;
                     }
                     if countdown(&mut self.node_deps, k) {
                         self.ready.push(n.clone());
@@ -156,6 +166,16 @@ fn countdown<K: std::hash::Hash + Eq>(deps: &mut HashMap<K, usize>, k: K) -> boo
     }
 }
 
+/// Adds `g` to the gradient of output `n` of `node`.
+fn add_output_grad(map: &mut HashMap<NodeKey, SmallVec<[Option<Tensor>; 1]>>, node: &Arc<GradNode>, n: usize, g: Tensor) -> Result<()> {
+    let entry = map.entry(Arc::as_ptr(node)).or_insert_with(|| SmallVec::from_elem(None, node.num_outputs()));
+    entry[n] = Some(match entry[n].take() {
+        Some(prev) => prev.add(&g)?,
+        None => g,
+    });
+    Ok(())
+}
+
 fn add_into<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Tensor>, k: K, g: Tensor) -> Result<()> {
     let sum = match map.remove(&k) {
         Some(prev) => prev.add(&g)?,
@@ -185,7 +205,7 @@ fn deliver_leaf(t: &Tensor, walk: &mut Walk, sink: &mut Sink) -> Result<()> {
 }
 
 /// A non-leaf's gradient is kept if it asked (`retain_grad`) or is a target of `grad()`.
-fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, g: &Tensor, sink: &mut Sink, writes: &mut Vec<(Tensor, Tensor)>) {
+fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, n: usize, g: &Tensor, sink: &mut Sink, writes: &mut Vec<(Tensor, Tensor)>) {
     match sink {
         Sink::LeafGrads => {
             if out.retains_grad() {
@@ -194,7 +214,7 @@ fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, g: &Tensor, sink: &mut S
         }
         Sink::Targets { targets, results } => {
             for (i, target) in targets.iter().enumerate() {
-                if target.grad_fn_raw().is_some_and(|f| Arc::ptr_eq(&f, node)) {
+                if target.grad_fn_raw().is_some_and(|f| Arc::ptr_eq(&f, node)) && target.output_nr() == n {
                     results[i] = Some(g.clone());
                 }
             }

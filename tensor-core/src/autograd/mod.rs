@@ -7,10 +7,11 @@ mod engine;
 mod mode;
 mod node;
 
-pub use api::grad;
+pub use api::{grad, grad_with};
 pub use engine::BackwardOptions;
+pub(crate) use mode::GradModeGuard;
 pub use mode::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard};
-pub use node::{BackwardCtx, GradFn, GradNode, NextFunction};
+pub use node::{BackwardCtx, CustomBackward, GradFn, GradNode, NextFunction};
 
 use crate::ops::Op;
 use crate::tensor::Tensor;
@@ -23,5 +24,19 @@ pub(crate) fn record(op: Op, inputs: &[&Tensor], out: &Tensor) {
     if !inputs.iter().any(|t| t.requires_grad_raw()) {
         return;
     }
-    out.set_grad_fn(Some(GradNode::new(op, inputs, out)));
+    out.set_grad_fn(Some(GradNode::new(op, inputs, out)), 0);
+}
+
+/// Records one grad node with a custom formula for all of `outputs`, when grad mode is on and
+/// an input requires grad.
+pub(crate) fn record_custom(formula: std::sync::Arc<dyn CustomBackward>, inputs: &[&Tensor], outputs: &[&Tensor]) {
+    if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad_raw()) {
+        return;
+    }
+    let node = GradNode::custom(formula, inputs, outputs);
+    for (n, t) in outputs.iter().enumerate() {
+        if t.dtype().is_float() {
+            t.set_grad_fn(Some(node.clone()), n);
+        }
+    }
 }

@@ -18,8 +18,31 @@ pub(crate) enum Edge {
     None,
     /// The input is a leaf that requires grad: accumulate into its `.grad`.
     Leaf(Tensor),
-    /// The input was computed by another recorded op.
-    Node(Arc<GradNode>),
+    /// The input was output `n` of another recorded node.
+    Node(Arc<GradNode>, usize),
+}
+
+/// A backward formula that is not one op's: control flow, whose gradient is itself built from
+/// the recorded subgraphs. It keeps whatever it needs.
+pub trait CustomBackward: Send + Sync {
+    /// The node's name (`CondBackward`, `WhileBackward`).
+    fn name(&self) -> &'static str;
+    /// The gradients of the inputs from those of the outputs (`None`: no gradient reached
+    /// that output), written with tensor ops.
+    fn backward(&self, grads: &[Option<Tensor>], create_graph: bool) -> Result<crate::ops::InputGrads>;
+}
+
+/// How a node computes its input gradients.
+pub(crate) enum Formula {
+    Op(Op),
+    Custom(Arc<dyn CustomBackward>),
+}
+
+/// One output of a node: its type, and a weak link to the tensor (for `retain_grad`).
+struct Output {
+    tensor: Mutex<Weak<TensorInner>>,
+    dtype: DType,
+    shape: Shape,
 }
 
 /// A tensor saved for backward with the version it had then.
@@ -50,16 +73,34 @@ enum Saved {
 
 /// One recorded op of the backward graph.
 pub struct GradNode {
-    pub(crate) op: Op,
+    pub(crate) formula: Formula,
     pub(crate) edges: SmallVec<[Edge; 2]>,
     input_meta: SmallVec<[(DType, Shape); 2]>,
     saved: Mutex<Saved>,
-    output: Mutex<Weak<TensorInner>>,
-    out_dtype: DType,
-    out_shape: Shape,
+    outputs: SmallVec<[Output; 1]>,
+}
+
+fn output_of(t: &Tensor) -> Output {
+    Output { tensor: Mutex::new(Arc::downgrade(&t.0)), dtype: t.0.dtype, shape: t.0.shape.clone() }
 }
 
 impl GradNode {
+    /// A node with a custom formula for several outputs.
+    pub(crate) fn custom(formula: Arc<dyn CustomBackward>, inputs: &[&Tensor], outputs: &[&Tensor]) -> Arc<GradNode> {
+        Arc::new(GradNode {
+            formula: Formula::Custom(formula),
+            edges: inputs.iter().map(|t| edge_for(t)).collect(),
+            input_meta: inputs.iter().map(|t| (t.0.dtype, t.0.shape.clone())).collect(),
+            saved: Mutex::new(Saved::Live(SavedValues { inputs: SmallVec::new(), output: None })),
+            outputs: outputs.iter().map(|t| output_of(t)).collect(),
+        })
+    }
+
+    /// The number of outputs.
+    pub(crate) fn num_outputs(&self) -> usize {
+        self.outputs.len()
+    }
+
     pub(crate) fn new(op: Op, inputs: &[&Tensor], out: &Tensor) -> Arc<GradNode> {
         let saves = op.saves();
         let edges = inputs.iter().map(|t| edge_for(t)).collect();
@@ -71,19 +112,28 @@ impl GradNode {
             .collect();
         let output = saves.output.then(|| SavedOutput { value: out.read_value().clone(), version: out.version(), tensor: Arc::downgrade(&out.0) });
         Arc::new(GradNode {
-            op,
+            formula: Formula::Op(op),
             edges,
             input_meta,
             saved: Mutex::new(Saved::Live(SavedValues { inputs: saved_inputs, output })),
-            output: Mutex::new(Arc::downgrade(&out.0)),
-            out_dtype: out.0.dtype,
-            out_shape: out.0.shape.clone(),
+            outputs: smallvec::smallvec![output_of(out)],
         })
     }
 
     /// The PyTorch-style name (`MulBackward`, ...).
     pub fn name(&self) -> &'static str {
-        self.op.grad_fn_name()
+        match &self.formula {
+            Formula::Op(op) => op.grad_fn_name(),
+            Formula::Custom(c) => c.name(),
+        }
+    }
+
+    /// What the op's formula saves (nothing for custom formulas, which keep their own).
+    fn saves(&self) -> crate::ops::Saves {
+        match &self.formula {
+            Formula::Op(op) => op.saves(),
+            Formula::Custom(_) => crate::ops::Saves::default(),
+        }
     }
 
     /// The saved values, or the error a released graph gives.
@@ -96,21 +146,26 @@ impl GradNode {
 
     /// Frees the saved tensors (after a backward without retain_graph).
     pub(crate) fn release(&self) {
-        let needs_saved = self.op.saves().inputs != 0 || self.op.saves().output;
+        let needs_saved = self.saves().inputs != 0 || self.saves().output;
         if needs_saved {
             *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Saved::Released;
         }
     }
 
-    /// The tensor this node computed, if it is alive and still has this node as grad_fn.
-    pub(crate) fn output_tensor(self: &Arc<Self>) -> Option<Tensor> {
-        let t = Tensor(self.output.lock().unwrap_or_else(|e| e.into_inner()).upgrade()?);
-        let same = t.grad_fn_raw().is_some_and(|f| Arc::ptr_eq(&f, self));
+    /// Output `n`'s tensor, if it is alive and still has this node as grad_fn.
+    pub(crate) fn output_tensor(self: &Arc<Self>, n: usize) -> Option<Tensor> {
+        let t = Tensor(self.outputs[n].tensor.lock().unwrap_or_else(|e| e.into_inner()).upgrade()?);
+        let same = t.grad_fn_raw().is_some_and(|f| Arc::ptr_eq(&f, self)) && t.output_nr() == n;
         same.then_some(t)
     }
 
-    pub(crate) fn out_meta(&self) -> (DType, &Shape) {
-        (self.out_dtype, &self.out_shape)
+    /// Points output `n` at `t` (an in-place op's target, which takes this node as grad_fn).
+    pub(crate) fn set_output_tensor(&self, n: usize, t: &Tensor) {
+        *self.outputs[n].tensor.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&t.0);
+    }
+
+    pub(crate) fn out_meta(&self, n: usize) -> (DType, &Shape) {
+        (self.outputs[n].dtype, &self.outputs[n].shape)
     }
 }
 
@@ -119,7 +174,7 @@ fn edge_for(t: &Tensor) -> Edge {
         return Edge::None;
     }
     match t.grad_fn_raw() {
-        Some(f) => Edge::Node(f),
+        Some(f) => Edge::Node(f, t.output_nr()),
         None => Edge::Leaf(t.clone()),
     }
 }
@@ -136,7 +191,7 @@ impl<'a> BackwardCtx<'a> {
         let saved = match node.saved_values() {
             Ok(s) => s,
             // Nodes that save nothing can run again after release.
-            Err(_) if node.op.saves().inputs == 0 && !node.op.saves().output => SavedValues { inputs: SmallVec::new(), output: None },
+            Err(_) if node.saves().inputs == 0 && !node.saves().output => SavedValues { inputs: SmallVec::new(), output: None },
             Err(e) => return Err(e),
         };
         Ok(BackwardCtx { node, saved, create_graph })
@@ -162,10 +217,13 @@ impl<'a> BackwardCtx<'a> {
                 return Err(Error::SavedTensorModified { node: self.node.name(), expected: s.version, found });
             }
         }
-        let (dtype, shape) = self.node.out_meta();
+        let (dtype, shape) = self.node.out_meta(0);
         let t = Tensor::from_value(s.value.clone(), dtype, shape.clone());
         if self.create_graph {
-            t.set_grad_fn(Some(self.node.clone()));
+            // Linked to the node without becoming its registered output (the original tensor,
+            // if alive, stays the one retain_grad looks at).
+            t.0.requires_grad.store(true, std::sync::atomic::Ordering::Release);
+            t.grad_slot().grad_fn = Some(self.node.clone());
         }
         Ok(t)
     }
@@ -230,7 +288,7 @@ impl GradFn {
             .map(|e| match e {
                 Edge::None => NextFunction::None,
                 Edge::Leaf(t) => NextFunction::AccumulateGrad(t.clone()),
-                Edge::Node(n) => NextFunction::Node(GradFn(n.clone())),
+                Edge::Node(n, _) => NextFunction::Node(GradFn(n.clone())),
             })
             .collect()
     }

@@ -2,6 +2,7 @@
 //! graph analysis: it walks the precomputed steps, frees each value at its last use, lets
 //! fused steps write into dying buffers, and applies the state writes after the run.
 
+use super::control::ControlPlan;
 use super::plan::Plan;
 use crate::error::Result;
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite};
@@ -16,6 +17,8 @@ use std::sync::Mutex;
 pub struct Executable {
     graph: Graph,
     plan: Plan,
+    /// For each step that is a `Cond` or `While` node, its planned subgraphs.
+    controls: Vec<Option<ControlPlan>>,
     /// Value tables of finished runs, reused so a call does not allocate one.
     tables: Mutex<Vec<Vec<Option<Storage>>>>,
 }
@@ -25,7 +28,8 @@ impl Executable {
     pub fn new(graph: &Graph, optimize: bool) -> Executable {
         let graph = if optimize { super::optimize(graph, None) } else { graph.clone() };
         let plan = Plan::new(&graph);
-        Executable { graph, plan, tables: Mutex::new(Vec::new()) }
+        let controls = plan.steps.iter().map(|s| ControlPlan::new(&s.node.kind, optimize)).collect();
+        Executable { graph, plan, controls, tables: Mutex::new(Vec::new()) }
     }
 
     /// The graph that runs.
@@ -35,26 +39,40 @@ impl Executable {
 
     /// Runs on `slots` (argument leaves, then captures), applies the writes, returns outputs.
     pub fn run(&self, slots: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let g = &self.graph;
+        let outputs = self.with_table(|values| self.run_steps(slots, &[], values))?;
+        Ok(outputs.into_iter().map(Tensor::from_storage).collect())
+    }
+
+    /// Runs a subgraph on its parameters (a cond branch, a loop's condition or body).
+    pub(crate) fn run_params(&self, params: &[Storage]) -> Result<Vec<Storage>> {
+        self.with_table(|values| self.run_steps(&[], params, values))
+    }
+
+    /// Runs `f` with a value table sized for this graph, taken from the pool and returned.
+    fn with_table<R>(&self, f: impl FnOnce(&mut [Option<Storage>]) -> R) -> R {
         let mut values = self.tables.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
-        values.resize(g.values.len(), None);
-        let result = self.run_steps(slots, &mut values);
+        values.resize(self.graph.values.len(), None);
+        let result = f(&mut values);
         values.iter_mut().for_each(|v| *v = None);
         self.tables.lock().unwrap_or_else(|e| e.into_inner()).push(values);
         result
     }
 
-    fn run_steps(&self, slots: &[&Tensor], values: &mut [Option<Storage>]) -> Result<Vec<Tensor>> {
+    fn run_steps(&self, slots: &[&Tensor], params: &[Storage], values: &mut [Option<Storage>]) -> Result<Vec<Storage>> {
         let g = &self.graph;
         for (v, src) in &g.inputs {
-            values[*v] = Some(read_input(slots, *src)?);
+            values[*v] = Some(read_input(slots, params, *src)?);
         }
         for (v, s) in &g.constants {
             values[*v] = Some(s.clone());
         }
-        for step in &self.plan.steps {
+        for (step, control) in self.plan.steps.iter().zip(&self.controls) {
             let node = &step.node;
             let outs = match &node.kind {
+                _ if control.is_some() => {
+                    let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
+                    control.as_ref().expect("checked").run(&inputs)?
+                }
                 NodeKind::Fused(p) => {
                     let mut taken: SmallVec<[Option<Storage>; 4]> =
                         node.inputs.iter().zip(&step.donate).map(|(&v, &give)| if give { values[v].take() } else { None }).collect();
@@ -62,7 +80,7 @@ impl Executable {
                         Some(s) => Input::Dying(s),
                         None => Input::Shared(values[v].as_ref().expect("defined before use")),
                     });
-                    SmallVec::from_vec(p.run(inputs.collect()))
+                    p.run(inputs)
                 }
                 kind => {
                     let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
@@ -76,7 +94,7 @@ impl Executable {
                 values[v] = None;
             }
         }
-        let outputs = g.outputs.iter().map(|&v| Tensor::from_storage(values[v].clone().expect("outputs are kept"))).collect();
+        let outputs = g.outputs.iter().map(|&v| values[v].clone().expect("outputs are kept")).collect();
         for w in &g.writes {
             apply_write(w, values, slots);
         }
@@ -84,10 +102,11 @@ impl Executable {
     }
 }
 
-fn read_input(slots: &[&Tensor], src: InputSource) -> Result<Storage> {
+fn read_input(slots: &[&Tensor], params: &[Storage], src: InputSource) -> Result<Storage> {
     match src {
         InputSource::Data(s) => slots[s].storage("graph input"),
         InputSource::Grad(s) => slots[s].grad_slot().grad.clone().expect("presence checked by the call's guards").storage("graph input"),
+        InputSource::Param(k) => Ok(params[k].clone()),
     }
 }
 
@@ -109,7 +128,7 @@ fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor]) -> Result<S
             }
         }
         NodeKind::Fused(_) => unreachable!("run by the caller"),
-        NodeKind::Cond { .. } | NodeKind::While { .. } => unimplemented!("control flow arrives with the control-flow issue"),
+        NodeKind::Cond { .. } | NodeKind::While { .. } => unreachable!("run through their control plans"),
     }
 }
 

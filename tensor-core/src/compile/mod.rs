@@ -2,6 +2,7 @@
 //! each in its own file with its own tests — and the execution plan the executor runs with no
 //! per-call analysis. No pass changes a value's bits.
 
+mod control;
 mod cse;
 mod dce;
 mod executor;

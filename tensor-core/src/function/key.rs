@@ -211,7 +211,7 @@ pub(crate) struct KeyRef<'a> {
 }
 
 /// Field scopes: (word position, `Some(name)` entering a field or `None` leaving one).
-pub(crate) type Fields = SmallVec<[(u16, Option<&'static str>); 8]>;
+pub(crate) type Fields = SmallVec<[(u16, Option<&'static str>); 16]>;
 
 /// The fields enclosing the word at `pos`, outermost first.
 fn field_path(fields: &[(u16, Option<&'static str>)], pos: usize) -> Vec<&'static str> {

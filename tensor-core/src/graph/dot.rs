@@ -23,6 +23,7 @@ impl Graph {
             let kind = match src {
                 InputSource::Data(_) => "input",
                 InputSource::Grad(_) => "grad input",
+                InputSource::Param(_) => "parameter",
             };
             let _ = writeln!(out, "  {id} [shape=ellipse, label=\"{}\\n{}\\n{}\"];", escape(&self.values[*v].name), kind, self.type_label(*v));
             producer.insert(*v, id);

@@ -36,6 +36,9 @@ pub enum InputSource {
     Data(usize),
     /// The slot's `.grad` (which was present when traced).
     Grad(usize),
+    /// Parameter `k` of a subgraph (a `cond` branch, a `while_loop` condition or body): the
+    /// value its node passes in.
+    Param(usize),
 }
 
 /// One formatted piece of a `tprint!` line.
@@ -63,9 +66,12 @@ pub enum NodeKind {
     /// Runs `then` or `other` by the scalar bool input 0; the rest of the inputs feed the
     /// branch; the outputs are the branch's.
     Cond { then: Arc<Graph>, other: Arc<Graph> },
-    /// Loops `body` while `cond` gives true; inputs are the initial loop variables followed by
-    /// captured values; outputs are the final loop variables.
-    While { cond: Arc<Graph>, body: Arc<Graph>, max_iterations: Option<usize> },
+    /// Loops `body` while `cond` gives true. Inputs: the initial loop variables, then the values
+    /// `cond` captured, then those `body` captured (each subgraph's parameters are the loop
+    /// variables followed by its captures). Outputs: the final loop variables; with `history`
+    /// (when gradients flow through the loop) also the trip count (i64) and, per variable, its
+    /// values at the start of every iteration stacked along a new first dim.
+    While { cond: Arc<Graph>, body: Arc<Graph>, max_iterations: Option<usize>, history: bool },
 }
 
 /// One node: its kind, input values and output values.
@@ -102,6 +108,8 @@ pub struct Graph {
     pub num_arg_slots: usize,
     /// Slot names for printing (argument names, `capture_N`).
     pub slot_names: Vec<String>,
+    /// How many parameters a subgraph takes (0 for a function's graph).
+    pub num_params: usize,
 }
 
 impl Graph {

@@ -9,7 +9,7 @@
 //! }
 //! ```
 
-use super::{Graph, InputSource, NodeKind, PrintPiece, StateWrite};
+use super::{Graph, NodeKind, PrintPiece, StateWrite};
 use std::fmt::{self, Write};
 
 impl Graph {
@@ -44,14 +44,7 @@ impl Graph {
     }
 
     fn input_list(&self) -> String {
-        self.inputs
-            .iter()
-            .map(|(v, src)| match src {
-                InputSource::Data(_) => self.typed(*v),
-                InputSource::Grad(_) => self.typed(*v),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.inputs.iter().map(|(v, _)| self.typed(*v)).collect::<Vec<_>>().join(", ")
     }
 
     fn typed(&self, v: usize) -> String {
@@ -82,8 +75,12 @@ impl Graph {
                 other.write_text(out, indent + 1)?;
                 writeln!(out, "\n{pad}}}")
             }
-            NodeKind::While { cond, body, max_iterations } => {
-                let max = max_iterations.map_or(String::new(), |m| format!("[max_iterations={m}]"));
+            NodeKind::While { cond, body, max_iterations, history } => {
+                let mut attrs: Vec<String> = max_iterations.iter().map(|m| format!("max_iterations={m}")).collect();
+                if *history {
+                    attrs.push("history".into());
+                }
+                let max = if attrs.is_empty() { String::new() } else { format!("[{}]", attrs.join(" ")) };
                 writeln!(out, "{pad}{results} = while{max}({args}) {{")?;
                 write!(out, "{pad}  cond: ")?;
                 cond.write_text(out, indent + 1)?;

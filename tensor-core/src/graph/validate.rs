@@ -23,9 +23,12 @@ pub fn validate(g: &Graph) -> Result<(), String> {
         }
     };
     for (v, src) in &g.inputs {
-        let (InputSource::Data(s) | InputSource::Grad(s)) = src;
-        if *s >= g.num_slots() {
-            return Err(format!("input {v} reads slot {s}, but there are {} slots", g.num_slots()));
+        match src {
+            InputSource::Data(s) | InputSource::Grad(s) if *s >= g.num_slots() => {
+                return Err(format!("input {v} reads slot {s}, but there are {} slots", g.num_slots()));
+            }
+            InputSource::Param(k) if *k >= g.num_params => return Err(format!("input {v} reads parameter {k}, but there are {}", g.num_params)),
+            _ => {}
         }
         define(&mut defined, *v, "an input")?;
     }

@@ -2,6 +2,12 @@
 //! Images are processed in parallel, each with a single-threaded GEMM; a batch smaller than
 //! the thread count gives the threads to the GEMM instead. Per-image partial weight
 //! gradients are summed in image order, so the result does not depend on the threads.
+//!
+//! The unfolded columns of a whole batch can also be made once ([`im2col_batch`]) and used by
+//! both the forward convolution ([`conv2d_from_cols`]) and the weight gradient
+//! ([`conv2d_weight_grad_from_cols`]): the graph compiler does that for a training step. Both
+//! paths run the very same per-image GEMM on the same column values, so they give the same
+//! bits as [`conv2d`] and [`conv2d_weight_grad`].
 
 use super::math::Float;
 use super::matmul::{gemm_into, MatRef};
@@ -32,13 +38,19 @@ impl ConvGeom {
         (oh, ow)
     }
 
-    fn patch(&self) -> usize {
+    /// Rows of one image's columns: `c * kh * kw`.
+    pub fn patch(&self) -> usize {
         self.c * self.kh * self.kw
     }
 
-    fn out_plane(&self) -> usize {
+    /// Columns of one image's columns: `oh * ow`.
+    pub fn out_plane(&self) -> usize {
         let (oh, ow) = self.out_hw();
         oh * ow
+    }
+
+    fn image(&self) -> usize {
+        self.c * self.h * self.w
     }
 
     /// Threads for each image's GEMM: all of them when there are fewer images than threads.
@@ -49,55 +61,44 @@ impl ConvGeom {
             num_threads()
         }
     }
+
+    /// The output columns `oj` whose input column `oj * sw + kj - pw` lies inside the image:
+    /// `lo..hi` (empty when none does).
+    #[inline]
+    fn valid_cols(&self, kj: usize, ow: usize) -> (usize, usize) {
+        let (sw, pw) = (self.stride[1], self.padding[1]);
+        let lo = if kj >= pw { 0 } else { (pw - kj).div_ceil(sw) };
+        let hi = if self.w + pw > kj { ((self.w - 1 + pw - kj) / sw + 1).min(ow) } else { 0 };
+        (lo.min(hi), hi)
+    }
 }
 
-/// Unfolds one image `[c, h, w]` into columns `[c*kh*kw, oh*ow]`.
+/// Unfolds one image `[c, h, w]` into columns `[c*kh*kw, oh*ow]` (row-major). Each output
+/// row is a zero-padded copy of an input row: contiguous for stride 1, strided otherwise.
 fn im2col<T: Float>(x: &[T], g: &ConvGeom, cols: &mut [T]) {
     let (oh, ow) = g.out_hw();
     let [sh, sw] = g.stride;
     let [ph, pw] = g.padding;
+    let plane = oh * ow;
     for c in 0..g.c {
         for ki in 0..g.kh {
             for kj in 0..g.kw {
-                let row = &mut cols[((c * g.kh + ki) * g.kw + kj) * oh * ow..][..oh * ow];
-                for oi in 0..oh {
-                    let ih = (oi * sh + ki) as isize - ph as isize;
-                    let dst = &mut row[oi * ow..(oi + 1) * ow];
-                    if ih < 0 || ih >= g.h as isize {
-                        dst.iter_mut().for_each(|d| *d = T::zero());
+                let row = &mut cols[((c * g.kh + ki) * g.kw + kj) * plane..][..plane];
+                let (lo, hi) = g.valid_cols(kj, ow);
+                for (oi, dst) in row.chunks_exact_mut(ow).enumerate() {
+                    let ih = oi * sh + ki;
+                    if ih < ph || ih - ph >= g.h {
+                        dst.fill(T::zero());
                         continue;
                     }
-                    let src = &x[(c * g.h + ih as usize) * g.w..][..g.w];
-                    for (oj, d) in dst.iter_mut().enumerate() {
-                        let iw = (oj * sw + kj) as isize - pw as isize;
-                        *d = if iw < 0 || iw >= g.w as isize { T::zero() } else { src[iw as usize] };
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Folds columns back into one image, adding overlapping contributions (im2col's adjoint).
-fn col2im<T: Float>(cols: &[T], g: &ConvGeom, x: &mut [T]) {
-    let (oh, ow) = g.out_hw();
-    let [sh, sw] = g.stride;
-    let [ph, pw] = g.padding;
-    x.iter_mut().for_each(|v| *v = T::zero());
-    for c in 0..g.c {
-        for ki in 0..g.kh {
-            for kj in 0..g.kw {
-                let row = &cols[((c * g.kh + ki) * g.kw + kj) * oh * ow..][..oh * ow];
-                for oi in 0..oh {
-                    let ih = (oi * sh + ki) as isize - ph as isize;
-                    if ih < 0 || ih >= g.h as isize {
-                        continue;
-                    }
-                    let dst = &mut x[(c * g.h + ih as usize) * g.w..][..g.w];
-                    for oj in 0..ow {
-                        let iw = (oj * sw + kj) as isize - pw as isize;
-                        if iw >= 0 && iw < g.w as isize {
-                            dst[iw as usize] = dst[iw as usize].add(row[oi * ow + oj]);
+                    let src = &x[(c * g.h + ih - ph) * g.w..][..g.w];
+                    dst[..lo].fill(T::zero());
+                    dst[hi..].fill(T::zero());
+                    if sw == 1 {
+                        dst[lo..hi].copy_from_slice(&src[lo + kj - pw..hi + kj - pw]);
+                    } else {
+                        for (oj, d) in dst[lo..hi].iter_mut().enumerate() {
+                            *d = src[(lo + oj) * sw + kj - pw];
                         }
                     }
                 }
@@ -106,31 +107,103 @@ fn col2im<T: Float>(cols: &[T], g: &ConvGeom, x: &mut [T]) {
     }
 }
 
-/// Runs `per_image(n, out_chunk)` over the images, in parallel when there are enough.
-fn for_each_image<T: Send>(out: &mut [T], chunk: usize, g: &ConvGeom, per_image: impl Fn(usize, &mut [T]) + Sync) {
-    if g.gemm_threads() == 1 && g.n > 1 {
-        out.par_chunks_mut(chunk).enumerate().for_each(|(i, o)| per_image(i, o));
-    } else {
-        out.chunks_mut(chunk).enumerate().for_each(|(i, o)| per_image(i, o));
+/// Folds columns back into one image, adding overlapping contributions (im2col's adjoint).
+/// Every input element receives its contributions in (c, ki, kj, oi) order.
+fn col2im<T: Float>(cols: &[T], g: &ConvGeom, x: &mut [T]) {
+    let (oh, ow) = g.out_hw();
+    let [sh, sw] = g.stride;
+    let [ph, pw] = g.padding;
+    let plane = oh * ow;
+    x.fill(T::zero());
+    for c in 0..g.c {
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                let row = &cols[((c * g.kh + ki) * g.kw + kj) * plane..][..plane];
+                let (lo, hi) = g.valid_cols(kj, ow);
+                if lo == hi {
+                    continue;
+                }
+                for (oi, src) in row.chunks_exact(ow).enumerate() {
+                    let ih = oi * sh + ki;
+                    if ih < ph || ih - ph >= g.h {
+                        continue;
+                    }
+                    let dst = &mut x[(c * g.h + ih - ph) * g.w..][..g.w];
+                    if sw == 1 {
+                        let dst = &mut dst[lo + kj - pw..hi + kj - pw];
+                        for (d, &v) in dst.iter_mut().zip(&src[lo..hi]) {
+                            *d = d.add(v);
+                        }
+                    } else {
+                        for (oj, &v) in src[lo..hi].iter().enumerate() {
+                            let d = &mut dst[(lo + oj) * sw + kj - pw];
+                            *d = d.add(v);
+                        }
+                    }
+                }
+            }
+        }
     }
+}
+
+/// Runs `per_image(scratch, n, out_chunk)` over the images, in parallel when there are
+/// enough; each task makes one scratch buffer of `scratch` elements and reuses it.
+fn for_each_image<T: Float, U: Send>(
+    out: &mut [U],
+    chunk: usize,
+    g: &ConvGeom,
+    scratch: usize,
+    per_image: impl Fn(&mut [T], usize, &mut [U]) + Sync + Send,
+) {
+    let make = || vec![T::zero(); scratch];
+    if g.gemm_threads() == 1 && g.n > 1 {
+        out.par_chunks_mut(chunk).enumerate().for_each_init(make, |s, (i, o)| per_image(s, i, o));
+    } else {
+        let mut s = make();
+        out.chunks_mut(chunk).enumerate().for_each(|(i, o)| per_image(&mut s, i, o));
+    }
+}
+
+/// One image of the forward convolution from its columns: `w @ cols (+ bias)`.
+fn conv_image<T: Float>(cols: &[T], ws: &[T], bias: Option<&[T]>, g: &ConvGeom, out: &mut [T]) {
+    let (plane, patch) = (g.out_plane(), g.patch());
+    gemm_into(MatRef::new(ws, g.o, patch), MatRef::new(cols, patch, plane), out, false, g.gemm_threads());
+    if let Some(b) = bias {
+        for (row, &bv) in out.chunks_mut(plane).zip(b) {
+            row.iter_mut().for_each(|v| *v = v.add(bv));
+        }
+    }
+}
+
+/// One image's partial weight gradient from its columns: `gy[i] @ cols^T`.
+fn weight_grad_image<T: Float>(cols: &[T], gy: &[T], g: &ConvGeom, out: &mut [T]) {
+    let (plane, patch) = (g.out_plane(), g.patch());
+    gemm_into(MatRef::new(gy, g.o, plane), MatRef::new(cols, patch, plane).t(), out, false, g.gemm_threads());
+}
+
+/// The per-image partials `[n, o*patch]` summed in image order.
+fn sum_partials<T: Float>(partials: &[T], g: &ConvGeom) -> Array<T> {
+    let len = g.o * g.patch();
+    let mut dw = vec![T::zero(); len];
+    for p in partials.chunks(len) {
+        dw.iter_mut().zip(p).for_each(|(d, &v)| *d = d.add(v));
+    }
+    Array::from_shape_vec(IxDyn(&[g.o, g.c, g.kh, g.kw]), dw).expect("length matches dims")
+}
+
+fn slice_of<T>(a: &Array<T>) -> &[T] {
+    a.as_slice().expect("standard layout")
 }
 
 /// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, kh, kw]`, plus `bias` `[o]` if given.
 pub fn conv2d<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom) -> Array<T> {
-    let (x, w) = (standard(x), standard(w));
-    let (xs, ws) = (x.as_slice().expect("standard"), w.as_slice().expect("standard"));
-    let bias = bias.map(standard);
-    let (plane, patch) = (g.out_plane(), g.patch());
+    let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
+    let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
+    let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
     let mut out = vec![T::zero(); g.n * g.o * plane];
-    for_each_image(&mut out, g.o * plane, g, |i, o| {
-        let mut cols = vec![T::zero(); patch * plane];
-        im2col(&xs[i * g.c * g.h * g.w..][..g.c * g.h * g.w], g, &mut cols);
-        gemm_into(MatRef::new(ws, g.o, patch), MatRef::new(&cols, patch, plane), o, false, g.gemm_threads());
-        if let Some(b) = &bias {
-            for (row, &bv) in o.chunks_mut(plane).zip(b.iter()) {
-                row.iter_mut().for_each(|v| *v = v.add(bv));
-            }
-        }
+    for_each_image(&mut out, g.o * plane, g, patch * plane, |cols, i, o| {
+        im2col(&xs[i * image..][..image], g, cols);
+        conv_image(cols, ws, bs, g, o);
     });
     let (oh, ow) = g.out_hw();
     Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), out).expect("length matches dims")
@@ -139,14 +212,13 @@ pub fn conv2d<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: 
 /// The gradient with respect to the input, from the output gradient `gy` `[n, o, oh, ow]`.
 pub fn conv2d_input_grad<T: Float>(gy: &Array<T>, w: &Array<T>, g: &ConvGeom) -> Array<T> {
     let (gy, w) = (standard(gy), standard(w));
-    let (gs, ws) = (gy.as_slice().expect("standard"), w.as_slice().expect("standard"));
-    let (plane, patch, image) = (g.out_plane(), g.patch(), g.c * g.h * g.w);
+    let (gs, ws) = (slice_of(&gy), slice_of(&w));
+    let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
     let mut dx = vec![T::zero(); g.n * image];
-    for_each_image(&mut dx, image, g, |i, d| {
-        let mut cols = vec![T::zero(); patch * plane];
+    for_each_image(&mut dx, image, g, patch * plane, |cols, i, d| {
         let wt = MatRef::new(ws, g.o, patch).t();
-        gemm_into(wt, MatRef::new(&gs[i * g.o * plane..][..g.o * plane], g.o, plane), &mut cols, false, g.gemm_threads());
-        col2im(&cols, g, d);
+        gemm_into(wt, MatRef::new(&gs[i * g.o * plane..][..g.o * plane], g.o, plane), cols, false, g.gemm_threads());
+        col2im(cols, g, d);
     });
     Array::from_shape_vec(IxDyn(&[g.n, g.c, g.h, g.w]), dx).expect("length matches dims")
 }
@@ -154,18 +226,132 @@ pub fn conv2d_input_grad<T: Float>(gy: &Array<T>, w: &Array<T>, g: &ConvGeom) ->
 /// The gradient with respect to the weight: the sum over images of `gy[i] @ cols(x[i])^T`.
 pub fn conv2d_weight_grad<T: Float>(x: &Array<T>, gy: &Array<T>, g: &ConvGeom) -> Array<T> {
     let (x, gy) = (standard(x), standard(gy));
-    let (xs, gs) = (x.as_slice().expect("standard"), gy.as_slice().expect("standard"));
-    let (plane, patch, image) = (g.out_plane(), g.patch(), g.c * g.h * g.w);
+    let (xs, gs) = (slice_of(&x), slice_of(&gy));
+    let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
     let mut partials = vec![T::zero(); g.n * g.o * patch];
-    for_each_image(&mut partials, g.o * patch, g, |i, p| {
-        let mut cols = vec![T::zero(); patch * plane];
-        im2col(&xs[i * image..][..image], g, &mut cols);
-        let gi = MatRef::new(&gs[i * g.o * plane..][..g.o * plane], g.o, plane);
-        gemm_into(gi, MatRef::new(&cols, patch, plane).t(), p, false, g.gemm_threads());
+    for_each_image(&mut partials, g.o * patch, g, patch * plane, |cols, i, p| {
+        im2col(&xs[i * image..][..image], g, cols);
+        weight_grad_image(cols, &gs[i * g.o * plane..][..g.o * plane], g, p);
     });
-    let mut dw = vec![T::zero(); g.o * patch];
-    for p in partials.chunks(g.o * patch) {
-        dw.iter_mut().zip(p).for_each(|(d, &v)| *d = d.add(v));
+    sum_partials(&partials, g)
+}
+
+/// The columns of every image of `x` `[n, c, h, w]`: `[n, c*kh*kw, oh*ow]`.
+pub fn im2col_batch<T: Float>(x: &Array<T>, g: &ConvGeom) -> Array<T> {
+    let x = standard(x);
+    let xs = slice_of(&x);
+    let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
+    let mut cols = vec![T::zero(); g.n * patch * plane];
+    let chunk = (patch * plane).max(1);
+    if g.n > 1 && num_threads() > 1 && cols.len() >= super::parallel::par_min_len() / 4 {
+        cols.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| im2col(&xs[i * image..][..image], g, c));
+    } else {
+        cols.chunks_mut(chunk).enumerate().for_each(|(i, c)| im2col(&xs[i * image..][..image], g, c));
     }
-    Array::from_shape_vec(IxDyn(&[g.o, g.c, g.kh, g.kw]), dw).expect("length matches dims")
+    Array::from_shape_vec(IxDyn(&[g.n, patch, plane]), cols).expect("length matches dims")
+}
+
+/// [`conv2d`] from the columns `[n, c*kh*kw, oh*ow]` of its input.
+pub fn conv2d_from_cols<T: Float>(cols: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom) -> Array<T> {
+    let (cols, w, bias) = (standard(cols), standard(w), bias.map(standard));
+    let (cs, ws, bs) = (slice_of(&cols), slice_of(&w), bias.as_ref().map(slice_of));
+    let (plane, patch) = (g.out_plane(), g.patch());
+    let mut out = vec![T::zero(); g.n * g.o * plane];
+    for_each_image::<T, T>(&mut out, g.o * plane, g, 0, |_, i, o| conv_image(&cs[i * patch * plane..][..patch * plane], ws, bs, g, o));
+    let (oh, ow) = g.out_hw();
+    Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), out).expect("length matches dims")
+}
+
+/// [`conv2d_weight_grad`] from the columns `[n, c*kh*kw, oh*ow]` of its input.
+pub fn conv2d_weight_grad_from_cols<T: Float>(cols: &Array<T>, gy: &Array<T>, g: &ConvGeom) -> Array<T> {
+    let (cols, gy) = (standard(cols), standard(gy));
+    let (cs, gs) = (slice_of(&cols), slice_of(&gy));
+    let (plane, patch) = (g.out_plane(), g.patch());
+    let mut partials = vec![T::zero(); g.n * g.o * patch];
+    for_each_image::<T, T>(&mut partials, g.o * patch, g, 0, |_, i, p| {
+        weight_grad_image(&cs[i * patch * plane..][..patch * plane], &gs[i * g.o * plane..][..g.o * plane], g, p)
+    });
+    sum_partials(&partials, g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// im2col by the definition, one element at a time.
+    fn im2col_naive(x: &[f64], g: &ConvGeom) -> Vec<f64> {
+        let (oh, ow) = g.out_hw();
+        let mut out = Vec::new();
+        for c in 0..g.c {
+            for ki in 0..g.kh {
+                for kj in 0..g.kw {
+                    for oi in 0..oh {
+                        for oj in 0..ow {
+                            let ih = (oi * g.stride[0] + ki) as isize - g.padding[0] as isize;
+                            let iw = (oj * g.stride[1] + kj) as isize - g.padding[1] as isize;
+                            let inside = ih >= 0 && iw >= 0 && (ih as usize) < g.h && (iw as usize) < g.w;
+                            out.push(if inside { x[(c * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn geoms() -> Vec<ConvGeom> {
+        let mut v = Vec::new();
+        for (h, w) in [(5, 7), (6, 6), (3, 4)] {
+            for (kh, kw) in [(1, 1), (3, 3), (2, 3), (3, 5)] {
+                for stride in [[1, 1], [2, 1], [1, 3], [2, 2]] {
+                    for padding in [[0, 0], [1, 1], [2, 0], [0, 3]] {
+                        if h + 2 * padding[0] >= kh && w + 2 * padding[1] >= kw {
+                            v.push(ConvGeom { n: 1, c: 2, h, w, o: 1, kh, kw, stride, padding });
+                        }
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn im2col_matches_the_definition() {
+        for g in geoms() {
+            let x: Vec<f64> = (0..g.c * g.h * g.w).map(|i| i as f64 + 1.0).collect();
+            let mut cols = vec![f64::NAN; g.patch() * g.out_plane()];
+            im2col(&x, &g, &mut cols);
+            assert_eq!(cols, im2col_naive(&x, &g), "{g:?}");
+        }
+    }
+
+    #[test]
+    fn col2im_is_the_adjoint_of_im2col() {
+        // <im2col(x), c> == <x, col2im(c)> for integer-valued data (exact in f64).
+        for g in geoms() {
+            let x: Vec<f64> = (0..g.c * g.h * g.w).map(|i| (i % 7) as f64 - 3.0).collect();
+            let c: Vec<f64> = (0..g.patch() * g.out_plane()).map(|i| (i % 5) as f64 - 2.0).collect();
+            let cols = im2col_naive(&x, &g);
+            let mut back = vec![f64::NAN; x.len()];
+            col2im(&c, &g, &mut back);
+            let lhs: f64 = cols.iter().zip(&c).map(|(a, b)| a * b).sum();
+            let rhs: f64 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
+            assert_eq!(lhs, rhs, "{g:?}");
+        }
+    }
+
+    #[test]
+    fn column_paths_match_the_fused_kernels_bit_for_bit() {
+        let g = ConvGeom { n: 5, c: 3, h: 9, w: 8, o: 4, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+        let (oh, ow) = g.out_hw();
+        let val = |i: usize| ((i * 7919) % 1000) as f32 / 997.0 - 0.5;
+        let x = Array::from_shape_vec(IxDyn(&[g.n, g.c, g.h, g.w]), (0..g.n * g.image()).map(val).collect()).unwrap();
+        let w = Array::from_shape_vec(IxDyn(&[g.o, g.c, g.kh, g.kw]), (0..g.o * g.patch()).map(|i| val(i + 3)).collect()).unwrap();
+        let b = Array::from_shape_vec(IxDyn(&[g.o]), (0..g.o).map(|i| val(i + 11)).collect()).unwrap();
+        let gy = Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), (0..g.n * g.o * oh * ow).map(|i| val(i + 5)).collect()).unwrap();
+        let cols = im2col_batch(&x, &g);
+        let bits = |a: &Array<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&conv2d(&x, &w, Some(&b), &g)), bits(&conv2d_from_cols(&cols, &w, Some(&b), &g)));
+        assert_eq!(bits(&conv2d_weight_grad(&x, &gy, &g)), bits(&conv2d_weight_grad_from_cols(&cols, &gy, &g)));
+    }
 }

@@ -33,15 +33,15 @@ where
 
 fn fill_map<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) {
     #[cfg(target_arch = "x86_64")]
-    if super::simd::has_avx2() {
-        // SAFETY: the CPU supports AVX2 (checked above).
+    if super::simd::has_avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
         return unsafe { fill_map_avx2(dst, src, f) };
     }
     fill_map_body(dst, src, f)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn fill_map_avx2<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) {
     fill_map_body(dst, src, f)
 }
@@ -78,15 +78,15 @@ where
 
 fn fill_zip<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) {
     #[cfg(target_arch = "x86_64")]
-    if super::simd::has_avx2() {
-        // SAFETY: the CPU supports AVX2 (checked above).
+    if super::simd::has_avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
         return unsafe { fill_zip_avx2(dst, a, b, f) };
     }
     fill_zip_body(dst, a, b, f)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn fill_zip_avx2<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) {
     fill_zip_body(dst, a, b, f)
 }
@@ -106,8 +106,12 @@ where
     F: Fn(T) -> U + Sync,
 {
     match a.as_slice() {
-        Some(s) => from_vec(a.shape(), map_slice(s, f)),
-        None => a.map(|&x| f(x)).into_shared(),
+        Some(s) => like(a, map_slice(s, f)),
+        None => {
+            // Copied to row-major first, so the loop is the dispatched (vectorized) one.
+            let a = crate::storage::standard(a);
+            like(&a, map_slice(a.as_slice().expect("standard"), f))
+        }
     }
 }
 
@@ -120,7 +124,7 @@ where
 {
     if a.shape() == b.shape() {
         if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
-            return from_vec(a.shape(), zip_slices(x, y, f));
+            return like(a, zip_slices(x, y, f));
         }
     }
     if b.len() == 1 {
@@ -180,6 +184,15 @@ where
     }
     let bv = b.broadcast(a.raw_dim()).expect("shapes checked by the op's shape rule");
     Zip::from(a.view_mut()).and(&bv).for_each(|x, &y| *x = f(*x, y));
+}
+
+/// An array of `a`'s dims from row-major data (`a` in standard layout): reuses `a`'s
+/// dimension value instead of building one from a slice.
+#[inline]
+fn like<T, U>(a: &Array<T>, v: Vec<U>) -> Array<U> {
+    debug_assert!(a.is_standard_layout() && v.len() == a.len());
+    // SAFETY: `v` holds one element per position of `a`'s dims, in row-major order.
+    unsafe { Array::from_shape_vec_unchecked(a.raw_dim(), v) }
 }
 
 /// An array of the given dims from row-major data.

@@ -39,11 +39,33 @@ pub fn softmax<T: Float>(a: &Array<T>, axis: usize) -> Array<T> {
     along_axis(a, axis, softmax_row)
 }
 
-fn softmax_row<T: Float>(x: &[T], out: &mut [T]) {
-    let max = reduce_row(x, Reduction::Max);
+/// `out = exp(x - max)`, in the AVX2+FMA build when the CPU has it (the same bits either
+/// way: see `kernels::simd`).
+fn exp_shifted<T: Float>(x: &[T], max: T, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::has_avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
+        return unsafe { exp_shifted_avx2(x, max, out) };
+    }
+    exp_shifted_body(x, max, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_shifted_avx2<T: Float>(x: &[T], max: T, out: &mut [T]) {
+    exp_shifted_body(x, max, out)
+}
+
+#[inline(always)]
+fn exp_shifted_body<T: Float>(x: &[T], max: T, out: &mut [T]) {
     for (o, &v) in out.iter_mut().zip(x) {
         *o = v.sub(max).exp();
     }
+}
+
+fn softmax_row<T: Float>(x: &[T], out: &mut [T]) {
+    let max = reduce_row(x, Reduction::Max);
+    exp_shifted(x, max, out);
     let sum = reduce_row(out, Reduction::Sum);
     for o in out.iter_mut() {
         *o = o.div(sum);
@@ -57,9 +79,7 @@ pub fn log_softmax<T: Float>(a: &Array<T>, axis: usize) -> Array<T> {
 
 fn log_softmax_row<T: Float>(x: &[T], out: &mut [T]) {
     let max = reduce_row(x, Reduction::Max);
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = v.sub(max).exp();
-    }
+    exp_shifted(x, max, out);
     let lse = reduce_row(out, Reduction::Sum).ln();
     for (o, &v) in out.iter_mut().zip(x) {
         *o = v.sub(max).sub(lse);

@@ -4,10 +4,13 @@
 //! runs on it, so backward passes trace too.
 
 use super::{Op, TypeRef};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::shape::Shape;
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
 use smallvec::SmallVec;
+use std::sync::RwLockReadGuard;
 
 /// Applies `op` to `inputs`, returning a new tensor.
 pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
@@ -18,19 +21,56 @@ pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
         crate::autograd::record(op, &refs, &out);
         return Ok(out);
     }
-    let storage = run_eager(&op, inputs)?;
-    let out = Tensor::from_storage(storage);
+    let (dtype, shape, storage) = run_eager(&op, inputs)?;
+    let out = Tensor::from_value(Value::Concrete(storage), dtype, shape);
     crate::autograd::record(op, inputs, &out);
     Ok(out)
 }
 
-/// Checks types and runs the kernel of `op` on concrete inputs.
-pub(crate) fn run_eager(op: &Op, inputs: &[&Tensor]) -> Result<Storage> {
+/// Checks types and runs the kernel of `op` on concrete inputs: the result's dtype, shape
+/// (from the shape rule, which is exact for concrete inputs) and data.
+pub(crate) fn run_eager(op: &Op, inputs: &[&Tensor]) -> Result<(DType, Shape, Storage)> {
     let types: SmallVec<[TypeRef; 3]> = inputs.iter().map(|t| TypeRef { dtype: t.0.dtype, shape: &t.0.shape }).collect();
-    op.infer(&types)?;
-    let storages: SmallVec<[Storage; 3]> = inputs.iter().map(|t| t.storage(op.name())).collect::<Result<_>>()?;
-    let refs: SmallVec<[&Storage; 3]> = storages.iter().collect();
-    op.compute(&refs)
+    let (dtype, shape) = op.infer(&types)?;
+    let storage = with_storages(inputs, op.name(), |s| op.compute(s))??;
+    debug_assert!(storage.dtype() == dtype && storage.shape() == shape, "{}: the kernel's result does not match the shape rule", op.name());
+    Ok((dtype, shape, storage))
+}
+
+/// An input's data while a kernel reads it: the tensor's read guard (no copy of the
+/// storage), or — on a rayon worker thread, where a parallel kernel may run other tasks
+/// that write the same tensor while this frame waits — a clone of the storage.
+enum Held<'a> {
+    Guard(RwLockReadGuard<'a, Value>),
+    Owned(Storage),
+}
+
+/// Runs `f` on the data of `inputs` (an `Err` naming `op` for a symbolic input). A tensor
+/// passed several times is read once.
+fn with_storages<R>(inputs: &[&Tensor], op: &'static str, f: impl FnOnce(&[&Storage]) -> R) -> Result<R> {
+    let on_worker = rayon::current_thread_index().is_some();
+    let mut held: SmallVec<[Held; 3]> = SmallVec::new();
+    let mut which: SmallVec<[usize; 3]> = SmallVec::new();
+    for (i, t) in inputs.iter().enumerate() {
+        match inputs[..i].iter().position(|u| u.same_as(t)) {
+            Some(j) => which.push(which[j]),
+            None => {
+                held.push(if on_worker { Held::Owned(t.storage(op)?) } else { Held::Guard(t.read_value()) });
+                which.push(held.len() - 1);
+            }
+        }
+    }
+    let mut refs: SmallVec<[&Storage; 3]> = SmallVec::new();
+    for &k in &which {
+        refs.push(match &held[k] {
+            Held::Owned(s) => s,
+            Held::Guard(g) => match &**g {
+                Value::Concrete(s) => s,
+                Value::Symbolic(sym) => return Err(sym.value_error(op)),
+            },
+        });
+    }
+    Ok(f(&refs))
 }
 
 /// Applies `op` to `(target, others...)` — or to `others` alone when `reads_target` is false
@@ -61,7 +101,7 @@ pub(crate) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others
         _ => t,
     }));
     check_in_place_type(&op, &inputs, target, name)?;
-    let storage = run_eager(&op, &inputs)?;
+    let (_, _, storage) = run_eager(&op, &inputs)?;
     target.set_value(Value::Concrete(storage));
     if needs_grad {
         // PyTorch's rebase_history: the old value (the alias) feeds the new grad node.

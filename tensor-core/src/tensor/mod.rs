@@ -55,6 +55,8 @@ pub(crate) enum Value {
 pub(crate) struct GradSlot {
     pub(crate) grad: Option<Tensor>,
     pub(crate) grad_fn: Option<Arc<GradNode>>,
+    /// Which output of `grad_fn` this tensor is.
+    pub(crate) output_nr: usize,
     pub(crate) retains_grad: bool,
 }
 

@@ -82,6 +82,35 @@ fn with_trace<R>(f: impl FnOnce(&mut TraceState) -> R) -> R {
     STACK.with(|s| f(s.borrow_mut().last_mut().expect("a trace is active")))
 }
 
+/// Runs `f` on the outermost active trace: the function's, which owns the slots.
+fn with_root<R>(f: impl FnOnce(&mut TraceState) -> R) -> R {
+    STACK.with(|s| f(s.borrow_mut().first_mut().expect("a trace is active")))
+}
+
+/// Runs `f` on the trace at `level` of this thread's stack (0: the function's).
+fn with_level<R>(level: usize, f: impl FnOnce(&mut TraceState) -> R) -> R {
+    STACK.with(|s| f(&mut s.borrow_mut()[level]))
+}
+
+/// How many traces are active on this thread (more than one inside cond and while_loop).
+pub(crate) fn depth() -> usize {
+    STACK.with(|s| s.borrow().len())
+}
+
+/// The stack level of trace `id`, if it is active on this thread.
+fn level_of(id: u64) -> Option<usize> {
+    STACK.with(|s| s.borrow().iter().position(|t| t.id == id))
+}
+
+/// `v`, a value of the trace at `level`, as seen by the innermost trace: captured as a
+/// parameter by every nested trace in between.
+fn capture_down(level: usize, mut v: Tensor) -> Tensor {
+    for l in level + 1..depth() {
+        v = with_level(l, |s| s.capture_param(&v));
+    }
+    v
+}
+
 /// Keeps a trace active on this thread until dropped — also when the traced body panics,
 /// so no half-made trace is ever left behind.
 pub(crate) struct TraceGuard {
@@ -96,6 +125,25 @@ impl TraceGuard {
         STACK.with(|s| s.borrow_mut().push(TraceState::new(id, name)));
         ACTIVE.with(|a| a.set(id));
         TraceGuard { id, finished: false }
+    }
+
+    /// Starts the nested trace of a cond branch or loop body, inside the active trace.
+    pub(crate) fn begin_nested(name: &str) -> TraceGuard {
+        Self::begin(name)
+    }
+
+    /// A placeholder parameter of a nested trace (a loop variable).
+    pub(crate) fn param(&self, dtype: crate::DType, shape: crate::Shape, label: &str) -> Tensor {
+        with_trace(|s| s.add_param(dtype, shape, Some(label), None))
+    }
+
+    /// Ends a nested trace: its graph and the enclosing values it captured, in order.
+    pub(crate) fn finish_nested(mut self, outputs: &[Tensor]) -> Result<(Graph, Vec<Tensor>)> {
+        let resolved: Vec<Tensor> = outputs.iter().map(|t| resolve(t, "cond/while_loop")).collect::<Result<_>>()?;
+        let done = with_trace(|s| s.finish_nested(&resolved));
+        self.pop();
+        self.finished = true;
+        Ok(done)
     }
 
     /// Makes `t` (an argument's tensor leaf) slot `index`, with possibly relaxed `shape`.
@@ -145,9 +193,25 @@ pub(crate) struct Traced {
 /// or a constant.
 pub(crate) fn resolve(t: &Tensor, op: &'static str) -> Result<Tensor> {
     if let Some(sym) = t.symbol() {
-        return if sym.trace == current_trace_id() { Ok(t.clone()) } else { Err(Error::LeakedTracer { op, name: sym.name() }) };
+        if sym.trace == current_trace_id() {
+            return Ok(t.clone());
+        }
+        // A value of an enclosing trace (used inside cond or while_loop) is captured.
+        return match level_of(sym.trace) {
+            Some(level) => Ok(capture_down(level, t.clone())),
+            None => Err(Error::LeakedTracer { op, name: sym.name() }),
+        };
     }
-    Ok(with_trace(|s| s.resolve_concrete(t)))
+    if depth() == 1 {
+        return Ok(with_trace(|s| s.resolve_concrete(t)));
+    }
+    if level_of(t.0.origin_trace).is_some() {
+        // Data made inside the function is a constant wherever it is used.
+        return Ok(with_trace(|s| s.constant(t)));
+    }
+    // A tensor from outside the function: a slot of the function's trace, captured down.
+    let proxy = with_root(|s| s.resolve_concrete(t));
+    Ok(capture_down(0, proxy))
 }
 
 pub(crate) fn resolve_inputs(inputs: &[&Tensor], op: &'static str) -> Result<SmallVec<[Tensor; 3]>> {
@@ -162,12 +226,19 @@ pub(crate) fn append(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     Ok(with_trace(|s| s.append(crate::graph::NodeKind::Op(op.clone()), &ids, dtype, shape)))
 }
 
+/// Appends a node of any kind with several outputs to the active graph; `inputs` must be
+/// resolved.
+pub(crate) fn append_node(kind: crate::graph::NodeKind, inputs: &[&Tensor], types: &[(crate::DType, crate::Shape)]) -> Vec<Tensor> {
+    let ids: SmallVec<[ValueId; 3]> = inputs.iter().map(|t| t.symbol().expect("resolved inputs are symbolic").value).collect();
+    with_trace(|s| s.append_multi(kind, &ids, types))
+}
+
 /// The slot proxy standing for concrete `t` in the active trace, if `t` is used there.
 pub(crate) fn proxy_of(t: &Tensor) -> Option<Tensor> {
     if !is_active() {
         return None;
     }
-    with_trace(|s| s.proxy_of(t))
+    with_root(|s| s.proxy_of(t))
 }
 
 /// While tracing, reading a value as Rust data is allowed only for constants made inside
@@ -176,10 +247,10 @@ pub(crate) fn check_host_read(t: &Tensor, op: &'static str) -> Result<()> {
     if let Some(sym) = t.symbol() {
         return Err(sym.value_error(op));
     }
-    if !is_active() || t.0.origin_trace == current_trace_id() {
+    if !is_active() || level_of(t.0.origin_trace).is_some() {
         return Ok(());
     }
-    let name = with_trace(|s| s.proxy_of(t)).and_then(|p| p.symbol()).map_or_else(|| "a tensor from outside the function".to_string(), |s| s.name());
+    let name = with_root(|s| s.proxy_of(t)).and_then(|p| p.symbol()).map_or_else(|| "a tensor from outside the function".to_string(), |s| s.name());
     Err(Error::SymbolicValue { op, name })
 }
 

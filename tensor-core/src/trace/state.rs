@@ -1,7 +1,7 @@
 //! The state of one trace: the graph being built, the slots (external tensors, each with a
 //! symbolic proxy and the traced view of its `.grad`), and the constants.
 
-use super::{current_trace_id, resolve, with_trace, Symbol, Traced};
+use super::{current_trace_id, resolve, with_root, with_trace, Symbol, Traced};
 use crate::error::Result;
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite, ValueId};
 use crate::ops::Op;
@@ -32,8 +32,18 @@ struct Slot {
     initial_grad: Option<ValueId>,
 }
 
+/// A parameter of a subgraph trace: a placeholder (a loop variable) or a value captured from
+/// the enclosing trace.
+struct Param {
+    local: Tensor,
+    /// The enclosing trace's value this parameter stands for (`None` for placeholders).
+    outer: Option<Tensor>,
+}
+
 pub(crate) struct TraceState {
     pub(crate) id: u64,
+    params: Vec<Param>,
+    param_of: HashMap<(u64, ValueId), usize>,
     graph: Graph,
     slots: Vec<Slot>,
     slot_of: HashMap<u64, usize>,
@@ -43,7 +53,55 @@ pub(crate) struct TraceState {
 
 impl TraceState {
     pub(crate) fn new(id: u64, name: &str) -> TraceState {
-        TraceState { id, graph: Graph::new(name), slots: Vec::new(), slot_of: HashMap::new(), constants: HashMap::new(), grad_guards: Vec::new() }
+        TraceState {
+            id,
+            params: Vec::new(),
+            param_of: HashMap::new(),
+            graph: Graph::new(name),
+            slots: Vec::new(),
+            slot_of: HashMap::new(),
+            constants: HashMap::new(),
+            grad_guards: Vec::new(),
+        }
+    }
+
+    /// A new parameter of this (nested) trace's graph.
+    pub(crate) fn add_param(&mut self, dtype: DType, shape: Shape, label: Option<&str>, outer: Option<Tensor>) -> Tensor {
+        let k = self.graph.num_params;
+        self.graph.num_params += 1;
+        let v = self.graph.add_value(dtype, shape, label.map(str::to_string));
+        self.graph.inputs.push((v, InputSource::Param(k)));
+        let local = self.symbolic(v, None, label);
+        if let Some(o) = &outer {
+            let sym = o.symbol().expect("captured values are symbolic");
+            self.param_of.insert((sym.trace, sym.value), k);
+        }
+        self.params.push(Param { local: local.clone(), outer });
+        local
+    }
+
+    /// The parameter standing for `outer` (a value of the enclosing trace), made on first use.
+    pub(crate) fn capture_param(&mut self, outer: &Tensor) -> Tensor {
+        let sym = outer.symbol().expect("captured values are symbolic");
+        if let Some(&k) = self.param_of.get(&(sym.trace, sym.value)) {
+            return self.params[k].local.clone();
+        }
+        let label = sym.label.as_deref().map(str::to_string);
+        self.add_param(outer.0.dtype, outer.0.shape.clone(), label.as_deref(), Some(outer.clone()))
+    }
+
+    /// True when `t` is a value this nested trace captured from outside.
+    pub(crate) fn is_captured(&self, t: &Tensor) -> bool {
+        let Some(sym) = t.symbol() else { return false };
+        sym.trace == self.id && self.params.iter().any(|p| p.outer.is_some() && p.local.symbol().is_some_and(|l| l.value == sym.value))
+    }
+
+    /// Ends a nested trace: its graph (outputs set) and the enclosing values its captured
+    /// parameters stand for, in parameter order (after the placeholders).
+    pub(crate) fn finish_nested(&mut self, outputs: &[Tensor]) -> (Graph, Vec<Tensor>) {
+        self.graph.outputs = outputs.iter().map(|t| t.symbol().expect("resolved").value).collect();
+        let outers = self.params.iter().filter_map(|p| p.outer.clone()).collect();
+        (std::mem::take(&mut self.graph), outers)
     }
 
     fn symbolic(&self, value: ValueId, slot: Option<usize>, label: Option<&str>) -> Tensor {
@@ -56,6 +114,13 @@ impl TraceState {
     pub(crate) fn append(&mut self, kind: NodeKind, inputs: &[ValueId], dtype: DType, shape: Shape) -> Tensor {
         let v = self.graph.add_node(kind, inputs, dtype, shape);
         self.symbolic(v, None, None)
+    }
+
+    /// Appends a node with several outputs of the given types.
+    pub(crate) fn append_multi(&mut self, kind: NodeKind, inputs: &[ValueId], types: &[(DType, Shape)]) -> Vec<Tensor> {
+        let outs: smallvec::SmallVec<[ValueId; 1]> = types.iter().map(|(d, s)| self.graph.add_value(*d, s.clone(), None)).collect();
+        self.graph.nodes.push(crate::graph::Node { kind, inputs: inputs.into(), outputs: outs.clone() });
+        outs.iter().map(|&v| self.symbolic(v, None, None)).collect()
     }
 
     /// Appends a node with no output (a print).
@@ -96,7 +161,7 @@ impl TraceState {
         self.slots[slot].proxy.clone()
     }
 
-    fn constant(&mut self, t: &Tensor) -> Tensor {
+    pub(crate) fn constant(&mut self, t: &Tensor) -> Tensor {
         if let Some(c) = self.constants.get(&t.id()) {
             return c.clone();
         }
@@ -152,6 +217,12 @@ impl TraceState {
 /// slot, its proxy's, written back to the external tensor after the run).
 pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others: &[&Tensor], name: &'static str) -> Result<()> {
     let t = resolve(target, name)?;
+    if with_trace(|s| s.is_captured(&t)) {
+        let what = t.symbol().map_or_else(String::new, |s| format!(" `{}`", s.name()));
+        return Err(crate::Error::ControlFlow {
+            construct: format!("{name}: the tensor{what} comes from outside this cond branch or while_loop body and cannot be updated in place there; compute the new value and return it from the branch (or carry it as a loop variable)"),
+        });
+    }
     let grad_on = crate::autograd::is_grad_enabled();
     let others: Vec<Tensor> = others.iter().map(|o| resolve(o, name)).collect::<Result<_>>()?;
     let needs_grad = grad_on && op.is_differentiable() && (reads_target && t.requires_grad_raw() || others.iter().any(|o| o.requires_grad_raw()));
@@ -190,7 +261,7 @@ pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others
 }
 
 pub(super) fn read_grad(t: &Tensor) -> Option<Option<Tensor>> {
-    with_trace(|s| {
+    with_root(|s| {
         let slot = s.slot_for(t)?;
         Some(match s.slots[slot].grad.clone() {
             GradState::Set(g) => Some(g),
@@ -218,10 +289,13 @@ impl TraceState {
 }
 
 pub(super) fn accumulate_grad(t: &Tensor, g: &Tensor) -> Option<Result<()>> {
-    let (slot, state) = with_trace(|s| {
+    let (slot, state) = with_root(|s| {
         let slot = s.slot_for(t)?;
         Some((slot, s.slots[slot].grad.clone()))
     })?;
+    if super::depth() > 1 {
+        return Some(Err(nested_state_error("backward() into the .grad of a tensor from outside the function")));
+    }
     Some(accumulate_into_slot(slot, state, g))
 }
 
@@ -230,21 +304,28 @@ fn accumulate_into_slot(slot: usize, state: GradState, g: &Tensor) -> Result<()>
     let new = match state {
         GradState::Untouched => {
             let v = g.symbol().expect("resolved").value;
-            with_trace(|s| s.append(NodeKind::AccumulateGrad { slot }, &[v], g.0.dtype, g.0.shape.clone()))
+            with_root(|s| s.append(NodeKind::AccumulateGrad { slot }, &[v], g.0.dtype, g.0.shape.clone()))
         }
         GradState::Cleared => g,
         GradState::Set(old) => old.add(&g)?,
     };
-    with_trace(|s| s.slots[slot].grad = GradState::Set(new));
+    with_root(|s| s.slots[slot].grad = GradState::Set(new));
     Ok(())
 }
 
 pub(super) fn clear_grad(t: &Tensor) -> bool {
-    with_trace(|s| match s.slot_for(t) {
+    with_root(|s| match s.slot_for(t) {
         Some(slot) => {
             s.slots[slot].grad = GradState::Cleared;
             true
         }
         None => false,
     })
+}
+
+/// The error for changing a function's state from inside a cond branch or loop body.
+fn nested_state_error(what: &str) -> crate::Error {
+    crate::Error::ControlFlow {
+        construct: format!("{what} inside a cond branch or while_loop body: state changes cannot be carried through graph control flow; do it outside the branch or loop"),
+    }
 }

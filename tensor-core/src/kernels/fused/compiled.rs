@@ -1,6 +1,6 @@
 //! Each instruction of a fused program compiled, once, to a monomorphized loop: a function
 //! pointer chosen by the op, the dtypes, whether each operand is a chunk of values or one
-//! value, and the CPU (a baseline and an AVX2 build of every loop). A chunk then only fills a
+//! value, and the CPU (a baseline and an AVX2+FMA build of every loop). A chunk then only fills a
 //! table of pointers and calls one function per instruction, so even tiny tensors pay a few
 //! nanoseconds per op. The loops call the same scalar functions as the eager kernels.
 
@@ -209,14 +209,14 @@ unsafe fn select_body<T: Copy>(k: &Kernel, p: *const *mut u8, len: usize) {
     }
 }
 
-/// Two builds of each loop: the baseline, and AVX2 (without FMA, so the same bits).
+/// Two builds of each loop: the baseline, and AVX2 with FMA (the same bits: see `simd`).
 macro_rules! builds {
     ($base:ident, $avx2:ident, $body:ident, <$($g:ident $(: $b:path)?),*>, <$(const $c:ident),*>) => {
         unsafe fn $base<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
             $body::<$($g,)* $($c),*>(k, p, len)
         }
         #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
+        #[target_feature(enable = "avx2,fma")]
         unsafe fn $avx2<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
             $body::<$($g,)* $($c),*>(k, p, len)
         }
@@ -228,7 +228,7 @@ builds!(clamp_base, clamp_avx2, clamp_body, <T: Num>, <const SLICE>);
 builds!(select_base, select_avx2, select_body, <T: Copy>, <>);
 
 fn avx2() -> bool {
-    crate::kernels::simd::has_avx2()
+    crate::kernels::simd::has_avx2_fma()
 }
 
 macro_rules! pick {

@@ -112,11 +112,12 @@ impl FusedProgram {
     }
 
     /// Runs the program; an output takes over the buffer of a dying input of its dtype and
-    /// size when nothing else holds it.
-    pub fn run(&self, inputs: Vec<Input>) -> Vec<Storage> {
+    /// size when nothing else holds it. Allocates nothing but the outputs' buffers (a
+    /// chunk's frame and registers live in per-thread scratch).
+    pub fn run<'a>(&self, inputs: impl IntoIterator<Item = Input<'a>>) -> SmallVec<[Storage; 1]> {
         let n = self.shape.numel();
-        let mut sources: Vec<Source> = Vec::with_capacity(inputs.len());
-        let mut dying: Vec<Option<Storage>> = Vec::with_capacity(inputs.len());
+        let mut sources: SmallVec<[Source; 4]> = SmallVec::new();
+        let mut dying: SmallVec<[Option<Storage>; 4]> = SmallVec::new();
         for input in inputs {
             match input {
                 Input::Shared(s) => {
@@ -129,11 +130,12 @@ impl FusedProgram {
                 }
             }
         }
-        let mut aliased = vec![false; sources.len()];
-        let mut outs: Vec<OutBuf> = Vec::with_capacity(self.outputs.len());
+        let mut aliased: SmallVec<[bool; 4]> = SmallVec::from_elem(false, sources.len());
+        let mut outs: SmallVec<[OutBuf; 2]> = SmallVec::new();
         for &k in &self.outputs {
             let dtype = self.instrs[k].dtype;
-            let donor = (0..sources.len()).find(|&i| dying[i].as_ref().is_some_and(|s| s.dtype() == dtype && s.len() == n) && sources[i].is_direct_slice());
+            let donor =
+                (0..sources.len()).find(|&i| dying[i].as_ref().is_some_and(|s| s.dtype() == dtype && s.len() == n) && sources[i].is_direct_slice());
             match donor.and_then(|i| OutBuf::reclaim(dying[i].take().expect("checked"), n).map(|b| (i, b))) {
                 Some((i, buf)) => {
                     aliased[i] = true;
@@ -161,27 +163,28 @@ impl FusedProgram {
 
     fn run_chunk(&self, scratch: &mut Scratch, sources: &[Source], aliased: &[bool], outs: &[OutBuf], start: usize, len: usize) {
         scratch.prepare(self.num_regs, sources.len());
-        let mut ptrs: SmallVec<[*mut u8; 32]> = SmallVec::with_capacity(sources.len() + self.num_regs + outs.len());
+        let Scratch { regs, inputs, frame } = scratch;
+        frame.clear();
         for (i, src) in sources.iter().enumerate() {
             let p = if src.is_scalar() {
                 src.ptr as *mut u8
             } else if aliased[i] || !src.is_direct() {
                 // Broadcast, strided, or about to be overwritten by an output: copied first.
-                scratch.load_input(i, src, start, len)
+                load_input(&mut inputs[i], src, start, len)
             } else {
                 // SAFETY: a direct source is a live buffer of the output's length.
                 unsafe { (src.ptr as *mut u8).add(start * src.dtype.size_of()) }
             };
-            ptrs.push(p);
+            frame.push(p);
         }
-        ptrs.extend(scratch.regs[..self.num_regs].iter_mut().map(|r| r.as_mut_ptr() as *mut u8));
-        ptrs.extend(outs.iter().map(|o| o.chunk_ptr(start)));
+        frame.extend(regs[..self.num_regs].iter_mut().map(|r| r.as_mut_ptr() as *mut u8));
+        frame.extend(outs.iter().map(|o| o.chunk_ptr(start)));
         for k in &self.kernels {
             // SAFETY: the frame holds, for every slot a kernel names, a pointer to `len` values
             // of the slot's dtype (one value for single-value inputs); a kernel's destination
             // never overlaps its sources (registers are reused only after their last read, and
             // an input an output overwrites was copied to scratch above).
-            unsafe { (k.run)(k, ptrs.as_ptr(), len) };
+            unsafe { (k.run)(k, frame.as_ptr(), len) };
         }
     }
 }
@@ -246,7 +249,7 @@ enum SourceKind {
     /// One value for all positions.
     Scalar,
     /// Broadcast or strided: gathered per chunk with these element strides.
-    Strided { strides: Vec<isize>, dims: Vec<usize> },
+    Strided { strides: SmallVec<[isize; 6]>, dims: SmallVec<[usize; 6]> },
 }
 
 impl Source {
@@ -258,7 +261,7 @@ impl Source {
                 SourceKind::Direct
             } else {
                 let view = a.broadcast(ndarray::IxDyn(shape.dims())).expect("shapes checked when fusing");
-                SourceKind::Strided { strides: view.strides().to_vec(), dims: shape.dims().to_vec() }
+                SourceKind::Strided { strides: SmallVec::from_slice(view.strides()), dims: SmallVec::from_slice(shape.dims()) }
             };
             (a.as_ptr() as *const u8, kind)
         });
@@ -293,7 +296,7 @@ impl Source {
 /// broadcast) into `dst`, walking the multi-index incrementally.
 fn gather_strided<T: Copy>(base: *const T, strides: &[isize], dims: &[usize], start: usize, dst: &mut [T]) {
     let rank = dims.len();
-    let mut idx = vec![0usize; rank];
+    let mut idx: SmallVec<[usize; 6]> = SmallVec::from_elem(0, rank);
     let mut rem = start;
     for d in (0..rank).rev() {
         idx[d] = rem % dims[d];
@@ -417,11 +420,13 @@ thread_local! {
 }
 
 /// Per-thread registers, reused across chunks, calls and programs. Registers are untyped:
-/// `FUSED_CHUNK` u64s hold a chunk of any element type, suitably aligned.
+/// `FUSED_CHUNK` u64s hold a chunk of any element type, suitably aligned. `frame` is the
+/// chunk's pointer table.
 #[derive(Default)]
 struct Scratch {
     regs: Vec<Vec<u64>>,
     inputs: Vec<Vec<u64>>,
+    frame: Vec<*mut u8>,
 }
 
 impl Scratch {
@@ -433,21 +438,21 @@ impl Scratch {
             self.inputs.resize_with(inputs, || vec![0; FUSED_CHUNK]);
         }
     }
+}
 
-    /// Copies positions `start..start + len` of input `i` into its register; returns it.
-    fn load_input(&mut self, i: usize, src: &Source, start: usize, len: usize) -> *mut u8 {
-        let p = self.inputs[i].as_mut_ptr();
-        // SAFETY: the register holds FUSED_CHUNK u64s, room for `len` values of any element
-        // type, and u64 alignment suits them all.
-        unsafe {
-            match src.dtype {
-                DType::F32 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut f32, len)),
-                DType::F64 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut f64, len)),
-                DType::I32 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut i32, len)),
-                DType::I64 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut i64, len)),
-                DType::Bool => src.gather(start, std::slice::from_raw_parts_mut(p as *mut bool, len)),
-            }
+/// Copies positions `start..start + len` of `src` into `reg`; returns it.
+fn load_input(reg: &mut [u64], src: &Source, start: usize, len: usize) -> *mut u8 {
+    let p = reg.as_mut_ptr();
+    // SAFETY: the register holds FUSED_CHUNK u64s, room for `len` values of any element
+    // type, and u64 alignment suits them all.
+    unsafe {
+        match src.dtype {
+            DType::F32 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut f32, len)),
+            DType::F64 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut f64, len)),
+            DType::I32 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut i32, len)),
+            DType::I64 => src.gather(start, std::slice::from_raw_parts_mut(p as *mut i64, len)),
+            DType::Bool => src.gather(start, std::slice::from_raw_parts_mut(p as *mut bool, len)),
         }
-        p as *mut u8
     }
+    p as *mut u8
 }

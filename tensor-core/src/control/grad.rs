@@ -1,0 +1,163 @@
+//! Gradients through control flow, written with control flow: the gradient of a `cond` is a
+//! `cond` on the same predicate whose branches take the vector-Jacobian product of their
+//! forward branch (replayed); the gradient of a `while_loop` is a loop that walks the saved
+//! iterations backwards (TF's approach: the forward loop keeps each iteration's loop
+//! variables), taking the product of the body at each one and summing what the body captured.
+
+use super::replay::replay;
+use super::{cond, while_loop};
+use crate::autograd::{grad_with, CustomBackward, GradModeGuard};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::ops::InputGrads;
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use std::sync::Arc;
+
+/// Zeros of a loop variable's or output's type (its shape must be known).
+fn zeros(dtype: DType, shape: &Shape) -> Result<Tensor> {
+    if !shape.is_known() {
+        return Err(Error::NotDifferentiable {
+            op: "cond/while_loop",
+            detail: " for a loop variable or output whose shape is unknown in this trace",
+        });
+    }
+    Ok(Tensor::zeros(shape.dims(), dtype))
+}
+
+/// The gradient of each output, zeros where none arrived.
+fn output_grads(types: &[(DType, Shape)], grads: &[Option<Tensor>]) -> Result<Vec<Tensor>> {
+    types.iter().zip(grads).map(|((d, s), g)| g.clone().map_or_else(|| zeros(*d, s), Ok)).collect()
+}
+
+/// The vector-Jacobian product of subgraph `g` at `inputs` for output gradients `gys`: one
+/// entry per input (`None` for inputs that are not floats or that no output depends on).
+fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
+    let _record = GradModeGuard::set(true);
+    let leaves: Vec<Tensor> = inputs
+        .iter()
+        .map(|x| {
+            let local = crate::trace::resolve(x, "backward")?;
+            if local.dtype().is_float() {
+                local.detach().requires_grad_(true)
+            } else {
+                Ok(local)
+            }
+        })
+        .collect::<Result<_>>()?;
+    let outs = replay(g, &leaves)?;
+    let (outs, gys): (Vec<&Tensor>, Vec<&Tensor>) = outs.iter().zip(gys).filter(|(o, _)| o.dtype().is_float()).unzip();
+    let float_leaves: Vec<&Tensor> = leaves.iter().filter(|l| l.dtype().is_float()).collect();
+    let mut found = grad_with(&outs, &gys, &float_leaves, create_graph)?.into_iter();
+    Ok(leaves.iter().map(|l| if l.dtype().is_float() { found.next().flatten() } else { None }).collect())
+}
+
+/// A gradient for each float input (zeros where the product gave none), in input order.
+fn dense(inputs: &[Tensor], grads: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
+    inputs.iter().zip(grads).filter(|(x, _)| x.dtype().is_float()).map(|(x, g)| g.map_or_else(|| zeros(x.dtype(), &x.shape()), Ok)).collect()
+}
+
+fn float_zeros(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    inputs.iter().filter(|x| x.dtype().is_float()).map(|x| zeros(x.dtype(), &x.shape())).collect()
+}
+
+/// Spreads gradients of the float inputs back over all inputs (`None` for the others).
+fn spread(inputs: &[Tensor], grads: &mut impl Iterator<Item = Tensor>, out: &mut InputGrads) {
+    for x in inputs {
+        out.push(if x.dtype().is_float() { grads.next() } else { None });
+    }
+}
+
+/// The backward of a `Cond` node.
+pub(super) struct CondGrad {
+    pub pred: Tensor,
+    pub then_graph: Arc<Graph>,
+    pub else_graph: Arc<Graph>,
+    pub then_in: Vec<Tensor>,
+    pub else_in: Vec<Tensor>,
+    pub outputs: Vec<(DType, Shape)>,
+}
+
+impl CustomBackward for CondGrad {
+    fn name(&self) -> &'static str {
+        "CondBackward"
+    }
+
+    fn backward(&self, grads: &[Option<Tensor>], create_graph: bool) -> Result<InputGrads> {
+        let gys = output_grads(&self.outputs, grads)?;
+        let taken = cond(
+            &self.pred,
+            || {
+                let mut d = dense(&self.then_in, vjp(&self.then_graph, &self.then_in, &gys, create_graph)?)?;
+                d.extend(float_zeros(&self.else_in)?);
+                Ok(d)
+            },
+            || {
+                let mut d = float_zeros(&self.then_in)?;
+                d.extend(dense(&self.else_in, vjp(&self.else_graph, &self.else_in, &gys, create_graph)?)?);
+                Ok(d)
+            },
+        )?;
+        let mut out: InputGrads = smallvec::smallvec![None];
+        let mut it = taken.into_iter();
+        spread(&self.then_in, &mut it, &mut out);
+        spread(&self.else_in, &mut it, &mut out);
+        Ok(out)
+    }
+}
+
+/// The backward of a `While` node that kept its history.
+pub(super) struct WhileGrad {
+    pub body: Arc<Graph>,
+    pub vars: usize,
+    pub cond_inputs: usize,
+    pub body_in: Vec<Tensor>,
+    pub trip: Tensor,
+    pub history: Vec<Tensor>,
+    pub types: Vec<(DType, Shape)>,
+}
+
+impl CustomBackward for WhileGrad {
+    fn name(&self) -> &'static str {
+        "WhileBackward"
+    }
+
+    fn backward(&self, grads: &[Option<Tensor>], create_graph: bool) -> Result<InputGrads> {
+        let n = self.vars;
+        // Loop state: the iteration index (counting down), the loop variables' gradients, the
+        // gradients summed so far for the float values the body captured.
+        let mut state = vec![self.trip.sub(1i64)?];
+        state.extend(output_grads(&self.types, grads)?);
+        state.extend(float_zeros(&self.body_in)?);
+        let done = while_loop(
+            |s: &Vec<Tensor>| Ok(s[0].ge(0i64)),
+            |s: Vec<Tensor>| {
+                let index = s[0].reshape(&[1])?;
+                let mut inputs: Vec<Tensor> = self.history.iter().map(|h| h.index_select(0, &index)?.squeeze(0)).collect::<Result<_>>()?;
+                inputs.extend(self.body_in.iter().cloned());
+                let d = vjp(&self.body, &inputs, &s[1..1 + n], create_graph)?;
+                let mut next = vec![s[0].sub(1i64)?];
+                for (k, (dtype, shape)) in self.types.iter().enumerate() {
+                    next.push(d[k].clone().map_or_else(|| zeros(*dtype, shape), Ok)?);
+                }
+                let captured = self.body_in.iter().zip(&d[n..]).filter(|(x, _)| x.dtype().is_float());
+                for ((_, dk), acc) in captured.zip(&s[1 + n..]) {
+                    next.push(match dk {
+                        Some(g) => acc.add(g)?,
+                        None => acc.clone(),
+                    });
+                }
+                Ok(next)
+            },
+            state,
+        )?;
+        let mut out = InputGrads::new();
+        for (k, g) in done[1..1 + n].iter().enumerate() {
+            out.push(self.types[k].0.is_float().then(|| g.clone()));
+        }
+        out.extend(std::iter::repeat_n(None, self.cond_inputs));
+        spread(&self.body_in, &mut done[1 + n..].iter().cloned(), &mut out);
+        Ok(out)
+    }
+}

@@ -1,10 +1,9 @@
 //! cond and while_loop: eager and traced, the seed's counter, nesting, value-dependent trip
 //! counts, gradients (against finite differences and the eager run), and every error.
 
-use tensor_core::control::{cond, while_loop, while_loop_with, WhileOptions};
+use tensor_core::control::while_loop;
 use tensor_core::function::ConcreteFunction;
 use tensor_core::prelude::*;
-use tests::assert_bits_eq;
 
 fn counter(first: &Tensor, second: &Tensor) -> Result<Vec<Tensor>> {
     let (a, b) = while_loop(|(a, b): &(Tensor, Tensor)| Ok(a.lt(b)), |(a, b)| Ok((&a + 2, &b + 1)), (first.clone(), second.clone()))?;

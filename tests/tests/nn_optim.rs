@@ -266,7 +266,7 @@ fn sgd_skips_parameters_without_grad() -> Result<()> {
     let a = Tensor::scalar(1.0f64).requires_grad_(true)?;
     let b = Tensor::scalar(1.0f64).requires_grad_(true)?;
     let config = SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 0.1 };
-    let mut opt = Sgd::with_config(vec![a.clone(), b.clone()], config)?;
+    let opt = Sgd::with_config(vec![a.clone(), b.clone()], config)?;
     (&a * 2.0).backward()?;
     opt.step()?;
     assert_eq!(b.item::<f64>()?, 1.0, "no grad: untouched (weight decay too)");
@@ -311,7 +311,7 @@ fn adam_steps_match_pytorch_rule() -> Result<()> {
     let expected = adam_reference(1.5, |p| 2.0 * p, config, 5);
     for dtype in [DType::F64, DType::F32] {
         let p = Tensor::scalar(1.5f64).cast(dtype).requires_grad_(true)?;
-        let mut opt = Adam::with_config(vec![p.clone()], config)?;
+        let opt = Adam::with_config(vec![p.clone()], config)?;
         for e in &expected {
             opt.zero_grad();
             (&p * &p).backward()?;
@@ -326,7 +326,7 @@ fn adam_steps_match_pytorch_rule() -> Result<()> {
 fn adam_skips_parameters_without_grad() -> Result<()> {
     let a = Tensor::scalar(1.0f32).requires_grad_(true)?;
     let b = Tensor::scalar(1.0f32).requires_grad_(true)?;
-    let mut opt = Adam::new(vec![a.clone(), b.clone()], 0.1)?;
+    let opt = Adam::new(vec![a.clone(), b.clone()], 0.1)?;
     for _ in 0..3 {
         opt.zero_grad();
         (&a * 2.0).backward()?;
@@ -346,7 +346,7 @@ fn adam_skips_parameters_without_grad() -> Result<()> {
 #[test]
 fn zero_grad_clears_grads() -> Result<()> {
     let model = Linear::new(3, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
-    let mut opt = Sgd::new(model.parameters(), 0.1)?;
+    let opt = Sgd::new(model.parameters(), 0.1)?;
     model.forward(&Tensor::ones(&[4, 3], DType::F32))?.sum().backward()?;
     assert!(opt.parameters().iter().all(|p| p.grad().is_some()));
     opt.zero_grad();
@@ -378,12 +378,12 @@ fn optimizer_updates_leaves_in_place_under_no_grad() -> Result<()> {
     // and grad mode is back on afterwards.
     let alias = p.clone();
     (&p * 3.0).sum().backward()?;
-    let mut opt = Sgd::new(vec![p.clone()], 0.1)?;
+    let opt = Sgd::new(vec![p.clone()], 0.1)?;
     opt.step()?;
     assert_close(&alias, &[0.7, 1.7], 1e-6);
     assert!(p.is_leaf() && p.requires_grad() && p.grad_fn().is_none());
     assert!(tensor_core::is_grad_enabled());
-    let mut adam = Adam::new(vec![p.clone()], 0.1)?;
+    let adam = Adam::new(vec![p.clone()], 0.1)?;
     adam.step()?;
     assert!(p.is_leaf() && p.grad_fn().is_none());
 
@@ -466,8 +466,8 @@ fn traced_optimizer_steps_match_eager_on_every_call() -> Result<()> {
     ];
     for make in &steps {
         let (p_graph, p_eager) = (start()?, start()?);
-        let mut opt_graph = make(vec![p_graph.clone()])?;
-        let mut opt_eager = make(vec![p_eager.clone()])?;
+        let opt_graph = make(vec![p_graph.clone()])?;
+        let opt_eager = make(vec![p_eager.clone()])?;
         fresh_grad(&p_graph, 1.0)?;
         let f = ConcreteFunction::trace("step", &[], || {
             opt_graph.step()?;
@@ -490,8 +490,8 @@ fn traced_optimizer_steps_match_eager_on_every_call() -> Result<()> {
 fn traced_training_step_matches_eager() -> Result<()> {
     let (x, labels) = blobs(64, 3)?;
     let (model_graph, model_eager) = (mlp(4)?, mlp(4)?);
-    let mut adam_graph = Adam::new(model_graph.parameters(), 0.01)?;
-    let mut adam_eager = Adam::new(model_eager.parameters(), 0.01)?;
+    let adam_graph = Adam::new(model_graph.parameters(), 0.01)?;
+    let adam_eager = Adam::new(model_eager.parameters(), 0.01)?;
     let f = ConcreteFunction::trace("train_step", &[("x", &x)], || {
         adam_graph.zero_grad();
         let loss = nn::cross_entropy(&model_graph.forward(&x)?, &labels)?;

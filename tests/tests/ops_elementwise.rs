@@ -71,7 +71,7 @@ fn scalar_operands<T: Element>() -> Result<()> {
         assert_tensor::<T>(&(&x / 2.0), &[3], &[0.5, 1.0, 2.5]);
         assert_tensor::<T>(&x.div(4.0)?, &[3], &[0.25, 0.5, 1.25]);
         assert_tensor::<T>(&(10.0 / &x), &[3], &[10.0, 5.0, 2.0]);
-        assert_tensor_close::<T>(&(1.0f32 / x.clone()), &[3], &[1.0, 0.5, 0.2], tol::<T>());
+        assert_tensor_close::<T>(&(1.0 / x.clone()), &[3], &[1.0, 0.5, 0.2], tol::<T>());
         // A float scalar keeps its fraction on a float tensor.
         assert_tensor::<T>(&(&x * 0.5), &[3], &[0.5, 1.0, 2.5]);
     } else {

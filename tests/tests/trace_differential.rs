@@ -13,6 +13,11 @@ use tensor_core::prelude::*;
 use tensor_core::Element;
 use tests::{assert_bits_eq, is_float, per_dtype, vals};
 
+/// Test cases as boxed closures: one input, two inputs, a list updated in place.
+type UnaryCase = Box<dyn Fn(&Tensor) -> Result<Tensor>>;
+type BinaryCase = Box<dyn Fn(&Tensor, &Tensor) -> Result<Tensor>>;
+type InPlaceCase = Box<dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>>;
+
 // ------------------------------------------------------------------------------ data
 
 /// `n` deterministic pseudo-random values in `[lo, hi)` (an LCG; `seed` picks the stream).
@@ -220,7 +225,8 @@ fn binary_tensor_ops<T: Element>() -> Result<()> {
     let float = is_float::<T>();
     type BinFn = fn(&Tensor, &Tensor) -> Result<Tensor>;
     // (name, op, lhs range, rhs range)
-    let ops: [(&str, BinFn, (f64, f64), (f64, f64)); 11] = [
+    type Range = (f64, f64);
+    let ops: [(&str, BinFn, Range, Range); 11] = [
         ("add", |a, b| a.add(b), (-5.0, 5.0), (-5.0, 5.0)),
         ("sub", |a, b| a.sub(b), (-5.0, 5.0), (-5.0, 5.0)),
         ("mul", |a, b| a.mul(b), (-5.0, 5.0), (-5.0, 5.0)),
@@ -254,7 +260,7 @@ per_dtype!(binary_tensor_ops: f32, f64, i32, i64);
 
 fn binary_scalar_ops<T: Element>() -> Result<()> {
     let s = if is_float::<T>() { 0.3 } else { 3.0 };
-    let ops: Vec<(&str, Box<dyn Fn(&Tensor) -> Result<Tensor>>)> = vec![
+    let ops: Vec<(&str, UnaryCase)> = vec![
         ("add_scalar", Box::new(move |x: &Tensor| x.add(s))),
         ("sub_scalar", Box::new(move |x: &Tensor| x.sub(s))),
         ("mul_scalar", Box::new(move |x: &Tensor| x.mul(s))),
@@ -416,7 +422,7 @@ per_dtype!(matmuls: f32, f64, i32, i64);
 
 fn layout_ops<T: Element>() -> Result<()> {
     let x = |s: u64| vec![data::<T>(&[2, 3, 4], s, -5.0, 5.0)];
-    let cases: Vec<(&str, Box<dyn Fn(&Tensor) -> Result<Tensor>>)> = vec![
+    let cases: Vec<(&str, UnaryCase)> = vec![
         ("reshape", Box::new(|x: &Tensor| x.reshape(&[4, 6]))),
         ("reshape_infer", Box::new(|x: &Tensor| x.reshape(&[-1, 4]))),
         ("reshape_flat", Box::new(|x: &Tensor| x.reshape(&[24]))),
@@ -505,7 +511,7 @@ fn in_place_on_arguments<T: Element>() -> Result<()> {
     let float = is_float::<T>();
     let make = move |s: u64| vec![data::<T>(&[3, 4], s, -5.0, 5.0), data::<T>(&[4], s + 1, if float { 0.5 } else { -3.0 }, 3.0)];
     // Each updates argument a0 in place; the harness compares a0 after eager and graph runs.
-    let cases: Vec<(&str, Box<dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>>)> = vec![
+    let cases: Vec<(&str, InPlaceCase)> = vec![
         ("add_", Box::new(|a: &[Tensor]| a[0].add_(&a[1]).map(|_| vec![]))),
         ("sub_", Box::new(|a: &[Tensor]| a[0].sub_(&a[1]).map(|_| vec![]))),
         ("mul_", Box::new(|a: &[Tensor]| a[0].mul_(&a[1]).map(|_| vec![]))),
@@ -585,7 +591,7 @@ per_dtype!(in_place_on_values: f32, f64, i32, i64);
 /// of the graph as outputs, the same bits as eagerly; `.grad`s stay untouched.
 fn higher_order<T: Element>() -> Result<()> {
     // Every function goes through z = x @ w, so both inputs reach every derivative.
-    let fns: Vec<(&str, Box<dyn Fn(&Tensor, &Tensor) -> Result<Tensor>>)> = vec![
+    let fns: Vec<(&str, BinaryCase)> = vec![
         ("tanh", Box::new(|z: &Tensor, _: &Tensor| Ok(z.tanh()?.sum()))),
         ("sigmoid_exp", Box::new(|z: &Tensor, x: &Tensor| Ok(z.sigmoid()?.mul(&x.exp()?)?.sum()))),
         ("cube", Box::new(|z: &Tensor, _: &Tensor| Ok(z.powf(3.0)?.sum()))),

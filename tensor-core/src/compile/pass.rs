@@ -12,10 +12,13 @@ pub trait Pass {
     fn run(&self, g: &mut Graph) -> bool;
 }
 
+/// A list of passes, run in order.
+pub type PassList = Vec<Box<dyn Pass>>;
+
 /// The passes in the order they run: the cleanup passes to a fixed point, then fusion.
-pub fn default_passes() -> (Vec<Box<dyn Pass>>, Vec<Box<dyn Pass>>) {
-    let cleanup: Vec<Box<dyn Pass>> = vec![Box::new(super::Simplify), Box::new(super::ConstantFold), Box::new(super::Cse), Box::new(super::Dce)];
-    let lowering: Vec<Box<dyn Pass>> = vec![Box::new(super::Fuse), Box::new(super::Dce)];
+pub fn default_passes() -> (PassList, PassList) {
+    let cleanup: PassList = vec![Box::new(super::Simplify), Box::new(super::ConstantFold), Box::new(super::Cse), Box::new(super::Dce)];
+    let lowering: PassList = vec![Box::new(super::Fuse), Box::new(super::Dce)];
     (cleanup, lowering)
 }
 

@@ -27,26 +27,30 @@ pub fn cond<T: GraphOutput>(pred: &Tensor, then_fn: impl FnOnce() -> Result<T>, 
         return if pred.item::<bool>()? { then_fn() } else { else_fn() };
     }
     let pred = trace::resolve(pred, "cond")?;
-    let (then_graph, then_in, then_out, structure) = trace_branch("then", then_fn)?;
-    let (else_graph, else_in, else_out, _) = trace_branch("else", else_fn)?;
-    check_branches(&then_out, &else_out)?;
-    let outs = cond_graphs(&pred, then_graph, else_graph, &then_in, &else_in)?;
+    let then_branch = trace_branch("then", then_fn)?;
+    let else_branch = trace_branch("else", else_fn)?;
+    check_branches(&then_branch.types, &else_branch.types)?;
+    let outs = cond_graphs(&pred, then_branch.graph, else_branch.graph, &then_branch.captured, &else_branch.captured)?;
     let mut leaves = outs.into_iter();
-    Ok(T::from_parts(&structure, &mut leaves))
+    Ok(T::from_parts(&then_branch.structure, &mut leaves))
 }
 
-/// Traces one branch: its graph, the outer values it captured, its outputs' types and its
+/// One traced branch: its graph, the outer values it captured, its outputs' types and its
 /// result's structure.
-fn trace_branch<T: GraphOutput>(
-    name: &str,
-    f: impl FnOnce() -> Result<T>,
-) -> Result<(Graph, Vec<Tensor>, Vec<(crate::DType, crate::Shape)>, T::Structure)> {
+struct TracedBranch<S> {
+    graph: Graph,
+    captured: Vec<Tensor>,
+    types: Vec<(crate::DType, crate::Shape)>,
+    structure: S,
+}
+
+fn trace_branch<T: GraphOutput>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<TracedBranch<T::Structure>> {
     let guard = TraceGuard::begin_nested(name);
     let mut leaves = Vec::new();
     let structure = f()?.into_parts(&mut leaves);
     let types = types_of(&leaves);
     let (graph, captured) = guard.finish_nested(&leaves)?;
-    Ok((graph, captured, types, structure))
+    Ok(TracedBranch { graph, captured, types, structure })
 }
 
 fn check_branches(then_out: &[(crate::DType, crate::Shape)], else_out: &[(crate::DType, crate::Shape)]) -> Result<()> {

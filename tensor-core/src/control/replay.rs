@@ -33,7 +33,7 @@ pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
                 let n = node.outputs.len().min(body.outputs.len());
                 let nc = cond.num_params - n;
                 let types: Vec<_> = body.outputs.iter().map(|&v| (body.values[v].dtype, body.values[v].shape.clone())).collect();
-                let outs = super::while_loop::while_graphs(
+                super::while_loop::while_graphs(
                     &ins[..n],
                     (**cond).clone(),
                     (**body).clone(),
@@ -41,8 +41,7 @@ pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
                     &ins[n + nc..],
                     *max_iterations,
                     &types,
-                )?;
-                outs
+                )?
             }
             NodeKind::AccumulateGrad { .. } | NodeKind::Fused(_) => unreachable!("not in a traced subgraph"),
         };

@@ -47,7 +47,7 @@ pub fn exp_f32(x: f32) -> f32 {
     let p = p.mul_add(r, 8.333_452e-3);
     let p = p.mul_add(r, 4.166_579_6e-2);
     let p = p.mul_add(r, 1.666_666_5e-1);
-    let p = p.mul_add(r, 5.000_000_1e-1);
+    let p = p.mul_add(r, 5e-1);
     let y = p.mul_add(r * r, r) + 1.0;
     // 2^k in two factors so k = 128 (x near EXP_HI) does not overflow the exponent field.
     let half = ki >> 1;
@@ -83,7 +83,7 @@ pub fn tanh_f32(x: f32) -> f32 {
     let x2 = xc * xc;
     let p = -2.760_768_5e-16_f32;
     let p = p.mul_add(x2, 2.000_188e-13);
-    let p = p.mul_add(x2, -8.604_671_5e-11);
+    let p = p.mul_add(x2, -8.604_672e-11);
     let p = p.mul_add(x2, 5.122_297e-8);
     let p = p.mul_add(x2, 1.485_722_4e-5);
     let p = p.mul_add(x2, 6.372_619_3e-4);

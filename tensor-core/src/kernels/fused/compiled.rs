@@ -42,7 +42,10 @@ impl Kernel {
         }
     }
 
+    /// The destination chunk. The slice borrows the frame behind `p`, not `self`; the frame
+    /// gives each kernel's destination to one writer at a time.
     #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
     unsafe fn dst<U>(&self, p: *const *mut u8, len: usize) -> &mut [MaybeUninit<U>] {
         std::slice::from_raw_parts_mut(*p.add(self.dst as usize) as *mut MaybeUninit<U>, len)
     }

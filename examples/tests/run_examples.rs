@@ -112,3 +112,19 @@ fn tracing_shows_the_lessons() {
     assert_eq!(out.matches("println!: tracing").count(), 1, "{out}");
     assert_eq!(out.matches("tprint!:  running").count(), 3, "{out}");
 }
+
+#[test]
+fn while_loop_counts_to_twenty_both_ways_with_one_trace() {
+    let out = run(env!("CARGO_BIN_EXE_while_loop"), &[]);
+    assert_contains(
+        &out,
+        &[
+            "eager (run_functions_eagerly):     first = 20, second = 20",
+            "graph, first = 0, second = 10:     first = 20, second = 20",
+            "graph, first = 0, second = 3:      first =  6, second =  6",
+            "graph, first = 7, second = 2:      first =  7, second =  2",
+            "traced 1 time(s); the graph has 1 While node(s)",
+            "while_loop(cond, body, vars):      first = 20, second = 20",
+        ],
+    );
+}

@@ -72,4 +72,5 @@ pub mod prelude {
 pub mod __private {
     pub use crate::function::{Flattener, GraphArg, GraphArgField, GraphFunction, GraphReturn, Options, StaticField, TensorSpec, TracePolicy};
     pub use crate::DType;
+    pub use crate::control::autograph;
 }

@@ -28,7 +28,9 @@ pub fn graph_fn(f: &GraphFn, opts: &Options) -> TokenStream {
             quote!(let #p = #ident;)
         })
     });
-    let stmts = &item.block.stmts;
+    let mut block = (*item.block).clone();
+    crate::autograph::rewrite(&mut block);
+    let stmts = &block.stmts;
     let call = quote_spanned! {ret.span()=>
         __TC_GRAPH_FN.call::<#ret, _>(#self_type, __tc_flat, move || -> #ret { #(#bindings)* #(#stmts)* })
     };

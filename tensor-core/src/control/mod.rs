@@ -4,6 +4,8 @@
 //! node, so a loop of any trip count is one node and the trip count can depend on values
 //! known only when the graph runs. Gradients flow through both (see `grad.rs`).
 
+#[doc(hidden)]
+pub mod autograph;
 mod cond;
 mod grad;
 mod replay;

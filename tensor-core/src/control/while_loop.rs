@@ -100,7 +100,7 @@ fn loop_types(opts: &WhileOptions, leaves: &[Tensor], names: &[String]) -> Resul
     Ok(leaves.iter().zip(inv).map(|(t, s)| (t.dtype(), s.clone())).collect())
 }
 
-fn placeholders(guard: &TraceGuard, types: &[(DType, Shape)], names: &[String]) -> Vec<Tensor> {
+pub(super) fn placeholders(guard: &TraceGuard, types: &[(DType, Shape)], names: &[String]) -> Vec<Tensor> {
     types.iter().zip(names).map(|((d, s), name)| guard.param(*d, s.clone(), name)).collect()
 }
 
@@ -108,6 +108,12 @@ fn placeholders(guard: &TraceGuard, types: &[(DType, Shape)], names: &[String]) 
 fn run_body<T: GraphOutput>(body_fn: &mut impl FnMut(T) -> Result<T>, vars: T, types: &[(DType, Shape)], names: &[String]) -> Result<Vec<Tensor>> {
     let mut out = Vec::new();
     body_fn(vars)?.into_parts(&mut out);
+    check_loop_vars(&out, types, names)?;
+    Ok(out)
+}
+
+/// Checks that the loop variables kept their count, dtypes and shapes.
+pub(super) fn check_loop_vars(out: &[Tensor], types: &[(DType, Shape)], names: &[String]) -> Result<()> {
     if out.len() != types.len() {
         return Err(Error::LoopVarChanged {
             var: "the loop variables".into(),
@@ -120,7 +126,7 @@ fn run_body<T: GraphOutput>(body_fn: &mut impl FnMut(T) -> Result<T>, vars: T, t
             return Err(Error::LoopVarChanged { var: name.clone(), old: describe(*dtype, shape), new: describe(t.dtype(), &t.shape()) });
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Appends a `While` node over traced condition and body graphs and records its gradient.

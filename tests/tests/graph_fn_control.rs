@@ -1,0 +1,319 @@
+//! `if` and `while` with tensor conditions in `#[graph_fn]` bodies: traced into one
+//! `Cond`/`While` node carrying the assigned variables, plain Rust with `bool` conditions, the
+//! same bits eagerly and from the graph, and the trace-time errors.
+
+use std::sync::Mutex;
+use tensor_core::function::{lookup, run_functions_eagerly};
+use tensor_core::prelude::*;
+use tests::assert_bits_eq;
+
+/// `run_functions_eagerly` is process-wide: the tests of this file take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` with every graph function running eagerly (the reference run).
+fn eagerly<T>(f: impl FnOnce() -> T) -> T {
+    run_functions_eagerly(true);
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    run_functions_eagerly(false);
+    out.unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+fn f32s(v: &[f32], shape: &[usize]) -> Tensor {
+    Tensor::from_vec(v.to_vec(), shape).unwrap()
+}
+
+fn i32s(a: i32, b: i32) -> (Tensor, Tensor) {
+    (Tensor::scalar(a), Tensor::scalar(b))
+}
+
+fn pair(t: &(Tensor, Tensor)) -> (i32, i32) {
+    (t.0.item::<i32>().unwrap(), t.1.item::<i32>().unwrap())
+}
+
+/// The seed's counter, written as plain Rust.
+#[graph_fn]
+fn counter(first: &Tensor, second: &Tensor) -> (Tensor, Tensor) {
+    let mut first = first.clone();
+    let mut second = second.clone();
+    while first.lt(&second) {
+        first = &first + 2;
+        second = &second + 1;
+    }
+    (first, second)
+}
+
+/// The same body without the macro: the eager reference.
+fn counter_eager(first: &Tensor, second: &Tensor) -> (Tensor, Tensor) {
+    let mut first = first.clone();
+    let mut second = second.clone();
+    while first.lt(&second).item::<bool>().unwrap() {
+        first = &first + 2;
+        second = &second + 1;
+    }
+    (first, second)
+}
+
+#[test]
+fn the_seed_counter_is_one_while_node_and_reuses_its_trace() {
+    let _serial = serial();
+    let (a, b) = i32s(0, 10);
+    assert_eq!(pair(&counter_eager(&a, &b)), (20, 20));
+    assert_eq!(pair(&counter(&a, &b)), (20, 20));
+    let f = lookup("counter").expect("registered");
+    assert_eq!(f.trace_count(), 1);
+    let concrete = &f.concrete_functions()[0];
+    assert_eq!(concrete.traced_graph().count_op("while"), 1, "{}", concrete.to_text());
+    // Other start values: same trace, right answer.
+    let (a, b) = i32s(0, 3);
+    assert_eq!(pair(&counter(&a, &b)), (6, 6));
+    assert_eq!(pair(&counter(&Tensor::scalar(5), &Tensor::scalar(1))), (5, 1), "zero iterations");
+    assert_eq!(f.trace_count(), 1);
+}
+
+#[test]
+fn the_counter_runs_as_plain_rust_under_run_functions_eagerly() {
+    let _serial = serial();
+    let out = eagerly(|| {
+        assert!(tensor_core::executing_eagerly());
+        counter(&Tensor::scalar(0), &Tensor::scalar(10))
+    });
+    assert_eq!(pair(&out), (20, 20));
+}
+
+/// Halves `x` until its norm is under `limit`, counting the halvings; then, per step, a
+/// nested tensor `if` adds a different amount when the count is odd.
+#[graph_fn]
+fn shrink(x: &Tensor, limit: &Tensor) -> (Tensor, Tensor) {
+    let mut x = x.clone();
+    let mut steps = Tensor::scalar(0i32);
+    let mut total = Tensor::scalar(0.0f32);
+    while (&x * &x).sum().gt(limit) {
+        x = &x * 0.5;
+        steps = &steps + 1;
+        let odd = (&steps - (&steps / 2) * 2).eq(1);
+        if odd {
+            total = &total + (&x * &x).sum();
+        } else {
+            total = &total - 0.25;
+        }
+    }
+    (x, Tensor::stack(&[&steps.cast(DType::F32), &total], 0).unwrap())
+}
+
+#[test]
+fn a_value_dependent_trip_count_with_a_nested_if_is_one_trace_and_matches_eager() {
+    let _serial = serial();
+    let cases = [(vec![3.0f32, 4.0], 1.0f32), (vec![0.1, 0.2], 1.0), (vec![30.0, -40.0], 0.5), (vec![1.5, 2.5], 2.0)];
+    for (x, limit) in &cases {
+        let (x, limit) = (f32s(x, &[2]), Tensor::scalar(*limit));
+        let graph = shrink(&x, &limit);
+        let eager = eagerly(|| shrink(&x, &limit));
+        assert_bits_eq(&graph.0, &eager.0);
+        assert_bits_eq(&graph.1, &eager.1);
+    }
+    // Hand-computed: |(3,4)|^2 = 25 > 1 -> 6.25 -> 1.5625 -> 0.390625: three halvings.
+    let (x, stats) = shrink(&f32s(&[3.0, 4.0], &[2]), &Tensor::scalar(1.0f32));
+    assert_eq!(x.to_vec::<f32>().unwrap(), [0.375, 0.5]);
+    // steps 1 (odd): +6.25; 2 (even): -0.25; 3 (odd): +0.390625.
+    assert_eq!(stats.to_vec::<f32>().unwrap(), [3.0, 6.25 - 0.25 + 0.390625]);
+    let f = lookup("shrink").unwrap();
+    assert_eq!(f.trace_count(), 1, "{:?}", f.retrace_reasons());
+    let graph = f.concrete_functions()[0].traced_graph().to_text();
+    assert_eq!(f.concrete_functions()[0].traced_graph().count_op("while"), 1, "{graph}");
+    assert!(graph.contains("cond"), "the nested if is a Cond inside the While's body:\n{graph}");
+}
+
+/// An `if` used as a value, an `else if` chain, and an `if` without `else`.
+#[graph_fn]
+fn piecewise(x: &Tensor) -> Tensor {
+    let s = x.sum();
+    let mut y = x.clone();
+    if s.lt(0.0) {
+        y = -&y;
+    }
+    let scale = if s.gt(10.0) {
+        Tensor::scalar(0.1f32)
+    } else if s.gt(1.0) {
+        Tensor::scalar(1.0f32)
+    } else {
+        Tensor::scalar(10.0f32)
+    };
+    &y * &scale
+}
+
+#[test]
+fn if_values_else_if_chains_and_if_without_else_pick_by_run_time_values() {
+    let _serial = serial();
+    let cases: [(&[f32], &[f32]); 4] =
+        [(&[5.0, 6.0], &[0.5, 0.6]), (&[1.0, 2.0], &[1.0, 2.0]), (&[0.25, 0.5], &[2.5, 5.0]), (&[-1.0, -2.0], &[10.0, 20.0])];
+    for (x, want) in cases {
+        let x = f32s(x, &[2]);
+        let graph = piecewise(&x);
+        assert_eq!(graph.to_vec::<f32>().unwrap(), want);
+        assert_bits_eq(&graph, &eagerly(|| piecewise(&x)));
+    }
+    let f = lookup("piecewise").unwrap();
+    assert_eq!(f.trace_count(), 1);
+    assert_eq!(f.concrete_functions()[0].traced_graph().count_op("cond"), 2, "{}", f.concrete_functions()[0].to_text());
+}
+
+/// `bool` conditions keep their plain meaning, and may carry any Rust type.
+#[graph_fn]
+fn repeat_add(x: &Tensor, times: usize, double: bool) -> Tensor {
+    let mut y = x.clone();
+    let mut n = 0;
+    let mut again = n < times;
+    while again {
+        y = &y + 1.0;
+        n += 1;
+        again = n < times;
+    }
+    if double {
+        y = &y * 2.0;
+    }
+    y
+}
+
+#[test]
+fn bool_conditions_stay_plain_rust_and_unroll_into_the_trace() {
+    let _serial = serial();
+    let x = f32s(&[1.0, 2.0], &[2]);
+    assert_eq!(repeat_add(&x, 3, false).to_vec::<f32>().unwrap(), [4.0, 5.0]);
+    assert_eq!(repeat_add(&x, 2, true).to_vec::<f32>().unwrap(), [6.0, 8.0]);
+    let f = lookup("repeat_add").unwrap();
+    let text = f.concrete_functions()[0].traced_graph().to_text();
+    assert_eq!(f.concrete_functions()[0].traced_graph().count_op("while"), 0, "{text}");
+    assert_eq!(f.concrete_functions()[0].traced_graph().count_op("cond"), 0, "{text}");
+}
+
+/// A training step with a tensor `while` and a tensor `if`: gradients flow through both.
+#[graph_fn]
+fn loss_and_grad(w: &Tensor, x: &Tensor) -> Result<Tensor> {
+    w.zero_grad();
+    let mut h = x * w;
+    while (&h * &h).sum().lt(50.0) {
+        h = &h * &h * 0.5 + &h + w;
+    }
+    let mut loss = (&h * &h).sum();
+    if loss.gt(100.0) {
+        loss = &loss * 0.01;
+    }
+    loss.backward()?;
+    Ok(loss)
+}
+
+#[test]
+fn gradients_through_a_tensor_while_and_if_match_eager_bits_and_finite_differences() -> Result<()> {
+    let _serial = serial();
+    for (wv, xv) in [([0.5f32, -0.25], [1.0f32, 2.0]), ([0.1, 0.2], [0.3, 0.4]), ([1.0, 1.0], [2.0, 1.5])] {
+        let x = f32s(&xv, &[2]);
+        let w = f32s(&wv, &[2]).requires_grad_(true)?;
+        let loss = loss_and_grad(&w, &x)?;
+        let grad = w.grad().expect("the traced backward writes w.grad");
+        let w_eager = f32s(&wv, &[2]).requires_grad_(true)?;
+        let loss_eager = eagerly(|| loss_and_grad(&w_eager, &x))?;
+        assert_bits_eq(&loss, &loss_eager);
+        assert_bits_eq(&grad, &w_eager.grad().unwrap());
+        // Central differences in f64 on the same program (the trip count is locally constant).
+        let g = grad.to_vec::<f32>()?;
+        for i in 0..2 {
+            let eps = 1e-3;
+            let at = |d: f64| -> f64 {
+                let mut wd: Vec<f64> = wv.iter().map(|&v| v as f64).collect();
+                wd[i] += d;
+                let xd: Vec<f64> = xv.iter().map(|&v| v as f64).collect();
+                reference_loss(&wd, &xd)
+            };
+            let fd = (at(eps) - at(-eps)) / (2.0 * eps);
+            assert!((fd - g[i] as f64).abs() <= 2e-3 * fd.abs().max(1.0), "d loss / d w[{i}]: {fd} vs {}", g[i]);
+        }
+    }
+    assert_eq!(lookup("loss_and_grad").unwrap().trace_count(), 1);
+    Ok(())
+}
+
+/// `loss_and_grad`'s loss, in f64 plain Rust.
+fn reference_loss(w: &[f64], x: &[f64]) -> f64 {
+    let mut h: Vec<f64> = x.iter().zip(w).map(|(a, b)| a * b).collect();
+    let norm = |h: &[f64]| h.iter().map(|v| v * v).sum::<f64>();
+    while norm(&h) < 50.0 {
+        h = h.iter().zip(w).map(|(v, wi)| v * v * 0.5 + v + wi).collect();
+    }
+    let loss = norm(&h);
+    if loss > 100.0 {
+        loss * 0.01
+    } else {
+        loss
+    }
+}
+
+// --------------------------------------------------------------------------- errors
+
+#[graph_fn]
+fn counts_in_a_rust_integer(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    let mut x = x.clone();
+    let mut steps = 0;
+    while x.lt(y) {
+        x = &x + 1;
+        steps += 1;
+    }
+    Ok(&x * steps)
+}
+
+#[graph_fn]
+fn grows_its_loop_variable(x: &Tensor) -> Result<Tensor> {
+    let mut x = x.clone();
+    while x.sum().lt(100.0) {
+        x = Tensor::concat(&[&x, &x], 0).unwrap();
+    }
+    Ok(x)
+}
+
+#[graph_fn]
+fn branches_disagree(x: &Tensor) -> Result<Tensor> {
+    let mut y = x.clone();
+    if x.sum().gt(0.0) {
+        y = x.sum();
+    }
+    Ok(y)
+}
+
+#[graph_fn]
+fn float_condition(x: &Tensor) -> Result<Tensor> {
+    let mut y = x.clone();
+    let c = x.sum();
+    if c {
+        y = &y + 1.0;
+    }
+    Ok(y)
+}
+
+#[test]
+fn what_a_graph_cannot_carry_is_an_err_at_trace_time_naming_it() {
+    let _serial = serial();
+    let x = f32s(&[1.0, 2.0], &[2]);
+    let e = counts_in_a_rust_integer(&Tensor::scalar(0i32), &Tensor::scalar(3i32)).unwrap_err().to_string();
+    assert!(e.contains("`steps`") && e.contains("i32") && e.contains("not a Tensor"), "{e}");
+    // The same code runs eagerly, where the Rust integer is fine.
+    let eager = eagerly(|| counts_in_a_rust_integer(&Tensor::scalar(0i32), &Tensor::scalar(3i32))).unwrap();
+    assert_eq!(eager.item::<i32>().unwrap(), 9);
+
+    let e = grows_its_loop_variable(&x).unwrap_err();
+    assert!(matches!(&e, Error::LoopVarChanged { var, old, new } if var == "`x`" && old == "f32[2]" && new == "f32[4]"), "{e}");
+
+    let e = branches_disagree(&x).unwrap_err();
+    assert!(matches!(&e, Error::BranchMismatch { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("`y`") && msg.contains("f32[]") && msg.contains("f32[2]"), "{msg}");
+
+    let e = float_condition(&x).unwrap_err();
+    assert!(matches!(&e, Error::UnsupportedDType { op: "if", .. }), "{e}");
+
+    // Nothing half-made: the thread is eager again and traces the counter normally.
+    assert!(tensor_core::executing_eagerly());
+    assert_eq!(pair(&counter(&Tensor::scalar(0), &Tensor::scalar(10))), (20, 20));
+}

@@ -369,13 +369,110 @@ fn deferred(x: &Tensor, other: &Tensor) -> Result<Tensor> {
 /// With an unknown dim in the traced signature, a shape error can only show when the graph
 /// runs; it must still be an `Err`, never a panic.
 #[test]
-#[ignore = "the graph executor does not re-check op shapes for graphs with unknown dims: \
-            an incompatible call panics in the kernel (`checked by infer`); reported to the compile/ owner"]
 fn a_run_time_shape_error_with_unknown_dims_is_an_err() {
     let ok = deferred(&f32s(&[1.0, 2.0, 3.0], &[3]), &f32s(&[1.0, 1.0, 1.0], &[3])).expect("compatible shapes");
     assert_eq!(ok.to_vec::<f32>().expect("concrete"), [2.0, 3.0, 4.0]);
-    let bad = std::panic::catch_unwind(|| deferred(&f32s(&[1.0, 2.0], &[2]), &f32s(&[1.0, 1.0, 1.0], &[3])));
+    let (x, other) = (f32s(&[1.0, 2.0], &[2]), f32s(&[1.0, 1.0, 1.0], &[3]));
+    let bad = std::panic::catch_unwind(|| deferred(&x, &other));
     assert!(matches!(bad, Ok(Err(_))), "an Err, not a panic");
+    assert_eq!(deferred(&x, &other).unwrap_err(), x.add(&other).unwrap_err(), "the error eager gives");
+}
+
+/// Calls `graph` and `eager` (the same body, run eagerly) on the same arguments: the same
+/// error, or the same bits.
+#[track_caller]
+fn same_as_eager(graph: Result<Tensor>, eager: Result<Tensor>) {
+    match (graph, eager) {
+        (Ok(g), Ok(e)) => assert_eq!(g.to_vec::<f32>().expect("concrete"), e.to_vec::<f32>().expect("concrete")),
+        (Err(g), Err(e)) => assert_eq!(g, e),
+        (g, e) => panic!("graph {g:?}, eager {e:?}"),
+    }
+}
+
+/// An elementwise chain: the ops on the unknown dims run one by one; those after the
+/// broadcast with `b` (whose shape the trace knows) are fused.
+fn chain_body(x: &Tensor, y: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let h = x.mul(2.0)?.add(y)?.add(b)?;
+    h.tanh()?.mul(b)?.sub(b)?.relu()
+}
+
+#[graph_fn(input_signature(x: f32[?], y: f32[?]))]
+fn chain(x: &Tensor, y: &Tensor, b: &Tensor) -> Result<Tensor> {
+    chain_body(x, y, b)
+}
+
+/// A chain with fused nodes over unknown dims: calls whose dims broadcast give eager's bits,
+/// the others eager's error (from the op that fails), never a panic.
+#[test]
+fn a_fused_chain_with_unknown_dims_checks_its_shapes_when_it_runs() {
+    let b = f32s(&[0.5, -1.0, 2.0], &[3]);
+    let calls = [
+        (f32s(&[1.0, 2.0, 3.0], &[3]), f32s(&[0.25], &[1])),
+        (f32s(&[1.5], &[1]), f32s(&[1.0, -2.0, 0.5], &[3])),
+        (f32s(&[1.0, 2.0], &[2]), f32s(&[1.0, 2.0, 3.0], &[3])), // x and y do not broadcast
+        (f32s(&[1.0, 2.0], &[2]), f32s(&[1.0, 2.0], &[2])),      // x + y does not broadcast with b
+    ];
+    for (x, y) in &calls {
+        same_as_eager(chain(x, y, &b), chain_body(x, y, &b));
+    }
+    let f = function("chain");
+    assert_eq!(f.trace_count(), 1, "one trace serves every call");
+    let text = f.concrete_functions()[0].to_text();
+    assert!(text.contains("fused["), "{text}");
+}
+
+#[graph_fn(input_signature(a: f32[?, ?], b: f32[?, ?]))]
+fn product(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    a.matmul(b)
+}
+
+/// A matmul whose inner dims differ only at run time is eager's error naming both shapes.
+#[test]
+fn a_matmul_with_mismatched_inner_dims_is_an_err() {
+    let (a, b) = (Tensor::randn(&[2, 3], DType::F32, 1), Tensor::randn(&[3, 4], DType::F32, 2));
+    same_as_eager(product(&a, &b), a.matmul(&b));
+    let c = Tensor::randn(&[4, 2], DType::F32, 3);
+    let err = product(&a, &c).unwrap_err();
+    assert_eq!(err, a.matmul(&c).unwrap_err());
+    let msg = err.to_string();
+    assert!(msg.contains("matmul") && msg.contains("[2, 3]") && msg.contains("[4, 2]") && msg.contains("3 vs 4"), "{msg}");
+}
+
+#[graph_fn(input_signature(acc: f32[?], x: f32[?]))]
+fn accumulate(acc: &Tensor, x: &Tensor) -> Result<()> {
+    acc.add_(x)
+}
+
+#[graph_fn(input_signature(x: f32[?]))]
+fn weighted_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let loss = w.mul(x)?.sum();
+    loss.backward()?;
+    Ok(loss)
+}
+
+/// A call that fails at run time changes nothing: no in-place update lands (also one whose
+/// op ran but whose result would not fit the target), no `.grad` is written.
+#[test]
+fn a_failed_call_changes_no_state() {
+    let acc = f32s(&[1.0, 2.0, 3.0], &[3]);
+    accumulate(&acc, &f32s(&[1.0, 1.0, 1.0], &[3])).expect("same shapes");
+    assert_eq!(acc.to_vec::<f32>().expect("concrete"), [2.0, 3.0, 4.0]);
+    let version = acc.version();
+    assert!(accumulate(&acc, &f32s(&[1.0, 1.0], &[2])).is_err());
+    let small = f32s(&[5.0], &[1]);
+    let three = f32s(&[1.0, 1.0, 1.0], &[3]);
+    let err = accumulate(&small, &three).unwrap_err();
+    assert_eq!(err, f32s(&[5.0], &[1]).add_(&three).unwrap_err(), "the in-place error eager gives");
+    assert_eq!((acc.to_vec::<f32>().expect("concrete"), acc.version()), (vec![2.0, 3.0, 4.0], version));
+    assert_eq!((small.to_vec::<f32>().expect("concrete"), small.shape()), (vec![5.0], Shape::new(&[1])));
+
+    let w = f32s(&[1.0, 2.0, 3.0], &[3]).requires_grad_(true).expect("float");
+    weighted_loss(&f32s(&[1.0, 1.0, 1.0], &[3]), &w).expect("same shapes");
+    let bad = weighted_loss(&f32s(&[1.0, 1.0], &[2]), &w);
+    assert!(bad.is_err(), "{bad:?}");
+    assert_eq!(w.grad().expect("set by the first call").to_vec::<f32>().expect("concrete"), [1.0, 1.0, 1.0]);
+    weighted_loss(&f32s(&[2.0, 2.0, 2.0], &[3]), &w).expect("same shapes");
+    assert_eq!(w.grad().expect("accumulated").to_vec::<f32>().expect("concrete"), [3.0, 3.0, 3.0]);
 }
 
 // ------------------------------------------------------------- the signature stays the same

@@ -276,6 +276,47 @@ fn concrete_functions_print_as_text_and_dot() -> Result<()> {
     Ok(())
 }
 
+#[graph_fn]
+fn squashed(x: &Tensor) -> Result<Tensor> {
+    x.mul(1.0)?.add(0.0)?.tanh()
+}
+
+/// The pass log shows the graph as traced and after each pass that changed it: `x * 1`
+/// is bypassed by simplification (`x + 0.0` stays: it turns -0.0 into 0.0) and its dead node
+/// removed by dead-code elimination; the last graph is the one that runs.
+#[test]
+fn the_pass_log_shows_the_graph_before_and_after_each_pass() -> Result<()> {
+    let x = f32s(&[-0.0, 0.5, -2.0], &[3]);
+    assert_eq!(squashed(&x)?.to_vec::<f32>()?, x.mul(1.0)?.add(0.0)?.tanh()?.to_vec::<f32>()?);
+    let f = &function("squashed").concrete_functions()[0];
+    let log = f.pass_log();
+    let passes: Vec<&str> = log.iter().map(|(pass, _)| *pass).collect();
+    assert_eq!(passes, ["traced", "simplify", "dce", "fuse_elementwise"]);
+    let (traced, simplified, cleaned) = (&log[0].1, &log[1].1, &log[2].1);
+    assert!(traced.contains("= mul[rhs=1.0](x)") && traced.contains("= add[rhs=0.0](v1)") && traced.contains("= tanh("), "{traced}");
+    assert!(simplified.contains("= add[rhs=0.0](x)"), "the add reads x itself:\n{simplified}");
+    assert!(!cleaned.contains("mul") && cleaned.contains("= add[rhs=0.0](x)") && cleaned.contains("= tanh("), "{cleaned}");
+    assert_eq!(log.last().map(|(_, text)| text.as_str()), Some(f.to_text().as_str()), "the last is the graph that runs");
+    let text = f.pass_log_text();
+    assert!(text.starts_with("== traced ==\ngraph squashed(x: f32[3]) {"), "{text}");
+    assert!(text.contains("== after simplify ==\n"), "{text}");
+    Ok(())
+}
+
+#[graph_fn(optimize = false)]
+fn unoptimized(x: &Tensor) -> Result<Tensor> {
+    x.mul(1.0)
+}
+
+/// A function traced without optimization logs the traced graph only.
+#[test]
+fn the_pass_log_of_an_unoptimized_function_is_the_traced_graph() -> Result<()> {
+    unoptimized(&f32s(&[1.0], &[1]))?;
+    let f = &function("unoptimized").concrete_functions()[0];
+    assert_eq!(f.pass_log(), [("traced", f.to_text())]);
+    Ok(())
+}
+
 // ------------------------------------------------------------------------------- methods
 
 #[derive(GraphArg)]

@@ -1,13 +1,20 @@
 //! Runs a plan on concrete slots with the same kernels eager dispatch uses. A call does no
 //! graph analysis: it walks the precomputed steps, frees each value at its last use, lets
 //! fused steps write into dying buffers, and applies the state writes after the run.
+//!
+//! A graph traced with unknown dims was shape-checked only where dims were known, so its plan
+//! asks for checks: each step runs its op's shape rule (`Op::infer`, as eager dispatch does)
+//! on the concrete shapes before the kernel, and the state writes are checked before any is
+//! applied. A bad call is then the `Err` eager gives, and changes no state.
 
 use super::control::ControlPlan;
 use super::plan::Plan;
-use crate::error::Result;
-use crate::graph::{Graph, InputSource, NodeKind, StateWrite};
-use crate::kernels::fused::Input;
-use crate::ops::{BinaryOp, Op};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite, ValueId};
+use crate::kernels::fused::{FusedProgram, Input, Operand};
+use crate::ops::{BinaryOp, Op, TypeRef};
+use crate::shape::Shape;
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
 use smallvec::SmallVec;
@@ -66,12 +73,17 @@ impl Executable {
         for (v, s) in &g.constants {
             values[*v] = Some(s.clone());
         }
+        let checks = self.plan.checks_shapes;
         for (step, control) in self.plan.steps.iter().zip(&self.controls) {
             let node = &step.node;
             let outs = match &node.kind {
                 _ if control.is_some() => {
                     let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
                     control.as_ref().expect("checked").run(&inputs)?
+                }
+                NodeKind::Fused(p) if checks && !fits_program(p, node, values) => {
+                    let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
+                    run_unfused(p, &inputs)?
                 }
                 NodeKind::Fused(p) => {
                     let mut taken: SmallVec<[Option<Storage>; 4]> =
@@ -84,7 +96,7 @@ impl Executable {
                 }
                 kind => {
                     let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
-                    run_node(kind, &inputs, slots)?
+                    run_node(kind, &inputs, slots, checks)?
                 }
             };
             for (&v, s) in node.outputs.iter().zip(outs) {
@@ -95,6 +107,10 @@ impl Executable {
             }
         }
         let outputs = g.outputs.iter().map(|&v| values[v].clone().expect("outputs are kept")).collect();
+        if checks {
+            // All before any is applied: a failed call leaves every tensor and `.grad` as it was.
+            g.writes.iter().try_for_each(|w| check_write(g, w, values, slots))?;
+        }
         for w in &g.writes {
             apply_write(w, values, slots);
         }
@@ -110,10 +126,16 @@ fn read_input(slots: &[&Tensor], params: &[Storage], src: InputSource) -> Result
     }
 }
 
-fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor]) -> Result<SmallVec<[Storage; 1]>> {
+/// Runs a node that is neither fused nor control flow; with `checks`, its shape rule first.
+fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor], checks: bool) -> Result<SmallVec<[Storage; 1]>> {
     let one = |s: Storage| smallvec::smallvec![s];
     match kind {
-        NodeKind::Op(op) => Ok(one(op.compute(inputs)?)),
+        NodeKind::Op(op) => {
+            if checks {
+                infer(op, inputs)?;
+            }
+            Ok(one(op.compute(inputs)?))
+        }
         NodeKind::Print(pieces) => {
             let tensors: Vec<Tensor> = inputs.iter().map(|s| Tensor::from_storage((*s).clone())).collect();
             println!("{}", crate::trace::render_pieces(pieces, &tensors));
@@ -123,7 +145,14 @@ fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor]) -> Result<S
             let old = slots[*slot].grad_slot().grad.clone();
             match old {
                 // The same kernel eager accumulation uses: `old + g`.
-                Some(o) => Ok(one(Op::Binary(BinaryOp::Add).compute(&[&o.storage("accumulate_grad")?, inputs[0]])?)),
+                Some(o) => {
+                    let add = Op::Binary(BinaryOp::Add);
+                    let old = o.storage("accumulate_grad")?;
+                    if checks {
+                        infer(&add, &[&old, inputs[0]])?;
+                    }
+                    Ok(one(add.compute(&[&old, inputs[0]])?))
+                }
                 None => Ok(one(inputs[0].clone())),
             }
         }
@@ -137,5 +166,145 @@ fn apply_write(w: &StateWrite, values: &[Option<Storage>], slots: &[&Tensor]) {
     match w {
         StateWrite::Data { slot, value } => slots[*slot].set_value(Value::Concrete(get(*value))),
         StateWrite::Grad { slot, value } => slots[*slot].set_grad_raw(value.map(|v| Tensor::from_storage(get(v)))),
+    }
+}
+
+/// The op's shape and dtype rule on concrete inputs: the `Err` eager dispatch would give.
+fn infer(op: &Op, inputs: &[&Storage]) -> Result<(DType, Shape)> {
+    let shapes: SmallVec<[Shape; 4]> = inputs.iter().map(|s| s.shape()).collect();
+    let types: SmallVec<[TypeRef; 4]> = inputs.iter().zip(&shapes).map(|(s, shape)| TypeRef { dtype: s.dtype(), shape }).collect();
+    op.infer(&types)
+}
+
+/// True when a fused step's inputs have the types its program was compiled for (its loops
+/// read an input of one element as one value, and write every result over `p.shape`).
+fn fits_program(p: &FusedProgram, node: &Node, values: &[Option<Storage>]) -> bool {
+    node.inputs.iter().zip(&p.inputs).all(|(&v, (dtype, shape))| {
+        let s = values[v].as_ref().expect("defined before use");
+        s.dtype() == *dtype && s.shape() == *shape
+    })
+}
+
+/// A fused program's ops one at a time, each checked by its shape rule, on inputs of other
+/// shapes than it was compiled for: the errors eager gives, or the values it computes (the
+/// fused loops call the same scalar functions, so the bits are those of the fused run).
+fn run_unfused(p: &FusedProgram, inputs: &[&Storage]) -> Result<SmallVec<[Storage; 1]>> {
+    let mut results: Vec<Storage> = Vec::with_capacity(p.instrs.len());
+    for instr in &p.instrs {
+        let out = {
+            let args: SmallVec<[&Storage; 3]> = instr
+                .args
+                .iter()
+                .map(|a| match *a {
+                    Operand::Input(i) => inputs[i],
+                    Operand::Result(r) => &results[r],
+                })
+                .collect();
+            infer(&instr.op, &args)?;
+            instr.op.compute(&args)?
+        };
+        results.push(out);
+    }
+    Ok(p.outputs.iter().map(|&k| results[k].clone()).collect())
+}
+
+/// A state write of a value whose shape is not the tensor's — an in-place update whose
+/// operands broadcast past the target, or a gradient of another shape — is the error eager
+/// gives for that update (eager never lets a tensor's shape change).
+fn check_write(g: &Graph, w: &StateWrite, values: &[Option<Storage>], slots: &[&Tensor]) -> Result<()> {
+    let (slot, value) = match *w {
+        StateWrite::Data { slot, value } | StateWrite::Grad { slot, value: Some(value) } => (slot, value),
+        StateWrite::Grad { value: None, .. } => return Ok(()),
+    };
+    let target = &slots[slot].0.shape;
+    let found = values[value].as_ref().expect("written values are kept").shape();
+    if found == *target {
+        return Ok(());
+    }
+    Err(match w {
+        StateWrite::Data { .. } => in_place_error(producer(g, value), target, &found),
+        StateWrite::Grad { .. } => Error::shapes(
+            "backward",
+            target,
+            &found,
+            format!(
+                "the gradient the graph computed for `{}` has shape {found}, not the tensor's; its shape depends on a dim the trace left \
+                 unknown (call with a known shape, without input_signature or reduce_retracing for this argument)",
+                g.slot_names[slot]
+            ),
+        ),
+    })
+}
+
+/// The op whose node produces `v`, if an op node does (searched on the error path only).
+fn producer(g: &Graph, v: ValueId) -> Option<&Op> {
+    g.nodes.iter().find(|n| n.outputs.contains(&v)).and_then(|n| match &n.kind {
+        NodeKind::Op(op) => Some(op),
+        _ => None,
+    })
+}
+
+/// The error eager in-place dispatch gives when the result would not keep the target's shape.
+fn in_place_error(op: Option<&Op>, target: &Shape, found: &Shape) -> Error {
+    let keep = || format!("an in-place result must keep the target's shape, but broadcasting gives {found}");
+    match op {
+        Some(Op::BroadcastTo(_)) => {
+            Error::shapes("assign_", target, found, format!("the source {found} must broadcast to the target's shape {target}"))
+        }
+        Some(Op::Binary(b) | Op::BinaryScalar { op: b, .. }) => Error::shapes(in_place_name(*b), target, found, keep()),
+        _ => Error::shapes("in-place update", target, found, keep()),
+    }
+}
+
+/// The method name of an in-place binary op (`add_`), as eager errors name it.
+fn in_place_name(b: BinaryOp) -> &'static str {
+    match b {
+        BinaryOp::Add => "add_",
+        BinaryOp::Sub => "sub_",
+        BinaryOp::Mul => "mul_",
+        BinaryOp::Div => "div_",
+        other => other.name(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::tests::traced;
+    use crate::compile::{Fuse, Pass};
+
+    /// `body`'s graph with fusion applied and `x`'s dims then made unknown — a fused node over
+    /// an input of unknown shape, which the fusion pass itself does not make.
+    fn fused_with_unknown_input(x: &Tensor, b: &Tensor, body: impl FnOnce() -> Result<Vec<Tensor>>) -> Executable {
+        let mut g = traced(&[x, b], body);
+        assert!(Fuse.run(&mut g));
+        assert_eq!(g.count_op("fused"), 1, "{}", g.to_text());
+        let input = g.inputs[0].0;
+        g.values[input].shape = Shape::new(&[crate::shape::UNKNOWN]);
+        Executable::new(&g, false)
+    }
+
+    #[test]
+    fn only_graphs_with_unknown_dims_check_shapes() {
+        let x = Tensor::zeros(&[3], DType::F32);
+        let g = traced(&[&x], || Ok(vec![x.exp()?]));
+        assert!(!Executable::new(&g, true).plan.checks_shapes);
+        let mut relaxed = g.clone();
+        relaxed.values.iter_mut().for_each(|v| v.shape = Shape::new(&[crate::shape::UNKNOWN]));
+        assert!(Executable::new(&relaxed, true).plan.checks_shapes);
+    }
+
+    #[test]
+    fn a_fused_step_on_other_shapes_runs_its_ops_one_by_one() -> Result<()> {
+        let (x, b) = (Tensor::randn(&[3], DType::F32, 1), Tensor::randn(&[3], DType::F32, 2));
+        let exe = fused_with_unknown_input(&x, &b, || Ok(vec![x.add(&b)?.mul(2.0)?.tanh()?]));
+        let eager = |x: &Tensor| x.add(&b)?.mul(2.0)?.tanh();
+        for x in [x.clone(), Tensor::randn(&[1], DType::F32, 3)] {
+            let out = exe.run(&[&x, &b])?;
+            assert!(out[0].to_storage()?.bit_eq(&eager(&x)?.to_storage()?), "eager's bits for {}", x.shape());
+        }
+        let bad = Tensor::randn(&[2], DType::F32, 4);
+        assert_eq!(exe.run(&[&bad, &b]).unwrap_err(), bad.add(&b).unwrap_err(), "eager's error, naming add and both shapes");
+        Ok(())
     }
 }

@@ -1,6 +1,6 @@
-//! The execution plan, computed once per concrete function: the steps in order, and for each
+//! The execution plan, computed once per concrete function: the steps in order, for each
 //! step the values that die there (freed at once) and the dying inputs a fused step may write
-//! its outputs into.
+//! its outputs into, and whether the run must re-check shapes (graphs with unknown dims).
 
 use crate::graph::{Graph, Node, NodeKind, StateWrite, ValueId};
 use smallvec::SmallVec;
@@ -17,6 +17,11 @@ pub struct Step {
 /// The plan of a graph.
 pub struct Plan {
     pub steps: Vec<Step>,
+    /// The graph leaves a dim unknown, so the shape rules checked while tracing held only for
+    /// the known dims: each step re-checks its rule on the concrete shapes before its kernel
+    /// runs, and state writes are checked before any is applied. False for graphs with every
+    /// shape known, which then pay nothing for it.
+    pub checks_shapes: bool,
 }
 
 impl Plan {
@@ -45,8 +50,14 @@ impl Plan {
                 Step { node: node.clone(), frees, donate }
             })
             .collect();
-        Plan { steps }
+        Plan { steps, checks_shapes: has_unknown_dims(g) }
     }
+}
+
+/// True if a value of `g` has an unknown dim (subgraphs of control flow decide for themselves
+/// when their own plans are made).
+fn has_unknown_dims(g: &Graph) -> bool {
+    g.values.iter().any(|v| !v.shape.is_known())
 }
 
 /// Values that live to the end of the run: outputs and written-back values.

@@ -1,14 +1,14 @@
 //! A concrete function: one traced graph for one input signature, with the tensors it
 //! captured. This is the plain-Rust entry point to tracing; `#[graph_fn]` builds on it.
 
-use crate::compile::Executable;
+use crate::compile::{Executable, PassLog};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use crate::trace::{TraceGuard, Traced};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
 
@@ -32,6 +32,10 @@ pub struct ConcreteFunction {
     executable: Arc<Executable>,
     captures: Arc<[Tensor]>,
     grad_guards: Arc<[(usize, bool)]>,
+    /// Whether the graph that runs was optimized (else it is the traced graph).
+    optimized: bool,
+    /// The pass log, made on first request (see `pass_log`).
+    pass_log: Arc<OnceLock<PassLog>>,
 }
 
 impl ConcreteFunction {
@@ -73,6 +77,8 @@ impl ConcreteFunction {
             executable,
             captures: traced.captures.into(),
             grad_guards: traced.grad_guards.into(),
+            optimized: optimize,
+            pass_log: Arc::new(OnceLock::new()),
         }
     }
 
@@ -159,6 +165,59 @@ impl ConcreteFunction {
     /// The graph that runs, in Graphviz DOT.
     pub fn to_dot(&self) -> String {
         self.graph().to_dot()
+    }
+
+    /// The graph in text form as traced (`"traced"`), then after each optimization pass that
+    /// changed it, named by the pass (`"simplify"`, `"fuse_elementwise"`, ...): entry `k - 1`
+    /// is the graph before pass `k`, and the last entry is the graph that runs (`to_text()`).
+    /// A function traced without optimization has the traced graph only. Subgraphs of
+    /// `cond` and `while_loop` are optimized on their own and appear in their node's text.
+    ///
+    /// Recording costs nothing while tracing: the first request reruns the (deterministic)
+    /// passes on the traced graph and keeps the log. For a `#[graph_fn]`, take the function
+    /// from `lookup("name")` and ask one of its `concrete_functions()`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::from_vec(vec![0.5f32, -1.0], &[2])?;
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(1.0)?.tanh()?]))?;
+    /// let log = f.pass_log();
+    /// let passes: Vec<&str> = log.iter().map(|(pass, _)| *pass).collect();
+    /// assert_eq!(passes, ["traced", "simplify", "dce", "fuse_elementwise"]);
+    /// assert!(log[0].1.contains("mul[rhs=1.0](x)"));
+    /// assert!(log[1].1.contains("tanh(x)"), "simplify: x * 1 is x");
+    /// assert!(!log[2].1.contains("mul"), "dce: the bypassed node is gone");
+    /// assert_eq!(log.last().unwrap().1, f.to_text());
+    /// println!("{}", f.pass_log_text());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn pass_log(&self) -> &[(&'static str, String)] {
+        self.pass_log.get_or_init(|| {
+            let log = self.record_pass_log();
+            debug_assert_eq!(log.last().map(|e| e.1.as_str()), Some(self.to_text().as_str()), "the passes rerun to the graph that runs");
+            log
+        })
+    }
+
+    fn record_pass_log(&self) -> PassLog {
+        if !self.optimized {
+            return vec![("traced", self.traced_graph.to_text())];
+        }
+        let mut log = PassLog::new();
+        crate::compile::optimize(&self.traced_graph, Some(&mut log));
+        log
+    }
+
+    /// `pass_log` as one text: each graph under a heading line (`== traced ==`,
+    /// `== after simplify ==`, ...).
+    pub fn pass_log_text(&self) -> String {
+        let mut out = String::new();
+        for (pass, text) in self.pass_log() {
+            let heading = if *pass == "traced" { "traced".to_string() } else { format!("after {pass}") };
+            out.push_str(&format!("== {heading} ==\n{text}\n"));
+        }
+        out
     }
 
     /// The tensors the graph captured from outside.

@@ -514,7 +514,8 @@ impl GraphFunction {
         self.cached().into_iter().map(|(signature, _)| signature).collect()
     }
 
-    /// The concrete functions currently cached (their graphs: `to_text()`, `to_dot()`).
+    /// The concrete functions currently cached (their graphs: `to_text()`, `to_dot()`, and
+    /// the graph before and after each optimization pass: `pass_log()`, `pass_log_text()`).
     pub fn concrete_functions(&self) -> Vec<ConcreteFunction> {
         self.cached().into_iter().map(|(_, f)| f).collect()
     }

@@ -70,7 +70,7 @@ pub mod prelude {
 /// What the macros' expansions name. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::control::autograph;
     pub use crate::function::{Flattener, GraphArg, GraphArgField, GraphFunction, GraphReturn, Options, StaticField, TensorSpec, TracePolicy};
     pub use crate::DType;
-    pub use crate::control::autograph;
 }

@@ -6,8 +6,8 @@
 //! tensor — a variable, a field, or a call of a comparison method (`x.lt(&y)`) — into code that
 //! asks at run time (`autograph::branching`) and keeps the user's code, unchanged, on the plain
 //! path. Conditions that are certainly `bool` (`a < b`, `!done`, `x.is_empty()`, `if let`) are
-//! left alone. Code that a graph node cannot carry (`break`, `continue`, `return`, `?`, or an
-//! assignment to a field) is kept plain too, and its condition must then be a `bool`: a tensor
+//! left alone. Code that a graph node cannot carry (`break`, `continue`, `return`, `?`, an
+//! assignment to a field, or `panic!` and kin, which tracing both branches would always fire) is kept plain too, and its condition must then be a `bool`: a tensor
 //! there is a compile error that names the construct.
 //!
 //! Not descended into: closures, async blocks and nested items (they are other functions).
@@ -83,6 +83,8 @@ enum Exit {
     Return,
     Try,
     Place,
+    /// `panic!` and kin: tracing runs both branches, so it would always fire.
+    Panic,
 }
 
 /// What the rewrite needs to know about the controlled code.
@@ -308,6 +310,7 @@ fn plain_check(exit: Exit, cond: &Expr) -> TokenStream {
         Exit::Return => "plain_for_return",
         Exit::Try => "plain_for_try",
         Exit::Place => "plain_for_place",
+        Exit::Panic => "plain_for_panic",
     };
     let check = Ident::new(check, Span::call_site());
     let ag = autograph();
@@ -361,6 +364,12 @@ impl<'a> Visit<'a> for Scan {
     fn visit_expr_async(&mut self, _: &'a syn::ExprAsync) {}
     fn visit_item(&mut self, _: &'a syn::Item) {}
 
+    fn visit_macro(&mut self, m: &'a syn::Macro) {
+        let name = m.path.segments.last().map(|s| s.ident.to_string());
+        if matches!(name.as_deref(), Some("panic" | "unreachable" | "todo" | "unimplemented")) {
+            self.found(Exit::Panic);
+        }
+    }
     fn visit_expr_return(&mut self, _: &'a syn::ExprReturn) {
         self.found(Exit::Return);
     }

@@ -185,8 +185,11 @@ pub struct GraphIf {
     vars: Vec<Tensor>,
     names: Vec<String>,
     guard: Option<TraceGuard>,
-    then: Option<(crate::graph::Graph, Vec<Tensor>, Vec<(DType, Shape)>)>,
+    then: Option<TracedThen>,
 }
+
+/// A traced then-branch: its graph, the outer values it captured, its outputs' types.
+type TracedThen = (crate::graph::Graph, Vec<Tensor>, Vec<(DType, Shape)>);
 
 impl GraphIf {
     /// Starts tracing the then-branch. `carried` holds each assigned variable's current value.
@@ -380,5 +383,26 @@ impl PlainConditionForPlace for bool {
 
 #[inline(always)]
 pub fn plain_for_place(c: impl PlainConditionForPlace) -> bool {
+    c.holds()
+}
+
+#[diagnostic::on_unimplemented(
+    message = "`panic!` inside code controlled by a `{Self}` condition would fire whenever the function is traced",
+    label = "this condition is a `{Self}`: tracing runs both branches, so a panic below it always fires",
+    note = "check the result after the call instead, or move the panic out of the tensor-conditioned code"
+)]
+pub trait PlainConditionForPanic {
+    fn holds(self) -> bool;
+}
+
+impl PlainConditionForPanic for bool {
+    #[inline(always)]
+    fn holds(self) -> bool {
+        self
+    }
+}
+
+#[inline(always)]
+pub fn plain_for_panic(c: impl PlainConditionForPanic) -> bool {
     c.holds()
 }

@@ -33,7 +33,13 @@ fn output_grads(types: &[(DType, Shape)], grads: &[Option<Tensor>]) -> Result<Ve
 
 /// The vector-Jacobian product of subgraph `g` at `inputs` for output gradients `gys`: one
 /// entry per input (`None` for inputs that are not floats or that no output depends on).
-fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
+///
+/// `seeds` (one per input, or empty) are gradients summed so far: a seeded input's result is
+/// `seed` plus its contributions added one at a time, in the order the backward engine
+/// delivers them — the additions an eager backward performs when the value is used several
+/// times across loop iterations, so the sum has the same bits (`(acc + a) + b`, not
+/// `acc + (a + b)`).
+fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], seeds: &[Option<Tensor>], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
     let _record = GradModeGuard::set(true);
     let leaves: Vec<Tensor> = inputs
         .iter()
@@ -46,16 +52,36 @@ fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], create_graph: bool) -> Resu
             }
         })
         .collect::<Result<_>>()?;
-    let outs = replay(g, &leaves)?;
-    let (outs, gys): (Vec<&Tensor>, Vec<&Tensor>) = outs.iter().zip(gys).filter(|(o, _)| o.dtype().is_float()).unzip();
+    let replayed = replay(g, &leaves)?;
+    // Each seed enters as the gradient of `leaf * 1` (exact), given as the first roots: the
+    // engine runs the first root's node first, so the seed is the first term of the leaf's
+    // sum and every contribution of the subgraph is added to it in turn.
+    let seeded: Vec<(Tensor, &Tensor)> = seeds
+        .iter()
+        .zip(&leaves)
+        .filter_map(|(s, l)| s.as_ref().filter(|_| l.dtype().is_float()).map(|s| Ok((l.mul(1.0)?, s))))
+        .collect::<Result<_>>()?;
+    let (mut outs, mut grads): (Vec<&Tensor>, Vec<&Tensor>) = seeded.iter().map(|(o, s)| (o, *s)).unzip();
+    for (o, gy) in replayed.iter().zip(gys).filter(|(o, _)| o.dtype().is_float()) {
+        outs.push(o);
+        grads.push(gy);
+    }
     let float_leaves: Vec<&Tensor> = leaves.iter().filter(|l| l.dtype().is_float()).collect();
-    let mut found = grad_with(&outs, &gys, &float_leaves, create_graph)?.into_iter();
+    let mut found = grad_with(&outs, &grads, &float_leaves, create_graph)?.into_iter();
     Ok(leaves.iter().map(|l| if l.dtype().is_float() { found.next().flatten() } else { None }).collect())
 }
 
 /// A gradient for each float input (zeros where the product gave none), in input order.
 fn dense(inputs: &[Tensor], grads: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
     inputs.iter().zip(grads).filter(|(x, _)| x.dtype().is_float()).map(|(x, g)| g.map_or_else(|| zeros(x.dtype(), &x.shape()), Ok)).collect()
+}
+
+/// Negative zeros of a float type (its shape must be known).
+fn neg_zeros(dtype: DType, shape: &Shape) -> Result<Tensor> {
+    if !shape.is_known() {
+        return zeros(dtype, shape); // the error for an unknown shape
+    }
+    Ok(Tensor::full(shape.dims(), -0.0, dtype))
 }
 
 fn float_zeros(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
@@ -89,13 +115,13 @@ impl CustomBackward for CondGrad {
         let taken = cond(
             &self.pred,
             || {
-                let mut d = dense(&self.then_in, vjp(&self.then_graph, &self.then_in, &gys, create_graph)?)?;
+                let mut d = dense(&self.then_in, vjp(&self.then_graph, &self.then_in, &gys, &[], create_graph)?)?;
                 d.extend(float_zeros(&self.else_in)?);
                 Ok(d)
             },
             || {
                 let mut d = float_zeros(&self.then_in)?;
-                d.extend(dense(&self.else_in, vjp(&self.else_graph, &self.else_in, &gys, create_graph)?)?);
+                d.extend(dense(&self.else_in, vjp(&self.else_graph, &self.else_in, &gys, &[], create_graph)?)?);
                 Ok(d)
             },
         )?;
@@ -129,24 +155,30 @@ impl CustomBackward for WhileGrad {
         // gradients summed so far for the float values the body captured.
         let mut state = vec![self.trip.sub(1i64)?];
         state.extend(output_grads(&self.types, grads)?);
-        state.extend(float_zeros(&self.body_in)?);
+        // The sums start at -0.0, the identity of IEEE addition (`-0.0 + x` is `x`, bit for
+        // bit, also for `x = -0.0`), so the first iteration's terms come out exactly as an
+        // eager backward (which has no starting value) computes them.
+        state.extend(self.body_in.iter().filter(|x| x.dtype().is_float()).map(|x| neg_zeros(x.dtype(), &x.shape())).collect::<Result<Vec<_>>>()?);
         let done = while_loop(
             |s: &Vec<Tensor>| Ok(s[0].ge(0i64)),
             |s: Vec<Tensor>| {
                 let index = s[0].reshape(&[1])?;
                 let mut inputs: Vec<Tensor> = self.history.iter().map(|h| h.index_select(0, &index)?.squeeze(0)).collect::<Result<_>>()?;
                 inputs.extend(self.body_in.iter().cloned());
-                let d = vjp(&self.body, &inputs, &s[1..1 + n], create_graph)?;
+                // The captured values' sums so far seed their products, so each use adds to
+                // the running sum in the eager backward's order.
+                let mut sums = s[1 + n..].iter();
+                let mut seeds: Vec<Option<Tensor>> = vec![None; n];
+                seeds.extend(self.body_in.iter().map(|x| if x.dtype().is_float() { sums.next().cloned() } else { None }));
+                let d = vjp(&self.body, &inputs, &s[1..1 + n], &seeds, create_graph)?;
                 let mut next = vec![s[0].sub(1i64)?];
                 for (k, (dtype, shape)) in self.types.iter().enumerate() {
                     next.push(d[k].clone().map_or_else(|| zeros(*dtype, shape), Ok)?);
                 }
                 let captured = self.body_in.iter().zip(&d[n..]).filter(|(x, _)| x.dtype().is_float());
                 for ((_, dk), acc) in captured.zip(&s[1 + n..]) {
-                    next.push(match dk {
-                        Some(g) => acc.add(g)?,
-                        None => acc.clone(),
-                    });
+                    // A seeded product always includes its seed.
+                    next.push(dk.clone().unwrap_or_else(|| acc.clone()));
                 }
                 Ok(next)
             },

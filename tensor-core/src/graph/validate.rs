@@ -1,8 +1,12 @@
 //! The graph validator: every value is defined once before it is used, every op node's
-//! output type is what its shape rule gives, and writes and inputs name real slots.
+//! output type is what its shape rule gives, and writes and inputs name real slots. The
+//! subgraphs of `Cond` and `While` nodes are validated too, recursively, and checked against
+//! their node: parameter counts, predicate and loop-variable types, output types.
 
-use super::{Graph, InputSource, NodeKind, StateWrite};
+use super::{Graph, InputSource, Node, NodeKind, StateWrite};
+use crate::dtype::DType;
 use crate::ops::TypeRef;
+use crate::shape::{Shape, UNKNOWN};
 
 /// Checks the graph's structure; `Err` describes the first problem found.
 ///
@@ -44,6 +48,10 @@ pub fn validate(g: &Graph) -> Result<(), String> {
         match &node.kind {
             NodeKind::Op(op) => check_op_type(g, i, op, node)?,
             NodeKind::Fused(p) => check_fused_type(g, i, p, node)?,
+            NodeKind::Cond { then, other } => check_cond(g, node, then, other).map_err(|e| format!("node {i} (cond): {e}"))?,
+            NodeKind::While { cond, body, history, .. } => {
+                check_while(g, node, cond, body, *history).map_err(|e| format!("node {i} (while): {e}"))?
+            }
             _ => {}
         }
         for &v in &node.outputs {
@@ -62,6 +70,123 @@ pub fn validate(g: &Graph) -> Result<(), String> {
         if slot >= g.num_slots() || value.is_some_and(|v| !used(v)) {
             return Err(format!("write {w:?} names a missing slot or value"));
         }
+    }
+    let mut params = vec![false; g.num_params];
+    for (v, src) in &g.inputs {
+        if let InputSource::Param(k) = src {
+            if std::mem::replace(&mut params[*k], true) {
+                return Err(format!("input {v} reads parameter {k}, which another input reads too"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The type of parameter `k` of subgraph `g`, if an input reads it (optimization may drop
+/// the inputs of unused parameters).
+fn param_type(g: &Graph, k: usize) -> Option<(DType, &Shape)> {
+    g.inputs.iter().find(|(_, src)| *src == InputSource::Param(k)).map(|(v, _)| (g.values[*v].dtype, &g.values[*v].shape))
+}
+
+fn type_of(g: &Graph, v: usize) -> (DType, &Shape) {
+    (g.values[v].dtype, &g.values[v].shape)
+}
+
+/// Validates subgraph `sub` (named `label` in messages) and checks that each parameter it
+/// reads has the type of the node input `args[k]` that feeds it.
+fn check_subgraph(g: &Graph, label: &str, sub: &Graph, args: &[usize]) -> Result<(), String> {
+    validate(sub).map_err(|e| format!("{label}: {e}"))?;
+    if !sub.writes.is_empty() || sub.num_slots() != 0 {
+        return Err(format!("{label}: a subgraph cannot read or write slots"));
+    }
+    if sub.num_params != args.len() {
+        return Err(format!("{label} takes {} parameters but the node passes {}", sub.num_params, args.len()));
+    }
+    for (k, &arg) in args.iter().enumerate() {
+        let (dtype, shape) = type_of(g, arg);
+        if let Some((pd, ps)) = param_type(sub, k) {
+            if pd != dtype || !ps.admits(shape) {
+                return Err(format!("{label} parameter {k} is {pd}{ps} but the node passes {dtype}{shape}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_cond(g: &Graph, node: &Node, then: &Graph, other: &Graph) -> Result<(), String> {
+    let Some((&pred, args)) = node.inputs.split_first() else { return Err("no predicate input".into()) };
+    let (dtype, shape) = type_of(g, pred);
+    if dtype != DType::Bool || (shape.is_known() && shape.numel() != 1) {
+        return Err(format!("the predicate is {dtype}{shape}, not one bool value"));
+    }
+    if args.len() != then.num_params + other.num_params {
+        return Err(format!("the branches take {} + {} parameters but the node passes {}", then.num_params, other.num_params, args.len()));
+    }
+    check_subgraph(g, "then", then, &args[..then.num_params])?;
+    check_subgraph(g, "else", other, &args[then.num_params..])?;
+    for (label, b) in [("then", then), ("else", other)] {
+        if b.outputs.len() != node.outputs.len() {
+            return Err(format!("{label} gives {} outputs but the node has {}", b.outputs.len(), node.outputs.len()));
+        }
+        for (k, (&bv, &nv)) in b.outputs.iter().zip(&node.outputs).enumerate() {
+            if type_of(b, bv) != type_of(g, nv) {
+                let ((bd, bs), (nd, ns)) = (type_of(b, bv), type_of(g, nv));
+                return Err(format!("{label} output {k} is {bd}{bs} but the node's is {nd}{ns}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_while(g: &Graph, node: &Node, cond: &Graph, body: &Graph, history: bool) -> Result<(), String> {
+    let outs = node.outputs.len();
+    // Outputs: the loop variables, then with history the trip count and one stack each.
+    let n = if history { outs.saturating_sub(1) / 2 } else { outs };
+    if history && outs != 2 * n + 1 {
+        return Err(format!("{outs} outputs cannot be loop variables, a trip count and their histories"));
+    }
+    if body.outputs.len() != n {
+        return Err(format!("the body gives {} values for {n} loop variables", body.outputs.len()));
+    }
+    if cond.num_params < n || body.num_params < n || node.inputs.len() != cond.num_params + body.num_params - n {
+        return Err(format!(
+            "the condition takes {} parameters and the body {}, for {n} loop variables and {} node inputs",
+            cond.num_params,
+            body.num_params,
+            node.inputs.len()
+        ));
+    }
+    let (vars, extra) = node.inputs.split_at(n);
+    let (cond_extra, body_extra) = extra.split_at(cond.num_params - n);
+    let cond_args: Vec<usize> = vars.iter().chain(cond_extra).copied().collect();
+    let body_args: Vec<usize> = vars.iter().chain(body_extra).copied().collect();
+    check_subgraph(g, "cond", cond, &cond_args)?;
+    check_subgraph(g, "body", body, &body_args)?;
+    match cond.outputs.as_slice() {
+        [c] if cond.values[*c].dtype == DType::Bool && (!cond.values[*c].shape.is_known() || cond.values[*c].shape.numel() == 1) => {}
+        _ => return Err("the condition must give one bool value".into()),
+    }
+    for (k, &init) in vars.iter().enumerate() {
+        // A loop variable's type: the body's parameter (its invariant, unknown dims allowed),
+        // else the initial value's.
+        let (dtype, shape) = param_type(body, k).or_else(|| param_type(cond, k)).unwrap_or_else(|| type_of(g, init));
+        let (bd, bs) = type_of(body, body.outputs[k]);
+        if bd != dtype || !shape.admits(bs) {
+            return Err(format!("the body turns loop variable {k} from {dtype}{shape} into {bd}{bs}"));
+        }
+        let (od, os) = type_of(g, node.outputs[k]);
+        if od != dtype || !shape.admits(os) {
+            return Err(format!("output {k} is {od}{os} but loop variable {k} is {dtype}{shape}"));
+        }
+        if history {
+            let (hd, hs) = type_of(g, node.outputs[n + 1 + k]);
+            if hd != dtype || *hs != shape.inserted(0, UNKNOWN) {
+                return Err(format!("the history of loop variable {k} is {hd}{hs}, not {dtype}{shape} stacked"));
+            }
+        }
+    }
+    if history && type_of(g, node.outputs[n]) != (DType::I64, &Shape::scalar()) {
+        return Err("the trip count must be one i64 value".into());
     }
     Ok(())
 }

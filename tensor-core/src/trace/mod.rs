@@ -139,6 +139,9 @@ impl TraceGuard {
 
     /// Ends a nested trace: its graph and the enclosing values it captured, in order.
     pub(crate) fn finish_nested(mut self, outputs: &[Tensor]) -> Result<(Graph, Vec<Tensor>)> {
+        if let Some(e) = with_trace(|s| s.deferred_error.take()) {
+            return Err(e);
+        }
         let resolved: Vec<Tensor> = outputs.iter().map(|t| resolve(t, "cond/while_loop")).collect::<Result<_>>()?;
         let done = with_trace(|s| s.finish_nested(&resolved));
         self.pop();

@@ -49,6 +49,9 @@ pub(crate) struct TraceState {
     slot_of: HashMap<u64, usize>,
     constants: HashMap<u64, Tensor>,
     grad_guards: Vec<(usize, bool)>,
+    /// An error found by a call that cannot return one (`zero_grad()` inside a cond branch
+    /// or loop body), reported when this nested trace finishes.
+    pub(crate) deferred_error: Option<crate::Error>,
 }
 
 impl TraceState {
@@ -62,6 +65,7 @@ impl TraceState {
             slot_of: HashMap::new(),
             constants: HashMap::new(),
             grad_guards: Vec::new(),
+            deferred_error: None,
         }
     }
 
@@ -216,8 +220,15 @@ impl TraceState {
 /// An in-place op while tracing: the result becomes the target's new symbolic value (for a
 /// slot, its proxy's, written back to the external tensor after the run).
 pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others: &[&Tensor], name: &'static str) -> Result<()> {
+    // Data made in the function but outside the branch or loop body being traced resolves
+    // to a constant of the nested trace: updating that copy would leave the function's
+    // tensor as it was, unlike the eager run, so it is refused like any outer tensor.
+    let made_outside = target.symbol().is_none()
+        && target.0.origin_trace != current_trace_id()
+        && super::depth() > 1
+        && super::level_of(target.0.origin_trace).is_some();
     let t = resolve(target, name)?;
-    if with_trace(|s| s.is_captured(&t)) {
+    if made_outside || with_trace(|s| s.is_captured(&t)) {
         let what = t.symbol().map_or_else(String::new, |s| format!(" `{}`", s.name()));
         return Err(crate::Error::ControlFlow {
             construct: format!("{name}: the tensor{what} comes from outside this cond branch or while_loop body and cannot be updated in place there; compute the new value and return it from the branch (or carry it as a loop variable)"),
@@ -314,6 +325,15 @@ fn accumulate_into_slot(slot: usize, state: GradState, g: &Tensor) -> Result<()>
 }
 
 pub(super) fn clear_grad(t: &Tensor) -> bool {
+    if super::depth() > 1 && with_root(|s| s.slot_for(t)).is_some() {
+        // Clearing it here would clear it on every call, whichever branch runs (or however
+        // often the loop runs); `zero_grad` returns nothing, so the nested trace reports it.
+        let e = nested_state_error("zero_grad() on the .grad of a tensor from outside the function");
+        with_trace(|s| {
+            s.deferred_error.get_or_insert(e);
+        });
+        return true;
+    }
     with_root(|s| match s.slot_for(t) {
         Some(slot) => {
             s.slots[slot].grad = GradState::Cleared;

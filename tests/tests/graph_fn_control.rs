@@ -251,6 +251,26 @@ fn reference_loss(w: &[f64], x: &[f64]) -> f64 {
     }
 }
 
+/// A bool tensor made outside the function is a capture: the branch is chosen by its value at
+/// each call, not frozen at trace time.
+#[test]
+fn a_captured_condition_is_read_at_every_call() -> Result<()> {
+    let _serial = serial();
+    let gate = Tensor::scalar(true);
+    let x = f32s(&[1.0, 2.0], &[2]);
+    let f = tensor_core::function::ConcreteFunction::trace("gated", &[("x", &x)], || {
+        let mut y = x.clone();
+        let y2 = tensor_core::control::cond(&gate, || Ok(&y * 2.0), || Ok(&y + 100.0))?;
+        y = y2;
+        Ok(vec![y])
+    })?;
+    assert_eq!(f.traced_graph().count_op("cond"), 1, "{}", f.to_text());
+    assert_eq!(f.call(&[&x])?[0].to_vec::<f32>()?, [2.0, 4.0]);
+    gate.assign_(&Tensor::scalar(false))?;
+    assert_eq!(f.call(&[&x])?[0].to_vec::<f32>()?, [101.0, 102.0]);
+    Ok(())
+}
+
 // --------------------------------------------------------------------------- errors
 
 #[graph_fn]

@@ -60,10 +60,10 @@ impl Condition for &Tensor {
         check_predicate(construct, self)?;
         // A condition made only of constants is decided now, as AutoGraph does with Python
         // values: the loop unrolls into the trace.
-        if trace::is_active() && self.is_symbolic() {
-            Ok(Branching::Graph(self.clone()))
-        } else {
+        if trace::is_known_now(self) {
             Ok(Branching::Plain(self.item::<bool>()?))
+        } else {
+            Ok(Branching::Graph(self.clone()))
         }
     }
     fn into_predicate(self, construct: &'static str) -> Result<Tensor> {

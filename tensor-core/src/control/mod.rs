@@ -46,7 +46,7 @@ fn types_of(ts: &[Tensor]) -> Vec<(DType, Shape)> {
 }
 
 /// True when `pred` is data known while tracing (made inside the traced function), so the
-/// branch can be chosen now.
+/// branch can be chosen now. A captured tensor is not: its value is read at each call.
 fn is_trace_constant(pred: &Tensor) -> bool {
-    !pred.is_symbolic()
+    crate::trace::is_known_now(pred)
 }

@@ -244,6 +244,13 @@ pub(crate) fn proxy_of(t: &Tensor) -> Option<Tensor> {
     with_root(|s| s.proxy_of(t))
 }
 
+/// True when `t`'s value can be read as Rust data now: a concrete tensor, made inside the
+/// active traces when one is active (a constant). A tensor from outside the function is a
+/// capture: its value is read when the graph runs, not now.
+pub(crate) fn is_known_now(t: &Tensor) -> bool {
+    t.symbol().is_none() && (!is_active() || level_of(t.0.origin_trace).is_some())
+}
+
 /// While tracing, reading a value as Rust data is allowed only for constants made inside
 /// the trace; outside a trace, only for concrete tensors.
 pub(crate) fn check_host_read(t: &Tensor, op: &'static str) -> Result<()> {

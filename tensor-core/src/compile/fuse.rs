@@ -94,7 +94,9 @@ fn find_groups(g: &Graph) -> Vec<Vec<usize>> {
     }
     groups
         .into_iter()
-        .filter(|grp| !grp.members.is_empty())
+        // One op alone gains nothing from a fused program (one pass either way) and would pay
+        // for its set-up on every call: it stays an `Op` node.
+        .filter(|grp| grp.members.len() >= 2)
         .map(|mut grp| {
             grp.members.sort_unstable();
             grp.members
@@ -183,6 +185,17 @@ mod tests {
         assert!(Fuse.run(&mut g));
         assert_eq!(g.nodes.len(), 1, "{}", g.to_text());
         assert_same(&before, &g, &[&x]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_lone_elementwise_op_stays_an_op() -> Result<()> {
+        let x = Tensor::randn(&[2, 8], DType::F32, 5);
+        let w = Tensor::randn(&[8, 8], DType::F32, 6);
+        // Each elementwise op is cut off from the others by a matmul: nothing to fuse.
+        let mut g = traced(&[&x, &w], || Ok(vec![x.add(1.0f32)?.matmul(&w)?.relu()?]));
+        assert!(!Fuse.run(&mut g), "{}", g.to_text());
+        assert_eq!(g.count_op("fused"), 0);
         Ok(())
     }
 

@@ -188,6 +188,37 @@ mod tests {
         Ok(())
     }
 
+    /// Runs of scalar ops run as one chain kernel (`kernels::fused::chain`): the same bits as
+    /// op by op, for every dtype and side, any length, with intermediates that are outputs or
+    /// read twice breaking the run.
+    #[test]
+    fn scalar_chains_keep_the_bits() -> Result<()> {
+        for (dtype, n) in [(DType::F32, 37), (DType::F64, 8), (DType::I32, 19), (DType::I64, 1), (DType::F32, 3000)] {
+            let x = Tensor::randn(&[n], DType::F64, n as u64).mul(7.0)?.cast(dtype);
+            let mut g = traced(&[&x], || {
+                let mut y = x.clone();
+                for i in 0..20 {
+                    let s = 1.0 + i as f64 * 0.37;
+                    y = (&y * s + 0.5 - 3.0).div(s)?;
+                    y = (2.0 - &y) * 1.5;
+                    y = 7.0 / (&y * &y + 1.0);
+                }
+                let mid = &y * 3.0; // read twice and an output: ends a run
+                let z = (&mid + 1.0) * 0.25 + &mid;
+                Ok(vec![z, mid])
+            });
+            let before = g.clone();
+            assert!(Fuse.run(&mut g));
+            assert_eq!(g.count_op("fused"), 1, "{}", g.to_text());
+            let program = g.nodes.iter().find_map(|n| if let crate::graph::NodeKind::Fused(p) = &n.kind { Some(p.clone()) } else { None }).unwrap();
+            // 20 x 10 scalar ops, one binary op per `y * y + 1.0` and per `/ (..)`, a run per
+            // stretch between them: far fewer loops than ops.
+            assert!(program.num_kernels() * 2 < program.instrs.len(), "{} loops for {} ops", program.num_kernels(), program.instrs.len());
+            assert_same(&before, &g, &[&x]);
+        }
+        Ok(())
+    }
+
     #[test]
     fn a_lone_elementwise_op_stays_an_op() -> Result<()> {
         let x = Tensor::randn(&[2, 8], DType::F32, 5);

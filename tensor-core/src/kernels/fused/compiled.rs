@@ -26,6 +26,8 @@ pub struct Kernel {
     pub imm: [u64; 3],
     /// For clamp: whether a lower (bit 0) and an upper (bit 1) bound are set.
     pub flags: u8,
+    /// For a chain of scalar ops (`chain.rs`): its steps, owned by the program.
+    pub chain: (*const super::chain::Step, usize),
 }
 
 // SAFETY: a kernel is immutable data plus a function pointer.
@@ -35,7 +37,7 @@ unsafe impl Sync for Kernel {}
 impl Kernel {
     /// Where operand `i` is: a frame slot, or this kernel's immediate.
     #[inline(always)]
-    unsafe fn src(&self, p: *const *mut u8, i: usize) -> *const u8 {
+    pub(super) unsafe fn src(&self, p: *const *mut u8, i: usize) -> *const u8 {
         match self.srcs[i] {
             IMM => self.imm.as_ptr().add(i) as *const u8,
             s => *p.add(s as usize),
@@ -229,6 +231,7 @@ builds!(map1_base, map1_avx2, map1_body, <T: Copy, U, F: Fn1<T, U>>, <const SLIC
 builds!(map2_base, map2_avx2, map2_body, <T: Copy, U, F: Fn2<T, U>>, <const A, const B>);
 builds!(clamp_base, clamp_avx2, clamp_body, <T: Num>, <const SLICE>);
 builds!(select_base, select_avx2, select_body, <T: Copy>, <>);
+builds!(chain_base, chain_avx2, chain_body, <T: Num>, <>);
 
 fn avx2() -> bool {
     crate::kernels::simd::has_avx2_fma()
@@ -246,6 +249,13 @@ macro_rules! pick {
         }
     }};
 }
+
+/// The loop of a chain of scalar ops on `T`.
+pub(super) fn chain<T: Num + 'static>() -> KernelFn {
+    pick!(chain_base, chain_avx2, [T], [])
+}
+
+use super::chain::chain_body;
 
 fn map1<T: Copy + 'static, U: 'static, F: Fn1<T, U> + 'static>(slice: bool) -> KernelFn {
     if slice {
@@ -275,7 +285,7 @@ pub struct Src {
 }
 
 /// The bits of `s` converted to `dtype`, as an immediate.
-fn imm_bits(s: Scalar, dtype: DType) -> u64 {
+pub(super) fn imm_bits(s: Scalar, dtype: DType) -> u64 {
     fn bits<T: Element>(s: Scalar) -> u64 {
         let mut out = 0u64;
         let v = T::from_scalar(s);
@@ -395,7 +405,7 @@ fn cast_from<T: Copy + 'static + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastT
 /// Compiles one instruction: `op` on `srcs` into frame slot `dst`.
 pub fn compile(op: &Op, srcs: &[Src], dst: u16) -> Kernel {
     let slice = |i: usize| srcs[i].mode == Mode::Slice;
-    let mut k = Kernel { run: map1::<f32, f32, Neg>(true), srcs: [0; 3], dst, imm: [0; 3], flags: 0 };
+    let mut k = Kernel { run: map1::<f32, f32, Neg>(true), srcs: [0; 3], dst, imm: [0; 3], flags: 0, chain: (std::ptr::null(), 0) };
     for (i, s) in srcs.iter().enumerate() {
         k.srcs[i] = s.slot;
     }

@@ -8,6 +8,7 @@
 //! (see `compiled`); a chunk fills a table of pointers — inputs, scratch registers, outputs —
 //! and calls the loops in order.
 
+mod chain;
 mod compiled;
 
 use super::elementwise::from_vec;
@@ -60,6 +61,8 @@ pub struct FusedProgram {
     pub outputs: Vec<usize>,
     /// The compiled instructions. Frame slots: inputs, then scratch registers, then outputs.
     kernels: Vec<Kernel>,
+    /// The steps the chain kernels point to (a boxed slice does not move with the `Vec`).
+    _chains: Vec<Box<[chain::Step]>>,
     num_regs: usize,
 }
 
@@ -80,25 +83,45 @@ impl FusedProgram {
                 None => (n_in + regs[k]) as u16,
             }
         };
-        let kernels = instrs
-            .iter()
-            .enumerate()
-            .map(|(k, instr)| {
-                let srcs: SmallVec<[Src; 3]> = instr
-                    .args
-                    .iter()
-                    .map(|a| match *a {
-                        Operand::Input(i) => {
-                            let mode = if inputs[i].1.numel() == 1 { Mode::Value } else { Mode::Slice };
-                            Src { slot: i as u16, mode, dtype: inputs[i].0 }
-                        }
-                        Operand::Result(r) => Src { slot: slot_of(r), mode: Mode::Slice, dtype: instrs[r].dtype },
-                    })
-                    .collect();
-                compiled::compile(&instr.op, &srcs, slot_of(k))
-            })
-            .collect();
-        FusedProgram { shape, inputs, instrs, outputs, kernels, num_regs }
+        let srcs_of = |instr: &Instr| -> SmallVec<[Src; 3]> {
+            instr
+                .args
+                .iter()
+                .map(|a| match *a {
+                    Operand::Input(i) => {
+                        let mode = if inputs[i].1.numel() == 1 { Mode::Value } else { Mode::Slice };
+                        Src { slot: i as u16, mode, dtype: inputs[i].0 }
+                    }
+                    Operand::Result(r) => Src { slot: slot_of(r), mode: Mode::Slice, dtype: instrs[r].dtype },
+                })
+                .collect()
+        };
+        // Runs of scalar ops become one chain kernel each (the intermediate registers of a run
+        // are then simply not used).
+        let mut kernels = Vec::with_capacity(instrs.len());
+        let mut chains: Vec<Box<[chain::Step]>> = Vec::new();
+        let mut runs = chain::runs(&instrs, &outputs).into_iter().peekable();
+        let mut k = 0;
+        while k < instrs.len() {
+            if let Some(&(first, last)) = runs.peek().filter(|r| r.0 == k) {
+                runs.next();
+                let steps: Box<[chain::Step]> = instrs[first..=last].iter().map(|i| chain::step_of(i).expect("a run holds steps")).collect();
+                if let Some(kernel) = chain::kernel(instrs[last].dtype, srcs_of(&instrs[first])[0], slot_of(last), &steps) {
+                    kernels.push(kernel);
+                    chains.push(steps);
+                    k = last + 1;
+                    continue;
+                }
+            }
+            kernels.push(compiled::compile(&instrs[k].op, &srcs_of(&instrs[k]), slot_of(k)));
+            k += 1;
+        }
+        FusedProgram { shape, inputs, instrs, outputs, kernels, _chains: chains, num_regs }
+    }
+
+    /// How many loops a chunk calls (runs of scalar ops share one).
+    pub fn num_kernels(&self) -> usize {
+        self.kernels.len()
     }
 
     /// The names of the fused ops, for printing (`mul,add,tanh`).

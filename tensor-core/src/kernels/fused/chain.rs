@@ -130,8 +130,11 @@ const WIDE: usize = 64;
 unsafe fn blocks<T: Num, const B: usize>(src: *const T, dst: *mut T, mut start: usize, end: usize, steps: &[Step]) {
     while start < end {
         let n = B.min(end - start);
-        let mut block = [T::zero(); B];
-        std::ptr::copy_nonoverlapping(src.add(start), block.as_mut_ptr(), n);
+        // A full block is copied with a constant length (a few vector moves, not a memcpy call).
+        let mut block = if n == B { std::ptr::read_unaligned(src.add(start) as *const [T; B]) } else { [T::zero(); B] };
+        if n < B {
+            std::ptr::copy_nonoverlapping(src.add(start), block.as_mut_ptr(), n);
+        }
         for step in steps {
             let c = imm::<T>(step);
             // One op over the whole block: vector instructions, the branch taken once.
@@ -141,7 +144,11 @@ unsafe fn blocks<T: Num, const B: usize>(src: *const T, dst: *mut T, mut start: 
                 _ => block.iter_mut().for_each(|x| *x = apply(*x, step, c)),
             }
         }
-        std::ptr::copy_nonoverlapping(block.as_ptr(), dst.add(start), n);
+        if n == B {
+            std::ptr::write_unaligned(dst.add(start) as *mut [T; B], block);
+        } else {
+            std::ptr::copy_nonoverlapping(block.as_ptr(), dst.add(start), n);
+        }
         start += n;
     }
 }

@@ -181,12 +181,13 @@ impl ConcreteFunction {
     /// use tensor_core::prelude::*;
     /// use tensor_core::function::ConcreteFunction;
     /// let x = Tensor::from_vec(vec![0.5f32, -1.0], &[2])?;
-    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(1.0)?.tanh()?]))?;
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(1.0)?.tanh()?.exp()?]))?;
     /// let log = f.pass_log();
     /// let passes: Vec<&str> = log.iter().map(|(pass, _)| *pass).collect();
     /// assert_eq!(passes, ["traced", "simplify", "dce", "fuse_elementwise"]);
     /// assert!(log[0].1.contains("mul[rhs=1.0](x)"));
     /// assert!(log[1].1.contains("tanh(x)"), "simplify: x * 1 is x");
+    /// assert!(log[3].1.contains("fused"), "tanh and exp: one fused loop");
     /// assert!(!log[2].1.contains("mul"), "dce: the bypassed node is gone");
     /// assert_eq!(log.last().unwrap().1, f.to_text());
     /// println!("{}", f.pass_log_text());

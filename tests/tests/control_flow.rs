@@ -816,6 +816,20 @@ fn a_predicate_whose_size_is_known_only_at_run_time_is_checked_when_the_graph_ru
     Ok(())
 }
 
+/// A loop whose variable changes shape cannot stack its iterations for a gradient; with an
+/// input that requires grad, the forward pass still runs (nothing is saved) and matches eager.
+#[test]
+fn a_growing_loop_over_an_input_that_requires_grad_runs_forward() -> Result<()> {
+    let x = f64s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
+    let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN])]), ..WhileOptions::default() };
+    let grow = |x: &Tensor| while_loop_with(&opts, |v: &Tensor| Ok(v.sum().lt(20.0)), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
+    let f = ConcreteFunction::trace("grow_forward", &[("x", &x)], || Ok(vec![grow(&x)?]))?;
+    let out = f.call(&[&x])?;
+    assert_bits_eq(&out[0], &grow(&x)?.detach());
+    assert_eq!(out[0].dims(), vec![16]);
+    Ok(())
+}
+
 #[test]
 fn a_gradient_through_a_loop_variable_of_unknown_shape_is_an_error() -> Result<()> {
     let x = f64s(&[1.0, 2.0], &[2]).requires_grad_(true)?;

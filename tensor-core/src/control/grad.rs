@@ -193,3 +193,20 @@ impl CustomBackward for WhileGrad {
         Ok(out)
     }
 }
+
+/// The backward of a traced loop whose variables change shape between iterations: they
+/// cannot be stacked into a history, so there is nothing to walk back through.
+pub(crate) struct UnstackableWhileGrad;
+
+impl CustomBackward for UnstackableWhileGrad {
+    fn name(&self) -> &'static str {
+        "WhileBackward"
+    }
+
+    fn backward(&self, _: &[Option<Tensor>], _: bool) -> Result<InputGrads> {
+        Err(Error::NotDifferentiable {
+            op: "cond/while_loop",
+            detail: " for a loop variable or output whose shape is unknown in this trace (it may change between iterations)",
+        })
+    }
+}

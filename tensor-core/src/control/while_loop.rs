@@ -142,7 +142,10 @@ pub(crate) fn while_graphs(
 ) -> Result<Vec<Tensor>> {
     let inputs: Vec<Tensor> = inits.iter().chain(cond_in).chain(body_in).map(|t| trace::resolve(t, "while_loop")).collect::<Result<_>>()?;
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let history = crate::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad_raw());
+    let wants_grad = crate::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad_raw());
+    // Iterations can be stacked for the backward pass only when the loop variables keep one
+    // shape; a loop whose variables grow saves nothing and its backward says why.
+    let history = wants_grad && types.iter().all(|(_, s)| s.is_known());
     let mut out_types = types.to_vec();
     if history {
         out_types.push((DType::I64, Shape::scalar()));
@@ -163,6 +166,9 @@ pub(crate) fn while_graphs(
         };
         let out_refs: Vec<&Tensor> = outs[..n].iter().collect();
         crate::autograd::record_custom(Arc::new(grad), &refs, &out_refs);
+    } else if wants_grad {
+        let out_refs: Vec<&Tensor> = outs[..n].iter().collect();
+        crate::autograd::record_custom(Arc::new(super::grad::UnstackableWhileGrad), &refs, &out_refs);
     }
     Ok(outs[..n].to_vec())
 }

@@ -316,7 +316,8 @@ impl Source {
 }
 
 /// Gathers output positions `start..` of a strided view (strides in elements, 0 where
-/// broadcast) into `dst`, walking the multi-index incrementally.
+/// broadcast) into `dst`, a run of the innermost dim at a time: a contiguous run is one copy,
+/// a broadcast run one fill (a bias broadcast over rows is a row copy, not a per-element walk).
 fn gather_strided<T: Copy>(base: *const T, strides: &[isize], dims: &[usize], start: usize, dst: &mut [T]) {
     let rank = dims.len();
     let mut idx: SmallVec<[usize; 6]> = SmallVec::from_elem(0, rank);
@@ -325,11 +326,26 @@ fn gather_strided<T: Copy>(base: *const T, strides: &[isize], dims: &[usize], st
         idx[d] = rem % dims[d];
         rem /= dims[d];
     }
+    let (inner, inner_stride) = (dims[rank - 1], strides[rank - 1]);
     let mut offset: isize = idx.iter().zip(strides).map(|(&i, &s)| i as isize * s).sum();
-    for slot in dst.iter_mut() {
-        // SAFETY: offset is a valid element offset of the broadcast view the strides came from.
-        *slot = unsafe { *base.offset(offset) };
-        for d in (0..rank).rev() {
+    let mut done = 0;
+    while done < dst.len() {
+        let run = (inner - idx[rank - 1]).min(dst.len() - done);
+        let out = &mut dst[done..done + run];
+        // SAFETY: offset and the run's `run - 1` further steps of `inner_stride` stay within
+        // the broadcast view the strides came from.
+        unsafe {
+            match inner_stride {
+                1 => out.copy_from_slice(std::slice::from_raw_parts(base.offset(offset), run)),
+                0 => out.fill(*base.offset(offset)),
+                s => out.iter_mut().enumerate().for_each(|(i, o)| *o = *base.offset(offset + i as isize * s)),
+            }
+        }
+        done += run;
+        // Step to the start of the next run: the innermost index wraps, outer ones carry.
+        offset -= idx[rank - 1] as isize * inner_stride;
+        idx[rank - 1] = 0;
+        for d in (0..rank - 1).rev() {
             idx[d] += 1;
             offset += strides[d];
             if idx[d] < dims[d] {
@@ -478,4 +494,38 @@ fn load_input(reg: &mut [u64], src: &Source, start: usize, len: usize) -> *mut u
         }
     }
     p as *mut u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{ArrayD, IxDyn};
+
+    /// `gather_strided` against ndarray's own iteration of the broadcast view, from every
+    /// start and length that cuts runs of the innermost dim.
+    fn check_gather(a: &ndarray::ArrayViewD<f32>, out_dims: &[usize]) {
+        let view = a.broadcast(IxDyn(out_dims)).expect("broadcastable");
+        let expected: Vec<f32> = view.iter().copied().collect();
+        let strides: SmallVec<[isize; 6]> = SmallVec::from_slice(view.strides());
+        for start in [0, 1, 3, out_dims.iter().product::<usize>() / 2] {
+            for len in [1, 2, 5, expected.len() - start] {
+                let len = len.min(expected.len() - start);
+                let mut dst = vec![f32::NAN; len];
+                gather_strided(view.as_ptr(), &strides, out_dims, start, &mut dst);
+                assert_eq!(dst, expected[start..start + len], "start {start}, len {len}, strides {strides:?}, dims {out_dims:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn strided_gathers_copy_broadcast_rows_columns_and_transposes() {
+        let data = ArrayD::from_shape_vec(IxDyn(&[3, 4]), (0..12).map(|v| v as f32).collect()).expect("12 values");
+        let row = ArrayD::from_shape_vec(IxDyn(&[4]), vec![1.0f32, 2.0, 3.0, 4.0]).expect("4 values");
+        let col = ArrayD::from_shape_vec(IxDyn(&[3, 1]), vec![5.0f32, 6.0, 7.0]).expect("3 values");
+        check_gather(&row.view(), &[3, 4]); // a bias over rows: inner stride 1
+        check_gather(&col.view(), &[3, 4]); // a column broadcast: inner stride 0
+        check_gather(&data.t().into_dyn(), &[4, 3]); // a transpose: inner stride 4
+        check_gather(&row.view(), &[2, 3, 4]); // broadcast over two outer dims
+        check_gather(&col.view().insert_axis(ndarray::Axis(0)), &[2, 3, 4]);
+    }
 }

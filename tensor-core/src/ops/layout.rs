@@ -259,7 +259,7 @@ fn reshape_shape(from: &Shape, spec: &[isize]) -> Result<Shape> {
     }
     let known: usize = spec.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
     let infer = |total: usize| -> Result<usize> {
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(bad("the element counts differ"));
         }
         Ok(total / known)

@@ -31,19 +31,8 @@ where
     out
 }
 
-fn fill_map<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) {
-    #[cfg(target_arch = "x86_64")]
-    if super::simd::has_avx2_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked above).
-        return unsafe { fill_map_avx2(dst, src, f) };
-    }
-    fill_map_body(dst, src, f)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn fill_map_avx2<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) {
-    fill_map_body(dst, src, f)
+super::simd::multiversion! {
+    fn fill_map<T: Copy, U>(dst: &mut [MaybeUninit<U>], src: &[T], f: &impl Fn(T) -> U) = fill_map_body;
 }
 
 #[inline(always)]
@@ -76,19 +65,8 @@ where
     out
 }
 
-fn fill_zip<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) {
-    #[cfg(target_arch = "x86_64")]
-    if super::simd::has_avx2_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked above).
-        return unsafe { fill_zip_avx2(dst, a, b, f) };
-    }
-    fill_zip_body(dst, a, b, f)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn fill_zip_avx2<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) {
-    fill_zip_body(dst, a, b, f)
+super::simd::multiversion! {
+    fn fill_zip<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], b: &[T], f: &impl Fn(T, T) -> U) = fill_zip_body;
 }
 
 #[inline(always)]

@@ -39,21 +39,10 @@ pub fn softmax<T: Float>(a: &Array<T>, axis: usize) -> Array<T> {
     along_axis(a, axis, softmax_row)
 }
 
-/// `out = exp(x - max)`, in the AVX2+FMA build when the CPU has it (the same bits either
-/// way: see `kernels::simd`).
-fn exp_shifted<T: Float>(x: &[T], max: T, out: &mut [T]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::simd::has_avx2_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked above).
-        return unsafe { exp_shifted_avx2(x, max, out) };
-    }
-    exp_shifted_body(x, max, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_shifted_avx2<T: Float>(x: &[T], max: T, out: &mut [T]) {
-    exp_shifted_body(x, max, out)
+super::simd::multiversion! {
+    /// `out = exp(x - max)`, in the widest build the CPU runs (the same bits in each: see
+    /// `kernels::simd`).
+    fn exp_shifted<T: Float>(x: &[T], max: T, out: &mut [T]) = exp_shifted_body;
 }
 
 #[inline(always)]

@@ -1,6 +1,6 @@
 //! Each instruction of a fused program compiled, once, to a monomorphized loop: a function
 //! pointer chosen by the op, the dtypes, whether each operand is a chunk of values or one
-//! value, and the CPU (a baseline and an AVX2+FMA build of every loop). A chunk then only fills a
+//! value, and the CPU (a baseline, an AVX2+FMA and an AVX-512 build of every loop). A chunk then only fills a
 //! table of pointers and calls one function per instruction, so even tiny tensors pay a few
 //! nanoseconds per op. The loops call the same scalar functions as the eager kernels.
 
@@ -214,9 +214,10 @@ unsafe fn select_body<T: Copy>(k: &Kernel, p: *const *mut u8, len: usize) {
     }
 }
 
-/// Two builds of each loop: the baseline, and AVX2 with FMA (the same bits: see `simd`).
+/// Three builds of each loop: the baseline, AVX2 with FMA, and AVX-512 (the same bits: see
+/// `simd`).
 macro_rules! builds {
-    ($base:ident, $avx2:ident, $body:ident, <$($g:ident $(: $b:path)?),*>, <$(const $c:ident),*>) => {
+    ($base:ident, $avx2:ident, $avx512:ident, $body:ident, <$($g:ident $(: $b:path)?),*>, <$(const $c:ident),*>) => {
         unsafe fn $base<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
             $body::<$($g,)* $($c),*>(k, p, len)
         }
@@ -225,23 +226,29 @@ macro_rules! builds {
         unsafe fn $avx2<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
             $body::<$($g,)* $($c),*>(k, p, len)
         }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+        unsafe fn $avx512<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
+            $body::<$($g,)* $($c),*>(k, p, len)
+        }
     };
 }
-builds!(map1_base, map1_avx2, map1_body, <T: Copy, U, F: Fn1<T, U>>, <const SLICE>);
-builds!(map2_base, map2_avx2, map2_body, <T: Copy, U, F: Fn2<T, U>>, <const A, const B>);
-builds!(clamp_base, clamp_avx2, clamp_body, <T: Num>, <const SLICE>);
-builds!(select_base, select_avx2, select_body, <T: Copy>, <>);
-builds!(chain_base, chain_avx2, chain_body, <T: Num>, <>);
+builds!(map1_base, map1_avx2, map1_avx512, map1_body, <T: Copy, U, F: Fn1<T, U>>, <const SLICE>);
+builds!(map2_base, map2_avx2, map2_avx512, map2_body, <T: Copy, U, F: Fn2<T, U>>, <const A, const B>);
+builds!(clamp_base, clamp_avx2, clamp_avx512, clamp_body, <T: Num>, <const SLICE>);
+builds!(select_base, select_avx2, select_avx512, select_body, <T: Copy>, <>);
+builds!(chain_base, chain_avx2, chain_avx512, chain_body, <T: Num>, <>);
 
-fn avx2() -> bool {
-    crate::kernels::simd::has_avx2_fma()
-}
-
+/// The build of a loop for the CPU's level (chosen when the program is built).
 macro_rules! pick {
-    ($base:ident, $avx2:ident, [$($t:ty),*], [$($c:tt),*]) => {{
+    ($base:ident, $avx2:ident, $avx512:ident, [$($t:ty),*], [$($c:tt),*]) => {{
         #[cfg(target_arch = "x86_64")]
         {
-            if avx2() { $avx2::<$($t,)* $({ $c }),*> as KernelFn } else { $base::<$($t,)* $({ $c }),*> as KernelFn }
+            match crate::kernels::simd::level() {
+                crate::kernels::simd::Level::Avx512 => $avx512::<$($t,)* $({ $c }),*> as KernelFn,
+                crate::kernels::simd::Level::Avx2 => $avx2::<$($t,)* $({ $c }),*> as KernelFn,
+                crate::kernels::simd::Level::Baseline => $base::<$($t,)* $({ $c }),*> as KernelFn,
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -252,25 +259,25 @@ macro_rules! pick {
 
 /// The loop of a chain of scalar ops on `T`.
 pub(super) fn chain<T: Num + 'static>() -> KernelFn {
-    pick!(chain_base, chain_avx2, [T], [])
+    pick!(chain_base, chain_avx2, chain_avx512, [T], [])
 }
 
 use super::chain::chain_body;
 
 fn map1<T: Copy + 'static, U: 'static, F: Fn1<T, U> + 'static>(slice: bool) -> KernelFn {
     if slice {
-        pick!(map1_base, map1_avx2, [T, U, F], [true])
+        pick!(map1_base, map1_avx2, map1_avx512, [T, U, F], [true])
     } else {
-        pick!(map1_base, map1_avx2, [T, U, F], [false])
+        pick!(map1_base, map1_avx2, map1_avx512, [T, U, F], [false])
     }
 }
 
 fn map2<T: Copy + 'static, U: 'static, F: Fn2<T, U> + 'static>(a: bool, b: bool) -> KernelFn {
     match (a, b) {
-        (true, true) => pick!(map2_base, map2_avx2, [T, U, F], [true, true]),
-        (true, false) => pick!(map2_base, map2_avx2, [T, U, F], [true, false]),
-        (false, true) => pick!(map2_base, map2_avx2, [T, U, F], [false, true]),
-        (false, false) => pick!(map2_base, map2_avx2, [T, U, F], [false, false]),
+        (true, true) => pick!(map2_base, map2_avx2, map2_avx512, [T, U, F], [true, true]),
+        (true, false) => pick!(map2_base, map2_avx2, map2_avx512, [T, U, F], [true, false]),
+        (false, true) => pick!(map2_base, map2_avx2, map2_avx512, [T, U, F], [false, true]),
+        (false, false) => pick!(map2_base, map2_avx2, map2_avx512, [T, U, F], [false, false]),
     }
 }
 
@@ -382,14 +389,14 @@ fn compare<T: Element>(c: CmpOp, x: bool, y: bool) -> KernelFn {
 
 fn clamp<T: Num>(slice: bool) -> KernelFn {
     if slice {
-        pick!(clamp_base, clamp_avx2, [T], [true])
+        pick!(clamp_base, clamp_avx2, clamp_avx512, [T], [true])
     } else {
-        pick!(clamp_base, clamp_avx2, [T], [false])
+        pick!(clamp_base, clamp_avx2, clamp_avx512, [T], [false])
     }
 }
 
 fn select<T: Copy + 'static>() -> KernelFn {
-    pick!(select_base, select_avx2, [T], [])
+    pick!(select_base, select_avx2, select_avx512, [T], [])
 }
 
 fn cast_from<T: Copy + 'static + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastTo<i64> + CastTo<bool>>(to: DType, slice: bool) -> KernelFn {

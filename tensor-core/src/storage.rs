@@ -123,6 +123,12 @@ impl Storage {
         }
     }
 
+    /// The address of the first element, for a kernel that fills the data in place; the array
+    /// is made unique first (copy on write), so no other holder sees the writes.
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        with_array!(self, a => a.as_mut_ptr() as *mut u8)
+    }
+
     /// True when the data is laid out row-major and contiguous.
     pub fn is_standard_layout(&self) -> bool {
         with_array!(self, a => a.is_standard_layout())

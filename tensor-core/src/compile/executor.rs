@@ -156,6 +156,7 @@ fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor], checks: boo
                 None => Ok(one(inputs[0].clone())),
             }
         }
+        NodeKind::Epilogue(e) => super::epilogue::run(e, inputs),
         NodeKind::Fused(_) => unreachable!("run by the caller"),
         NodeKind::Cond { .. } | NodeKind::While { .. } => unreachable!("run through their control plans"),
     }

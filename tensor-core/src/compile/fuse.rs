@@ -117,7 +117,7 @@ fn fusible_shape(g: &Graph, node: &Node) -> Option<Shape> {
 }
 
 /// The `Fused` node computing `members` (node indices in program order).
-fn fused_node(g: &Graph, members: &[usize]) -> Node {
+pub(super) fn fused_node(g: &Graph, members: &[usize]) -> Node {
     let produced: HashMap<ValueId, usize> = members.iter().enumerate().map(|(k, &m)| (g.nodes[m].outputs[0], k)).collect();
     let mut inputs: Vec<ValueId> = Vec::new();
     let mut instrs = Vec::with_capacity(members.len());

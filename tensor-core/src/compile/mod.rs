@@ -5,6 +5,7 @@
 mod control;
 mod cse;
 mod dce;
+mod epilogue;
 mod executor;
 mod fold;
 mod fuse;
@@ -14,6 +15,7 @@ mod simplify;
 
 pub use cse::Cse;
 pub use dce::Dce;
+pub use epilogue::FuseEpilogue;
 pub use executor::Executable;
 pub use fold::ConstantFold;
 pub use fuse::Fuse;

@@ -15,10 +15,11 @@ pub trait Pass {
 /// A list of passes, run in order.
 pub type PassList = Vec<Box<dyn Pass>>;
 
-/// The passes in the order they run: the cleanup passes to a fixed point, then fusion.
+/// The passes in the order they run: the cleanup passes to a fixed point, then fusion
+/// (elementwise groups, then epilogues).
 pub fn default_passes() -> (PassList, PassList) {
     let cleanup: PassList = vec![Box::new(super::Simplify), Box::new(super::ConstantFold), Box::new(super::Cse), Box::new(super::Dce)];
-    let lowering: PassList = vec![Box::new(super::Fuse), Box::new(super::Dce)];
+    let lowering: PassList = vec![Box::new(super::Fuse), Box::new(super::FuseEpilogue), Box::new(super::Dce)];
     (cleanup, lowering)
 }
 

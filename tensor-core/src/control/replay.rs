@@ -43,7 +43,7 @@ pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
                     &types,
                 )?
             }
-            NodeKind::AccumulateGrad { .. } | NodeKind::Fused(_) => unreachable!("not in a traced subgraph"),
+            NodeKind::AccumulateGrad { .. } | NodeKind::Fused(_) | NodeKind::Epilogue(_) => unreachable!("not in a traced subgraph"),
         };
         for (&v, t) in node.outputs.iter().zip(outs) {
             vals[v] = Some(t);

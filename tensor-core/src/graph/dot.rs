@@ -39,6 +39,7 @@ impl Graph {
             let label = match &node.kind {
                 NodeKind::Op(op) if !op.attrs().is_empty() => format!("{}\\n[{}]", op.name(), escape(&op.attrs())),
                 NodeKind::Fused(p) => format!("fused\\n[{}]", escape(&p.summary())),
+                NodeKind::Epilogue(e) => format!("{}\\n+fused[{}]", e.anchor.name(), escape(&e.program.summary())),
                 _ => node.kind_name().to_string(),
             };
             let _ = writeln!(out, "  {id} [label=\"{label}\\n{}\"];", types.join(", "));

@@ -63,6 +63,9 @@ pub enum NodeKind {
     /// Several elementwise ops over one shape, in one pass over memory (made by the fusion
     /// pass); outputs are the program's outputs.
     Fused(Arc<crate::kernels::fused::FusedProgram>),
+    /// A matmul or convolution whose output an elementwise program consumes as it is made
+    /// (made by the epilogue pass; see [`Epilogue`]).
+    Epilogue(Arc<Epilogue>),
     /// Runs `then` or `other` by the scalar bool input 0; the rest of the inputs feed the
     /// branch; the outputs are the branch's.
     Cond { then: Arc<Graph>, other: Arc<Graph> },
@@ -72,6 +75,32 @@ pub enum NodeKind {
     /// (when gradients flow through the loop) also the trip count (i64) and, per variable, its
     /// values at the start of every iteration stacked along a new first dim.
     While { cond: Arc<Graph>, body: Arc<Graph>, max_iterations: Option<usize>, history: bool },
+}
+
+/// An anchor op (`matmul` or `conv2d`) with an elementwise program run on its output while
+/// that output is still in cache: a convolution hands each image's output to the program as
+/// soon as its GEMM is done, a matmul its whole output, written in place. The program sees
+/// exactly the values the anchor alone would give, so the bits do not change.
+///
+/// The node's inputs are the anchor's inputs, then the program's other inputs in order; its
+/// outputs are the anchor's output when something else reads it (`keep_anchor`), then the
+/// program's outputs.
+#[derive(Clone, Debug)]
+pub struct Epilogue {
+    pub anchor: Op,
+    /// How many of the node's inputs are the anchor's.
+    pub arity: usize,
+    pub program: Arc<crate::kernels::fused::FusedProgram>,
+    /// The program input the anchor's output feeds.
+    pub slot: usize,
+    pub keep_anchor: bool,
+}
+
+impl Epilogue {
+    /// The name it prints with: `matmul+fused[add,relu]`.
+    pub fn summary(&self) -> String {
+        format!("{}+fused[{}]", self.anchor.name(), self.program.summary())
+    }
 }
 
 /// One node: its kind, input values and output values.
@@ -152,6 +181,7 @@ impl Node {
             NodeKind::Print(_) => "tprint",
             NodeKind::AccumulateGrad { .. } => "accumulate_grad",
             NodeKind::Fused(_) => "fused",
+            NodeKind::Epilogue(_) => "epilogue",
             NodeKind::Cond { .. } => "cond",
             NodeKind::While { .. } => "while",
         }

@@ -66,6 +66,11 @@ impl Graph {
             }
             NodeKind::Print(pieces) => writeln!(out, "{pad}tprint({:?}{}{args})", print_template(pieces), if args.is_empty() { "" } else { ", " }),
             NodeKind::Fused(p) => writeln!(out, "{pad}{results} = fused[{}]({args})", p.summary()),
+            NodeKind::Epilogue(e) => {
+                let attrs = e.anchor.attrs();
+                let attrs = if attrs.is_empty() { String::new() } else { format!("[{attrs}]") };
+                writeln!(out, "{pad}{results} = {}{attrs}+fused[{}]({args})", e.anchor.name(), e.program.summary())
+            }
             NodeKind::AccumulateGrad { slot } => writeln!(out, "{pad}{results} = accumulate_grad[{}.grad]({args})", self.slot_names[*slot]),
             NodeKind::Cond { then, other } => {
                 writeln!(out, "{pad}{results} = cond({args}) {{")?;

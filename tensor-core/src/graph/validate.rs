@@ -48,6 +48,7 @@ pub fn validate(g: &Graph) -> Result<(), String> {
         match &node.kind {
             NodeKind::Op(op) => check_op_type(g, i, op, node)?,
             NodeKind::Fused(p) => check_fused_type(g, i, p, node)?,
+            NodeKind::Epilogue(e) => check_epilogue(g, i, e, node)?,
             NodeKind::Cond { then, other } => check_cond(g, node, then, other).map_err(|e| format!("node {i} (cond): {e}"))?,
             NodeKind::While { cond, body, history, .. } => {
                 check_while(g, node, cond, body, *history).map_err(|e| format!("node {i} (while): {e}"))?
@@ -197,6 +198,33 @@ fn check_op_type(g: &Graph, i: usize, op: &crate::ops::Op, node: &super::Node) -
     let out = &g.values[node.outputs[0]];
     if out.dtype != dtype || out.shape != shape {
         return Err(format!("node {i} ({}) says it gives {}{} but its inputs give {dtype}{shape}", op.name(), out.dtype, out.shape));
+    }
+    Ok(())
+}
+
+/// An epilogue's anchor gives the type its program input expects; its program's outputs and
+/// its other inputs are typed as the program says.
+fn check_epilogue(g: &Graph, i: usize, e: &super::Epilogue, node: &super::Node) -> Result<(), String> {
+    let p = &e.program;
+    let kept = e.keep_anchor as usize;
+    if node.inputs.len() != e.arity + p.inputs.len() - 1 || node.outputs.len() != kept + p.outputs.len() || e.slot >= p.inputs.len() {
+        return Err(format!("epilogue node {i}: its input or output count does not fit its anchor and program"));
+    }
+    let types: Vec<TypeRef> = node.inputs[..e.arity].iter().map(|&v| TypeRef { dtype: g.values[v].dtype, shape: &g.values[v].shape }).collect();
+    let anchor = e.anchor.infer(&types).map_err(|err| format!("epilogue node {i} ({}): {err}", e.anchor.name()))?;
+    if anchor != p.inputs[e.slot] || (kept == 1 && type_of(g, node.outputs[0]) != (anchor.0, &anchor.1)) {
+        return Err(format!("epilogue node {i}: its anchor gives {}{}, not what the program reads", anchor.0, anchor.1));
+    }
+    let others = (0..p.inputs.len()).filter(|&k| k != e.slot);
+    for (&v, k) in node.inputs[e.arity..].iter().zip(others) {
+        if type_of(g, v) != (p.inputs[k].0, &p.inputs[k].1) {
+            return Err(format!("epilogue node {i}: input {v} is not the type of program input {k}"));
+        }
+    }
+    for (&v, &k) in node.outputs[kept..].iter().zip(&p.outputs) {
+        if type_of(g, v) != (p.instrs[k].dtype, &p.shape) {
+            return Err(format!("epilogue node {i}: output {v} is not the type its program gives"));
+        }
     }
     Ok(())
 }

@@ -197,16 +197,24 @@ fn slice_of<T>(a: &Array<T>) -> &[T] {
 
 /// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, kh, kw]`, plus `bias` `[o]` if given.
 pub fn conv2d<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom) -> Array<T> {
+    let mut out = vec![T::zero(); g.n * g.o * g.out_plane()];
+    conv2d_into(x, w, bias, g, &mut out, &|_| {});
+    let (oh, ow) = g.out_hw();
+    Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), out).expect("length matches dims")
+}
+
+/// [`conv2d`] into `out` (row-major `[n, o, oh, ow]`), calling `after_image(i)` as soon as
+/// image `i`'s output is final, on the thread that made it — so an epilogue reads it while it
+/// is still in that core's cache.
+pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
-    let mut out = vec![T::zero(); g.n * g.o * plane];
-    for_each_image(&mut out, g.o * plane, g, patch * plane, |cols, i, o| {
+    for_each_image(out, g.o * plane, g, patch * plane, |cols, i, o| {
         im2col(&xs[i * image..][..image], g, cols);
         conv_image(cols, ws, bs, g, o);
+        after_image(i);
     });
-    let (oh, ow) = g.out_hw();
-    Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), out).expect("length matches dims")
 }
 
 /// The gradient with respect to the input, from the output gradient `gy` `[n, o, oh, ow]`.

@@ -186,6 +186,30 @@ pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
     })
 }
 
+/// The conv2d op `op` on `inputs`, written into `out` image by image, with
+/// `after_image(start, len)` called on each image's output positions once they are final (on
+/// the thread that made them): the hook an epilogue runs in.
+///
+/// # Safety
+/// `out` must point to a buffer of the op's output dtype and element count, in row-major
+/// order, that nothing else writes while this runs.
+pub(crate) unsafe fn conv2d_into(op: &Op, inputs: &[&Storage], out: *mut u8, after_image: &(dyn Fn(usize, usize) + Sync)) {
+    let Op::Conv2d { stride, padding } = op else { unreachable!("not conv2d: {op:?}") };
+    let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
+    let per_image = g.o * g.out_plane();
+    let len = g.n * per_image;
+    let after = |i: usize| after_image(i * per_image, per_image);
+    match (inputs[0], inputs[1], inputs.get(2)) {
+        (Storage::F32(x), Storage::F32(w), b) => {
+            kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), &after)
+        }
+        (Storage::F64(x), Storage::F64(w), b) => {
+            kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), &after)
+        }
+        _ => unreachable!("dtypes checked by infer"),
+    }
+}
+
 fn known_hw(op: &'static str, s: &Shape) -> Result<[usize; 2]> {
     if s[2] == UNKNOWN || s[3] == UNKNOWN {
         return Err(Error::NotDifferentiable { op, detail: " with a height or width unknown in this trace" });

@@ -21,6 +21,7 @@ use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::hash::{Hash, Hasher};
 
+pub(crate) use conv::conv2d_into;
 pub use elementwise::Operand;
 
 /// A list of axes.

@@ -137,7 +137,28 @@ impl FusedProgram {
     /// Runs the program; an output takes over the buffer of a dying input of its dtype and
     /// size when nothing else holds it. Allocates nothing but the outputs' buffers (a
     /// chunk's frame and registers live in per-thread scratch).
-    pub fn run<'a>(&self, inputs: impl IntoIterator<Item = Input<'a>>) -> SmallVec<[Storage; 1]> {
+    pub fn run<'a>(&'a self, inputs: impl IntoIterator<Item = Input<'a>>) -> SmallVec<[Storage; 1]> {
+        let run = self.begin(inputs);
+        let n = self.shape.numel();
+        let chunks = n.div_ceil(FUSED_CHUNK);
+        let run_chunk = |c: usize| {
+            let start = c * FUSED_CHUNK;
+            run.range(start, FUSED_CHUNK.min(n - start));
+        };
+        if n >= par_min_len() {
+            // Several chunks per task, so the hand-off is paid once per ~64 KiB of output.
+            (0..chunks).into_par_iter().with_min_len(16).for_each(run_chunk);
+        } else {
+            (0..chunks).for_each(run_chunk);
+        }
+        // SAFETY: the chunks covered every position.
+        unsafe { run.finish() }
+    }
+
+    /// Prepares a run whose positions the caller computes range by range (`FusedRun::range`),
+    /// then collects with `FusedRun::finish`: how an epilogue runs the program on each block of
+    /// its anchor's output right after the block is made. Inputs as for [`run`](Self::run).
+    pub fn begin<'a>(&'a self, inputs: impl IntoIterator<Item = Input<'a>>) -> FusedRun<'a> {
         let n = self.shape.numel();
         let mut sources: SmallVec<[Source; 4]> = SmallVec::new();
         let mut dying: SmallVec<[Option<Storage>; 4]> = SmallVec::new();
@@ -167,21 +188,7 @@ impl FusedProgram {
                 None => outs.push(OutBuf::new(dtype, n)),
             }
         }
-        let chunks = n.div_ceil(FUSED_CHUNK);
-        let run_chunk = |c: usize| {
-            let start = c * FUSED_CHUNK;
-            let len = FUSED_CHUNK.min(n - start);
-            SCRATCH.with(|s| self.run_chunk(&mut s.borrow_mut(), &sources, &aliased, &outs, start, len));
-        };
-        if n >= par_min_len() {
-            // Several chunks per task, so the hand-off is paid once per ~64 KiB of output.
-            (0..chunks).into_par_iter().with_min_len(16).for_each(run_chunk);
-        } else {
-            (0..chunks).for_each(run_chunk);
-        }
-        drop(dying);
-        // SAFETY: every chunk wrote every element of every output.
-        outs.into_iter().map(|o| unsafe { o.finish(self.shape.dims()) }).collect()
+        FusedRun { program: self, sources, aliased, outs, _dying: dying, _inputs: std::marker::PhantomData }
     }
 
     fn run_chunk(&self, scratch: &mut Scratch, sources: &[Source], aliased: &[bool], outs: &[OutBuf], start: usize, len: usize) {
@@ -211,6 +218,48 @@ impl FusedProgram {
         }
     }
 }
+
+/// A program run in progress (see [`FusedProgram::begin`]). Its inputs are read through
+/// pointers: shared ones are borrowed for `'a`, dying ones are held here.
+pub struct FusedRun<'a> {
+    program: &'a FusedProgram,
+    sources: SmallVec<[Source; 4]>,
+    aliased: SmallVec<[bool; 4]>,
+    outs: SmallVec<[OutBuf; 2]>,
+    _dying: SmallVec<[Option<Storage>; 4]>,
+    _inputs: std::marker::PhantomData<&'a Storage>,
+}
+
+impl FusedRun<'_> {
+    /// Computes output positions `start..start + len`, on the calling thread, in chunks.
+    /// Ranges run from several threads at once must not overlap, and the inputs' values at
+    /// these positions must be final.
+    pub fn range(&self, start: usize, len: usize) {
+        let end = start + len;
+        debug_assert!(end <= self.program.shape.numel());
+        SCRATCH.with(|s| {
+            let scratch = &mut s.borrow_mut();
+            let mut at = start;
+            while at < end {
+                let n = FUSED_CHUNK.min(end - at);
+                self.program.run_chunk(scratch, &self.sources, &self.aliased, &self.outs, at, n);
+                at += n;
+            }
+        });
+    }
+
+    /// The outputs.
+    ///
+    /// # Safety
+    /// `range` must have covered every position.
+    pub unsafe fn finish(self) -> SmallVec<[Storage; 1]> {
+        let dims = self.program.shape.dims();
+        self.outs.into_iter().map(|o| o.finish(dims)).collect()
+    }
+}
+
+// SAFETY: ranges write disjoint parts of the outputs and only read the inputs (see `range`).
+unsafe impl Sync for FusedRun<'_> {}
 
 impl PartialEq for FusedProgram {
     fn eq(&self, o: &Self) -> bool {

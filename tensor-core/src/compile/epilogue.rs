@@ -1,0 +1,244 @@
+//! Epilogue fusion: the elementwise work right after a matmul or a convolution — the bias add
+//! and activation of a layer — runs on the anchor's output as it is made, instead of as a
+//! later step over memory. A convolution hands each image's output to the program as soon as
+//! that image's GEMM is done, while it is still in the core's cache; a matmul its whole output,
+//! which the program then overwrites in place when nothing else reads it.
+//!
+//! Why this keeps bits: the anchor runs exactly as alone (same kernel, same GEMM calls, same
+//! accumulation order), and the program reads the finished values — only *when* the
+//! elementwise ops run changes, not what they compute. (Folding the bias into the GEMM's own
+//! accumulator would round differently once `k` spans several blocks, so it is not done.)
+//!
+//! The pass runs after elementwise fusion. It takes a `Fused` node, or a lone elementwise op,
+//! that reads the output of a `matmul` or `conv2d` over that output's whole shape, when no node
+//! between the two reads it, and makes the pair one `Epilogue` node in the consumer's place.
+
+use super::fuse::fused_node;
+use super::pass::Pass;
+use crate::error::Result;
+use crate::graph::{Epilogue, Graph, Node, NodeKind, StateWrite, ValueId};
+use crate::kernels::fused::Input;
+use crate::ops::Op;
+use crate::storage::Storage;
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// Epilogue fusion.
+pub struct FuseEpilogue;
+
+impl Pass for FuseEpilogue {
+    fn name(&self) -> &'static str {
+        "fuse_epilogue"
+    }
+
+    fn run(&self, g: &mut Graph) -> bool {
+        let mut changed = false;
+        let mut f = 0;
+        while f < g.nodes.len() {
+            match find_anchor(g, f) {
+                Some((m, v)) => {
+                    let node = epilogue_node(g, m, f, v);
+                    g.nodes[f] = node;
+                    g.nodes.remove(m);
+                    changed = true;
+                }
+                None => f += 1,
+            }
+        }
+        changed
+    }
+}
+
+/// The elementwise program node `f` runs: a fused node's, or one made for a lone op.
+fn program_of(g: &Graph, f: usize) -> Option<Node> {
+    let node = &g.nodes[f];
+    let known = |vs: &[ValueId]| vs.iter().all(|&v| g.values[v].shape.is_known());
+    if !known(&node.inputs) || !known(&node.outputs) {
+        return None;
+    }
+    match &node.kind {
+        NodeKind::Fused(_) => Some(node.clone()),
+        NodeKind::Op(op) if op.is_elementwise() && g.values[node.outputs[0]].shape.numel() > 0 => Some(fused_node(g, &[f])),
+        _ => None,
+    }
+}
+
+/// For consumer node `f`: the node `m` of a matmul or conv2d whose output `v` the consumer's
+/// program reads over its whole shape, with no node in between reading `v`.
+fn find_anchor(g: &Graph, f: usize) -> Option<(usize, ValueId)> {
+    let program = program_of(g, f)?;
+    let NodeKind::Fused(p) = &program.kind else { unreachable!("program_of gives fused nodes") };
+    program.inputs.iter().enumerate().find_map(|(k, &v)| {
+        let m = (0..f).rev().find(|&m| g.nodes[m].outputs.contains(&v))?;
+        let anchor = &g.nodes[m];
+        let is_anchor = matches!(&anchor.kind, NodeKind::Op(Op::Matmul | Op::Conv2d { .. }));
+        let float = g.values[v].dtype.is_float();
+        let whole = p.inputs[k].1 == p.shape;
+        let inputs_known = anchor.inputs.iter().all(|&u| g.values[u].shape.is_known());
+        let read_between = g.nodes[m + 1..f].iter().any(|n| n.inputs.contains(&v));
+        (is_anchor && float && whole && inputs_known && !read_between).then_some((m, v))
+    })
+}
+
+/// The `Epilogue` node for anchor node `m` (output `v`) and consumer node `f`.
+fn epilogue_node(g: &Graph, m: usize, f: usize, v: ValueId) -> Node {
+    let program = program_of(g, f).expect("checked by find_anchor");
+    let NodeKind::Fused(p) = program.kind else { unreachable!("program_of gives fused nodes") };
+    let anchor = &g.nodes[m];
+    let NodeKind::Op(op) = &anchor.kind else { unreachable!("anchors are op nodes") };
+    let slot = program.inputs.iter().position(|&u| u == v).expect("the program reads the anchor");
+    let keep_anchor = read_elsewhere(g, f, v);
+    let mut inputs: SmallVec<[ValueId; 3]> = anchor.inputs.clone();
+    inputs.extend(program.inputs.iter().enumerate().filter(|&(k, _)| k != slot).map(|(_, &u)| u));
+    let mut outputs: SmallVec<[ValueId; 1]> = SmallVec::new();
+    if keep_anchor {
+        outputs.push(v);
+    }
+    outputs.extend(program.outputs.iter().copied());
+    let e = Epilogue { anchor: op.clone(), arity: anchor.inputs.len(), program: p, slot, keep_anchor };
+    Node { kind: NodeKind::Epilogue(Arc::new(e)), inputs, outputs }
+}
+
+/// True when `v` is read by a node other than `f`, or is an output or a written value.
+fn read_elsewhere(g: &Graph, f: usize, v: ValueId) -> bool {
+    let by_node = g.nodes.iter().enumerate().any(|(i, n)| i != f && n.inputs.contains(&v));
+    let written = g.writes.iter().any(|w| matches!(w, StateWrite::Data { value, .. } | StateWrite::Grad { value: Some(value), .. } if *value == v));
+    by_node || written || g.outputs.contains(&v)
+}
+
+/// Runs an epilogue node on its inputs (the anchor's, then the program's others); returns the
+/// anchor's output if kept, then the program's outputs.
+pub(super) fn run(e: &Epilogue, inputs: &[&Storage]) -> Result<SmallVec<[Storage; 1]>> {
+    let (anchor_inputs, others) = inputs.split_at(e.arity);
+    let program_inputs = |anchor| program_inputs(e, others, anchor);
+    let mut results: SmallVec<[Storage; 1]> = SmallVec::new();
+    match &e.anchor {
+        Op::Conv2d { .. } => {
+            let (dtype, shape) = &e.program.inputs[e.slot];
+            let mut out = Storage::full(shape, *dtype, 0.into());
+            let dst = out.as_mut_ptr();
+            let outs = {
+                let run = e.program.begin(program_inputs(Input::Shared(&out)));
+                // SAFETY: `dst` is `out`'s buffer, of the conv's dtype and length, written only
+                // here; the program reads an image's part only after `after_image` says it is
+                // final. Every image is announced, so every position of the run is computed.
+                unsafe {
+                    crate::ops::conv2d_into(&e.anchor, anchor_inputs, dst, &|start, len| run.range(start, len));
+                    run.finish()
+                }
+            };
+            if e.keep_anchor {
+                results.push(out);
+            }
+            results.extend(outs);
+        }
+        anchor => {
+            let out = anchor.compute(anchor_inputs)?;
+            if e.keep_anchor {
+                let outs = e.program.run(program_inputs(Input::Shared(&out)));
+                results.push(out);
+                results.extend(outs);
+            } else {
+                // Nothing else reads the product: the program may write over it.
+                results.extend(e.program.run(program_inputs(Input::Dying(out))));
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// The program's inputs: `anchor` at the anchor's slot, the node's other inputs around it.
+fn program_inputs<'a>(e: &Epilogue, others: &[&'a Storage], anchor: Input<'a>) -> SmallVec<[Input<'a>; 4]> {
+    let mut rest = others.iter();
+    let mut anchor = Some(anchor);
+    (0..e.program.inputs.len())
+        .map(|k| if k == e.slot { anchor.take().expect("one slot") } else { Input::Shared(rest.next().expect("one input per slot")) })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::tests::{assert_same, traced};
+    use crate::compile::{Dce, Fuse};
+    use crate::prelude::*;
+
+    /// `g` after fusion and epilogue fusion (then DCE), checked to compute the same bits.
+    fn lowered(mut g: Graph, args: &[&Tensor]) -> Graph {
+        let before = g.clone();
+        Fuse.run(&mut g);
+        FuseEpilogue.run(&mut g);
+        Dce.run(&mut g);
+        crate::graph::validate(&g).unwrap();
+        assert_same(&before, &g, args);
+        g
+    }
+
+    #[test]
+    fn a_dense_layer_is_one_matmul_epilogue() -> Result<()> {
+        let x = Tensor::randn(&[33, 70], DType::F32, 1);
+        let w = Tensor::randn(&[70, 20], DType::F32, 2);
+        let b = Tensor::randn(&[20], DType::F32, 3);
+        let g = traced(&[&x, &w, &b], || Ok(vec![x.matmul(&w)?.add(&b)?.relu()?]));
+        assert_eq!(g.nodes.len(), 3);
+        let g = lowered(g, &[&x, &w, &b]);
+        assert_eq!(g.nodes.len(), 1, "{}", g.to_text());
+        assert_eq!(g.count_op("epilogue"), 1);
+        assert!(g.to_text().contains("matmul+fused[add,relu]"), "{}", g.to_text());
+        Ok(())
+    }
+
+    #[test]
+    fn a_conv_layer_keeps_its_pre_activation_when_backward_reads_it() -> Result<()> {
+        for dtype in [DType::F32, DType::F64] {
+            let x = Tensor::randn(&[5, 3, 9, 8], dtype, 4);
+            let w = Tensor::randn(&[4, 3, 3, 3], dtype, 5).requires_grad_(true)?;
+            let b = Tensor::randn(&[4], dtype, 6).requires_grad_(true)?;
+            let g = traced(&[&x, &w, &b], || {
+                let y = x.conv2d(&w, Some(&b), [1, 1], [1, 1])?.relu()?.sum();
+                y.backward()?;
+                Ok(vec![y])
+            });
+            let g = lowered(g, &[&x, &w, &b]);
+            let e = g.nodes.iter().find_map(|n| if let NodeKind::Epilogue(e) = &n.kind { Some(e.clone()) } else { None });
+            let e = e.unwrap_or_else(|| panic!("no epilogue:\n{}", g.to_text()));
+            assert!(matches!(e.anchor, Op::Conv2d { .. }) && e.keep_anchor, "relu's backward reads the conv output:\n{}", g.to_text());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_batched_matmul_and_a_conv_with_a_lone_op_keep_the_bits() -> Result<()> {
+        let a = Tensor::randn(&[3, 17, 9], DType::F64, 7);
+        let m = Tensor::randn(&[9, 5], DType::F64, 8);
+        let g = lowered(traced(&[&a, &m], || Ok(vec![a.matmul(&m)?.tanh()?])), &[&a, &m]);
+        assert_eq!(g.count_op("epilogue"), 1, "{}", g.to_text());
+        // One image per thread and more: both conv paths call the epilogue per image.
+        for n in [1, 7] {
+            let x = Tensor::randn(&[n, 2, 6, 6], DType::F32, 9);
+            let w = Tensor::randn(&[3, 2, 2, 2], DType::F32, 10);
+            let g = lowered(traced(&[&x, &w], || Ok(vec![x.conv2d(&w, None, [2, 2], [0, 0])?.sigmoid()?])), &[&x, &w]);
+            assert_eq!(g.count_op("epilogue"), 1, "{}", g.to_text());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn an_anchor_read_before_its_consumer_is_left_alone() -> Result<()> {
+        let x = Tensor::randn(&[4, 6], DType::F32, 11);
+        let w = Tensor::randn(&[6, 6], DType::F32, 12);
+        let mut g = traced(&[&x, &w], || {
+            let y = x.matmul(&w)?;
+            let s = y.sum_axes(&[1], true)?; // reads y between the matmul and the relu
+            Ok(vec![y.relu()?.add(&s)?])
+        });
+        Fuse.run(&mut g);
+        assert!(!FuseEpilogue.run(&mut g), "{}", g.to_text());
+        // An integer matmul has no epilogue either (only float anchors).
+        let (xi, wi) = (x.cast(DType::I32), w.cast(DType::I32));
+        let mut g = traced(&[&xi, &wi], || Ok(vec![xi.matmul(&wi)?.add(1)?.abs()?]));
+        Fuse.run(&mut g);
+        assert!(!FuseEpilogue.run(&mut g), "{}", g.to_text());
+        Ok(())
+    }
+}

@@ -1,5 +1,5 @@
 //! Every CPU build of the hot loops gives the same bits (kernels::simd): eager elementwise
-//! kernels, softmax and fused graph programs, run with the loops capped at each level the CPU
+//! kernels, softmax, pooling and fused graph programs, run with the loops capped at each level the CPU
 //! has, against the baseline build. (Its own test binary: the cap is process-wide.)
 
 use tensor_core::function::ConcreteFunction;
@@ -30,7 +30,16 @@ fn eager_ops(x: &Tensor) -> Result<Vec<Tensor>> {
         x.maximum(&y)?,
         x.reshape(&[-1, 7])?.softmax(1)?,
         x.reshape(&[-1, 7])?.log_softmax(1)?,
+        pooled(x)?,
     ])
+}
+
+/// 2x2 max pooling of part of `x` and its input gradient (the pooling loops have builds too).
+fn pooled(x: &Tensor) -> Result<Tensor> {
+    let p = x.narrow(0, 0, 2 * 3 * 10 * 13)?.reshape(&[2, 3, 10, 13])?.detach().requires_grad_(true)?;
+    let y = p.max_pool2d([2, 2], [2, 2])?;
+    y.mul(&y)?.sum().backward()?;
+    Tensor::concat(&[&y.reshape(&[-1])?, &p.grad().expect("a leaf's gradient").reshape(&[-1])?], 0)
 }
 
 /// W2's expression and a longer chain, traced into fused programs (built at the current level).

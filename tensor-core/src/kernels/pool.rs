@@ -76,6 +76,66 @@ fn for_each_window<T: Float>(plane: &[T], g: &PoolGeom, mut f: impl FnMut(usize,
     }
 }
 
+/// The common 2x2 window with stride 2: windows do not overlap, and each output row reads
+/// two whole input rows, so the loops below vectorize.
+fn is_2x2(g: &PoolGeom) -> bool {
+    g.kernel == [2, 2] && g.stride == [2, 2]
+}
+
+/// The window's four values in scan order (`a b` over `c d`) to the first maximum, and its
+/// position in that order: the same choice `window_argmax` makes, as selects.
+#[inline(always)]
+fn first_max_of_4<T: Float>(a: T, b: T, c: T, d: T) -> (T, u8) {
+    let (mut bv, mut at) = (a, 0u8);
+    for (k, v) in [(1, b), (2, c), (3, d)] {
+        let take = better(v, bv);
+        bv = if take { v } else { bv };
+        at = if take { k } else { at };
+    }
+    (bv, at)
+}
+
+super::simd::multiversion! {
+    /// 2x2/2 max pooling of one plane of width `w` into `out` (`ow` values per row).
+    fn pool_2x2<T: Float>(plane: &[T], w: usize, ow: usize, out: &mut [T]) = pool_2x2_body;
+}
+
+#[inline(always)]
+fn pool_2x2_body<T: Float>(plane: &[T], w: usize, ow: usize, out: &mut [T]) {
+    for (oi, o) in out.chunks_exact_mut(ow).enumerate() {
+        let (r0, r1) = (&plane[2 * oi * w..][..2 * ow], &plane[(2 * oi + 1) * w..][..2 * ow]);
+        for ((o, p), q) in o.iter_mut().zip(r0.chunks_exact(2)).zip(r1.chunks_exact(2)) {
+            *o = first_max_of_4(p[0], p[1], q[0], q[1]).0;
+        }
+    }
+}
+
+super::simd::multiversion! {
+    /// The gradient of `pool_2x2` for one plane: each output gradient goes to its window's
+    /// first maximum (as `0 + g`, the sum the general path makes), zeros elsewhere; `dx` is
+    /// zero-filled by the caller (rows and columns no window covers stay zero).
+    fn pool_2x2_grad<T: Float>(plane: &[T], gy: &[T], w: usize, ow: usize, dx: &mut [T]) = pool_2x2_grad_body;
+}
+
+#[inline(always)]
+fn pool_2x2_grad_body<T: Float>(plane: &[T], gy: &[T], w: usize, ow: usize, dx: &mut [T]) {
+    for (oi, gr) in gy.chunks_exact(ow).enumerate() {
+        let (r0, r1) = (&plane[2 * oi * w..][..2 * ow], &plane[(2 * oi + 1) * w..][..2 * ow]);
+        let (d0, d1) = dx[2 * oi * w..][..2 * w].split_at_mut(w);
+        let (d0, d1) = (&mut d0[..2 * ow], &mut d1[..2 * ow]);
+        for ((((&g, p), q), e), f) in
+            gr.iter().zip(r0.chunks_exact(2)).zip(r1.chunks_exact(2)).zip(d0.chunks_exact_mut(2)).zip(d1.chunks_exact_mut(2))
+        {
+            let at = first_max_of_4(p[0], p[1], q[0], q[1]).1;
+            let v = T::zero().add(g);
+            e[0] = if at == 0 { v } else { T::zero() };
+            e[1] = if at == 1 { v } else { T::zero() };
+            f[0] = if at == 2 { v } else { T::zero() };
+            f[1] = if at == 3 { v } else { T::zero() };
+        }
+    }
+}
+
 fn planes<T: Send>(out: &mut [T], len: usize, total: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     if total >= par_min_len() / 4 {
         out.par_chunks_mut(len.max(1)).enumerate().with_min_len(4).for_each(|(p, o)| f(p, o));
@@ -93,7 +153,11 @@ pub fn max_pool2d<T: Float>(x: &Array<T>, g: &PoolGeom) -> Array<T> {
     let mut out = vec![T::zero(); n * c * oh * ow];
     planes(&mut out, oh * ow, xs.len(), |p, o| {
         let plane = &xs[p * g.h * g.w..][..g.h * g.w];
-        for_each_window(plane, g, |k, _, v| o[k] = v);
+        if is_2x2(g) {
+            pool_2x2(plane, g.w, ow, o);
+        } else {
+            for_each_window(plane, g, |k, _, v| o[k] = v);
+        }
     });
     Array::from_shape_vec(IxDyn(&[n, c, oh, ow]), out).expect("length matches dims")
 }
@@ -107,7 +171,11 @@ pub fn max_pool2d_grad<T: Float>(x: &Array<T>, gy: &Array<T>, g: &PoolGeom) -> A
     planes(&mut dx, g.h * g.w, xs.len(), |p, d| {
         let plane = &xs[p * g.h * g.w..][..g.h * g.w];
         let gp = &gs[p * oh * ow..][..oh * ow];
-        for_each_window(plane, g, |k, i, _| d[i] = d[i].add(gp[k]));
+        if is_2x2(g) {
+            pool_2x2_grad(plane, gp, g.w, ow, d);
+        } else {
+            for_each_window(plane, g, |k, i, _| d[i] = d[i].add(gp[k]));
+        }
     });
     Array::from_shape_vec(x.raw_dim(), dx).expect("same shape")
 }
@@ -137,6 +205,31 @@ mod tests {
             }
         }
         out
+    }
+
+    /// The 2x2/2 loops against the general scan, on planes with ties, NaNs, signed zeros and
+    /// odd sizes (a row and a column no window covers).
+    #[test]
+    fn the_2x2_loops_match_the_general_scan_bit_for_bit() {
+        let vals = [1.0, 3.0, 3.0, -1.0, f64::NAN, 2.0, 0.0, -0.0, 3.0];
+        for (h, w) in [(6, 8), (7, 9), (2, 2), (3, 5)] {
+            let plane: Vec<f64> = (0..h * w).map(|i| vals[(i * 5 + i / 7) % vals.len()]).collect();
+            let gy_of = |k: usize| if k % 3 == 0 { -0.0 } else { k as f64 - 4.5 };
+            let g = PoolGeom { h, w, kernel: [2, 2], stride: [2, 2] };
+            let (oh, ow) = g.out_hw();
+            let gy: Vec<f64> = (0..oh * ow).map(gy_of).collect();
+            let (mut fast, mut slow) = (vec![f64::NAN; oh * ow], vec![f64::NAN; oh * ow]);
+            let (mut dfast, mut dslow) = (vec![0.0; h * w], vec![0.0; h * w]);
+            pool_2x2(&plane, w, ow, &mut fast);
+            pool_2x2_grad(&plane, &gy, w, ow, &mut dfast);
+            for_each_window(&plane, &g, |k, i, v| {
+                slow[k] = v;
+                dslow[i] += gy[k];
+            });
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&slow), "forward, {h}x{w}");
+            assert_eq!(bits(&dfast), bits(&dslow), "gradient, {h}x{w}");
+        }
     }
 
     #[test]

@@ -214,7 +214,7 @@ mod tests {
         let vals = [1.0, 3.0, 3.0, -1.0, f64::NAN, 2.0, 0.0, -0.0, 3.0];
         for (h, w) in [(6, 8), (7, 9), (2, 2), (3, 5)] {
             let plane: Vec<f64> = (0..h * w).map(|i| vals[(i * 5 + i / 7) % vals.len()]).collect();
-            let gy_of = |k: usize| if k % 3 == 0 { -0.0 } else { k as f64 - 4.5 };
+            let gy_of = |k: usize| if k.is_multiple_of(3) { -0.0 } else { k as f64 - 4.5 };
             let g = PoolGeom { h, w, kernel: [2, 2], stride: [2, 2] };
             let (oh, ow) = g.out_hw();
             let gy: Vec<f64> = (0..oh * ow).map(gy_of).collect();

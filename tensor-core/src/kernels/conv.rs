@@ -2,12 +2,6 @@
 //! Images are processed in parallel, each with a single-threaded GEMM; a batch smaller than
 //! the thread count gives the threads to the GEMM instead. Per-image partial weight
 //! gradients are summed in image order, so the result does not depend on the threads.
-//!
-//! The unfolded columns of a whole batch can also be made once ([`im2col_batch`]) and used by
-//! both the forward convolution ([`conv2d_from_cols`]) and the weight gradient
-//! ([`conv2d_weight_grad_from_cols`]): the graph compiler does that for a training step. Both
-//! paths run the very same per-image GEMM on the same column values, so they give the same
-//! bits as [`conv2d`] and [`conv2d_weight_grad`].
 
 use super::math::Float;
 use super::matmul::{gemm_into, MatRef};
@@ -244,44 +238,6 @@ pub fn conv2d_weight_grad<T: Float>(x: &Array<T>, gy: &Array<T>, g: &ConvGeom) -
     sum_partials(&partials, g)
 }
 
-/// The columns of every image of `x` `[n, c, h, w]`: `[n, c*kh*kw, oh*ow]`.
-pub fn im2col_batch<T: Float>(x: &Array<T>, g: &ConvGeom) -> Array<T> {
-    let x = standard(x);
-    let xs = slice_of(&x);
-    let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
-    let mut cols = vec![T::zero(); g.n * patch * plane];
-    let chunk = (patch * plane).max(1);
-    if g.n > 1 && num_threads() > 1 && cols.len() >= super::parallel::par_min_len() / 4 {
-        cols.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| im2col(&xs[i * image..][..image], g, c));
-    } else {
-        cols.chunks_mut(chunk).enumerate().for_each(|(i, c)| im2col(&xs[i * image..][..image], g, c));
-    }
-    Array::from_shape_vec(IxDyn(&[g.n, patch, plane]), cols).expect("length matches dims")
-}
-
-/// [`conv2d`] from the columns `[n, c*kh*kw, oh*ow]` of its input.
-pub fn conv2d_from_cols<T: Float>(cols: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom) -> Array<T> {
-    let (cols, w, bias) = (standard(cols), standard(w), bias.map(standard));
-    let (cs, ws, bs) = (slice_of(&cols), slice_of(&w), bias.as_ref().map(slice_of));
-    let (plane, patch) = (g.out_plane(), g.patch());
-    let mut out = vec![T::zero(); g.n * g.o * plane];
-    for_each_image::<T, T>(&mut out, g.o * plane, g, 0, |_, i, o| conv_image(&cs[i * patch * plane..][..patch * plane], ws, bs, g, o));
-    let (oh, ow) = g.out_hw();
-    Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), out).expect("length matches dims")
-}
-
-/// [`conv2d_weight_grad`] from the columns `[n, c*kh*kw, oh*ow]` of its input.
-pub fn conv2d_weight_grad_from_cols<T: Float>(cols: &Array<T>, gy: &Array<T>, g: &ConvGeom) -> Array<T> {
-    let (cols, gy) = (standard(cols), standard(gy));
-    let (cs, gs) = (slice_of(&cols), slice_of(&gy));
-    let (plane, patch) = (g.out_plane(), g.patch());
-    let mut partials = vec![T::zero(); g.n * g.o * patch];
-    for_each_image::<T, T>(&mut partials, g.o * patch, g, 0, |_, i, p| {
-        weight_grad_image(&cs[i * patch * plane..][..patch * plane], &gs[i * g.o * plane..][..g.o * plane], g, p)
-    });
-    sum_partials(&partials, g)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,20 +302,5 @@ mod tests {
             let rhs: f64 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
             assert_eq!(lhs, rhs, "{g:?}");
         }
-    }
-
-    #[test]
-    fn column_paths_match_the_fused_kernels_bit_for_bit() {
-        let g = ConvGeom { n: 5, c: 3, h: 9, w: 8, o: 4, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
-        let (oh, ow) = g.out_hw();
-        let val = |i: usize| ((i * 7919) % 1000) as f32 / 997.0 - 0.5;
-        let x = Array::from_shape_vec(IxDyn(&[g.n, g.c, g.h, g.w]), (0..g.n * g.image()).map(val).collect()).unwrap();
-        let w = Array::from_shape_vec(IxDyn(&[g.o, g.c, g.kh, g.kw]), (0..g.o * g.patch()).map(|i| val(i + 3)).collect()).unwrap();
-        let b = Array::from_shape_vec(IxDyn(&[g.o]), (0..g.o).map(|i| val(i + 11)).collect()).unwrap();
-        let gy = Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), (0..g.n * g.o * oh * ow).map(|i| val(i + 5)).collect()).unwrap();
-        let cols = im2col_batch(&x, &g);
-        let bits = |a: &Array<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&conv2d(&x, &w, Some(&b), &g)), bits(&conv2d_from_cols(&cols, &w, Some(&b), &g)));
-        assert_eq!(bits(&conv2d_weight_grad(&x, &gy, &g)), bits(&conv2d_weight_grad_from_cols(&cols, &gy, &g)));
     }
 }

@@ -133,10 +133,6 @@ pub enum Error {
     #[error("{function}: traced {count} times, more than max_traces = {limit}; last retrace because {reason}")]
     TooManyTraces { function: String, count: usize, limit: usize, reason: String },
 
-    /// The trace body panicked; the panic message is kept.
-    #[error("{function}: the traced body panicked: {message}")]
-    TracePanicked { function: String, message: String },
-
     /// A grad slot read inside a graph was empty when traced but is set now (or the reverse).
     #[error(
         "{function}: the .grad of `{name}` was {traced} when the graph was traced but is {now} now; call zero_grad() at the same point on every call"

@@ -2,23 +2,16 @@
 //! least once, with its message checked for the op, the shapes/dtypes and the fix; and the
 //! promise that a failed op changes nothing (values, versions, grads, trace state).
 //!
-//! Not reachable yet (nothing in tensor-core constructs them for a caller to see):
-//! - `TracePanicked`: a panic in a traced body propagates as a panic (the trace guard and
-//!   the cache clean up; no error value is made).
-//! - `LoopVarChanged`, `BranchMismatch`: graph control flow (`while_loop`, `cond`) is not
-//!   built yet.
-//! - `ControlFlow`: only made internally by the trace cache when a traced body returns an
-//!   error, and replaced by the body's own error before it reaches the caller.
-//!
 //! `every_variant_is_covered` reads the enum from error.rs, so a new variant fails it until
-//! it is triggered here or listed above.
+//! it is triggered here (or listed in `NOT_REACHABLE` with the reason).
 
 use std::sync::{Mutex, OnceLock};
+use tensor_core::control::{cond, while_loop};
 use tensor_core::function::ConcreteFunction;
 use tensor_core::prelude::*;
 
-/// The variants listed above as not reachable yet.
-const NOT_REACHABLE: [&str; 4] = ["TracePanicked", "LoopVarChanged", "BranchMismatch", "ControlFlow"];
+/// Variants nothing in tensor-core can produce yet for a caller to see (none today).
+const NOT_REACHABLE: [&str; 0] = [];
 
 /// Asserts the message of `e` contains every piece, and returns it.
 #[track_caller]
@@ -522,6 +515,39 @@ fn parameter_in_trace() -> Vec<Error> {
     vec![e]
 }
 
+fn loop_var_changed() -> Vec<Error> {
+    let x = f32s(&[1.0, 2.0, 3.0], &[3]);
+    let e = err(while_loop(|(i, _): &(Tensor, Tensor)| Ok(i.lt(3)), |(i, y)| Ok((&i + 1, y.sum())), (Tensor::scalar(0i32), x)));
+    assert!(matches!(&e, Error::LoopVarChanged { .. }), "{e:?}");
+    says(&e, &["while_loop", "loop_vars[1]", "f32[3]", "f32[]"]);
+    vec![e]
+}
+
+fn branch_mismatch() -> Vec<Error> {
+    let x = f32s(&[1.0, -2.0, 3.0], &[3]);
+    let e =
+        err(ConcreteFunction::trace("branches", &[("x", &x)], || cond(&x.sum().gt(0.0), || Ok(vec![x.clone()]), || Ok(vec![x.cast(DType::F64)]))));
+    assert!(matches!(&e, Error::BranchMismatch { index: 0, .. }), "{e:?}");
+    says(&e, &["cond", "output 0 differs between the branches", "f32[3] in then_fn", "f64[3] in else_fn"]);
+    vec![e]
+}
+
+fn control_flow() -> Vec<Error> {
+    let x = f32s(&[1.0, 2.0], &[2]);
+    let outer = f32s(&[10.0, 20.0], &[2]);
+    let e = err(ConcreteFunction::trace("updates_outer", &[("x", &x)], || {
+        let update = || {
+            outer.add_(&x)?;
+            Ok(vec![outer.clone()])
+        };
+        cond(&x.sum().gt(0.0), update, || Ok(vec![outer.clone()]))
+    }));
+    assert!(matches!(&e, Error::ControlFlow { .. }), "{e:?}");
+    says(&e, &["in place", "return"]);
+    assert_eq!(outer.to_vec::<f32>().unwrap(), vec![10.0, 20.0], "the failed trace changed nothing");
+    vec![e]
+}
+
 fn leaked_tracer() -> Vec<Error> {
     let x = f32s(&[1.0, 2.0], &[2]);
     let leak: Mutex<Option<Tensor>> = Mutex::new(None);
@@ -661,6 +687,9 @@ mod each {
         symbolic_value,
         parameter_in_trace,
         leaked_tracer,
+        loop_var_changed,
+        branch_mismatch,
+        control_flow,
         signature_mismatch,
         grad_presence,
         too_many_traces,

@@ -195,6 +195,14 @@ impl Tensor {
     }
 
     /// An elementwise comparison, as a bool tensor.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::ops::CmpOp;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?;
+    /// assert_eq!(x.compare(CmpOp::Ge, 2.0)?.to_vec::<bool>()?, vec![false, true, true]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn compare<'a>(&self, op: CmpOp, rhs: impl Into<Operand<'a>>) -> Result<Tensor> {
         match rhs.into() {
             Operand::Tensor(t) => apply(Op::Compare(op), &[self, t]),
@@ -229,11 +237,25 @@ impl Tensor {
     }
 
     /// Each element raised to at least `min`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![-1.0f32, 0.5, 2.0], &[3])?;
+    /// assert_eq!(x.clamp_min(0.0)?.to_vec::<f32>()?, vec![0.0, 0.5, 2.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn clamp_min(&self, min: impl Into<Scalar>) -> Result<Tensor> {
         apply(Op::Clamp { min: Some(ScalarAttr(min.into())), max: None }, &[self])
     }
 
     /// Each element limited to at most `max`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![-1.0f32, 0.5, 2.0], &[3])?;
+    /// assert_eq!(x.clamp_max(1.0)?.to_vec::<f32>()?, vec![-1.0, 0.5, 1.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn clamp_max(&self, max: impl Into<Scalar>) -> Result<Tensor> {
         apply(Op::Clamp { min: None, max: Some(ScalarAttr(max.into())) }, &[self])
     }

@@ -34,6 +34,13 @@ impl Tensor {
 
     /// Flattens the dims from `start` on into one (`flatten_from(1)` turns `[n, c, h, w]` into
     /// `[n, c*h*w]`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2, 3, 4, 5], DType::F32);
+    /// assert_eq!(x.flatten_from(1)?.dims(), vec![2, 60]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn flatten_from(&self, start: isize) -> Result<Tensor> {
         let rank = self.rank();
         let s = normalize_axis(start, rank.max(1)).ok_or(Error::Axis { op: "flatten", axis: start, rank })?;
@@ -46,6 +53,14 @@ impl Tensor {
     }
 
     /// Inserts a dim of size 1 at `axis` (which may be `rank`, or negative).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2, 3], DType::F32);
+    /// assert_eq!(x.unsqueeze(0)?.dims(), vec![1, 2, 3]);
+    /// assert_eq!(x.unsqueeze(-1)?.dims(), vec![2, 3, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
         let rank = self.rank();
         let a = normalize_axis(axis, rank + 1).ok_or(Error::Axis { op: "unsqueeze", axis, rank: rank + 1 })?;
@@ -53,6 +68,14 @@ impl Tensor {
     }
 
     /// Removes the dim at `axis`, which must have size 1.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2, 1, 3], DType::F32);
+    /// assert_eq!(x.squeeze(1)?.dims(), vec![2, 3]);
+    /// assert!(x.squeeze(0).is_err()); // size 2, not 1
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn squeeze(&self, axis: isize) -> Result<Tensor> {
         let shape = self.shape();
         let a = normalize_axis(axis, shape.rank()).ok_or(Error::Axis { op: "squeeze", axis, rank: shape.rank() })?;
@@ -80,6 +103,13 @@ impl Tensor {
     }
 
     /// Swaps two axes.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::arange(0i32, 6).reshape(&[1, 2, 3])?;
+    /// assert_eq!(x.transpose(0, 2)?.dims(), vec![3, 2, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
         let rank = self.rank();
         let a = normalize_axis(a, rank).ok_or(Error::Axis { op: "transpose", axis: a, rank })?;
@@ -90,6 +120,13 @@ impl Tensor {
     }
 
     /// The transpose of a 2-d tensor (the last two axes of a batch).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// assert_eq!(x.t()?.to_vec::<i32>()?, vec![1, 4, 2, 5, 3, 6]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn t(&self) -> Result<Tensor> {
         self.transpose(-2, -1)
     }
@@ -167,6 +204,14 @@ impl Tensor {
     }
 
     /// The entries of `axis` in `range` (`x.slice(1, 2..5)`, `x.slice(0, ..3)`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::arange(0i64, 10);
+    /// assert_eq!(x.slice(0, 2..5)?.to_vec::<i64>()?, vec![2, 3, 4]);
+    /// assert_eq!(x.slice(0, 8..)?.to_vec::<i64>()?, vec![8, 9]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn slice(&self, axis: isize, range: impl RangeBounds<usize>) -> Result<Tensor> {
         let rank = self.rank();
         let a = normalize_axis(axis, rank).ok_or(Error::Axis { op: "slice", axis, rank })?;
@@ -188,6 +233,14 @@ impl Tensor {
     }
 
     /// The entry `index` of `axis`, with that axis removed.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// assert_eq!(x.select(0, 1)?.to_vec::<i32>()?, vec![4, 5, 6]);
+    /// assert_eq!(x.select(1, 2)?.to_vec::<i32>()?, vec![3, 6]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn select(&self, axis: isize, index: usize) -> Result<Tensor> {
         self.narrow(axis, index, 1)?.squeeze(axis)
     }

@@ -27,6 +27,14 @@ impl Tensor {
     }
 
     /// log(softmax(x)) along `axis`, computed stably.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![0.0f64, 0.0], &[1, 2])?;
+    /// let y = x.log_softmax(1)?.to_vec::<f64>()?;
+    /// assert!((y[0] - 0.5f64.ln()).abs() < 1e-12 && (y[1] - 0.5f64.ln()).abs() < 1e-12);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         let axis = self.norm_axis("log_softmax", axis)?;
         apply(Op::LogSoftmax { axis }, &[self])

@@ -28,16 +28,37 @@ impl Tensor {
     }
 
     /// The mean of all elements (float dtypes), as a 0-d tensor.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 6.0], &[2, 2])?;
+    /// assert_eq!(x.mean()?.item::<f32>()?, 3.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn mean(&self) -> Result<Tensor> {
         self.reduce_all(ReduceOp::Mean)
     }
 
     /// The largest element (NaN propagates), as a 0-d tensor.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1, 7, -3], &[3])?;
+    /// assert_eq!(x.max()?.item::<i32>()?, 7);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn max(&self) -> Result<Tensor> {
         self.reduce_all(ReduceOp::Max)
     }
 
     /// The smallest element (NaN propagates), as a 0-d tensor.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1, 7, -3], &[3])?;
+    /// assert_eq!(x.min()?.item::<i32>()?, -3);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn min(&self) -> Result<Tensor> {
         self.reduce_all(ReduceOp::Min)
     }
@@ -56,16 +77,38 @@ impl Tensor {
     }
 
     /// The mean over `axes` (float dtypes).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 6.0], &[2, 2])?;
+    /// assert_eq!(x.mean_axes(&[0], false)?.to_vec::<f32>()?, vec![2.0, 4.0]);
+    /// assert_eq!(x.mean_axes(&[-1], true)?.dims(), vec![2, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn mean_axes(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce_axes(ReduceOp::Mean, axes, keepdim)
     }
 
     /// The maximum over `axes`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 2.0], &[2, 2])?;
+    /// assert_eq!(x.max_axes(&[1], false)?.to_vec::<f32>()?, vec![5.0, 3.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn max_axes(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce_axes(ReduceOp::Max, axes, keepdim)
     }
 
     /// The minimum over `axes`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 2.0], &[2, 2])?;
+    /// assert_eq!(x.min_axes(&[0], true)?.to_vec::<f32>()?, vec![1.0, 2.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn min_axes(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce_axes(ReduceOp::Min, axes, keepdim)
     }

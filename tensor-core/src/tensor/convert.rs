@@ -50,6 +50,15 @@ impl Tensor {
     }
 
     /// The data as a `Storage` (for kernels and the graph executor's callers).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, -0.0], &[2])?;
+    /// let s = x.to_storage()?;
+    /// assert_eq!(s.dtype(), DType::F32);
+    /// assert!(s.bit_eq(&x.to_storage()?));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn to_storage(&self) -> Result<Storage> {
         self.host_storage("to_storage")
     }

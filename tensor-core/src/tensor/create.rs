@@ -63,6 +63,13 @@ impl Tensor {
     }
 
     /// A tensor of ones.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::ones(&[2, 2], DType::I64);
+    /// assert_eq!(x.to_vec::<i64>()?, vec![1; 4]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full(shape, 1, dtype)
     }
@@ -79,11 +86,26 @@ impl Tensor {
     }
 
     /// Zeros with the dtype and shape of `self`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::ones(&[3], DType::F64);
+    /// let z = x.zeros_like();
+    /// assert_eq!((z.dtype(), z.to_vec::<f64>()?), (DType::F64, vec![0.0; 3]));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn zeros_like(&self) -> Tensor {
         Tensor::zeros(self.shape().dims(), self.dtype())
     }
 
     /// Ones with the dtype and shape of `self`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2], DType::I32);
+    /// assert_eq!(x.ones_like().to_vec::<i32>()?, vec![1, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn ones_like(&self) -> Tensor {
         Tensor::ones(self.shape().dims(), self.dtype())
     }
@@ -124,17 +146,41 @@ impl Tensor {
     }
 
     /// Standard normal random values from a generator seeded with `seed`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let a = Tensor::randn(&[1000], DType::F32, 7);
+    /// assert_eq!(a.to_vec::<f32>()?, Tensor::randn(&[1000], DType::F32, 7).to_vec::<f32>()?); // same seed, same values
+    /// assert!(a.mean()?.item::<f32>()?.abs() < 0.1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn randn(shape: &[usize], dtype: DType, seed: u64) -> Tensor {
         Tensor::randn_with(shape, dtype, &mut seeded_rng(seed))
     }
 
     /// Uniform random values in `[0, 1)` drawn from `rng` (f32 or f64; other dtypes get the
     /// f64 draw converted).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let mut rng = tensor_core::seeded_rng(1);
+    /// let u = Tensor::rand_with(&[100], DType::F64, &mut rng);
+    /// assert!(u.to_vec::<f64>()?.iter().all(|&v| (0.0..1.0).contains(&v)));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn rand_with(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Tensor {
         Tensor::uniform_with(shape, 0.0, 1.0, dtype, rng)
     }
 
     /// Uniform random values in `[low, high)` drawn from `rng`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let mut rng = tensor_core::seeded_rng(2);
+    /// let u = Tensor::uniform_with(&[100], -2.0, 2.0, DType::F32, &mut rng);
+    /// assert!(u.to_vec::<f32>()?.iter().all(|&v| (-2.0..2.0).contains(&v)));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn uniform_with(shape: &[usize], low: f64, high: f64, dtype: DType, rng: &mut impl Rng) -> Tensor {
         let n: usize = shape.iter().product();
         let draws: Vec<f64> = (0..n).map(|_| low + (high - low) * rng.random::<f64>()).collect();
@@ -142,6 +188,14 @@ impl Tensor {
     }
 
     /// Standard normal random values drawn from `rng`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let mut rng = tensor_core::seeded_rng(3);
+    /// let (a, b) = (Tensor::randn_with(&[4], DType::F32, &mut rng), Tensor::randn_with(&[4], DType::F32, &mut rng));
+    /// assert_ne!(a.to_vec::<f32>()?, b.to_vec::<f32>()?); // one generator, two draws
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn randn_with(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Tensor {
         let n: usize = shape.iter().product();
         let draws: Vec<f64> = (0..n).map(|_| StandardNormal.sample(rng)).collect();

@@ -83,16 +83,38 @@ impl Tensor {
     }
 
     /// A unique id of this tensor (shared by its clones).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2], DType::F32);
+    /// assert_eq!(x.id(), x.clone().id());
+    /// assert_ne!(x.id(), Tensor::zeros(&[2], DType::F32).id());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn id(&self) -> u64 {
         self.0.id
     }
 
     /// The element type.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::scalar(1.5f64).dtype(), DType::F64);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn dtype(&self) -> DType {
         self.0.dtype
     }
 
     /// The shape. While tracing with relaxed dims, unknown dims show as `?`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2, 3], DType::F32);
+    /// assert_eq!(x.shape().dims(), &[2, 3]);
+    /// assert_eq!(x.shape().to_string(), "[2, 3]");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn shape(&self) -> Shape {
         match crate::trace::proxy_of(self) {
             Some(p) => p.0.shape.clone(),
@@ -101,31 +123,78 @@ impl Tensor {
     }
 
     /// The dims as a vector (a convenience over `shape()`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::zeros(&[4, 1], DType::Bool).dims(), vec![4, 1]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn dims(&self) -> Vec<usize> {
         self.shape().dims().to_vec()
     }
 
     /// The number of dims.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::zeros(&[4, 1, 2], DType::F32).rank(), 3);
+    /// assert_eq!(Tensor::scalar(1i32).rank(), 0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn rank(&self) -> usize {
         self.0.shape.rank()
     }
 
     /// The number of elements.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::zeros(&[4, 3], DType::F32).numel(), 12);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn numel(&self) -> usize {
         self.0.shape.numel()
     }
 
     /// True when this handle holds a value of a graph being traced rather than data.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// assert!(!x.is_symbolic());
+    /// ConcreteFunction::trace("f", &[("x", &x)], || {
+    ///     assert!(x.is_symbolic()); // inside the trace, the argument stands for the graph's input
+    ///     Ok(vec![x.mul(2.0)?])
+    /// })?;
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_symbolic(&self) -> bool {
         crate::trace::proxy_of(self).is_some() || matches!(*self.read_value(), Value::Symbolic(_))
     }
 
     /// How many in-place ops have changed this tensor.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2], DType::F32);
+    /// x.add_(1.0)?;
+    /// assert_eq!(x.version(), 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn version(&self) -> u64 {
         self.0.version.load(Ordering::Acquire)
     }
 
     /// True when both handles are the same tensor.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::zeros(&[2], DType::F32);
+    /// assert!(x.same_as(&x.clone()));
+    /// assert!(!x.same_as(&x.detach()));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn same_as(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }

@@ -22,6 +22,13 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, in declaration order.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(DType::ALL.len(), 5);
+    /// assert!(DType::ALL.iter().filter(|d| d.is_float()).count() == 2);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub const ALL: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
 
     /// The dtype of the Rust element type `T`.
@@ -35,21 +42,45 @@ impl DType {
     }
 
     /// True for f32 and f64: the dtypes that can carry gradients.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert!(DType::F32.is_float() && !DType::I64.is_float());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64)
     }
 
     /// True for i32 and i64.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert!(DType::I32.is_int() && !DType::Bool.is_int());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_int(self) -> bool {
         matches!(self, DType::I32 | DType::I64)
     }
 
     /// True for every dtype that supports arithmetic (all but bool).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert!(DType::F64.is_numeric() && !DType::Bool.is_numeric());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_numeric(self) -> bool {
         self != DType::Bool
     }
 
     /// Bytes per element.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!((DType::F64.size_of(), DType::I32.size_of(), DType::Bool.size_of()), (8, 4, 1));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn size_of(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
@@ -59,6 +90,13 @@ impl DType {
     }
 
     /// The short lowercase name used in printing (`f32`, `i64`, `bool`, ...).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(DType::I64.name(), "i64");
+    /// assert_eq!(DType::F32.to_string(), "f32");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -77,6 +115,17 @@ impl fmt::Display for DType {
 }
 
 /// A Rust element type a tensor can hold: `f32`, `f64`, `i32`, `i64` or `bool`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::Element;
+/// fn first<T: Element>(t: &Tensor) -> Result<T> {
+///     Ok(t.to_vec::<T>()?[0])
+/// }
+/// assert_eq!(f64::DTYPE, DType::F64);
+/// assert_eq!(first::<i32>(&Tensor::from_vec(vec![4, 5], &[2])?)?, 4);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub trait Element: Copy + Clone + Send + Sync + PartialEq + PartialOrd + fmt::Debug + fmt::Display + crate::storage::StorageOf + 'static {
     /// The dtype tag of this element type.
     const DTYPE: DType;
@@ -165,6 +214,14 @@ pub enum Scalar {
 
 impl Scalar {
     /// The value as f64 (used for printing and attribute hashing).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::Scalar;
+    /// assert_eq!(Scalar::from(3i32).as_f64(), 3.0);
+    /// assert_eq!(Scalar::from(true).as_f64(), 1.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn as_f64(self) -> f64 {
         match self {
             Scalar::Float(v) => v,
@@ -174,6 +231,13 @@ impl Scalar {
     }
 
     /// A bit pattern that identifies the value exactly (for hashing op attributes).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::Scalar;
+    /// assert_ne!(Scalar::from(0.0f64).key_bits(), Scalar::from(-0.0f64).key_bits());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn key_bits(self) -> u64 {
         match self {
             Scalar::Float(v) => v.to_bits(),

@@ -5,6 +5,15 @@ use smallvec::SmallVec;
 use std::fmt;
 
 /// The marker for a dim that is unknown while tracing (printed `?`).
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::shape::UNKNOWN;
+/// let s = Shape::new(&[UNKNOWN, 784]);
+/// assert_eq!(s.to_string(), "[?, 784]");
+/// assert!(!s.is_known());
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub const UNKNOWN: usize = usize::MAX;
 
 /// The dims of a tensor, outermost first. Up to 4 dims are stored inline.
@@ -20,46 +29,104 @@ pub struct Shape(SmallVec<[usize; 4]>);
 
 impl Shape {
     /// The shape of a 0-d tensor (a scalar).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!((Shape::scalar().rank(), Shape::scalar().numel()), (0, 1));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn scalar() -> Shape {
         Shape(SmallVec::new())
     }
 
     /// A shape from its dims.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let s = Shape::new(&[2, 3]);
+    /// assert_eq!(s, Tensor::zeros(&[2, 3], DType::F32).shape());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn new(dims: &[usize]) -> Shape {
         Shape(SmallVec::from_slice(dims))
     }
 
     /// The dims as a slice.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Shape::new(&[2, 3]).dims(), &[2, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
 
     /// The number of dims.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Shape::new(&[2, 3, 4]).rank(), 3);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn rank(&self) -> usize {
         self.0.len()
     }
 
     /// The number of elements (1 for a scalar). Meaningless if a dim is unknown.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Shape::new(&[2, 3, 4]).numel(), 24);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn numel(&self) -> usize {
         self.0.iter().product()
     }
 
     /// True when every dim is known.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert!(Shape::new(&[2]).is_known());
+    /// assert!(!Shape::new(&[tensor_core::shape::UNKNOWN]).is_known());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_known(&self) -> bool {
         self.0.iter().all(|&d| d != UNKNOWN)
     }
 
     /// The dim at `axis`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Shape::new(&[2, 3]).dim(1), 3);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn dim(&self, axis: usize) -> usize {
         self.0[axis]
     }
 
     /// Mutable access to the dims.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let mut s = Shape::new(&[2, 3]);
+    /// s.dims_mut()[0] = 5;
+    /// assert_eq!(s.dims(), &[5, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn dims_mut(&mut self) -> &mut SmallVec<[usize; 4]> {
         &mut self.0
     }
 
     /// The same shape with `dim` inserted at `axis`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Shape::new(&[2, 3]).inserted(1, 1).dims(), &[2, 1, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn inserted(&self, axis: usize, dim: usize) -> Shape {
         let mut s = self.clone();
         s.0.insert(axis, dim);
@@ -67,6 +134,12 @@ impl Shape {
     }
 
     /// The same shape with the dim at `axis` removed.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Shape::new(&[2, 1, 3]).removed(1).dims(), &[2, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn removed(&self, axis: usize) -> Shape {
         let mut s = self.clone();
         s.0.remove(axis);
@@ -74,6 +147,12 @@ impl Shape {
     }
 
     /// The same shape with the dim at `axis` replaced.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Shape::new(&[2, 3]).with_dim(0, 7).dims(), &[7, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn with_dim(&self, axis: usize, dim: usize) -> Shape {
         let mut s = self.clone();
         s.0[axis] = dim;
@@ -82,6 +161,15 @@ impl Shape {
 
     /// True when `self` could describe a tensor of shape `other`: same rank, equal dims
     /// where `self` knows them.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::shape::UNKNOWN;
+    /// let relaxed = Shape::new(&[UNKNOWN, 3]);
+    /// assert!(relaxed.admits(&Shape::new(&[8, 3])));
+    /// assert!(!relaxed.admits(&Shape::new(&[8, 4])));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn admits(&self, other: &Shape) -> bool {
         self.rank() == other.rank() && self.0.iter().zip(other.dims()).all(|(&a, &b)| a == UNKNOWN || a == b)
     }
@@ -174,6 +262,14 @@ fn broadcast_dim(a: usize, b: usize) -> Option<usize> {
 }
 
 /// Normalizes a possibly negative axis against `rank`; `None` if out of range.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::shape::normalize_axis;
+/// assert_eq!(normalize_axis(-1, 3), Some(2));
+/// assert_eq!(normalize_axis(3, 3), None);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub fn normalize_axis(axis: isize, rank: usize) -> Option<usize> {
     let r = rank as isize;
     let a = if axis < 0 { axis + r } else { axis };

@@ -42,6 +42,15 @@ impl Tensor {
 
     /// True when gradients flow to this tensor: a leaf marked with `requires_grad_(true)` or
     /// a result of ops on such tensors (while grad mode was on).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// assert!(w.requires_grad());
+    /// assert!(w.mul(2.0)?.requires_grad()); // computed from it
+    /// assert!(!w.detach().requires_grad());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn requires_grad(&self) -> bool {
         match crate::trace::proxy_of(self) {
             Some(p) => p.requires_grad_raw(),
@@ -50,6 +59,15 @@ impl Tensor {
     }
 
     /// True when this tensor was not computed by a recorded op (it has no `grad_fn`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// assert!(w.is_leaf());
+    /// assert!(!w.add(1.0)?.is_leaf());
+    /// assert!(Tensor::scalar(3.0f32).is_leaf()); // data with no history
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_leaf(&self) -> bool {
         match crate::trace::proxy_of(self) {
             Some(p) => p.is_leaf_raw(),
@@ -59,6 +77,15 @@ impl Tensor {
 
     /// The gradient accumulated by `backward()`: kept for leaves, and for non-leaves that
     /// called `retain_grad()`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::scalar(3.0f64).requires_grad_(true)?;
+    /// assert!(x.grad().is_none());
+    /// x.mul(&x)?.backward()?;
+    /// assert_eq!(x.grad().unwrap().item::<f64>()?, 6.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn grad(&self) -> Option<Tensor> {
         if let Some(g) = crate::trace::read_grad(self) {
             return g;
@@ -89,6 +116,14 @@ impl Tensor {
     }
 
     /// The backward function of the op that computed this tensor (`None` for leaves).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::scalar(3.0f32).requires_grad_(true)?;
+    /// assert!(x.grad_fn().is_none());
+    /// assert_eq!(x.exp()?.grad_fn().unwrap().name(), "ExpBackward");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn grad_fn(&self) -> Option<GradFn> {
         let t = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
         t.grad_fn_raw().map(GradFn)
@@ -112,6 +147,16 @@ impl Tensor {
     }
 
     /// Like `backward`, from an explicit gradient of this tensor's shape (any shape).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?.requires_grad_(true)?;
+    /// let y = x.mul(3.0)?;
+    /// assert!(y.backward().is_err()); // not a scalar: needs a gradient
+    /// y.backward_with(&Tensor::from_vec(vec![1.0f32, 10.0], &[2])?)?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![3.0, 30.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn backward_with(&self, gradient: &Tensor) -> Result<()> {
         self.backward_opts(Some(gradient), BackwardOptions::default())
     }
@@ -166,6 +211,17 @@ impl Tensor {
     }
 
     /// Clears the accumulated gradient (sets it to `None`, as PyTorch's default).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::scalar(2.0f32).requires_grad_(true)?;
+    /// x.mul(5.0)?.backward()?;
+    /// x.mul(5.0)?.backward()?;
+    /// assert_eq!(x.grad().unwrap().item::<f32>()?, 10.0); // accumulated
+    /// x.zero_grad();
+    /// assert!(x.grad().is_none());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn zero_grad(&self) {
         if crate::trace::clear_grad(self) {
             return;

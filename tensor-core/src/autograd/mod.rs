@@ -11,7 +11,8 @@ pub use api::{grad, grad_with};
 pub use engine::BackwardOptions;
 pub(crate) use mode::GradModeGuard;
 pub use mode::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard};
-pub use node::{BackwardCtx, CustomBackward, GradFn, GradNode, NextFunction};
+pub use node::{GradFn, NextFunction};
+pub(crate) use node::{BackwardCtx, CustomBackward, GradNode};
 
 use crate::ops::Op;
 use crate::tensor::Tensor;

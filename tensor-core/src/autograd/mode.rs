@@ -18,6 +18,16 @@ pub fn is_grad_enabled() -> bool {
 }
 
 /// Turns recording on or off for this thread; returns the previous setting.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let previous = tensor_core::autograd::set_grad_enabled(false);
+/// let x = Tensor::scalar(1.0f32).requires_grad_(true)?;
+/// assert!(!x.mul(2.0)?.requires_grad()); // not recorded
+/// tensor_core::autograd::set_grad_enabled(previous);
+/// assert!(x.mul(2.0)?.requires_grad());
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub fn set_grad_enabled(on: bool) -> bool {
     GRAD_ENABLED.with(|c| c.replace(on))
 }
@@ -52,6 +62,17 @@ pub struct NoGradGuard {
 
 impl NoGradGuard {
     /// Turns grad mode off for this thread.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// {
+    ///     let _guard = NoGradGuard::new();
+    ///     assert!(x.mul(2.0)?.grad_fn().is_none());
+    /// }
+    /// assert!(x.mul(2.0)?.grad_fn().is_some());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         NoGradGuard { _restore: GradModeGuard::set(false) }

@@ -24,7 +24,7 @@ pub(crate) enum Edge {
 
 /// A backward formula that is not one op's: control flow, whose gradient is itself built from
 /// the recorded subgraphs. It keeps whatever it needs.
-pub trait CustomBackward: Send + Sync {
+pub(crate) trait CustomBackward: Send + Sync {
     /// The node's name (`CondBackward`, `WhileBackward`).
     fn name(&self) -> &'static str;
     /// The gradients of the inputs from those of the outputs (`None`: no gradient reached
@@ -72,7 +72,7 @@ enum Saved {
 }
 
 /// One recorded op of the backward graph.
-pub struct GradNode {
+pub(crate) struct GradNode {
     pub(crate) formula: Formula,
     pub(crate) edges: SmallVec<[Edge; 2]>,
     input_meta: SmallVec<[(DType, Shape); 2]>,
@@ -180,7 +180,7 @@ fn edge_for(t: &Tensor) -> Edge {
 }
 
 /// What a backward formula can read: the saved inputs and output, and the inputs' types.
-pub struct BackwardCtx<'a> {
+pub(crate) struct BackwardCtx<'a> {
     node: &'a Arc<GradNode>,
     saved: SavedValues,
     create_graph: bool,
@@ -264,6 +264,16 @@ impl<'a> BackwardCtx<'a> {
 pub struct GradFn(pub(crate) Arc<GradNode>);
 
 /// Where a grad_fn sends one input's gradient (PyTorch's `next_functions` entries).
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::autograd::NextFunction;
+/// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+/// let y = w.mul(2.0)?.add(1.0)?;
+/// let next = y.grad_fn().unwrap().next_functions();
+/// assert!(matches!(&next[0], NextFunction::Node(f) if f.name() == "MulBackward"));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone)]
 pub enum NextFunction {
     /// Another op's backward.
@@ -276,11 +286,29 @@ pub enum NextFunction {
 
 impl GradFn {
     /// The PyTorch-style name (`AddBackward`, `MulBackward`, ...).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// assert_eq!(w.add(&w)?.grad_fn().unwrap().name(), "AddBackward");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn name(&self) -> &'static str {
         self.0.name()
     }
 
     /// Where the gradients of the op's inputs go, one entry per input.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::autograd::NextFunction;
+    /// let (w, x) = (Tensor::scalar(1.0f32).requires_grad_(true)?, Tensor::scalar(2.0f32));
+    /// let y = w.mul(&x)?;
+    /// let next = y.grad_fn().unwrap().next_functions();
+    /// assert!(matches!(&next[0], NextFunction::AccumulateGrad(leaf) if leaf.same_as(&w)));
+    /// assert!(matches!(next[1], NextFunction::None)); // x does not require grad
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn next_functions(&self) -> Vec<NextFunction> {
         self.0
             .edges
@@ -294,6 +322,15 @@ impl GradFn {
     }
 
     /// True when both handles are the same node.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let y = x.exp()?;
+    /// assert!(y.grad_fn().unwrap().same_as(&y.grad_fn().unwrap()));
+    /// assert!(!y.grad_fn().unwrap().same_as(&x.exp()?.grad_fn().unwrap()));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn same_as(&self, other: &GradFn) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
@@ -301,6 +338,14 @@ impl GradFn {
 
 impl NextFunction {
     /// `MulBackward`, `AccumulateGrad`, or `None`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let names: Vec<&str> = w.mul(&w.exp()?)?.grad_fn().unwrap().next_functions().iter().map(|n| n.name()).collect();
+    /// assert_eq!(names, ["AccumulateGrad", "ExpBackward"]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn name(&self) -> &'static str {
         match self {
             NextFunction::Node(f) => f.name(),

@@ -12,6 +12,15 @@ use crate::trace::{self, TraceGuard};
 use std::sync::Arc;
 
 /// Options of [`while_loop_with`].
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::control::{while_loop_with, WhileOptions};
+/// let opts = WhileOptions { max_iterations: Some(3), ..WhileOptions::default() };
+/// let n = while_loop_with(&opts, |n: &Tensor| Ok(n.lt(100)), |n| Ok(&n + 1), Tensor::scalar(0i32))?;
+/// assert_eq!(n.item::<i32>()?, 3); // stopped by max_iterations
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct WhileOptions {
     /// Stop after this many iterations even if the condition still holds (TF's
@@ -42,6 +51,18 @@ pub fn while_loop<T: GraphOutput>(cond_fn: impl FnMut(&T) -> Result<Tensor>, bod
 
 /// [`while_loop`] with options: a maximum number of iterations, shape invariants with
 /// unknown dims, names for messages.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::control::{while_loop_with, WhileOptions};
+/// use tensor_core::shape::UNKNOWN;
+/// // A loop variable that grows: its dim is declared unknown.
+/// let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN])]), ..WhileOptions::default() };
+/// let x = Tensor::ones(&[1], DType::F32);
+/// let y = while_loop_with(&opts, |v: &Tensor| Ok(v.sum().lt(8.0)), |v| Tensor::concat(&[&v, &v], 0), x)?;
+/// assert_eq!(y.dims(), vec![8]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub fn while_loop_with<T: GraphOutput>(
     opts: &WhileOptions,
     mut cond_fn: impl FnMut(&T) -> Result<Tensor>,

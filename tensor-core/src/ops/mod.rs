@@ -28,7 +28,7 @@ pub use elementwise::Operand;
 pub type Axes = SmallVec<[usize; 4]>;
 
 /// The gradients of an op's inputs, `None` where an input gets none.
-pub type InputGrads = SmallVec<[Option<Tensor>; 3]>;
+pub(crate) type InputGrads = SmallVec<[Option<Tensor>; 3]>;
 
 /// Elementwise functions of one operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -163,14 +163,14 @@ impl Hash for ScalarAttr {
 
 /// The dtype and shape of an op's input or output.
 #[derive(Clone, Copy, Debug)]
-pub struct TypeRef<'a> {
+pub(crate) struct TypeRef<'a> {
     pub dtype: DType,
     pub shape: &'a Shape,
 }
 
 /// Which inputs (bit i) and whether the output an op's backward needs.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Saves {
+pub(crate) struct Saves {
     pub inputs: u8,
     pub output: bool,
 }
@@ -247,7 +247,7 @@ impl Op {
     }
 
     /// The output dtype and shape for inputs of these types, or the error the op gives.
-    pub fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+    pub(crate) fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         use Op::*;
         match self {
             Unary(_) | Binary(_) | BinaryScalar { .. } | Compare(_) | CompareScalar { .. } | Where | Clamp { .. } | Cast(_) => {
@@ -263,7 +263,7 @@ impl Op {
     }
 
     /// Runs the op's kernel. Inputs have passed `infer`.
-    pub fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
+    pub(crate) fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
         use Op::*;
         match self {
             Unary(_) | Binary(_) | BinaryScalar { .. } | Compare(_) | CompareScalar { .. } | Where | Clamp { .. } | Cast(_) => {
@@ -280,7 +280,7 @@ impl Op {
 
     /// The gradients of the inputs, written with tensor ops (so they trace, and higher-order
     /// gradients follow), from the output gradient `g`.
-    pub fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+    pub(crate) fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
         use Op::*;
         match self {
             Unary(_) | Binary(_) | BinaryScalar { .. } | Where | Clamp { .. } | Cast(_) => elementwise::backward(self, ctx, g),
@@ -297,7 +297,7 @@ impl Op {
     }
 
     /// What the backward needs kept from the forward pass.
-    pub fn saves(&self) -> Saves {
+    pub(crate) fn saves(&self) -> Saves {
         use Op::*;
         let inputs = |mask: u8| Saves { inputs: mask, output: false };
         match self {

@@ -42,6 +42,15 @@ impl ConcreteFunction {
     /// Traces `body`, in which the tensors `args` (with their names) are the inputs: every
     /// op on them, and on tensors they lead to, becomes a graph node. Tensors from outside
     /// used in `body` are captured by reference. `body` returns the outputs.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[3], DType::F32);
+    /// let f = ConcreteFunction::trace("plus_one", &[("x", &x)], || Ok(vec![x.add(1.0)?]))?;
+    /// assert_eq!(f.call(&[&Tensor::zeros(&[3], DType::F32)])?[0].to_vec::<f32>()?, vec![1.0; 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn trace(name: &str, args: &[(&str, &Tensor)], body: impl FnOnce() -> Result<Vec<Tensor>>) -> Result<ConcreteFunction> {
         let shapes: Vec<Shape> = args.iter().map(|(_, t)| t.0.shape.clone()).collect();
         Self::trace_with_shapes(name, args, &shapes, true, body)
@@ -49,6 +58,17 @@ impl ConcreteFunction {
 
     /// Like `trace`, with the argument shapes to trace for (dims may be unknown), and
     /// optionally without optimizing the graph.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// use tensor_core::shape::UNKNOWN;
+    /// let x = Tensor::ones(&[3], DType::F32);
+    /// // Traced for any length: the graph serves other shapes too.
+    /// let f = ConcreteFunction::trace_with_shapes("double", &[("x", &x)], &[Shape::new(&[UNKNOWN])], true, || Ok(vec![x.mul(2.0)?]))?;
+    /// assert_eq!(f.call(&[&Tensor::ones(&[5], DType::F32)])?[0].dims(), vec![5]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn trace_with_shapes(
         name: &str,
         args: &[(&str, &Tensor)],
@@ -89,6 +109,16 @@ impl ConcreteFunction {
 
     /// Runs the graph on `args` (the tensor leaves, in the order traced), applying its state
     /// writes, and returns the outputs.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("sq", &[("x", &x)], || Ok(vec![x.mul(&x)?]))?;
+    /// assert_eq!(f.call(&[&Tensor::from_vec(vec![3.0f32, 4.0], &[2])?])?[0].to_vec::<f32>()?, vec![9.0, 16.0]);
+    /// assert!(f.call(&[&Tensor::ones(&[3], DType::F32)]).is_err()); // not the traced signature
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn call(&self, args: &[&Tensor]) -> Result<Vec<Tensor>> {
         self.check_args(args)?;
         self.run(args)
@@ -143,26 +173,71 @@ impl ConcreteFunction {
     }
 
     /// The function's name.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// assert_eq!(ConcreteFunction::trace("named", &[("x", &x)], || Ok(vec![x.exp()?]))?.name(), "named");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The graph as traced (before optimization).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(1.0)?.exp()?]))?;
+    /// assert_eq!(f.traced_graph().nodes.len(), 2); // as traced
+    /// assert_eq!(f.graph().nodes.len(), 1); // `x * 1` simplified away
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn traced_graph(&self) -> &Graph {
         &self.traced_graph
     }
 
     /// The graph that runs (after optimization).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.add(1.0)?.tanh()?]))?;
+    /// assert_eq!(f.graph().count_op("fused"), 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn graph(&self) -> &Graph {
         self.executable.graph()
     }
 
     /// The text form of the graph that runs, one line per node.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?]))?;
+    /// assert!(f.to_text().starts_with("graph f(x: f32[2]) {"), "{}", f.to_text());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn to_text(&self) -> String {
         self.graph().to_text()
     }
 
     /// The graph that runs, in Graphviz DOT.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?]))?;
+    /// assert!(f.to_dot().starts_with("digraph"));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn to_dot(&self) -> String {
         self.graph().to_dot()
     }
@@ -212,6 +287,16 @@ impl ConcreteFunction {
 
     /// `pass_log` as one text: each graph under a heading line (`== traced ==`,
     /// `== after simplify ==`, ...).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(1.0)?.exp()?.neg()?]))?;
+    /// let log = f.pass_log_text();
+    /// assert!(log.contains("simplify") && log.contains("fuse_elementwise"), "{log}");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn pass_log_text(&self) -> String {
         let mut out = String::new();
         for (pass, text) in self.pass_log() {
@@ -222,6 +307,15 @@ impl ConcreteFunction {
     }
 
     /// The tensors the graph captured from outside.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let (x, w) = (Tensor::ones(&[2], DType::F32), Tensor::ones(&[2], DType::F32));
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(&w)?]))?;
+    /// assert!(f.captures()[0].same_as(&w)); // read by reference at every call
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn captures(&self) -> &[Tensor] {
         &self.captures
     }

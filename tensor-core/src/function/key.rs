@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use std::hash::{Hash, Hasher};
 
 /// The words of a key (inline up to 24).
-pub type KeyWords = SmallVec<[u64; 24]>;
+pub(crate) type KeyWords = SmallVec<[u64; 24]>;
 
 const TAG_SHIFT: u32 = 56;
 const TAG_ARG: u64 = 1;
@@ -43,6 +43,15 @@ fn dtype_code(d: DType) -> u64 {
 
 /// Collects a call's signature words and tensor leaves. `GraphArg` implementations call its
 /// methods; the order of calls is the structure of the argument.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::{Flattener, GraphArg};
+/// let mut f = Flattener::new();
+/// (Tensor::zeros(&[2], DType::F32), 3i32).flatten(&mut f);
+/// assert!(!f.is_empty());
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Default)]
 pub struct Flattener {
     words: KeyWords,
@@ -63,17 +72,44 @@ pub struct Flattener {
 
 impl Flattener {
     /// An empty flattener.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// assert!(Flattener::new().is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn new() -> Flattener {
         Flattener::default()
     }
 
     /// Starts the next argument.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg(); // the first argument starts here
+    /// f.int(1);
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn arg(&mut self) {
         self.words.push(tagged(TAG_ARG, 0));
         self.args += 1;
     }
 
     /// A tensor leaf: keyed by dtype, shape and whether it requires grad.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.tensor(&Tensor::zeros(&[2, 3], DType::F32)); // keyed by f32, [2, 3], no grad
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn tensor(&mut self, t: &Tensor) {
         let shape = &t.0.shape;
         let header = dtype_code(t.0.dtype) | (t.requires_grad_raw() as u64) << 3 | (shape.rank() as u64) << 4;
@@ -89,46 +125,139 @@ impl Flattener {
 
     /// Starts a field called `name`: what is flattened until [`end_field`](Self::end_field)
     /// belongs to it (for names like `batch.x` in graphs and retrace reasons).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.field("x"); // retrace reasons will name `batch.x`
+    /// f.tensor(&Tensor::zeros(&[2], DType::F32));
+    /// f.end_field();
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn field(&mut self, name: &'static str) {
         self.fields.push((self.words.len() as u16, Some(name)));
     }
 
     /// Ends the innermost field.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.field("lr");
+    /// f.f32(0.1);
+    /// f.end_field();
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn end_field(&mut self) {
         self.fields.push((self.words.len() as u16, None));
     }
 
     /// A signed integer, by value.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.int(-3);
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn int(&mut self, v: i64) {
         self.words.extend([tagged(TAG_INT, 0), v as u64]);
     }
 
     /// An unsigned integer, by value.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.uint(7);
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn uint(&mut self, v: u64) {
         self.words.extend([tagged(TAG_UINT, 0), v]);
     }
 
     /// An f32, by its bits.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.f32(0.5); // 0.0 and -0.0 are different keys
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn f32(&mut self, v: f32) {
         self.words.push(tagged(TAG_F32, v.to_bits() as u64));
     }
 
     /// An f64, by its bits.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.f64(1e-3);
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn f64(&mut self, v: f64) {
         self.words.extend([tagged(TAG_F64, 0), v.to_bits()]);
     }
 
     /// A bool.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.bool(true);
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn bool(&mut self, v: bool) {
         self.words.push(tagged(TAG_BOOL, v as u64));
     }
 
     /// A char.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.char('x');
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn char(&mut self, v: char) {
         self.words.push(tagged(TAG_CHAR, v as u64));
     }
 
     /// A string, by value (its bytes, packed).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.str("relu");
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn str(&mut self, s: &str) {
         self.words.push(tagged(TAG_STR, s.len() as u64));
         for chunk in s.as_bytes().chunks(8) {
@@ -139,6 +268,18 @@ impl Flattener {
     }
 
     /// A value keyed by its hash (fields marked `#[graph_arg(static)]`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// #[derive(Hash)]
+    /// enum Activation { Relu, Tanh }
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.hashed(&Activation::Tanh);
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn hashed<T: Hash + ?Sized>(&mut self, v: &T) {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         v.hash(&mut h);
@@ -146,21 +287,63 @@ impl Flattener {
     }
 
     /// The length of a collection that follows.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.len(2); // a Vec of two tensors follows
+    /// f.tensor(&Tensor::zeros(&[1], DType::F32));
+    /// f.tensor(&Tensor::zeros(&[1], DType::F32));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn len(&mut self, n: usize) {
         self.words.push(tagged(TAG_LEN, n as u64));
     }
 
     /// True when nothing was added.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// assert!(f.is_empty());
+    /// f.arg();
+    /// f.bool(false);
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
 
     /// An enum variant (or `Option`'s `Some` = 1 / `None` = 0) that follows.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.variant(1); // `Some`, then the value
+    /// f.int(4);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn variant(&mut self, index: u32) {
         self.words.push(tagged(TAG_VARIANT, index as u64));
     }
 
     /// A type name (for generic functions, whose statics all instantiations share).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.type_name(std::any::type_name::<f32>());
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn type_name(&mut self, name: &'static str) {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         name.hash(&mut h);
@@ -171,6 +354,15 @@ impl Flattener {
 
     /// The instantiation of a generic function or a method (its generic arguments, including
     /// an impl's or trait's, which no argument type need show), named by a type inside it.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.instantiation(std::any::type_name::<Vec<f64>>());
+    /// assert!(!f.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn instantiation(&mut self, name: &'static str) {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         name.hash(&mut h);

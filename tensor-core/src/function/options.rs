@@ -3,6 +3,17 @@
 use crate::dtype::DType;
 
 /// What happens when a function would trace more often than `max_traces`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// #[graph_fn(max_traces(1, error))]
+/// fn once(x: &Tensor) -> Result<Tensor> {
+///     x.exp()
+/// }
+/// once(&Tensor::ones(&[1], DType::F32))?;
+/// assert!(matches!(once(&Tensor::ones(&[2], DType::F32)), Err(Error::TooManyTraces { .. })));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TracePolicy {
     /// Log a warning (through `tracing`) and trace anyway.
@@ -12,6 +23,19 @@ pub enum TracePolicy {
 }
 
 /// A fixed dtype and shape for one tensor argument; `None` dims are unknown (any size).
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// #[graph_fn(input_signature(x: f32[?, 3]))]
+/// fn rows(x: &Tensor) -> Result<Tensor> {
+///     x.sum_axes(&[1], false)
+/// }
+/// assert_eq!(rows(&Tensor::ones(&[5, 3], DType::F32))?.dims(), vec![5]);
+/// assert!(rows(&Tensor::ones(&[5, 4], DType::F32)).is_err()); // does not match: no retrace
+/// let spec = tensor_core::function::lookup("rows").unwrap().options().input_signature.unwrap()[0];
+/// assert_eq!(spec.shape().to_string(), "[?, 3]");
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TensorSpec {
     /// The index of the argument this spec is for.
@@ -22,12 +46,33 @@ pub struct TensorSpec {
 
 impl TensorSpec {
     /// The spec as a shape (unknown dims as `?`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::TensorSpec;
+    /// let spec = TensorSpec { arg: 0, dtype: DType::F32, dims: &[None, Some(784)] };
+    /// assert_eq!(spec.shape().to_string(), "[?, 784]");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn shape(&self) -> crate::Shape {
         crate::Shape::from(self.dims.iter().map(|d| d.unwrap_or(crate::shape::UNKNOWN)).collect::<Vec<_>>())
     }
 }
 
 /// How a graph function traces and caches.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// #[graph_fn(optimize = false, name = "plain")]
+/// fn unoptimized(x: &Tensor) -> Result<Tensor> {
+///     x.mul(1.0)
+/// }
+/// unoptimized(&Tensor::ones(&[1], DType::F32))?;
+/// let f = tensor_core::function::lookup("plain").unwrap();
+/// assert!(!f.options().optimize);
+/// assert_eq!(f.concrete_functions()[0].graph().count_op("mul"), 1); // kept as traced
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
     /// After a retrace caused only by differing dims, trace once with those dims unknown.
@@ -46,6 +91,14 @@ pub struct Options {
 
 impl Options {
     /// The defaults: exact signatures, optimized, 64 cached signatures.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Options;
+    /// assert_eq!(Options::DEFAULT.cache_capacity, 64);
+    /// assert!(Options::DEFAULT.optimize && !Options::DEFAULT.reduce_retracing);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub const DEFAULT: Options =
         Options { reduce_retracing: false, input_signature: None, max_traces: None, optimize: true, cache_capacity: 64, name: None };
 }

@@ -27,6 +27,17 @@ pub fn lookup(name: &str) -> Option<&'static GraphFunction> {
 }
 
 /// Every graph function called so far.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// #[graph_fn]
+/// fn listed(x: &Tensor) -> Tensor {
+///     x.clone()
+/// }
+/// listed(&Tensor::ones(&[1], DType::F32));
+/// assert!(tensor_core::function::all().iter().any(|f| f.name() == "listed"));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub fn all() -> Vec<&'static GraphFunction> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }

@@ -7,6 +7,16 @@ use std::fmt::Write;
 
 impl Graph {
     /// The graph in Graphviz DOT (render with `dot -Tsvg`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?]))?;
+    /// let dot = f.graph().to_dot();
+    /// assert!(dot.starts_with("digraph") && dot.contains("exp"));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn to_dot(&self) -> String {
         let mut out = String::new();
         writeln!(out, "digraph \"{}\" {{", escape(&self.name)).expect("String write");

@@ -18,9 +18,28 @@ use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// The index of a value in `Graph::values`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::graph::{Graph, ValueId};
+/// let mut g = Graph::new("g");
+/// let v: ValueId = g.add_value(DType::F32, Shape::new(&[2]), None);
+/// assert_eq!(g.values[v].name, "v0");
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub type ValueId = usize;
 
 /// The type of a graph value, and the name it prints with.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::graph::Graph;
+/// let mut g = Graph::new("g");
+/// let v = g.add_value(DType::I64, Shape::new(&[3]), Some("labels".into()));
+/// let info = &g.values[v];
+/// assert_eq!((info.dtype, info.shape.dims(), info.name.as_str()), (DType::I64, &[3][..], "labels"));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct ValueInfo {
     pub dtype: DType,
@@ -30,6 +49,16 @@ pub struct ValueInfo {
 
 /// Where a graph input comes from at each call. Slots number the external tensors: first the
 /// tensor leaves of the arguments, then the captured tensors.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// use tensor_core::graph::InputSource;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?]))?;
+/// assert_eq!(f.graph().inputs[0].1, InputSource::Data(0)); // the data of slot 0, `x`
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InputSource {
     /// The slot's data.
@@ -42,6 +71,20 @@ pub enum InputSource {
 }
 
 /// One formatted piece of a `tprint!` line.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// use tensor_core::graph::{NodeKind, PrintPiece};
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || {
+///     tprint!("x = {}", x);
+///     Ok(vec![x.clone()])
+/// })?;
+/// let NodeKind::Print(pieces) = &f.graph().nodes[0].kind else { panic!("a print node") };
+/// assert_eq!(pieces[0], PrintPiece::Text("x = ".into()));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PrintPiece {
     /// Text fixed at trace time.
@@ -51,6 +94,16 @@ pub enum PrintPiece {
 }
 
 /// What a node does.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// use tensor_core::graph::NodeKind;
+/// let x = Tensor::ones(&[2, 2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.matmul(&x)?.relu()?]))?;
+/// assert!(matches!(f.graph().nodes[0].kind, NodeKind::Epilogue(_))); // matmul with relu on its output
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub enum NodeKind {
     /// An op: one output.
@@ -85,6 +138,18 @@ pub enum NodeKind {
 /// The node's inputs are the anchor's inputs, then the program's other inputs in order; its
 /// outputs are the anchor's output when something else reads it (`keep_anchor`), then the
 /// program's outputs.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// use tensor_core::graph::NodeKind;
+/// let (x, w, b) = (Tensor::ones(&[4, 3], DType::F32), Tensor::ones(&[3, 2], DType::F32), Tensor::ones(&[2], DType::F32));
+/// let f = ConcreteFunction::trace("dense", &[("x", &x)], || Ok(vec![x.matmul(&w)?.add(&b)?.relu()?]))?;
+/// let NodeKind::Epilogue(e) = &f.graph().nodes[0].kind else { panic!("{}", f.to_text()) };
+/// assert_eq!(e.summary(), "matmul+fused[add,relu]");
+/// assert!(!e.keep_anchor); // nothing else reads the product
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Epilogue {
     pub anchor: Op,
@@ -98,12 +163,34 @@ pub struct Epilogue {
 
 impl Epilogue {
     /// The name it prints with: `matmul+fused[add,relu]`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// use tensor_core::graph::NodeKind;
+    /// let x = Tensor::ones(&[1, 1, 4, 4], DType::F32);
+    /// let w = Tensor::ones(&[2, 1, 3, 3], DType::F32);
+    /// let f = ConcreteFunction::trace("conv", &[("x", &x)], || Ok(vec![x.conv2d(&w, None, [1, 1], [1, 1])?.tanh()?]))?;
+    /// let NodeKind::Epilogue(e) = &f.graph().nodes[0].kind else { panic!("{}", f.to_text()) };
+    /// assert_eq!(e.summary(), "conv2d+fused[tanh]");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn summary(&self) -> String {
         format!("{}+fused[{}]", self.anchor.name(), self.program.summary())
     }
 }
 
 /// One node: its kind, input values and output values.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?]))?;
+/// let node = &f.graph().nodes[0];
+/// assert_eq!((node.kind_name(), node.inputs.len(), node.outputs.len()), ("exp", 1, 1));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Node {
     pub kind: NodeKind,
@@ -112,6 +199,19 @@ pub struct Node {
 }
 
 /// A state write applied after the run, in order.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// use tensor_core::graph::StateWrite;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || {
+///     x.add_(1.0)?; // an in-place update of the argument: written back after each call
+///     Ok(vec![])
+/// })?;
+/// assert!(matches!(f.graph().writes[0], StateWrite::Data { slot: 0, .. }));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StateWrite {
     /// The slot's data becomes the value (an in-place update inside the graph).
@@ -121,6 +221,17 @@ pub enum StateWrite {
 }
 
 /// A traced computation.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(3.0)?]))?;
+/// let g = f.graph();
+/// assert_eq!((g.inputs.len(), g.nodes.len(), g.outputs.len()), (1, 1, 1));
+/// assert!(tensor_core::graph::validate(g).is_ok());
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     /// The function's name, for printing.
@@ -143,11 +254,28 @@ pub struct Graph {
 
 impl Graph {
     /// A new empty graph.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::graph::Graph;
+    /// let g = Graph::new("empty");
+    /// assert_eq!((g.name.as_str(), g.nodes.len()), ("empty", 0));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn new(name: &str) -> Graph {
         Graph { name: name.to_string(), ..Graph::default() }
     }
 
     /// Adds a value and returns its id.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::graph::Graph;
+    /// let mut g = Graph::new("g");
+    /// assert_eq!(g.add_value(DType::F32, Shape::scalar(), None), 0);
+    /// assert_eq!(g.add_value(DType::F32, Shape::scalar(), None), 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn add_value(&mut self, dtype: DType, shape: Shape, name: Option<String>) -> ValueId {
         let id = self.values.len();
         let name = name.unwrap_or_else(|| format!("v{id}"));
@@ -156,6 +284,21 @@ impl Graph {
     }
 
     /// Appends a node with one new output value of the given type.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::graph::{Graph, InputSource, NodeKind};
+    /// use tensor_core::ops::{Op, UnaryOp};
+    /// let mut g = Graph::new("g");
+    /// g.slot_names.push("x".into());
+    /// g.num_arg_slots = 1;
+    /// let x = g.add_value(DType::F32, Shape::new(&[2]), Some("x".into()));
+    /// g.inputs.push((x, InputSource::Data(0)));
+    /// let y = g.add_node(NodeKind::Op(Op::Unary(UnaryOp::Exp)), &[x], DType::F32, Shape::new(&[2]));
+    /// g.outputs.push(y);
+    /// assert!(tensor_core::graph::validate(&g).is_ok());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn add_node(&mut self, kind: NodeKind, inputs: &[ValueId], dtype: DType, shape: Shape) -> ValueId {
         let out = self.add_value(dtype, shape, None);
         self.nodes.push(Node { kind, inputs: SmallVec::from_slice(inputs), outputs: smallvec::smallvec![out] });
@@ -163,11 +306,29 @@ impl Graph {
     }
 
     /// The number of nodes running op `name` (for tests and introspection).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[x.shape()], false, || Ok(vec![x.exp()?.exp()?]))?;
+    /// assert_eq!(f.graph().count_op("exp"), 2);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn count_op(&self, name: &str) -> usize {
         self.nodes.iter().filter(|n| n.kind_name() == name).count()
     }
 
     /// The number of slots (argument leaves and captures).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let (x, w) = (Tensor::ones(&[2], DType::F32), Tensor::ones(&[2], DType::F32));
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(&w)?]))?;
+    /// assert_eq!((f.graph().num_slots(), f.graph().num_arg_slots), (2, 1)); // x, then the capture w
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn num_slots(&self) -> usize {
         self.slot_names.len()
     }
@@ -175,6 +336,15 @@ impl Graph {
 
 impl Node {
     /// The name the node prints with (`add`, `tprint`, `cond`, ...).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?.sqrt()?]))?;
+    /// assert_eq!(f.graph().nodes[0].kind_name(), "fused");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn kind_name(&self) -> &str {
         match &self.kind {
             NodeKind::Op(op) => op.name(),
@@ -188,6 +358,18 @@ impl Node {
     }
 
     /// True for nodes that must run even if no output is used, in program order.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || {
+    ///     tprint!("{}", x);
+    ///     Ok(vec![x.exp()?])
+    /// })?;
+    /// assert!(f.graph().nodes[0].has_side_effect() && !f.graph().nodes[1].has_side_effect());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn has_side_effect(&self) -> bool {
         match &self.kind {
             NodeKind::Print(_) => true,
@@ -200,6 +382,15 @@ impl Node {
 
 impl Graph {
     /// True if any node prints (directly or inside control flow).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?]))?;
+    /// assert!(!f.graph().has_side_effects());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn has_side_effects(&self) -> bool {
         self.nodes.iter().any(Node::has_side_effect)
     }

@@ -14,6 +14,15 @@ use std::fmt::{self, Write};
 
 impl Graph {
     /// The graph as text, one line per node.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?]))?;
+    /// assert_eq!(f.graph().to_text(), "graph f(x: f32[2]) {\n  v1: f32[2] = exp(x)\n  return (v1)\n}");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         self.write_text(&mut out, 0).expect("writing to a String cannot fail");

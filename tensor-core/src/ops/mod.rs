@@ -25,12 +25,19 @@ pub(crate) use conv::conv2d_into;
 pub use elementwise::Operand;
 
 /// A list of axes.
-pub type Axes = SmallVec<[usize; 4]>;
+pub(crate) type Axes = SmallVec<[usize; 4]>;
 
 /// The gradients of an op's inputs, `None` where an input gets none.
 pub(crate) type InputGrads = SmallVec<[Option<Tensor>; 3]>;
 
 /// Elementwise functions of one operand.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::ops::UnaryOp;
+/// assert_eq!((UnaryOp::Tanh.name(), UnaryOp::Tanh.grad_fn_name()), ("tanh", "TanhBackward"));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
     Neg,
@@ -46,6 +53,13 @@ pub enum UnaryOp {
 }
 
 /// Elementwise functions of two operands (broadcast).
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::ops::BinaryOp;
+/// assert_eq!(BinaryOp::Maximum.name(), "maximum");
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
     Add,
@@ -58,6 +72,14 @@ pub enum BinaryOp {
 }
 
 /// Elementwise comparisons, giving bool.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::ops::CmpOp;
+/// let x = Tensor::from_vec(vec![1, 2, 3], &[3])?;
+/// assert_eq!(x.compare(CmpOp::Lt, 3)?.to_vec::<bool>()?, vec![true, true, false]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CmpOp {
     Eq,
@@ -69,6 +91,15 @@ pub enum CmpOp {
 }
 
 /// Reductions over axes.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2, 3], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mean_axes(&[1], false)?]))?;
+/// assert!(f.to_text().contains("mean[axes=[1] keepdim=false]"), "{}", f.to_text());
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     Sum,
@@ -78,6 +109,17 @@ pub enum ReduceOp {
 }
 
 /// Every op, with its attributes. Inputs are listed per variant.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::graph::NodeKind;
+/// use tensor_core::function::ConcreteFunction;
+/// use tensor_core::ops::Op;
+/// let (a, b) = (Tensor::ones(&[2, 3], DType::F32), Tensor::ones(&[3, 4], DType::F32));
+/// let f = ConcreteFunction::trace("f", &[("a", &a), ("b", &b)], || Ok(vec![a.matmul(&b)?]))?;
+/// assert!(matches!(f.graph().nodes[0].kind, NodeKind::Op(Op::Matmul)));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     /// (x)
@@ -146,6 +188,15 @@ pub enum Op {
 
 /// A scalar attribute compared and hashed by its bits (so `0.0` and `-0.0` differ and NaN
 /// equals itself), which is what graph passes that merge ops need.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::ops::ScalarAttr;
+/// use tensor_core::Scalar;
+/// assert_ne!(ScalarAttr(Scalar::Float(0.0)), ScalarAttr(Scalar::Float(-0.0)));
+/// assert_eq!(ScalarAttr(Scalar::Float(f64::NAN)), ScalarAttr(Scalar::Float(f64::NAN)));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct ScalarAttr(pub Scalar);
 
@@ -177,6 +228,13 @@ pub(crate) struct Saves {
 
 impl Op {
     /// The op's name in graph text (`add`, `matmul`, ...).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::ops::Op;
+    /// assert_eq!(Op::Matmul.name(), "matmul");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn name(&self) -> &'static str {
         use Op::*;
         match self {
@@ -213,6 +271,13 @@ impl Op {
     }
 
     /// The PyTorch-style name of this op's backward node (`AddBackward`, ...).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::ops::Op;
+    /// assert_eq!(Op::Matmul.grad_fn_name(), "MatmulBackward");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn grad_fn_name(&self) -> &'static str {
         use Op::*;
         match self {
@@ -320,18 +385,40 @@ impl Op {
     }
 
     /// True for ops whose output can carry a gradient (float outputs of differentiable ops).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::ops::{CmpOp, Op};
+    /// assert!(Op::Matmul.is_differentiable() && !Op::Compare(CmpOp::Lt).is_differentiable());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_differentiable(&self) -> bool {
         !matches!(self, Op::Compare(_) | Op::CompareScalar { .. } | Op::Argmax { .. } | Op::OneHot { .. } | Op::Unary(UnaryOp::Not | UnaryOp::Sign))
     }
 
     /// True for ops computed independently per output element from the same position of
     /// their (broadcast) inputs: the ops elementwise fusion may merge.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::ops::{BinaryOp, Op};
+    /// assert!(Op::Binary(BinaryOp::Add).is_elementwise() && !Op::Matmul.is_elementwise());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_elementwise(&self) -> bool {
         use Op::*;
         matches!(self, Unary(_) | Binary(_) | BinaryScalar { .. } | Compare(_) | CompareScalar { .. } | Where | Clamp { .. } | Cast(_))
     }
 
     /// The attributes as text for graph printing (empty when there are none).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::ops::Op;
+    /// assert_eq!(Op::Matmul.attrs(), "");
+    /// assert_eq!(Op::MaxPool2d { kernel: [2, 2], stride: [2, 2] }.attrs(), "kernel=[2, 2] stride=[2, 2]");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn attrs(&self) -> String {
         use Op::*;
         match self {
@@ -372,10 +459,24 @@ macro_rules! names {
     ($ty:ident { $($variant:ident => $name:literal, $grad:literal;)* }) => {
         impl $ty {
             /// The op's name in graph text.
+            ///
+            /// ```
+            /// use tensor_core::prelude::*;
+            /// use tensor_core::ops::UnaryOp;
+            /// assert_eq!(UnaryOp::Sigmoid.name(), "sigmoid");
+            /// # Ok::<(), tensor_core::Error>(())
+            /// ```
             pub fn name(self) -> &'static str {
                 match self { $($ty::$variant => $name,)* }
             }
             /// The PyTorch-style name of its backward node.
+            ///
+            /// ```
+            /// use tensor_core::prelude::*;
+            /// use tensor_core::ops::BinaryOp;
+            /// assert_eq!(BinaryOp::Mul.grad_fn_name(), "MulBackward");
+            /// # Ok::<(), tensor_core::Error>(())
+            /// ```
             pub fn grad_fn_name(self) -> &'static str {
                 match self { $($ty::$variant => $grad,)* }
             }

@@ -46,6 +46,14 @@ tensor_tensor!(Mul, mul);
 tensor_tensor!(Div, div);
 
 /// The Rust scalar types the operators accept (sealed).
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?;
+/// let y = &x * 2.0 + 1; // f64 and i32 literals both take the tensor's dtype
+/// assert_eq!(y.to_vec::<f32>()?, vec![3.0, 5.0]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub trait OperatorScalar: Into<Scalar> + Copy + sealed::Sealed {}
 
 mod sealed {

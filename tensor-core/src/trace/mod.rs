@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 /// A tensor's place in the graph being traced.
 #[derive(Clone, Debug)]
-pub struct Symbol {
+pub(crate) struct Symbol {
     pub(crate) trace: u64,
     pub(crate) value: ValueId,
     /// The external tensor this value stands for, if it is a slot's proxy.

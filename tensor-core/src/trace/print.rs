@@ -12,6 +12,20 @@ use std::cell::RefCell;
 use std::fmt::{self, Display};
 
 /// A placeholder's format options.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// use tensor_core::graph::{NodeKind, PrintPiece};
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || {
+///     tprint!("{:.3}", x);
+///     Ok(vec![])
+/// })?;
+/// let NodeKind::Print(pieces) = &f.graph().nodes[0].kind else { panic!() };
+/// assert!(pieces.iter().any(|p| matches!(p, PrintPiece::Value(0, spec) if spec.precision == Some(3))), "{pieces:?}");
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FormatSpec {
     pub fill: Option<char>,
@@ -40,6 +54,7 @@ pub(crate) fn capture_for_print(t: &Tensor, f: &mut fmt::Formatter<'_>) -> Optio
     })
 }
 
+#[doc(hidden)]
 /// Prints a line: the format string with the arguments in order. Called by `tprint!`.
 ///
 /// Any argument whose `Display` prints a tensor — a tensor, a reference to one, a generic

@@ -13,10 +13,15 @@ use std::fmt;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// 32-bit float.
     F32,
+    /// 64-bit float.
     F64,
+    /// 32-bit signed integer.
     I32,
+    /// 64-bit signed integer.
     I64,
+    /// Boolean (comparisons, masks, conditions).
     Bool,
 }
 
@@ -207,8 +212,11 @@ impl Element for bool {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Scalar {
+    /// A float (f32 or f64 literal), held as f64.
     Float(f64),
+    /// An integer literal, held as i64.
     Int(i64),
+    /// A bool.
     Bool(bool),
 }
 

@@ -5,6 +5,16 @@ use crate::dtype::DType;
 use crate::shape::Shape;
 
 /// The library's `Result`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// fn first(t: &Tensor) -> tensor_core::Result<f32> {
+///     Ok(t.to_vec::<f32>()?[0])
+/// }
+/// assert_eq!(first(&Tensor::ones(&[2], DType::F32))?, 1.0);
+/// assert!(first(&Tensor::ones(&[2], DType::I32)).is_err()); // dtype mismatch
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong, grouped by section. A failed op returns one of these and
@@ -17,6 +27,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// let err = a.add(&b).unwrap_err();
 /// assert!(err.to_string().contains("[2, 3]") && err.to_string().contains("[4]"));
 /// ```
+// Variant fields are named for what they hold (`op`, `shape`, `expected`, `found`); each
+// variant's doc and message say what they mean, so they carry no docs of their own.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -16,6 +16,8 @@
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 extern crate self as tensor_core;
 
 pub mod autograd;

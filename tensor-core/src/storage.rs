@@ -7,15 +7,36 @@ use crate::shape::Shape;
 use ndarray::{ArcArray, IxDyn};
 
 /// The array type behind every concrete tensor.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::storage::Array;
+/// let a: Array<f32> = Tensor::ones(&[2, 2], DType::F32).to_storage()?.array::<f32>().unwrap().clone();
+/// assert_eq!(a.shape(), &[2, 2]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub type Array<T> = ArcArray<T, IxDyn>;
 
 /// The data of a concrete tensor.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::storage::Storage;
+/// let s = Tensor::from_vec(vec![1i64, 2], &[2])?.to_storage()?;
+/// assert!(matches!(&s, Storage::I64(a) if a.len() == 2));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub enum Storage {
+    /// f32 data.
     F32(Array<f32>),
+    /// f64 data.
     F64(Array<f64>),
+    /// i32 data.
     I32(Array<i32>),
+    /// i64 data.
     I64(Array<i64>),
+    /// bool data.
     Bool(Array<bool>),
 }
 
@@ -79,6 +100,12 @@ macro_rules! map_float {
 
 impl Storage {
     /// The dtype of the data.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::ones(&[1], DType::I32).to_storage()?.dtype(), DType::I32);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn dtype(&self) -> DType {
         match self {
             Storage::F32(_) => DType::F32,
@@ -90,26 +117,59 @@ impl Storage {
     }
 
     /// The shape of the data.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::ones(&[2, 5], DType::F32).to_storage()?.shape(), Shape::new(&[2, 5]));
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn shape(&self) -> Shape {
         with_array!(self, a => Shape::new(a.shape()))
     }
 
     /// The number of elements.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::ones(&[2, 5], DType::F32).to_storage()?.len(), 10);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         with_array!(self, a => a.len())
     }
 
     /// True when there are no elements.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert!(Tensor::ones(&[0, 5], DType::F32).to_storage()?.is_empty());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The array of element type `T`, if that is the dtype.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let s = Tensor::ones(&[2], DType::F64).to_storage()?;
+    /// assert!(s.array::<f64>().is_some() && s.array::<f32>().is_none());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn array<T: Element>(&self) -> Option<&Array<T>> {
         T::array_of(self)
     }
 
     /// A storage filled with `value` (converted to `dtype`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::storage::Storage;
+    /// let s = Storage::full(&Shape::new(&[3]), DType::I32, 7.into());
+    /// assert_eq!(s.array::<i32>().unwrap().as_slice().unwrap(), &[7, 7, 7]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn full(shape: &Shape, dtype: DType, value: crate::Scalar) -> Storage {
         fn fill<T: Element>(shape: &Shape, v: crate::Scalar) -> Array<T> {
             Array::from_elem(IxDyn(shape.dims()), T::from_scalar(v))
@@ -130,17 +190,40 @@ impl Storage {
     }
 
     /// True when the data is laid out row-major and contiguous.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::ones(&[2, 3], DType::F32);
+    /// assert!(x.to_storage()?.is_standard_layout());
+    /// assert!(!x.t()?.to_storage()?.is_standard_layout()); // a transposed view
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn is_standard_layout(&self) -> bool {
         with_array!(self, a => a.is_standard_layout())
     }
 
     /// The same data in row-major contiguous layout (no copy if it already is).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let t = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6], &[2, 3])?.t()?.to_storage()?;
+    /// let s = t.to_standard_layout();
+    /// assert_eq!(s.array::<i32>().unwrap().as_slice().unwrap(), &[1, 4, 2, 5, 3, 6]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn to_standard_layout(&self) -> Storage {
         map_array!(self, a => standard(a))
     }
 
     /// True when `self` and `other` are the same values with the same dtype and shape,
     /// compared bit for bit (NaN equals NaN of the same bits, 0.0 differs from -0.0).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let (a, b) = (Tensor::scalar(0.0f32).to_storage()?, Tensor::scalar(-0.0f32).to_storage()?);
+    /// assert!(a.bit_eq(&a) && !a.bit_eq(&b)); // 0.0 == -0.0, but not bit for bit
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn bit_eq(&self, other: &Storage) -> bool {
         match (self, other) {
             (Storage::F32(a), Storage::F32(b)) => bits_eq(a, b, |x| x.to_bits() as u64),
@@ -158,7 +241,7 @@ fn bits_eq<T: Copy>(a: &Array<T>, b: &Array<T>, bits: impl Fn(T) -> u64) -> bool
 }
 
 /// `a` in standard layout, shared when it already is.
-pub fn standard<T: Clone>(a: &Array<T>) -> Array<T> {
+pub(crate) fn standard<T: Clone>(a: &Array<T>) -> Array<T> {
     if a.is_standard_layout() {
         return a.clone();
     }
@@ -206,7 +289,8 @@ fn copy_runs<T: Clone>(a: &Array<T>) -> Option<Vec<T>> {
     Some(v)
 }
 
-/// Ties each element type to its `Storage` variant.
+/// Ties each element type to its `Storage` variant (a supertrait of `Element`).
+#[doc(hidden)]
 pub trait StorageOf: Sized {
     /// The array of this element type inside `s`, if that is its dtype.
     fn array_of(s: &Storage) -> Option<&Array<Self>>;

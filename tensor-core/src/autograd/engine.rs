@@ -15,6 +15,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Options of one backward pass.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::BackwardOptions;
+/// let x = Tensor::scalar(2.0f64).requires_grad_(true)?;
+/// let y = x.mul(&x)?;
+/// y.backward_opts(None, BackwardOptions { retain_graph: Some(true), create_graph: false })?;
+/// y.backward()?; // the graph was kept, so it can be walked again
+/// assert_eq!(x.grad().unwrap().item::<f64>()?, 8.0);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BackwardOptions {
     /// Keep the saved tensors so the graph can be walked again (default: `create_graph`).

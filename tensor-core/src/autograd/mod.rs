@@ -11,8 +11,8 @@ pub use api::{grad, grad_with};
 pub use engine::BackwardOptions;
 pub(crate) use mode::GradModeGuard;
 pub use mode::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard};
-pub use node::{GradFn, NextFunction};
 pub(crate) use node::{BackwardCtx, CustomBackward, GradNode};
+pub use node::{GradFn, NextFunction};
 
 use crate::ops::Op;
 use crate::tensor::Tensor;

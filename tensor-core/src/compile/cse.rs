@@ -11,6 +11,19 @@ use std::collections::HashMap;
 const SMALL_CONSTANT: usize = 64;
 
 /// Common-subexpression elimination.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{Cse, Dce, Pass};
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[x.shape()], false, || Ok(vec![x.exp()?.add(&x.exp()?)?]))?;
+/// let mut g = f.traced_graph().clone();
+/// assert!(Cse.run(&mut g)); // the add now reads the first exp(x) twice
+/// Dce.run(&mut g); // and the second is gone
+/// assert_eq!(g.count_op("exp"), 1);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub struct Cse;
 
 impl Pass for Cse {

@@ -6,6 +6,21 @@ use super::pass::{retain_nodes, Pass};
 use crate::graph::{Graph, StateWrite};
 
 /// Dead-code elimination.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{Dce, Pass};
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[x.shape()], false, || {
+///     let _unused = x.tanh()?;
+///     Ok(vec![x.exp()?])
+/// })?;
+/// let mut g = f.traced_graph().clone();
+/// assert!(Dce.run(&mut g));
+/// assert_eq!((g.count_op("tanh"), g.count_op("exp")), (0, 1));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub struct Dce;
 
 impl Pass for Dce {

@@ -24,6 +24,19 @@ use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// Epilogue fusion.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{Fuse, FuseEpilogue, Pass};
+/// use tensor_core::function::ConcreteFunction;
+/// let (x, w, b) = (Tensor::ones(&[4, 3], DType::F32), Tensor::ones(&[3, 2], DType::F32), Tensor::ones(&[2], DType::F32));
+/// let f = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[x.shape()], false, || Ok(vec![x.matmul(&w)?.add(&b)?.relu()?]))?;
+/// let mut g = f.traced_graph().clone();
+/// Fuse.run(&mut g);
+/// assert!(FuseEpilogue.run(&mut g));
+/// assert_eq!(g.nodes.len(), 1);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub struct FuseEpilogue;
 
 impl Pass for FuseEpilogue {

@@ -21,6 +21,17 @@ use smallvec::SmallVec;
 use std::sync::Mutex;
 
 /// A graph prepared to run: optimized (unless asked not to) and planned.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::Executable;
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(3.0)?]))?;
+/// let exe = Executable::new(f.traced_graph(), true);
+/// assert_eq!(exe.run(&[&Tensor::ones(&[2], DType::F32)])?[0].to_vec::<f32>()?, vec![3.0, 3.0]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub struct Executable {
     graph: Graph,
     plan: Plan,
@@ -32,6 +43,17 @@ pub struct Executable {
 
 impl Executable {
     /// Prepares `graph`, optimizing it unless `optimize` is false.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::compile::Executable;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(1.0)?.exp()?]))?;
+    /// assert_eq!(Executable::new(f.traced_graph(), false).graph().nodes.len(), 2); // as traced
+    /// assert_eq!(Executable::new(f.traced_graph(), true).graph().nodes.len(), 1); // `* 1` simplified away
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn new(graph: &Graph, optimize: bool) -> Executable {
         let graph = if optimize { super::optimize(graph, None) } else { graph.clone() };
         let plan = Plan::new(&graph);
@@ -40,11 +62,37 @@ impl Executable {
     }
 
     /// The graph that runs.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::compile::Executable;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?.neg()?]))?;
+    /// assert_eq!(Executable::new(f.traced_graph(), true).graph().count_op("fused"), 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn graph(&self) -> &Graph {
         &self.graph
     }
 
     /// Runs on `slots` (argument leaves, then captures), applies the writes, returns outputs.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::compile::Executable;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::ones(&[2], DType::F32);
+    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || {
+    ///     x.mul_(2.0)?; // an in-place update, written back by the run
+    ///     Ok(vec![])
+    /// })?;
+    /// let exe = Executable::new(f.traced_graph(), true);
+    /// let y = Tensor::ones(&[2], DType::F32);
+    /// exe.run(&[&y])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![2.0, 2.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn run(&self, slots: &[&Tensor]) -> Result<Vec<Tensor>> {
         let outputs = self.with_table(|values| self.run_steps(slots, &[], values))?;
         Ok(outputs.into_iter().map(Tensor::from_storage).collect())

@@ -9,6 +9,21 @@ use crate::storage::Storage;
 const MAX_FOLDED: usize = 1 << 16;
 
 /// Constant folding.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{ConstantFold, Pass};
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[x.shape()], false, || {
+///     let c = Tensor::ones(&[2], DType::F32).exp()?; // made inside: a constant
+///     Ok(vec![x.mul(&c)?])
+/// })?;
+/// let mut g = f.traced_graph().clone();
+/// assert!(ConstantFold.run(&mut g));
+/// assert_eq!(g.count_op("exp"), 0); // computed once, when compiling
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub struct ConstantFold;
 
 impl Pass for ConstantFold {

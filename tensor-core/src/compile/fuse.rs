@@ -16,6 +16,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Elementwise fusion.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{Fuse, Pass};
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[8], DType::F32);
+/// let f = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[x.shape()], false, || Ok(vec![x.mul(1.5)?.add(0.5)?.tanh()?]))?;
+/// let mut g = f.traced_graph().clone();
+/// assert!(Fuse.run(&mut g));
+/// assert_eq!((g.nodes.len(), g.count_op("fused")), (1, 1));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub struct Fuse;
 
 struct Group {

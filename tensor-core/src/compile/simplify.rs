@@ -10,6 +10,18 @@ use crate::ops::{Axes, BinaryOp, Op, UnaryOp};
 use std::collections::HashMap;
 
 /// Algebraic simplification.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{Pass, Simplify};
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[x.shape()], false, || Ok(vec![x.mul(1.0)?.neg()?.neg()?]))?;
+/// let mut g = f.traced_graph().clone();
+/// assert!(Simplify.run(&mut g));
+/// assert_eq!(g.outputs[0], g.inputs[0].0); // `-(-(x * 1))` is `x`
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub struct Simplify;
 
 /// What a node simplifies to.

@@ -5,6 +5,7 @@
 //! known only when the graph runs. Gradients flow through both (see `grad.rs`).
 
 #[doc(hidden)]
+#[doc(hidden)]
 pub mod autograph;
 mod cond;
 mod grad;

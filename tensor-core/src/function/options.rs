@@ -40,7 +40,9 @@ pub enum TracePolicy {
 pub struct TensorSpec {
     /// The index of the argument this spec is for.
     pub arg: usize,
+    /// The dtype the argument must have.
     pub dtype: DType,
+    /// The dims it must have; `None` is any size.
     pub dims: &'static [Option<usize>],
 }
 

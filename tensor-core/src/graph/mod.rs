@@ -42,8 +42,11 @@ pub type ValueId = usize;
 /// ```
 #[derive(Clone, Debug)]
 pub struct ValueInfo {
+    /// The element type.
     pub dtype: DType,
+    /// The shape (dims may be unknown).
     pub shape: Shape,
+    /// The name it prints with (`x`, `v12`).
     pub name: String,
 }
 
@@ -112,7 +115,10 @@ pub enum NodeKind {
     Print(Vec<PrintPiece>),
     /// `.grad` of `slot` as it was when the call started, plus the input (or just the input
     /// if `.grad` was empty): the first gradient accumulation into external state.
-    AccumulateGrad { slot: usize },
+    AccumulateGrad {
+        /// The slot whose `.grad` is read.
+        slot: usize,
+    },
     /// Several elementwise ops over one shape, in one pass over memory (made by the fusion
     /// pass); outputs are the program's outputs.
     Fused(Arc<crate::kernels::fused::FusedProgram>),
@@ -121,13 +127,27 @@ pub enum NodeKind {
     Epilogue(Arc<Epilogue>),
     /// Runs `then` or `other` by the scalar bool input 0; the rest of the inputs feed the
     /// branch; the outputs are the branch's.
-    Cond { then: Arc<Graph>, other: Arc<Graph> },
+    Cond {
+        /// The branch run when the predicate is true.
+        then: Arc<Graph>,
+        /// The branch run when it is false.
+        other: Arc<Graph>,
+    },
     /// Loops `body` while `cond` gives true. Inputs: the initial loop variables, then the values
     /// `cond` captured, then those `body` captured (each subgraph's parameters are the loop
     /// variables followed by its captures). Outputs: the final loop variables; with `history`
     /// (when gradients flow through the loop) also the trip count (i64) and, per variable, its
     /// values at the start of every iteration stacked along a new first dim.
-    While { cond: Arc<Graph>, body: Arc<Graph>, max_iterations: Option<usize>, history: bool },
+    While {
+        /// The condition: loop variables (and its captures) to a scalar bool.
+        cond: Arc<Graph>,
+        /// The body: loop variables (and its captures) to the next loop variables.
+        body: Arc<Graph>,
+        /// Stop after this many iterations even if `cond` still holds.
+        max_iterations: Option<usize>,
+        /// Whether the node also outputs the trip count and every iteration's variables.
+        history: bool,
+    },
 }
 
 /// An anchor op (`matmul` or `conv2d`) with an elementwise program run on its output while
@@ -152,12 +172,15 @@ pub enum NodeKind {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Epilogue {
+    /// The op whose output the program consumes (`matmul` or `conv2d`).
     pub anchor: Op,
     /// How many of the node's inputs are the anchor's.
     pub arity: usize,
+    /// The elementwise program run on the anchor's output.
     pub program: Arc<crate::kernels::fused::FusedProgram>,
     /// The program input the anchor's output feeds.
     pub slot: usize,
+    /// Whether the anchor's output is also a node output (something else reads it).
     pub keep_anchor: bool,
 }
 
@@ -193,8 +216,11 @@ impl Epilogue {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Node {
+    /// What the node does.
     pub kind: NodeKind,
+    /// The values it reads, in the order its kind expects.
     pub inputs: SmallVec<[ValueId; 3]>,
+    /// The values it defines.
     pub outputs: SmallVec<[ValueId; 1]>,
 }
 
@@ -215,9 +241,19 @@ pub struct Node {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StateWrite {
     /// The slot's data becomes the value (an in-place update inside the graph).
-    Data { slot: usize, value: ValueId },
+    Data {
+        /// The external tensor written.
+        slot: usize,
+        /// Its new data.
+        value: ValueId,
+    },
     /// The slot's `.grad` becomes the value, or is cleared.
-    Grad { slot: usize, value: Option<ValueId> },
+    Grad {
+        /// The external tensor whose `.grad` is written.
+        slot: usize,
+        /// Its new `.grad` (`None`: cleared).
+        value: Option<ValueId>,
+    },
 }
 
 /// A traced computation.
@@ -236,13 +272,17 @@ pub enum StateWrite {
 pub struct Graph {
     /// The function's name, for printing.
     pub name: String,
+    /// Every value's type and name, indexed by `ValueId`.
     pub values: Vec<ValueInfo>,
+    /// The nodes in program order.
     pub nodes: Vec<Node>,
     /// Values read from external tensors at each call.
     pub inputs: Vec<(ValueId, InputSource)>,
     /// Values fixed at trace time (tensors created inside the traced code).
     pub constants: Vec<(ValueId, Storage)>,
+    /// The values returned.
     pub outputs: Vec<ValueId>,
+    /// The state writes applied after a run, in order.
     pub writes: Vec<StateWrite>,
     /// How many slots are argument leaves (the rest are captures).
     pub num_arg_slots: usize,

@@ -143,27 +143,6 @@ pub fn select<T: Copy + Send + Sync>(cond: &Array<bool>, a: &Array<T>, b: &Array
     }
 }
 
-/// Applies `f(element, other)` in place to `a`, broadcasting `b` to `a`'s shape. `a` is
-/// copied first if its buffer is shared (copy on write).
-pub fn zip_in_place<T, F>(a: &mut Array<T>, b: &Array<T>, f: F)
-where
-    T: Copy + Send + Sync,
-    F: Fn(T, T) -> T + Sync + Send,
-{
-    if a.shape() == b.shape() {
-        if let Some(y) = b.as_slice() {
-            if let Some(x) = a.as_slice_mut() {
-                for (x, &y) in x.iter_mut().zip(y) {
-                    *x = f(*x, y);
-                }
-                return;
-            }
-        }
-    }
-    let bv = b.broadcast(a.raw_dim()).expect("shapes checked by the op's shape rule");
-    Zip::from(a.view_mut()).and(&bv).for_each(|x, &y| *x = f(*x, y));
-}
-
 /// An array of `a`'s dims from row-major data (`a` in standard layout): reuses `a`'s
 /// dimension value instead of building one from a slice.
 #[inline]

@@ -5,7 +5,6 @@
 
 use super::math::Num;
 use super::parallel::num_threads;
-use crate::dtype::DType;
 use crate::storage::Array;
 use ndarray::{ArrayView2, Axis, Ix2, IxDyn};
 use rayon::prelude::*;
@@ -170,11 +169,6 @@ fn int_matmul<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem:
             dst[i * n + j].write(r);
         }
     }
-}
-
-/// True when `dtype` has a matmul kernel (every numeric dtype).
-pub fn supports(dtype: DType) -> bool {
-    dtype.is_numeric()
 }
 
 /// A row-major-or-strided matrix over a slice, for kernels (conv) that call gemm directly.

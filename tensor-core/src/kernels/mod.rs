@@ -1,16 +1,16 @@
 //! CPU kernels on ndarray, shared by eager dispatch and the graph executor: the same function
 //! computes an op in both modes, so both give the same bits.
 
-pub mod conv;
-pub mod elementwise;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
 pub mod fastmath;
 pub mod fused;
-pub mod index;
-pub mod layout;
-pub mod math;
-pub mod matmul;
-pub mod parallel;
-pub mod pool;
-pub mod reduce;
+pub(crate) mod index;
+pub(crate) mod layout;
+pub(crate) mod math;
+pub(crate) mod matmul;
+pub(crate) mod parallel;
+pub(crate) mod pool;
+pub(crate) mod reduce;
 pub mod simd;
-pub mod softmax;
+pub(crate) mod softmax;

@@ -11,6 +11,14 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// An instruction-set level the hot loops are built for, narrowest first.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::kernels::simd::{level, Level};
+/// // The widest build the CPU runs; every level computes the same bits.
+/// assert!(matches!(level(), Level::Baseline | Level::Avx2 | Level::Avx512));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     /// x86-64 as every such CPU has it (SSE2), or any other architecture.

@@ -25,7 +25,9 @@ use smallvec::smallvec;
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub enum Operand<'a> {
+    /// A tensor (broadcast against the other side).
     Tensor(&'a Tensor),
+    /// A Rust scalar, which takes the tensor's dtype.
     Scalar(Scalar),
 }
 

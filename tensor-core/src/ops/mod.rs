@@ -40,15 +40,25 @@ pub(crate) type InputGrads = SmallVec<[Option<Tensor>; 3]>;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
+    /// `-x`
     Neg,
+    /// `e^x`
     Exp,
+    /// The natural logarithm.
     Log,
+    /// The square root.
     Sqrt,
+    /// The hyperbolic tangent.
     Tanh,
+    /// `1 / (1 + e^-x)`
     Sigmoid,
+    /// `max(x, 0)`
     Relu,
+    /// `|x|`
     Abs,
+    /// -1, 0 or 1 by the sign of `x`.
     Sign,
+    /// Logical not (bool).
     Not,
 }
 
@@ -62,12 +72,19 @@ pub enum UnaryOp {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
+    /// `a + b`
     Add,
+    /// `a - b`
     Sub,
+    /// `a * b`
     Mul,
+    /// `a / b` (integers: 0 when `b` is 0)
     Div,
+    /// `a` to the power `b`
     Pow,
+    /// The larger of `a` and `b` (NaN propagates).
     Maximum,
+    /// The smaller of `a` and `b` (NaN propagates).
     Minimum,
 }
 
@@ -82,11 +99,17 @@ pub enum BinaryOp {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CmpOp {
+    /// `a == b`
     Eq,
+    /// `a != b`
     Ne,
+    /// `a < b`
     Lt,
+    /// `a <= b`
     Le,
+    /// `a > b`
     Gt,
+    /// `a >= b`
     Ge,
 }
 
@@ -102,9 +125,13 @@ pub enum CmpOp {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
+    /// The sum.
     Sum,
+    /// The mean (float dtypes).
     Mean,
+    /// The largest element.
     Max,
+    /// The smallest element.
     Min,
 }
 
@@ -120,6 +147,9 @@ pub enum ReduceOp {
 /// assert!(matches!(f.graph().nodes[0].kind, NodeKind::Op(Op::Matmul)));
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+// Variant fields are the op's attributes, named as the Tensor methods name their arguments
+// (`axes`, `keepdim`, `stride`, `padding`); the variant docs list the inputs.
+#[allow(missing_docs)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     /// (x)

@@ -28,10 +28,15 @@ use std::fmt::{self, Display};
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FormatSpec {
+    /// The fill character (`{:*>8}`).
     pub fill: Option<char>,
+    /// The alignment: `<`, `^` or `>`.
     pub align: Option<char>,
+    /// The minimum width.
     pub width: Option<usize>,
+    /// The digits after the point (`{:.3}`).
     pub precision: Option<usize>,
+    /// `{:?}` rather than `{}`.
     pub debug: bool,
 }
 

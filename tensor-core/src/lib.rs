@@ -43,7 +43,40 @@ pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, Graph
 pub use kernels::parallel::{num_threads, set_num_threads};
 pub use shape::Shape;
 pub use tensor::{seeded_rng, Tensor};
-pub use tensor_macros::{graph_fn, GraphArg};
+/// ```
+/// use tensor_core::prelude::*;
+/// #[graph_fn]
+/// fn step(x: &Tensor, lr: f32) -> Result<Tensor> {
+///     println!("tracing"); // runs once per new signature
+///     x.mul(lr)?.tanh()
+/// }
+/// let x = Tensor::ones(&[3], DType::F32);
+/// step(&x, 0.5)?; // traces, then runs the graph
+/// step(&x, 0.5)?; // runs the cached graph
+/// assert_eq!(tensor_core::function::lookup("step").unwrap().trace_count(), 1);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub use tensor_macros::graph_fn;
+/// ```
+/// use tensor_core::prelude::*;
+/// #[derive(GraphArg)]
+/// struct Linear {
+///     w: Tensor,
+///     b: Tensor,
+///     #[graph_arg(static)]
+///     name: String, // keyed by value
+/// }
+/// impl Linear {
+///     #[graph_fn]
+///     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+///         x.matmul(&self.w)?.add(&self.b)
+///     }
+/// }
+/// let l = Linear { w: Tensor::ones(&[2, 3], DType::F32), b: Tensor::zeros(&[3], DType::F32), name: "l1".into() };
+/// assert_eq!(l.forward(&Tensor::ones(&[4, 2], DType::F32))?.dims(), vec![4, 3]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub use tensor_macros::GraphArg;
 pub use trace::executing_eagerly;
 
 /// Prints like `println!`. Eagerly it prints at once; inside a traced graph function it

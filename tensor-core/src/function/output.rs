@@ -7,6 +7,17 @@ use crate::error::Error;
 use crate::tensor::Tensor;
 
 /// A value made of tensors that a graph call can rebuild.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// // Tuples, Vecs and Options of tensors come back with their structure.
+/// #[graph_fn]
+/// fn split(x: &Tensor) -> (Tensor, Vec<Tensor>, Option<Tensor>) {
+///     (x.clone(), vec![x.neg().unwrap(); 2], None)
+/// }
+/// let (a, v, none) = split(&Tensor::ones(&[2], DType::F32));
+/// assert_eq!((a.dims(), v.len(), none.is_none()), (vec![2], 2, true));
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be returned from a #[graph_fn]",
     label = "this return type does not implement `GraphOutput`",
@@ -77,6 +88,27 @@ macro_rules! tuple_outputs {
 tuple_outputs!((A), (A, B), (A, B, C), (A, B, C, D), (A, B, C, D, E), (A, B, C, D, E, F), (A, B, C, D, E, F, G), (A, B, C, D, E, F, G, H));
 
 /// The return type of a `#[graph_fn]`: a `GraphOutput`, or a `Result` of one.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// #[derive(Debug)]
+/// enum AppError {
+///     Tensor(Error),
+/// }
+/// impl From<Error> for AppError {
+///     fn from(e: Error) -> Self {
+///         AppError::Tensor(e)
+///     }
+/// }
+/// // Any error type that converts from `tensor_core::Error` works; a trace-time error
+/// // comes back as that `Err`.
+/// #[graph_fn]
+/// fn ratio(a: &Tensor, b: &Tensor) -> Result<Tensor, AppError> {
+///     Ok(a.div(b)?)
+/// }
+/// let (a, b) = (Tensor::ones(&[2], DType::F32), Tensor::ones(&[3], DType::F32));
+/// assert!(matches!(ratio(&a, &b), Err(AppError::Tensor(Error::Broadcast { .. }))));
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be returned from a #[graph_fn]",
     label = "this return type does not implement `GraphOutput`",

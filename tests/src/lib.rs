@@ -14,7 +14,46 @@
 //! per_dtype!(doubles: f32, f64, i32, i64);
 //! ```
 
+use std::cell::RefCell;
+use std::sync::Once;
 use tensor_core::{Element, Tensor};
+
+thread_local! {
+    /// What the test subscriber logged on this thread.
+    static LOG: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Writes into this thread's `LOG`.
+struct ThreadLog;
+
+impl std::io::Write for ThreadLog {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        LOG.with(|log| log.borrow_mut().extend_from_slice(b));
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `f` and returns its result and the lines logged (at WARN level or above) on this
+/// thread while it ran.
+///
+/// One global subscriber serves every test of the binary, each reading only its own thread's
+/// lines. (A scoped subscriber per test, `tracing::subscriber::with_default`, is flaky when
+/// tests run in parallel: a thread without one can cache a log site as disabled for all.)
+pub fn capture_warnings<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let subscriber =
+            tracing_subscriber::fmt().with_writer(|| ThreadLog).with_ansi(false).without_time().with_max_level(tracing::Level::WARN).finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber in the test binaries");
+    });
+    LOG.with(|log| log.borrow_mut().clear());
+    let result = f();
+    let text = LOG.with(|log| String::from_utf8(std::mem::take(&mut *log.borrow_mut())).expect("utf-8 log"));
+    (result, text.lines().map(str::to_string).collect())
+}
 
 /// Defines a module `<name>` with one `#[test]` per listed dtype, each calling `name::<T>()`
 /// (a function returning `tensor_core::Result<()>`).

@@ -2,7 +2,6 @@
 //! signatures, why each trace happened, the text form and DOT of each concrete function —
 //! and the warning logged (through `tracing`) when a function retraces too often.
 
-use std::sync::{Arc, Mutex};
 use tensor_core::function::{lookup, GraphFunction, TraceRecord};
 use tensor_core::prelude::*;
 
@@ -14,28 +13,7 @@ fn function(name: &str) -> &'static GraphFunction {
     lookup(name).unwrap_or_else(|| panic!("`{name}` is registered once called"))
 }
 
-/// Runs `f` with a `tracing` subscriber on this thread; returns its result and the lines
-/// logged at WARN level or above.
-fn capture_warnings<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
-    #[derive(Clone)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Buffer {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buffer = Buffer(Arc::new(Mutex::new(Vec::new())));
-    let writer = buffer.clone();
-    let subscriber =
-        tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).without_time().with_max_level(tracing::Level::WARN).finish();
-    let result = tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8(buffer.0.lock().unwrap().clone()).expect("utf-8 log");
-    (result, text.lines().map(str::to_string).collect())
-}
+use tests::capture_warnings;
 
 // ------------------------------------------------------------------------- retrace reasons
 

@@ -2,7 +2,6 @@
 //! (warn and error), `name`, `optimize` and `cache_capacity`. Each test has its own functions
 //! (their caches are global), and asserts trace counts, cached signatures and results.
 
-use std::sync::{Arc, Mutex};
 use tensor_core::function::{lookup, GraphFunction};
 use tensor_core::prelude::*;
 
@@ -19,28 +18,7 @@ fn function(name: &str) -> &'static GraphFunction {
     lookup(name).unwrap_or_else(|| panic!("`{name}` is registered once called"))
 }
 
-/// Runs `f` with a `tracing` subscriber on this thread; returns its result and the lines
-/// logged at WARN level or above.
-fn capture_warnings<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
-    #[derive(Clone)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Buffer {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buffer = Buffer(Arc::new(Mutex::new(Vec::new())));
-    let writer = buffer.clone();
-    let subscriber =
-        tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).without_time().with_max_level(tracing::Level::WARN).finish();
-    let result = tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8(buffer.0.lock().unwrap().clone()).expect("utf-8 log");
-    (result, text.lines().map(str::to_string).collect())
-}
+use tests::capture_warnings;
 
 // ------------------------------------------------------------------------ reduce_retracing
 

@@ -32,9 +32,10 @@ pub fn allocations() -> usize {
     ALLOCATIONS.load(Ordering::Relaxed)
 }
 
-/// The allocations made during one call of `f`.
-pub fn count(f: impl FnOnce()) -> usize {
+/// The allocations per call of `f`, the mean over `calls` calls (all threads count, so a
+/// worker pool's occasional bookkeeping shows as a fraction).
+pub fn per_call(mut f: impl FnMut(), calls: usize) -> f64 {
     let before = allocations();
-    f();
-    allocations() - before
+    (0..calls).for_each(|_| f());
+    (allocations() - before) as f64 / calls as f64
 }

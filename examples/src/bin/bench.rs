@@ -30,7 +30,7 @@ struct Args {
     /// Seconds of timed calls at least.
     #[arg(long, default_value_t = 2.0)]
     min_time: f64,
-    /// Also count heap allocations per call.
+    /// Also count heap allocations per call (the mean of 10 calls, all threads).
     #[arg(long)]
     allocs: bool,
 }
@@ -57,7 +57,7 @@ fn main() -> Result<()> {
                 continue;
             };
             let t = timing::time(&mut call, 3, args.calls, Duration::from_secs_f64(args.min_time));
-            let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::count(&mut call)) } else { String::new() };
+            let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
             println!(
                 "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.1},\"min_us\":{:.1},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}}}",
                 mode.name(),

@@ -20,6 +20,12 @@ use crate::tensor::{Tensor, Value};
 use smallvec::SmallVec;
 use std::sync::Mutex;
 
+/// How many outputs a call returns without allocating a list for them.
+const INLINE_OUTPUTS: usize = 4;
+
+/// A call's output tensors: inline up to four, so a cache hit allocates only the tensors.
+pub type Outputs = SmallVec<[Tensor; INLINE_OUTPUTS]>;
+
 /// A graph prepared to run: optimized (unless asked not to) and planned.
 ///
 /// ```
@@ -93,14 +99,13 @@ impl Executable {
     /// assert_eq!(y.to_vec::<f32>()?, vec![2.0, 2.0]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn run(&self, slots: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let outputs = self.with_table(|values| self.run_steps(slots, &[], values))?;
-        Ok(outputs.into_iter().map(Tensor::from_storage).collect())
+    pub fn run(&self, slots: &[&Tensor]) -> Result<Outputs> {
+        self.with_table(|values| self.run_steps(slots, &[], values, Tensor::from_storage))
     }
 
     /// Runs a subgraph on its parameters (a cond branch, a loop's condition or body).
     pub(crate) fn run_params(&self, params: &[Storage]) -> Result<Vec<Storage>> {
-        self.with_table(|values| self.run_steps(&[], params, values))
+        self.with_table(|values| self.run_steps(&[], params, values, |s| s))
     }
 
     /// Runs `f` with a value table sized for this graph, taken from the pool and returned.
@@ -113,7 +118,15 @@ impl Executable {
         result
     }
 
-    fn run_steps(&self, slots: &[&Tensor], params: &[Storage], values: &mut [Option<Storage>]) -> Result<Vec<Storage>> {
+    /// Runs the steps and the writes; the outputs are collected as `out` makes them (straight
+    /// into the caller's list, which for a call is inline: no list is allocated or moved).
+    fn run_steps<T, O: FromIterator<T>>(
+        &self,
+        slots: &[&Tensor],
+        params: &[Storage],
+        values: &mut [Option<Storage>],
+        out: impl Fn(Storage) -> T,
+    ) -> Result<O> {
         let g = &self.graph;
         for (v, src) in &g.inputs {
             values[*v] = Some(read_input(slots, params, *src)?);
@@ -154,7 +167,7 @@ impl Executable {
                 values[v] = None;
             }
         }
-        let outputs = g.outputs.iter().map(|&v| values[v].clone().expect("outputs are kept")).collect();
+        let outputs = g.outputs.iter().map(|&v| out(values[v].clone().expect("outputs are kept"))).collect();
         if checks {
             // All before any is applied: a failed call leaves every tensor and `.grad` as it was.
             g.writes.iter().try_for_each(|w| check_write(g, w, values, slots))?;

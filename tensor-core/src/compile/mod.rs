@@ -16,7 +16,7 @@ mod simplify;
 pub use cse::Cse;
 pub use dce::Dce;
 pub use epilogue::FuseEpilogue;
-pub use executor::Executable;
+pub use executor::{Executable, Outputs};
 pub use fold::ConstantFold;
 pub use fuse::Fuse;
 pub use pass::{default_passes, optimize, Pass, PassLog};

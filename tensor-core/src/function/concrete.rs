@@ -121,11 +121,11 @@ impl ConcreteFunction {
     /// ```
     pub fn call(&self, args: &[&Tensor]) -> Result<Vec<Tensor>> {
         self.check_args(args)?;
-        self.run(args)
+        Ok(self.run(args)?.into_vec())
     }
 
     /// `call` without the argument check (the trace cache's key already guarantees it).
-    pub(crate) fn run(&self, args: &[&Tensor]) -> Result<Vec<Tensor>> {
+    pub(crate) fn run(&self, args: &[&Tensor]) -> Result<crate::compile::Outputs> {
         let mut slots: smallvec::SmallVec<[&Tensor; 16]> = smallvec::SmallVec::with_capacity(args.len() + self.captures.len());
         slots.extend_from_slice(args);
         slots.extend(self.captures.iter());

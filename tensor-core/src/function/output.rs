@@ -3,6 +3,7 @@
 //! `Result<T, E>` on top: an `Err` from the body passes through untouched, and the runtime's
 //! own errors (a signature mismatch, too many traces) arrive as `E::from(error)`.
 
+use crate::compile::Outputs;
 use crate::error::Error;
 use crate::tensor::Tensor;
 
@@ -29,7 +30,7 @@ pub trait GraphOutput: Sized {
     /// Moves the tensors into `leaves`, returning the structure.
     fn into_parts(self, leaves: &mut Vec<Tensor>) -> Self::Structure;
     /// Rebuilds a value from the structure and the next tensors of `leaves`.
-    fn from_parts(structure: &Self::Structure, leaves: &mut std::vec::IntoIter<Tensor>) -> Self;
+    fn from_parts(structure: &Self::Structure, leaves: &mut impl Iterator<Item = Tensor>) -> Self;
 }
 
 impl GraphOutput for Tensor {
@@ -37,7 +38,7 @@ impl GraphOutput for Tensor {
     fn into_parts(self, leaves: &mut Vec<Tensor>) {
         leaves.push(self);
     }
-    fn from_parts(_: &(), leaves: &mut std::vec::IntoIter<Tensor>) -> Self {
+    fn from_parts(_: &(), leaves: &mut impl Iterator<Item = Tensor>) -> Self {
         leaves.next().expect("one graph output per tensor")
     }
 }
@@ -45,7 +46,7 @@ impl GraphOutput for Tensor {
 impl GraphOutput for () {
     type Structure = ();
     fn into_parts(self, _: &mut Vec<Tensor>) {}
-    fn from_parts(_: &(), _: &mut std::vec::IntoIter<Tensor>) {}
+    fn from_parts(_: &(), _: &mut impl Iterator<Item = Tensor>) {}
 }
 
 impl<T: GraphOutput> GraphOutput for Vec<T> {
@@ -53,7 +54,7 @@ impl<T: GraphOutput> GraphOutput for Vec<T> {
     fn into_parts(self, leaves: &mut Vec<Tensor>) -> Self::Structure {
         self.into_iter().map(|x| x.into_parts(leaves)).collect()
     }
-    fn from_parts(s: &Self::Structure, leaves: &mut std::vec::IntoIter<Tensor>) -> Self {
+    fn from_parts(s: &Self::Structure, leaves: &mut impl Iterator<Item = Tensor>) -> Self {
         s.iter().map(|x| T::from_parts(x, leaves)).collect()
     }
 }
@@ -63,7 +64,7 @@ impl<T: GraphOutput> GraphOutput for Option<T> {
     fn into_parts(self, leaves: &mut Vec<Tensor>) -> Self::Structure {
         self.map(|x| x.into_parts(leaves))
     }
-    fn from_parts(s: &Self::Structure, leaves: &mut std::vec::IntoIter<Tensor>) -> Self {
+    fn from_parts(s: &Self::Structure, leaves: &mut impl Iterator<Item = Tensor>) -> Self {
         s.as_ref().map(|x| T::from_parts(x, leaves))
     }
 }
@@ -78,7 +79,7 @@ macro_rules! tuple_outputs {
                 ($($name.into_parts(leaves),)+)
             }
             #[allow(non_snake_case)]
-            fn from_parts(s: &Self::Structure, leaves: &mut std::vec::IntoIter<Tensor>) -> Self {
+            fn from_parts(s: &Self::Structure, leaves: &mut impl Iterator<Item = Tensor>) -> Self {
                 let ($($name,)+) = s;
                 ($($name::from_parts($name, leaves),)+)
             }
@@ -121,7 +122,7 @@ pub trait GraphReturn: Sized {
     /// (an `Err`).
     fn split(self) -> Result<(Vec<Tensor>, Self::Structure), Self>;
     /// Rebuilds a value around graph outputs.
-    fn join(structure: &Self::Structure, leaves: Vec<Tensor>) -> Self;
+    fn join(structure: &Self::Structure, leaves: Outputs) -> Self;
     /// The value that reports a runtime error; for types that cannot carry one, a panic with
     /// the error's message (as the operators do).
     fn from_error(e: Error) -> Self;
@@ -134,7 +135,7 @@ impl<T: GraphOutput> GraphReturn for T {
         let s = self.into_parts(&mut leaves);
         Ok((leaves, s))
     }
-    fn join(s: &Self::Structure, leaves: Vec<Tensor>) -> Self {
+    fn join(s: &Self::Structure, leaves: Outputs) -> Self {
         T::from_parts(s, &mut leaves.into_iter())
     }
     fn from_error(e: Error) -> Self {
@@ -154,7 +155,7 @@ impl<T: GraphOutput, E: From<Error>> GraphReturn for Result<T, E> {
             Err(e) => Err(Err(e)),
         }
     }
-    fn join(s: &Self::Structure, leaves: Vec<Tensor>) -> Self {
+    fn join(s: &Self::Structure, leaves: Outputs) -> Self {
         Ok(T::from_parts(s, &mut leaves.into_iter()))
     }
     fn from_error(e: Error) -> Self {

@@ -59,7 +59,7 @@ fn main() -> Result<()> {
             let t = timing::time(&mut call, 3, args.calls, Duration::from_secs_f64(args.min_time));
             let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
             println!(
-                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.1},\"min_us\":{:.1},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}}}",
+                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}}}",
                 mode.name(),
                 t.median_us,
                 t.min_us,

@@ -24,6 +24,18 @@ use std::sync::Mutex;
 const INLINE_OUTPUTS: usize = 4;
 
 /// A call's output tensors: inline up to four, so a cache hit allocates only the tensors.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{Executable, Outputs};
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?, x.neg()?]))?;
+/// let outputs: Outputs = Executable::new(f.traced_graph(), true).run(&[&x])?;
+/// assert!(!outputs.spilled()); // two tensors, held inline
+/// assert_eq!(outputs[1].to_vec::<f32>()?, vec![-1.0, -1.0]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
 pub type Outputs = SmallVec<[Tensor; INLINE_OUTPUTS]>;
 
 /// A graph prepared to run: optimized (unless asked not to) and planned.

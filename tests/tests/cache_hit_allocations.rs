@@ -80,7 +80,7 @@ fn a_cache_hit_allocates_only_its_outputs() {
 
     // The eager run of the same expression allocates its temporaries too: the count above is
     // the graph's doing, not an allocator that never counts.
-    assert!(allocations(|| tensor_core::run_functions_eagerly(true)) == 0);
+    tensor_core::run_functions_eagerly(true);
     let eager = allocations(|| fused(&large).unwrap());
     tensor_core::run_functions_eagerly(false);
     assert!(eager > one_tensor, "eager made {eager} allocations");

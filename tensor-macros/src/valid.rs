@@ -12,18 +12,18 @@ pub fn check(f: &GraphFn, opts: &Options) -> syn::Result<()> {
     if let Some(c) = &sig.constness {
         return Err(Error::new_spanned(c, "#[graph_fn] cannot be a const fn: tracing happens at run time; remove `const`"));
     }
-    if let Some(r) = &f.receiver {
-        if !is_shared_self(&r.ty) {
-            return Err(Error::new_spanned(r, "#[graph_fn] methods must take `&self`: the graph reads the receiver's tensors by reference and writes their updates back; `self` by value and `&mut self` are not supported"));
-        }
+    if let Some(r) = &f.receiver
+        && !is_shared_self(&r.ty)
+    {
+        return Err(Error::new_spanned(r, "#[graph_fn] methods must take `&self`: the graph reads the receiver's tensors by reference and writes their updates back; `self` by value and `&mut self` are not supported"));
     }
     for arg in &f.args {
         check_arg_type(&arg.ty)?;
     }
-    if let syn::ReturnType::Type(_, ty) = &sig.output {
-        if let Type::ImplTrait(_) = &**ty {
-            return Err(Error::new_spanned(ty, "#[graph_fn] cannot return `impl Trait`: the graph rebuilds its outputs by their type; name the return type (a Tensor, a tuple, Vec or Option of them, or a Result of one)"));
-        }
+    if let syn::ReturnType::Type(_, ty) = &sig.output
+        && let Type::ImplTrait(_) = &**ty
+    {
+        return Err(Error::new_spanned(ty, "#[graph_fn] cannot return `impl Trait`: the graph rebuilds its outputs by their type; name the return type (a Tensor, a tuple, Vec or Option of them, or a Result of one)"));
     }
     if let Some(specs) = &opts.input_signature {
         for spec in specs {

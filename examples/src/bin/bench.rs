@@ -41,7 +41,8 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     // matrixmultiply (the ndarray baseline's matmul) reads this on first use.
-    std::env::set_var("MATMUL_NUM_THREADS", threads.to_string());
+    // SAFETY: the program is still single-threaded here (no kernel or pool has started).
+    unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
     tensor_core::set_num_threads(threads);
     let workloads: Vec<&str> = if args.workload == "all" { WORKLOADS.to_vec() } else { vec![args.workload.as_str()] };
     let modes: Vec<Mode> = match args.mode.as_str() {

@@ -30,10 +30,10 @@ impl Tensor {
                 return Err(Error::ParameterInTrace);
             }
             // An argument or a capture: the traced code sees the flag through its slot.
-            if let Ok(proxy) = crate::trace::resolve(self, "requires_grad_") {
-                if proxy.is_leaf_raw() {
-                    proxy.0.requires_grad.store(on, Ordering::Release);
-                }
+            if let Ok(proxy) = crate::trace::resolve(self, "requires_grad_")
+                && proxy.is_leaf_raw()
+            {
+                proxy.0.requires_grad.store(on, Ordering::Release);
             }
         }
         self.0.requires_grad.store(on, Ordering::Release);

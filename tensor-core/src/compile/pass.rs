@@ -106,10 +106,10 @@ pub fn optimize(g: &Graph, mut log: Option<&mut PassLog>) -> Graph {
         }
     }
     for p in &lowering {
-        if p.run(&mut g) {
-            if let Some(l) = log.as_deref_mut() {
-                l.push((p.name(), g.to_text()));
-            }
+        if p.run(&mut g)
+            && let Some(l) = log.as_deref_mut()
+        {
+            l.push((p.name(), g.to_text()));
         }
     }
     debug_assert_eq!(crate::graph::validate(&g), Ok(()), "optimized graph of {}", g.name);

@@ -256,11 +256,11 @@ impl GraphFunction {
 
     fn lookup(&self, state: &State, sig: &Signature, call_no: u64) -> Result<Option<Arc<Entry>>> {
         let key = self.cache_key(sig)?;
-        if let Some(slot) = state.cache.get(&key[..]) {
-            if let Some(e) = slot.cell.get() {
-                slot.last_used.store(call_no, Ordering::Relaxed);
-                return Ok(Some(e.clone()));
-            }
+        if let Some(slot) = state.cache.get(&key[..])
+            && let Some(e) = slot.cell.get()
+        {
+            slot.last_used.store(call_no, Ordering::Relaxed);
+            return Ok(Some(e.clone()));
         }
         if self.options.reduce_retracing {
             let erased = sig.erased();
@@ -388,14 +388,14 @@ impl GraphFunction {
     fn admit_trace<'s>(&self, state: &'s State, sig: &Signature, key: &[u64]) -> Result<Admission<'s>> {
         let admitted = state.admitted.fetch_add(1, Ordering::SeqCst);
         let admission = Admission { admitted: &state.admitted, kept: false };
-        if let Some((limit, policy)) = self.options.max_traces {
-            if admitted >= limit {
-                let reason = self.reason(&state.history.lock().unwrap_or_else(|e| e.into_inner()), sig, key);
-                let err = Error::TooManyTraces { function: state.full_name.clone(), count: admitted + 1, limit, reason };
-                match policy {
-                    TracePolicy::Error => return Err(err),
-                    TracePolicy::Warn => tracing::warn!(target: "tensor_core::graph_fn", function = %state.full_name, "{err}"),
-                }
+        if let Some((limit, policy)) = self.options.max_traces
+            && admitted >= limit
+        {
+            let reason = self.reason(&state.history.lock().unwrap_or_else(|e| e.into_inner()), sig, key);
+            let err = Error::TooManyTraces { function: state.full_name.clone(), count: admitted + 1, limit, reason };
+            match policy {
+                TracePolicy::Error => return Err(err),
+                TracePolicy::Warn => tracing::warn!(target: "tensor_core::graph_fn", function = %state.full_name, "{err}"),
             }
         }
         Ok(admission)

@@ -458,7 +458,7 @@ impl Signature {
                 erase[pos] = covered;
             }
         }
-        self.words.iter().zip(&erase).filter(|(_, &e)| !e).map(|(&w, _)| w).collect()
+        self.words.iter().zip(&erase).filter(|&(_, &e)| !e).map(|(&w, _)| w).collect()
     }
 
     /// A name per leaf: the argument's name and field path (`batch.x`), with an index when

@@ -74,10 +74,10 @@ pub fn validate(g: &Graph) -> Result<(), String> {
     }
     let mut params = vec![false; g.num_params];
     for (v, src) in &g.inputs {
-        if let InputSource::Param(k) = src {
-            if std::mem::replace(&mut params[*k], true) {
-                return Err(format!("input {v} reads parameter {k}, which another input reads too"));
-            }
+        if let InputSource::Param(k) = src
+            && std::mem::replace(&mut params[*k], true)
+        {
+            return Err(format!("input {v} reads parameter {k}, which another input reads too"));
         }
     }
     Ok(())
@@ -105,10 +105,10 @@ fn check_subgraph(g: &Graph, label: &str, sub: &Graph, args: &[usize]) -> Result
     }
     for (k, &arg) in args.iter().enumerate() {
         let (dtype, shape) = type_of(g, arg);
-        if let Some((pd, ps)) = param_type(sub, k) {
-            if pd != dtype || !ps.admits(shape) {
-                return Err(format!("{label} parameter {k} is {pd}{ps} but the node passes {dtype}{shape}"));
-            }
+        if let Some((pd, ps)) = param_type(sub, k)
+            && (pd != dtype || !ps.admits(shape))
+        {
+            return Err(format!("{label} parameter {k} is {pd}{ps} but the node passes {dtype}{shape}"));
         }
     }
     Ok(())

@@ -100,10 +100,10 @@ where
     U: Copy + Send + Sync,
     F: Fn(T, T) -> U + Sync + Send,
 {
-    if a.shape() == b.shape() {
-        if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
-            return like(a, zip_slices(x, y, f));
-        }
+    if a.shape() == b.shape()
+        && let (Some(x), Some(y)) = (a.as_slice(), b.as_slice())
+    {
+        return like(a, zip_slices(x, y, f));
     }
     if b.len() == 1 {
         let y = *b.iter().next().expect("one element");

@@ -123,10 +123,10 @@ fn conv_shape(inputs: &[TypeRef], stride: [usize; 2], padding: [usize; 2]) -> Re
     if x[1] != w[1] && x[1] != UNKNOWN {
         return Err(Error::shapes("conv2d", x, w, format!("the input has {} channels but the weight expects {}", x[1], w[1])));
     }
-    if let Some(b) = inputs.get(2) {
-        if b.shape.dims() != [w[0]] {
-            return Err(Error::shapes("conv2d", w, b.shape, format!("the bias must be [{}], one value per output channel", w[0])));
-        }
+    if let Some(b) = inputs.get(2)
+        && b.shape.dims() != [w[0]]
+    {
+        return Err(Error::shapes("conv2d", w, b.shape, format!("the bias must be [{}], one value per output channel", w[0])));
     }
     let oh = out_len("conv2d", x[2], w[2], stride[0], padding[0])?;
     let ow = out_len("conv2d", x[3], w[3], stride[1], padding[1])?;
@@ -194,19 +194,21 @@ pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
 /// `out` must point to a buffer of the op's output dtype and element count, in row-major
 /// order, that nothing else writes while this runs.
 pub(crate) unsafe fn conv2d_into(op: &Op, inputs: &[&Storage], out: *mut u8, after_image: &(dyn Fn(usize, usize) + Sync)) {
-    let Op::Conv2d { stride, padding } = op else { unreachable!("not conv2d: {op:?}") };
-    let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
-    let per_image = g.o * g.out_plane();
-    let len = g.n * per_image;
-    let after = |i: usize| after_image(i * per_image, per_image);
-    match (inputs[0], inputs[1], inputs.get(2)) {
-        (Storage::F32(x), Storage::F32(w), b) => {
-            kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), &after)
+    unsafe {
+        let Op::Conv2d { stride, padding } = op else { unreachable!("not conv2d: {op:?}") };
+        let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
+        let per_image = g.o * g.out_plane();
+        let len = g.n * per_image;
+        let after = |i: usize| after_image(i * per_image, per_image);
+        match (inputs[0], inputs[1], inputs.get(2)) {
+            (Storage::F32(x), Storage::F32(w), b) => {
+                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), &after)
+            }
+            (Storage::F64(x), Storage::F64(w), b) => {
+                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), &after)
+            }
+            _ => unreachable!("dtypes checked by infer"),
         }
-        (Storage::F64(x), Storage::F64(w), b) => {
-            kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), &after)
-        }
-        _ => unreachable!("dtypes checked by infer"),
     }
 }
 

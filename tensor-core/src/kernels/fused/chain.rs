@@ -112,14 +112,16 @@ fn imm<T: Copy>(s: &Step) -> T {
 /// is written, through raw pointers, so no reference ever covers both.
 #[inline(always)]
 pub(super) unsafe fn chain_body<T: Num>(k: &Kernel, p: *const *mut u8, len: usize) {
-    let src = k.src(p, 0) as *const T;
-    let dst = *p.add(k.dst as usize) as *mut T;
-    let steps = std::slice::from_raw_parts(k.chain.0, k.chain.1);
-    // Long chunks go in wide blocks, so each step's branch is paid once per many values;
-    // tiny tensors in one-register blocks, so no work is wasted on padding.
-    let wide = len - len % WIDE;
-    blocks::<T, WIDE>(src, dst, 0, wide, steps);
-    blocks::<T, BLOCK>(src, dst, wide, len, steps);
+    unsafe {
+        let src = k.src(p, 0) as *const T;
+        let dst = *p.add(k.dst as usize) as *mut T;
+        let steps = std::slice::from_raw_parts(k.chain.0, k.chain.1);
+        // Long chunks go in wide blocks, so each step's branch is paid once per many values;
+        // tiny tensors in one-register blocks, so no work is wasted on padding.
+        let wide = len - len % WIDE;
+        blocks::<T, WIDE>(src, dst, 0, wide, steps);
+        blocks::<T, BLOCK>(src, dst, wide, len, steps);
+    }
 }
 
 /// Values per block of long chunks: eight AVX2 registers of f32.
@@ -128,27 +130,29 @@ const WIDE: usize = 64;
 /// Applies the steps to `[start, end)` in blocks of `B` values (the last one may be short).
 #[inline(always)]
 unsafe fn blocks<T: Num, const B: usize>(src: *const T, dst: *mut T, mut start: usize, end: usize, steps: &[Step]) {
-    while start < end {
-        let n = B.min(end - start);
-        // A full block is copied with a constant length (a few vector moves, not a memcpy call).
-        let mut block = if n == B { std::ptr::read_unaligned(src.add(start) as *const [T; B]) } else { [T::zero(); B] };
-        if n < B {
-            std::ptr::copy_nonoverlapping(src.add(start), block.as_mut_ptr(), n);
-        }
-        for step in steps {
-            let c = imm::<T>(step);
-            // One op over the whole block: vector instructions, the branch taken once.
-            match (step.op, step.imm_first) {
-                (BinaryOp::Add, false) => block.iter_mut().for_each(|x| *x = x.add(c)),
-                (BinaryOp::Mul, false) => block.iter_mut().for_each(|x| *x = x.mul(c)),
-                _ => block.iter_mut().for_each(|x| *x = apply(*x, step, c)),
+    unsafe {
+        while start < end {
+            let n = B.min(end - start);
+            // A full block is copied with a constant length (a few vector moves, not a memcpy call).
+            let mut block = if n == B { std::ptr::read_unaligned(src.add(start) as *const [T; B]) } else { [T::zero(); B] };
+            if n < B {
+                std::ptr::copy_nonoverlapping(src.add(start), block.as_mut_ptr(), n);
             }
+            for step in steps {
+                let c = imm::<T>(step);
+                // One op over the whole block: vector instructions, the branch taken once.
+                match (step.op, step.imm_first) {
+                    (BinaryOp::Add, false) => block.iter_mut().for_each(|x| *x = x.add(c)),
+                    (BinaryOp::Mul, false) => block.iter_mut().for_each(|x| *x = x.mul(c)),
+                    _ => block.iter_mut().for_each(|x| *x = apply(*x, step, c)),
+                }
+            }
+            if n == B {
+                std::ptr::write_unaligned(dst.add(start) as *mut [T; B], block);
+            } else {
+                std::ptr::copy_nonoverlapping(block.as_ptr(), dst.add(start), n);
+            }
+            start += n;
         }
-        if n == B {
-            std::ptr::write_unaligned(dst.add(start) as *mut [T; B], block);
-        } else {
-            std::ptr::copy_nonoverlapping(block.as_ptr(), dst.add(start), n);
-        }
-        start += n;
     }
 }

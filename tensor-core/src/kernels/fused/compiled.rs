@@ -38,9 +38,11 @@ impl Kernel {
     /// Where operand `i` is: a frame slot, or this kernel's immediate.
     #[inline(always)]
     pub(super) unsafe fn src(&self, p: *const *mut u8, i: usize) -> *const u8 {
-        match self.srcs[i] {
-            IMM => self.imm.as_ptr().add(i) as *const u8,
-            s => *p.add(s as usize),
+        unsafe {
+            match self.srcs[i] {
+                IMM => self.imm.as_ptr().add(i) as *const u8,
+                s => *p.add(s as usize),
+            }
         }
     }
 
@@ -49,7 +51,7 @@ impl Kernel {
     #[inline(always)]
     #[allow(clippy::mut_from_ref)]
     unsafe fn dst<U>(&self, p: *const *mut u8, len: usize) -> &mut [MaybeUninit<U>] {
-        std::slice::from_raw_parts_mut(*p.add(self.dst as usize) as *mut MaybeUninit<U>, len)
+        unsafe { std::slice::from_raw_parts_mut(*p.add(self.dst as usize) as *mut MaybeUninit<U>, len) }
     }
 }
 
@@ -136,81 +138,89 @@ cmp_fn2!(Eq => ==, Ne => !=, Lt => <, Le => <=, Gt => >, Ge => >=);
 
 #[inline(always)]
 unsafe fn map1_body<T: Copy, U, F: Fn1<T, U>, const SLICE: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
-    let a = k.src(p, 0) as *const T;
-    let d = k.dst::<U>(p, len);
-    if SLICE {
-        let a = std::slice::from_raw_parts(a, len);
-        for (o, &x) in d.iter_mut().zip(a) {
-            o.write(F::f(x));
-        }
-    } else {
-        let x = *a;
-        d.iter_mut().for_each(|o| {
-            o.write(F::f(x));
-        });
-    }
-}
-
-#[inline(always)]
-unsafe fn map2_body<T: Copy, U, F: Fn2<T, U>, const A: bool, const B: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
-    let (a, b) = (k.src(p, 0) as *const T, k.src(p, 1) as *const T);
-    let d = k.dst::<U>(p, len);
-    match (A, B) {
-        (true, true) => {
-            let (a, b) = (std::slice::from_raw_parts(a, len), std::slice::from_raw_parts(b, len));
-            for ((o, &x), &y) in d.iter_mut().zip(a).zip(b) {
-                o.write(F::f(x, y));
-            }
-        }
-        (true, false) => {
-            let (a, y) = (std::slice::from_raw_parts(a, len), *b);
+    unsafe {
+        let a = k.src(p, 0) as *const T;
+        let d = k.dst::<U>(p, len);
+        if SLICE {
+            let a = std::slice::from_raw_parts(a, len);
             for (o, &x) in d.iter_mut().zip(a) {
-                o.write(F::f(x, y));
+                o.write(F::f(x));
             }
-        }
-        (false, true) => {
-            let (x, b) = (*a, std::slice::from_raw_parts(b, len));
-            for (o, &y) in d.iter_mut().zip(b) {
-                o.write(F::f(x, y));
-            }
-        }
-        (false, false) => {
-            let (x, y) = (*a, *b);
+        } else {
+            let x = *a;
             d.iter_mut().for_each(|o| {
-                o.write(F::f(x, y));
+                o.write(F::f(x));
             });
         }
     }
 }
 
 #[inline(always)]
-unsafe fn clamp_body<T: Num, const SLICE: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
-    let lo = (k.flags & 1 != 0).then(|| *(k.imm.as_ptr().add(1) as *const T));
-    let hi = (k.flags & 2 != 0).then(|| *(k.imm.as_ptr().add(2) as *const T));
-    let a = k.src(p, 0) as *const T;
-    let d = k.dst::<T>(p, len);
-    if SLICE {
-        for (o, &x) in d.iter_mut().zip(std::slice::from_raw_parts(a, len)) {
-            o.write(clamp_value(x, lo, hi));
+unsafe fn map2_body<T: Copy, U, F: Fn2<T, U>, const A: bool, const B: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
+    unsafe {
+        let (a, b) = (k.src(p, 0) as *const T, k.src(p, 1) as *const T);
+        let d = k.dst::<U>(p, len);
+        match (A, B) {
+            (true, true) => {
+                let (a, b) = (std::slice::from_raw_parts(a, len), std::slice::from_raw_parts(b, len));
+                for ((o, &x), &y) in d.iter_mut().zip(a).zip(b) {
+                    o.write(F::f(x, y));
+                }
+            }
+            (true, false) => {
+                let (a, y) = (std::slice::from_raw_parts(a, len), *b);
+                for (o, &x) in d.iter_mut().zip(a) {
+                    o.write(F::f(x, y));
+                }
+            }
+            (false, true) => {
+                let (x, b) = (*a, std::slice::from_raw_parts(b, len));
+                for (o, &y) in d.iter_mut().zip(b) {
+                    o.write(F::f(x, y));
+                }
+            }
+            (false, false) => {
+                let (x, y) = (*a, *b);
+                d.iter_mut().for_each(|o| {
+                    o.write(F::f(x, y));
+                });
+            }
         }
-    } else {
-        let v = clamp_value(*a, lo, hi);
-        d.iter_mut().for_each(|o| {
-            o.write(v);
-        });
+    }
+}
+
+#[inline(always)]
+unsafe fn clamp_body<T: Num, const SLICE: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
+    unsafe {
+        let lo = (k.flags & 1 != 0).then(|| *(k.imm.as_ptr().add(1) as *const T));
+        let hi = (k.flags & 2 != 0).then(|| *(k.imm.as_ptr().add(2) as *const T));
+        let a = k.src(p, 0) as *const T;
+        let d = k.dst::<T>(p, len);
+        if SLICE {
+            for (o, &x) in d.iter_mut().zip(std::slice::from_raw_parts(a, len)) {
+                o.write(clamp_value(x, lo, hi));
+            }
+        } else {
+            let v = clamp_value(*a, lo, hi);
+            d.iter_mut().for_each(|o| {
+                o.write(v);
+            });
+        }
     }
 }
 
 /// `where`: operand modes checked per element (rare enough not to specialize).
 #[inline(always)]
 unsafe fn select_body<T: Copy>(k: &Kernel, p: *const *mut u8, len: usize) {
-    let (c, a, b) = (k.src(p, 0) as *const bool, k.src(p, 1) as *const T, k.src(p, 2) as *const T);
-    let step = |i: usize, slice: bool| if slice { i } else { 0 };
-    let modes = k.flags;
-    let d = k.dst::<T>(p, len);
-    for (i, o) in d.iter_mut().enumerate() {
-        let pick = *c.add(step(i, modes & 1 != 0));
-        o.write(if pick { *a.add(step(i, modes & 2 != 0)) } else { *b.add(step(i, modes & 4 != 0)) });
+    unsafe {
+        let (c, a, b) = (k.src(p, 0) as *const bool, k.src(p, 1) as *const T, k.src(p, 2) as *const T);
+        let step = |i: usize, slice: bool| if slice { i } else { 0 };
+        let modes = k.flags;
+        let d = k.dst::<T>(p, len);
+        for (i, o) in d.iter_mut().enumerate() {
+            let pick = *c.add(step(i, modes & 1 != 0));
+            o.write(if pick { *a.add(step(i, modes & 2 != 0)) } else { *b.add(step(i, modes & 4 != 0)) });
+        }
     }
 }
 
@@ -218,19 +228,19 @@ unsafe fn select_body<T: Copy>(k: &Kernel, p: *const *mut u8, len: usize) {
 /// `simd`).
 macro_rules! builds {
     ($base:ident, $avx2:ident, $avx512:ident, $body:ident, <$($g:ident $(: $b:path)?),*>, <$(const $c:ident),*>) => {
-        unsafe fn $base<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
+        unsafe fn $base<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) { unsafe {
             $body::<$($g,)* $($c),*>(k, p, len)
-        }
+        }}
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn $avx2<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
+        unsafe fn $avx2<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) { unsafe {
             $body::<$($g,)* $($c),*>(k, p, len)
-        }
+        }}
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
-        unsafe fn $avx512<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) {
+        unsafe fn $avx512<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) { unsafe {
             $body::<$($g,)* $($c),*>(k, p, len)
-        }
+        }}
     };
 }
 builds!(map1_base, map1_avx2, map1_avx512, map1_body, <T: Copy, U, F: Fn1<T, U>>, <const SLICE>);

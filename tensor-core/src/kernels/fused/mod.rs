@@ -429,8 +429,10 @@ impl FusedRun<'_> {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub unsafe fn finish(self) -> SmallVec<[Storage; 1]> {
-        let dims = self.program.shape.dims();
-        self.outs.into_iter().map(|o| o.finish(dims)).collect()
+        unsafe {
+            let dims = self.program.shape.dims();
+            self.outs.into_iter().map(|o| o.finish(dims)).collect()
+        }
     }
 }
 
@@ -621,8 +623,10 @@ fn reclaim_vec<T>(a: Array<T>, n: usize) -> Option<Vec<MaybeUninit<T>>> {
 /// # Safety
 /// Every element must have been written.
 unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>, dims: &[usize]) -> Array<T> {
-    let mut v = std::mem::ManuallyDrop::new(v);
-    from_vec(dims, Vec::from_raw_parts(v.as_mut_ptr() as *mut T, v.len(), v.capacity()))
+    unsafe {
+        let mut v = std::mem::ManuallyDrop::new(v);
+        from_vec(dims, Vec::from_raw_parts(v.as_mut_ptr() as *mut T, v.len(), v.capacity()))
+    }
 }
 
 impl OutBuf {
@@ -667,12 +671,14 @@ impl OutBuf {
     /// # Safety
     /// Every element must have been written.
     unsafe fn finish(self, dims: &[usize]) -> Storage {
-        match self {
-            OutBuf::F32(v) => Storage::F32(assume_init(v, dims)),
-            OutBuf::F64(v) => Storage::F64(assume_init(v, dims)),
-            OutBuf::I32(v) => Storage::I32(assume_init(v, dims)),
-            OutBuf::I64(v) => Storage::I64(assume_init(v, dims)),
-            OutBuf::Bool(v) => Storage::Bool(assume_init(v, dims)),
+        unsafe {
+            match self {
+                OutBuf::F32(v) => Storage::F32(assume_init(v, dims)),
+                OutBuf::F64(v) => Storage::F64(assume_init(v, dims)),
+                OutBuf::I32(v) => Storage::I32(assume_init(v, dims)),
+                OutBuf::I64(v) => Storage::I64(assume_init(v, dims)),
+                OutBuf::Bool(v) => Storage::Bool(assume_init(v, dims)),
+            }
         }
     }
 }

@@ -21,7 +21,7 @@ static RUN_EAGERLY: AtomicBool = AtomicBool::new(false);
 /// Makes every `#[graph_fn]` run its body as plain eager code on every call (for debugging),
 /// as TF's `tf.config.run_functions_eagerly`.
 ///
-/// ```
+/// ```standalone_crate
 /// tensor_core::run_functions_eagerly(true);
 /// assert!(tensor_core::functions_run_eagerly());
 /// tensor_core::run_functions_eagerly(false);
@@ -32,7 +32,7 @@ pub fn run_functions_eagerly(on: bool) {
 
 /// True when `run_functions_eagerly(true)` is in effect.
 ///
-/// ```
+/// ```standalone_crate
 /// use tensor_core::prelude::*;
 /// use tensor_core::function::functions_run_eagerly;
 /// run_functions_eagerly(true);

@@ -16,9 +16,9 @@ pub(super) fn register(f: &'static GraphFunction) {
 /// ```
 /// use tensor_core::prelude::*;
 /// #[graph_fn]
-/// fn double(x: &Tensor) -> Tensor { x * 2.0 }
-/// double(&Tensor::scalar(1.0f32));
-/// let f = tensor_core::function::lookup("double").unwrap();
+/// fn twice(x: &Tensor) -> Tensor { x * 2.0 }
+/// twice(&Tensor::scalar(1.0f32));
+/// let f = tensor_core::function::lookup("twice").unwrap();
 /// assert_eq!(f.trace_count(), 1);
 /// ```
 pub fn lookup(name: &str) -> Option<&'static GraphFunction> {

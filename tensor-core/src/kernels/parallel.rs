@@ -16,7 +16,7 @@ static THREADS: AtomicUsize = AtomicUsize::new(0);
 /// backend). Call it once, before the first op, to take effect for rayon; later calls
 /// still change the matmul backend and the serial/parallel choice.
 ///
-/// ```
+/// ```standalone_crate
 /// tensor_core::set_num_threads(2);
 /// assert_eq!(tensor_core::num_threads(), 2);
 /// ```

@@ -56,7 +56,7 @@ pub fn level() -> Level {
 /// debugging); `Level::Avx512` lifts the cap. Every level gives the same bits, so this changes
 /// speed only. Fused programs pick their loops when they are built: set it before tracing.
 ///
-/// ```
+/// ```standalone_crate
 /// use tensor_core::kernels::simd::{level, set_max_level, Level};
 /// set_max_level(Level::Baseline);
 /// assert_eq!(level(), Level::Baseline);

@@ -1,0 +1,9 @@
+//! #[graph_fn]: arguments, the trace cache, options, introspection, models.
+
+mod acceptance;
+mod args;
+mod cache;
+mod introspection;
+mod model;
+mod options;
+mod readme;

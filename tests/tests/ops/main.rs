@@ -1,0 +1,9 @@
+//! Ops: values against hand-computed ones, broadcasting, shapes, dtypes and errors.
+
+mod broadcast_prop;
+mod elementwise;
+mod layout_index;
+mod nn_conv;
+mod reduce_linalg;
+mod smoke;
+mod tensor_basics;

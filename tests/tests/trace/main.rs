@@ -1,0 +1,7 @@
+//! Tracing: eager and graph bit for bit, tprint!, graph snapshots, state by reference, cond and while_loop.
+
+mod control_flow;
+mod differential;
+mod print;
+mod snapshot;
+mod state;

@@ -28,6 +28,7 @@ pub mod error;
 pub mod function;
 pub mod graph;
 pub mod kernels;
+mod math;
 pub mod nn;
 pub mod ops;
 pub mod optim;

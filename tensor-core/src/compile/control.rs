@@ -96,5 +96,5 @@ fn stack(values: &[Storage], first: &Storage) -> Storage {
     }
     let parts: Vec<Storage> = values.iter().map(|v| crate::map_array!(v, a => crate::kernels::layout::reshape(a, &dims(1)))).collect();
     let refs: Vec<&Storage> = parts.iter().collect();
-    crate::ops::Op::Concat { axis: 0 }.compute(&refs).expect("loop variables keep their dtype and shape")
+    crate::ops::Op::Layout(crate::ops::LayoutOp::Concat { axis: 0 }).compute(&refs).expect("loop variables keep their dtype and shape")
 }

@@ -18,7 +18,7 @@ use super::pass::Pass;
 use crate::error::Result;
 use crate::graph::{Epilogue, Graph, Node, NodeKind, StateWrite, ValueId};
 use crate::kernels::fused::Input;
-use crate::ops::Op;
+use crate::ops::{ConvOp, LinalgOp, Op};
 use crate::storage::Storage;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -84,7 +84,7 @@ fn find_anchor(g: &Graph, f: usize) -> Option<(usize, ValueId)> {
     program.inputs.iter().enumerate().find_map(|(k, &v)| {
         let m = (0..f).rev().find(|&m| g.nodes[m].outputs.contains(&v))?;
         let anchor = &g.nodes[m];
-        let is_anchor = matches!(&anchor.kind, NodeKind::Op(Op::Matmul | Op::Conv2d { .. }));
+        let is_anchor = matches!(&anchor.kind, NodeKind::Op(Op::Linalg(LinalgOp::Matmul) | Op::Conv(ConvOp::Conv2d { .. })));
         let float = g.values[v].dtype.is_float();
         let whole = p.inputs[k].1 == p.shape;
         let inputs_known = anchor.inputs.iter().all(|&u| g.values[u].shape.is_known());
@@ -126,7 +126,7 @@ pub(super) fn run(e: &Epilogue, inputs: &[&Storage]) -> Result<SmallVec<[Storage
     let program_inputs = |anchor| program_inputs(e, others, anchor);
     let mut results: SmallVec<[Storage; 1]> = SmallVec::new();
     match &e.anchor {
-        Op::Conv2d { .. } => {
+        Op::Conv(conv @ ConvOp::Conv2d { .. }) => {
             let (dtype, shape) = &e.program.inputs[e.slot];
             let mut out = Storage::full(shape, *dtype, 0.into());
             let dst = out.as_mut_ptr();
@@ -136,7 +136,7 @@ pub(super) fn run(e: &Epilogue, inputs: &[&Storage]) -> Result<SmallVec<[Storage
                 // here; the program reads an image's part only after `after_image` says it is
                 // final. Every image is announced, so every position of the run is computed.
                 unsafe {
-                    crate::ops::conv2d_into(&e.anchor, anchor_inputs, dst, &|start, len| run.range(start, len));
+                    crate::ops::conv2d_into(conv, anchor_inputs, dst, &|start, len| run.range(start, len));
                     run.finish()
                 }
             };
@@ -215,7 +215,7 @@ mod tests {
             let g = lowered(g, &[&x, &w, &b]);
             let e = g.nodes.iter().find_map(|n| if let NodeKind::Epilogue(e) = &n.kind { Some(e.clone()) } else { None });
             let e = e.unwrap_or_else(|| panic!("no epilogue:\n{}", g.to_text()));
-            assert!(matches!(e.anchor, Op::Conv2d { .. }) && e.keep_anchor, "relu's backward reads the conv output:\n{}", g.to_text());
+            assert!(matches!(e.anchor, Op::Conv(ConvOp::Conv2d { .. })) && e.keep_anchor, "relu's backward reads the conv output:\n{}", g.to_text());
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite, ValueId};
 use crate::kernels::fused::{FusedProgram, Input, Operand};
-use crate::ops::{BinaryOp, Op, TypeRef};
+use crate::ops::{BinaryOp, ElementwiseOp, LayoutOp, Op, TypeRef};
 use crate::shape::Shape;
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
@@ -219,7 +219,7 @@ fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor], checks: boo
             match old {
                 // The same kernel eager accumulation uses: `old + g`.
                 Some(o) => {
-                    let add = Op::Binary(BinaryOp::Add);
+                    let add: Op = ElementwiseOp::Binary(BinaryOp::Add).into();
                     let old = o.storage("accumulate_grad")?;
                     if checks {
                         infer(&add, &[&old, inputs[0]])?;
@@ -274,8 +274,9 @@ fn run_unfused(p: &FusedProgram, inputs: &[&Storage]) -> Result<SmallVec<[Storag
                     Operand::Result(r) => &results[r],
                 })
                 .collect();
-            infer(&instr.op, &args)?;
-            instr.op.compute(&args)?
+            let op = Op::Elementwise(instr.op.clone());
+            infer(&op, &args)?;
+            op.compute(&args)?
         };
         results.push(out);
     }
@@ -322,10 +323,12 @@ fn producer(g: &Graph, v: ValueId) -> Option<&Op> {
 fn in_place_error(op: Option<&Op>, target: &Shape, found: &Shape) -> Error {
     let keep = || format!("an in-place result must keep the target's shape, but broadcasting gives {found}");
     match op {
-        Some(Op::BroadcastTo(_)) => {
+        Some(Op::Layout(LayoutOp::BroadcastTo(_))) => {
             Error::shapes("assign_", target, found, format!("the source {found} must broadcast to the target's shape {target}"))
         }
-        Some(Op::Binary(b) | Op::BinaryScalar { op: b, .. }) => Error::shapes(in_place_name(*b), target, found, keep()),
+        Some(Op::Elementwise(ElementwiseOp::Binary(b) | ElementwiseOp::BinaryScalar { op: b, .. })) => {
+            Error::shapes(in_place_name(*b), target, found, keep())
+        }
         _ => Error::shapes("in-place update", target, found, keep()),
     }
 }

@@ -10,6 +10,7 @@
 use super::pass::Pass;
 use crate::graph::{Graph, Node, NodeKind, StateWrite, ValueId};
 use crate::kernels::fused::{FusedProgram, Instr, Operand};
+use crate::ops::Op;
 use crate::shape::Shape;
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -135,7 +136,7 @@ pub(super) fn fused_node(g: &Graph, members: &[usize]) -> Node {
     let mut instrs = Vec::with_capacity(members.len());
     for &m in members {
         let node = &g.nodes[m];
-        let NodeKind::Op(op) = &node.kind else { unreachable!("members are op nodes") };
+        let NodeKind::Op(Op::Elementwise(op)) = &node.kind else { unreachable!("members are elementwise op nodes") };
         let args: SmallVec<[Operand; 3]> = node
             .inputs
             .iter()

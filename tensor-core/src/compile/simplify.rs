@@ -6,7 +6,7 @@
 use super::pass::{substitute, use_counts, Pass};
 use crate::dtype::Scalar;
 use crate::graph::{Graph, NodeKind, ValueId};
-use crate::ops::{Axes, BinaryOp, Op, UnaryOp};
+use crate::ops::{Axes, BinaryOp, ElementwiseOp, LayoutOp, Op, UnaryOp};
 use std::collections::HashMap;
 
 /// Algebraic simplification.
@@ -78,38 +78,38 @@ fn rewrite<'a>(g: &Graph, op: &Op, inputs: &[ValueId], out: ValueId, input_op: i
         |v: ValueId| g.values[v].shape == g.values[out].shape && g.values[v].shape.is_known() && g.values[v].dtype == g.values[out].dtype;
     match op {
         // With the scalar first only the commutative ops keep their identities (`1 / x` is not x).
-        Op::BinaryScalar { op: b, scalar, scalar_first }
+        Op::Elementwise(ElementwiseOp::BinaryScalar { op: b, scalar, scalar_first })
             if (!scalar_first || matches!(b, BinaryOp::Add | BinaryOp::Mul)) && is_identity(*b, scalar.0, g.values[x].dtype.is_float()) =>
         {
             Some(Rewrite::Forward(x))
         }
-        Op::Unary(UnaryOp::Neg) => match input_op(0) {
-            Some((Op::Unary(UnaryOp::Neg), inner)) => Some(Rewrite::Forward(inner)),
+        Op::Elementwise(ElementwiseOp::Unary(UnaryOp::Neg)) => match input_op(0) {
+            Some((Op::Elementwise(ElementwiseOp::Unary(UnaryOp::Neg)), inner)) => Some(Rewrite::Forward(inner)),
             _ => None,
         },
-        Op::Reshape(spec) => {
+        Op::Layout(LayoutOp::Reshape(spec)) => {
             if same_shape(x) {
                 return Some(Rewrite::Forward(x));
             }
             match input_op(0) {
-                Some((Op::Reshape(_), inner)) => Some(Rewrite::Replace(Op::Reshape(spec.clone()), vec![inner])),
+                Some((Op::Layout(LayoutOp::Reshape(_)), inner)) => Some(Rewrite::Replace(LayoutOp::Reshape(spec.clone()).into(), vec![inner])),
                 _ => None,
             }
         }
-        Op::Permute(p) => {
+        Op::Layout(LayoutOp::Permute(p)) => {
             if p.iter().enumerate().all(|(i, &a)| i == a) {
                 return Some(Rewrite::Forward(x));
             }
             match input_op(0) {
-                Some((Op::Permute(q), inner)) => {
+                Some((Op::Layout(LayoutOp::Permute(q)), inner)) => {
                     let composed: Axes = p.iter().map(|&a| q[a]).collect();
-                    Some(Rewrite::Replace(Op::Permute(composed), vec![inner]))
+                    Some(Rewrite::Replace(LayoutOp::Permute(composed).into(), vec![inner]))
                 }
                 _ => None,
             }
         }
-        Op::BroadcastTo(_) | Op::SumTo(_) if same_shape(x) => Some(Rewrite::Forward(x)),
-        Op::Cast(d) if g.values[x].dtype == *d => Some(Rewrite::Forward(x)),
+        Op::Layout(LayoutOp::BroadcastTo(_) | LayoutOp::SumTo(_)) if same_shape(x) => Some(Rewrite::Forward(x)),
+        Op::Elementwise(ElementwiseOp::Cast(d)) if g.values[x].dtype == *d => Some(Rewrite::Forward(x)),
         _ => None,
     }
 }

@@ -328,13 +328,13 @@ impl Graph {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::graph::{Graph, InputSource, NodeKind};
-    /// use tensor_core::ops::{Op, UnaryOp};
+    /// use tensor_core::ops::{ElementwiseOp, Op, UnaryOp};
     /// let mut g = Graph::new("g");
     /// g.slot_names.push("x".into());
     /// g.num_arg_slots = 1;
     /// let x = g.add_value(DType::F32, Shape::new(&[2]), Some("x".into()));
     /// g.inputs.push((x, InputSource::Data(0)));
-    /// let y = g.add_node(NodeKind::Op(Op::Unary(UnaryOp::Exp)), &[x], DType::F32, Shape::new(&[2]));
+    /// let y = g.add_node(NodeKind::Op(Op::Elementwise(ElementwiseOp::Unary(UnaryOp::Exp))), &[x], DType::F32, Shape::new(&[2]));
     /// g.outputs.push(y);
     /// assert!(tensor_core::graph::validate(&g).is_ok());
     /// # Ok::<(), tensor_core::Error>(())

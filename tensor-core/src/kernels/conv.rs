@@ -3,9 +3,9 @@
 //! the thread count gives the threads to the GEMM instead. Per-image partial weight
 //! gradients are summed in image order, so the result does not depend on the threads.
 
-use super::math::Float;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
+use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
 use rayon::prelude::*;

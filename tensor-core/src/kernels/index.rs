@@ -1,8 +1,8 @@
 //! Indexing kernels: index_select, gather, one_hot, and their scatter-add adjoints used by
 //! the gradients. Index values are checked here, since only the data knows them.
 
-use super::math::Num;
 use crate::error::{Error, Result};
+use crate::math::Num;
 use crate::storage::{standard, Array, Storage};
 use ndarray::{Axis, IxDyn};
 

@@ -2,8 +2,8 @@
 //! pad. Permute and narrow share the input's buffer (the storage is copy-on-write, so no
 //! tensor can observe the sharing).
 
-use super::math::Num;
 use super::reduce::{reduce, Reduction};
+use crate::math::Num;
 use crate::storage::{standard, Array};
 use ndarray::{Axis, IxDyn, Slice};
 

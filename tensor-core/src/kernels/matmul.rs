@@ -3,8 +3,8 @@
 //! a plain loop. gemm packs its operands, so the result does not depend on their strides and
 //! a transposed operand needs no copy.
 
-use super::math::Num;
 use super::parallel::num_threads;
+use crate::math::Num;
 use crate::storage::Array;
 use ndarray::{ArrayView2, Axis, Ix2, IxDyn};
 use rayon::prelude::*;

@@ -3,11 +3,9 @@
 
 pub(crate) mod conv;
 pub(crate) mod elementwise;
-pub mod fastmath;
 pub mod fused;
 pub(crate) mod index;
 pub(crate) mod layout;
-pub(crate) mod math;
 pub(crate) mod matmul;
 pub(crate) mod parallel;
 pub(crate) mod pool;

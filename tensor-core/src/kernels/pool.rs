@@ -3,8 +3,8 @@
 //! The common 2x2 window has its own unrolled loop; every window is scanned in the same
 //! row-major order with the same comparison, so all paths pick the same element.
 
-use super::math::Float;
 use super::parallel::par_min_len;
+use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
 use rayon::prelude::*;

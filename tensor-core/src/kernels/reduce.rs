@@ -2,8 +2,8 @@
 //! the shape alone — blocks of `CHUNK` elements summed with 8 lanes, then the block sums in
 //! order — so results do not depend on the number of threads, and eager and graph agree.
 
-use super::math::Num;
 use super::parallel::{par_min_len, CHUNK};
+use crate::math::Num;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
 use rayon::prelude::*;

@@ -1,9 +1,9 @@
 //! Softmax, log-softmax and softmax cross-entropy, each numerically stable (the row maximum
 //! is subtracted before exponentiating) and computed row by row along the chosen axis.
 
-use super::math::Float;
 use super::parallel::par_min_len;
 use super::reduce::{reduce_row, Reduction};
+use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
 use rayon::prelude::*;

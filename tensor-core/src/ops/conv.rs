@@ -3,7 +3,7 @@
 //! traces like any other, and they are differentiable once more (conv2d's double backward).
 
 use super::dispatch::apply;
-use super::{need_float, InputGrads, Op, TypeRef};
+use super::{need_float, Family, InputGrads, Saves, TypeRef};
 use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -28,7 +28,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, stride: [usize; 2], padding: [usize; 2]) -> Result<Tensor> {
-        let op = Op::Conv2d { stride, padding };
+        let op = ConvOp::Conv2d { stride, padding };
         match bias {
             Some(b) => apply(op, &[self, weight, b]),
             None => apply(op, &[self, weight]),
@@ -46,7 +46,83 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn max_pool2d(&self, kernel: [usize; 2], stride: [usize; 2]) -> Result<Tensor> {
-        apply(Op::MaxPool2d { kernel, stride }, &[self])
+        apply(ConvOp::MaxPool2d { kernel, stride }, &[self])
+    }
+}
+
+/// Convolution and pooling, with their adjoints as ops of their own. Inputs are listed per
+/// variant.
+///
+/// ```
+/// use tensor_core::ops::{ConvOp, Op};
+/// assert_eq!(Op::Conv(ConvOp::MaxPool2d { kernel: [2, 2], stride: [2, 2] }).name(), "max_pool2d");
+/// ```
+#[allow(missing_docs)] // the fields are the Tensor methods' arguments
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ConvOp {
+    /// (x, w) or (x, w, bias)
+    Conv2d { stride: [usize; 2], padding: [usize; 2] },
+    /// (gy, w): the gradient with respect to the input.
+    Conv2dInputGrad { stride: [usize; 2], padding: [usize; 2], input_hw: [usize; 2] },
+    /// (x, gy): the gradient with respect to the weight.
+    Conv2dWeightGrad { stride: [usize; 2], padding: [usize; 2], kernel_hw: [usize; 2] },
+    /// (x)
+    MaxPool2d { kernel: [usize; 2], stride: [usize; 2] },
+    /// (x, gy)
+    MaxPool2dGrad { kernel: [usize; 2], stride: [usize; 2] },
+}
+
+impl Family for ConvOp {
+    fn name(&self) -> &'static str {
+        match self {
+            ConvOp::Conv2d { .. } => "conv2d",
+            ConvOp::Conv2dInputGrad { .. } => "conv2d_input_grad",
+            ConvOp::Conv2dWeightGrad { .. } => "conv2d_weight_grad",
+            ConvOp::MaxPool2d { .. } => "max_pool2d",
+            ConvOp::MaxPool2dGrad { .. } => "max_pool2d_grad",
+        }
+    }
+
+    fn grad_fn_name(&self) -> &'static str {
+        match self {
+            ConvOp::Conv2d { .. } => "Conv2dBackward",
+            ConvOp::Conv2dInputGrad { .. } => "Conv2dInputGradBackward",
+            ConvOp::Conv2dWeightGrad { .. } => "Conv2dWeightGradBackward",
+            ConvOp::MaxPool2d { .. } => "MaxPool2dBackward",
+            ConvOp::MaxPool2dGrad { .. } => "MaxPool2dGradBackward",
+        }
+    }
+
+    fn attrs(&self) -> String {
+        match self {
+            ConvOp::Conv2d { stride, padding } => format!("stride={stride:?} padding={padding:?}"),
+            ConvOp::Conv2dInputGrad { stride, padding, input_hw } => format!("stride={stride:?} padding={padding:?} input_hw={input_hw:?}"),
+            ConvOp::Conv2dWeightGrad { stride, padding, kernel_hw } => format!("stride={stride:?} padding={padding:?} kernel_hw={kernel_hw:?}"),
+            ConvOp::MaxPool2d { kernel, stride } | ConvOp::MaxPool2dGrad { kernel, stride } => format!("kernel={kernel:?} stride={stride:?}"),
+        }
+    }
+
+    fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+        infer(self, inputs)
+    }
+
+    fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
+        compute(self, inputs)
+    }
+
+    fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+        backward(self, ctx, g)
+    }
+
+    fn saves(&self) -> Saves {
+        match self {
+            ConvOp::MaxPool2d { .. } => Saves::inputs(0b1),
+            _ => Saves::inputs(0b11),
+        }
+    }
+
+    fn is_differentiable(&self) -> bool {
+        true
     }
 }
 
@@ -88,19 +164,19 @@ fn same_dtype(op: &'static str, inputs: &[TypeRef]) -> Result<DType> {
     Ok(d)
 }
 
-pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+fn infer(op: &ConvOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     let dtype = same_dtype(op.name(), inputs)?;
     let shape = match op {
-        Op::Conv2d { stride, padding } => conv_shape(inputs, *stride, *padding)?,
-        Op::Conv2dInputGrad { input_hw, .. } => {
+        ConvOp::Conv2d { stride, padding } => conv_shape(inputs, *stride, *padding)?,
+        ConvOp::Conv2dInputGrad { input_hw, .. } => {
             let (gy, w) = (inputs[0].shape, inputs[1].shape);
             Shape::new(&[gy[0], w[1], input_hw[0], input_hw[1]])
         }
-        Op::Conv2dWeightGrad { kernel_hw, .. } => {
+        ConvOp::Conv2dWeightGrad { kernel_hw, .. } => {
             let (x, gy) = (inputs[0].shape, inputs[1].shape);
             Shape::new(&[gy[1], x[1], kernel_hw[0], kernel_hw[1]])
         }
-        Op::MaxPool2d { kernel, stride } => {
+        ConvOp::MaxPool2d { kernel, stride } => {
             let x = inputs[0].shape;
             need_rank4("max_pool2d", "input", x)?;
             need_positive("max_pool2d", "kernel", *kernel)?;
@@ -109,8 +185,7 @@ pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             let ow = out_len("max_pool2d", x[3], kernel[1], stride[1], 0)?;
             Shape::new(&[x[0], x[1], oh, ow])
         }
-        Op::MaxPool2dGrad { .. } => inputs[0].shape.clone(),
-        _ => unreachable!("not a conv op: {op:?}"),
+        ConvOp::MaxPool2dGrad { .. } => inputs[0].shape.clone(),
     };
     Ok((dtype, shape))
 }
@@ -137,10 +212,10 @@ fn geom(x: &Shape, w: &Shape, stride: [usize; 2], padding: [usize; 2]) -> ConvGe
     ConvGeom { n: x[0], c: x[1], h: x[2], w: x[3], o: w[0], kh: w[2], kw: w[3], stride, padding }
 }
 
-pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
     let other = || unreachable!("dtypes checked by infer");
     Ok(match op {
-        Op::Conv2d { stride, padding } => {
+        ConvOp::Conv2d { stride, padding } => {
             let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
             match (inputs[0], inputs[1], inputs.get(2)) {
                 (Storage::F32(x), Storage::F32(w), b) => Storage::F32(kc::conv2d(x, w, b.and_then(|b| b.array::<f32>()), &g)),
@@ -148,7 +223,7 @@ pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
                 _ => other(),
             }
         }
-        Op::Conv2dInputGrad { stride, padding, input_hw } => {
+        ConvOp::Conv2dInputGrad { stride, padding, input_hw } => {
             let (gy, w) = (inputs[0].shape(), inputs[1].shape());
             let x = Shape::new(&[gy[0], w[1], input_hw[0], input_hw[1]]);
             let g = geom(&x, &w, *stride, *padding);
@@ -158,7 +233,7 @@ pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
                 _ => other(),
             }
         }
-        Op::Conv2dWeightGrad { stride, padding, kernel_hw } => {
+        ConvOp::Conv2dWeightGrad { stride, padding, kernel_hw } => {
             let (x, gy) = (inputs[0].shape(), inputs[1].shape());
             let w = Shape::new(&[gy[1], x[1], kernel_hw[0], kernel_hw[1]]);
             let g = geom(&x, &w, *stride, *padding);
@@ -168,12 +243,12 @@ pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
                 _ => other(),
             }
         }
-        Op::MaxPool2d { kernel, stride } => {
+        ConvOp::MaxPool2d { kernel, stride } => {
             let s = inputs[0].shape();
             let g = PoolGeom { h: s[2], w: s[3], kernel: *kernel, stride: *stride };
             crate::map_float!(inputs[0], x => kp::max_pool2d(x, &g), other => other())
         }
-        Op::MaxPool2dGrad { kernel, stride } => {
+        ConvOp::MaxPool2dGrad { kernel, stride } => {
             let s = inputs[0].shape();
             let g = PoolGeom { h: s[2], w: s[3], kernel: *kernel, stride: *stride };
             match (inputs[0], inputs[1]) {
@@ -182,7 +257,6 @@ pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
                 _ => other(),
             }
         }
-        _ => unreachable!("not a conv op: {op:?}"),
     })
 }
 
@@ -193,9 +267,9 @@ pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
 /// # Safety
 /// `out` must point to a buffer of the op's output dtype and element count, in row-major
 /// order, that nothing else writes while this runs.
-pub(crate) unsafe fn conv2d_into(op: &Op, inputs: &[&Storage], out: *mut u8, after_image: &(dyn Fn(usize, usize) + Sync)) {
+pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8, after_image: &(dyn Fn(usize, usize) + Sync)) {
     unsafe {
-        let Op::Conv2d { stride, padding } = op else { unreachable!("not conv2d: {op:?}") };
+        let ConvOp::Conv2d { stride, padding } = op else { unreachable!("not conv2d: {op:?}") };
         let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
         let per_image = g.o * g.out_plane();
         let len = g.n * per_image;
@@ -219,42 +293,41 @@ fn known_hw(op: &'static str, s: &Shape) -> Result<[usize; 2]> {
     Ok([s[2], s[3]])
 }
 
-pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+fn backward(op: &ConvOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
     match op {
-        Op::Conv2d { stride, padding } => {
+        ConvOp::Conv2d { stride, padding } => {
             let (x, w) = (ctx.input(0)?, ctx.input(1)?);
             let (input_hw, kernel_hw) = (known_hw("conv2d", ctx.input_shape(0))?, known_hw("conv2d", ctx.input_shape(1))?);
             let (stride, padding) = (*stride, *padding);
-            let gx = if ctx.needs_grad(0) { Some(apply(Op::Conv2dInputGrad { stride, padding, input_hw }, &[g, &w])?) } else { None };
-            let gw = if ctx.needs_grad(1) { Some(apply(Op::Conv2dWeightGrad { stride, padding, kernel_hw }, &[&x, g])?) } else { None };
+            let gx = if ctx.needs_grad(0) { Some(apply(ConvOp::Conv2dInputGrad { stride, padding, input_hw }, &[g, &w])?) } else { None };
+            let gw = if ctx.needs_grad(1) { Some(apply(ConvOp::Conv2dWeightGrad { stride, padding, kernel_hw }, &[&x, g])?) } else { None };
             let mut grads = smallvec![gx, gw];
             if ctx.num_inputs() == 3 {
                 grads.push(Some(g.sum_axes(&[0, 2, 3], false)?));
             }
             Ok(grads)
         }
-        Op::Conv2dInputGrad { stride, padding, .. } => {
+        ConvOp::Conv2dInputGrad { stride, padding, .. } => {
             // dx = conv_transpose(gy, w): linear in both; its adjoints are conv2d and the weight grad.
             let (gy, w) = (ctx.input(0)?, ctx.input(1)?);
             let kernel_hw = known_hw("conv2d_input_grad", ctx.input_shape(1))?;
             let ggy = g.conv2d(&w, None, *stride, *padding)?;
-            let gw = apply(Op::Conv2dWeightGrad { stride: *stride, padding: *padding, kernel_hw }, &[g, &gy])?;
+            let gw = apply(ConvOp::Conv2dWeightGrad { stride: *stride, padding: *padding, kernel_hw }, &[g, &gy])?;
             Ok(smallvec![Some(ggy), Some(gw)])
         }
-        Op::Conv2dWeightGrad { stride, padding, .. } => {
+        ConvOp::Conv2dWeightGrad { stride, padding, .. } => {
             let (x, gy) = (ctx.input(0)?, ctx.input(1)?);
             let input_hw = known_hw("conv2d_weight_grad", ctx.input_shape(0))?;
-            let gx = apply(Op::Conv2dInputGrad { stride: *stride, padding: *padding, input_hw }, &[&gy, g])?;
+            let gx = apply(ConvOp::Conv2dInputGrad { stride: *stride, padding: *padding, input_hw }, &[&gy, g])?;
             let ggy = x.conv2d(g, None, *stride, *padding)?;
             Ok(smallvec![Some(gx), Some(ggy)])
         }
-        Op::MaxPool2d { kernel, stride } => {
+        ConvOp::MaxPool2d { kernel, stride } => {
             let x = ctx.input(0)?;
-            Ok(smallvec![Some(apply(Op::MaxPool2dGrad { kernel: *kernel, stride: *stride }, &[&x, g])?)])
+            Ok(smallvec![Some(apply(ConvOp::MaxPool2dGrad { kernel: *kernel, stride: *stride }, &[&x, g])?)])
         }
-        Op::MaxPool2dGrad { .. } => {
+        ConvOp::MaxPool2dGrad { .. } => {
             Err(Error::NotDifferentiable { op: "max_pool2d", detail: " twice (second-order gradients of max pooling are not supported)" })
         }
-        _ => unreachable!("not a conv op: {op:?}"),
     }
 }

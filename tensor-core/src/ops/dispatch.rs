@@ -13,7 +13,8 @@ use smallvec::SmallVec;
 use std::sync::RwLockReadGuard;
 
 /// Applies `op` to `inputs`, returning a new tensor.
-pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
+pub(crate) fn apply(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Tensor> {
+    let op = op.into();
     if crate::trace::is_active() {
         let resolved = crate::trace::resolve_inputs(inputs, op.name())?;
         let refs: SmallVec<[&Tensor; 3]> = resolved.iter().collect();

@@ -2,12 +2,12 @@
 //! comparisons, `where_`, `clamp`, `cast`.
 
 use super::dispatch::apply;
-use super::{need_float, need_numeric, BinaryOp, CmpOp, InputGrads, Op, ScalarAttr, TypeRef, UnaryOp};
+use super::{need_float, need_numeric, BinaryOp, CmpOp, ElementwiseOp, Family, InputGrads, Saves, ScalarAttr, TypeRef, UnaryOp};
 use crate::autograd::BackwardCtx;
 use crate::dtype::{DType, Element, Scalar};
 use crate::error::{Error, Result};
 use crate::kernels::elementwise::{map, select, zip};
-use crate::kernels::math::{Float, Num};
+use crate::math::{clamp_value, CastToAll, Domain, Fn1, Fn2, Num, Visit1, Visit2};
 use crate::shape::{broadcast_shapes, Shape};
 use crate::storage::{Array, Storage};
 use crate::tensor::Tensor;
@@ -59,7 +59,7 @@ macro_rules! unary_methods {
         impl Tensor {$(
             $(#[$doc])*
             pub fn $name(&self) -> Result<Tensor> {
-                apply(Op::Unary(UnaryOp::$op), &[self])
+                apply(ElementwiseOp::Unary(UnaryOp::$op), &[self])
             }
         )*}
     };
@@ -175,14 +175,14 @@ compare_methods! {
 impl Tensor {
     fn binary(&self, op: BinaryOp, rhs: Operand) -> Result<Tensor> {
         match rhs {
-            Operand::Tensor(t) => apply(Op::Binary(op), &[self, t]),
-            Operand::Scalar(s) => apply(Op::BinaryScalar { op, scalar: ScalarAttr(s), scalar_first: false }, &[self]),
+            Operand::Tensor(t) => apply(ElementwiseOp::Binary(op), &[self, t]),
+            Operand::Scalar(s) => apply(ElementwiseOp::BinaryScalar { op, scalar: ScalarAttr(s), scalar_first: false }, &[self]),
         }
     }
 
     /// `scalar op self` (the scalar on the left), as the operators `2.0 - &x` use.
     pub(crate) fn scalar_lhs(&self, op: BinaryOp, scalar: Scalar) -> Result<Tensor> {
-        apply(Op::BinaryScalar { op, scalar: ScalarAttr(scalar), scalar_first: true }, &[self])
+        apply(ElementwiseOp::BinaryScalar { op, scalar: ScalarAttr(scalar), scalar_first: true }, &[self])
     }
 
     /// `self ^ exponent` for a scalar exponent.
@@ -207,8 +207,8 @@ impl Tensor {
     /// ```
     pub fn compare<'a>(&self, op: CmpOp, rhs: impl Into<Operand<'a>>) -> Result<Tensor> {
         match rhs.into() {
-            Operand::Tensor(t) => apply(Op::Compare(op), &[self, t]),
-            Operand::Scalar(s) => apply(Op::CompareScalar { op, scalar: ScalarAttr(s) }, &[self]),
+            Operand::Tensor(t) => apply(ElementwiseOp::Compare(op), &[self, t]),
+            Operand::Scalar(s) => apply(ElementwiseOp::CompareScalar { op, scalar: ScalarAttr(s) }, &[self]),
         }
     }
 
@@ -223,7 +223,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        apply(Op::Where, &[cond, a, b])
+        apply(ElementwiseOp::Where, &[cond, a, b])
     }
 
     /// Each element limited to `[min, max]`.
@@ -235,7 +235,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn clamp(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Result<Tensor> {
-        apply(Op::Clamp { min: Some(ScalarAttr(min.into())), max: Some(ScalarAttr(max.into())) }, &[self])
+        apply(ElementwiseOp::Clamp { min: Some(ScalarAttr(min.into())), max: Some(ScalarAttr(max.into())) }, &[self])
     }
 
     /// Each element raised to at least `min`.
@@ -247,7 +247,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn clamp_min(&self, min: impl Into<Scalar>) -> Result<Tensor> {
-        apply(Op::Clamp { min: Some(ScalarAttr(min.into())), max: None }, &[self])
+        apply(ElementwiseOp::Clamp { min: Some(ScalarAttr(min.into())), max: None }, &[self])
     }
 
     /// Each element limited to at most `max`.
@@ -259,7 +259,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn clamp_max(&self, max: impl Into<Scalar>) -> Result<Tensor> {
-        apply(Op::Clamp { min: None, max: Some(ScalarAttr(max.into())) }, &[self])
+        apply(ElementwiseOp::Clamp { min: None, max: Some(ScalarAttr(max.into())) }, &[self])
     }
 
     /// The values converted to `dtype` as Rust's `as` does (bool: nonzero is true).
@@ -274,45 +274,85 @@ impl Tensor {
         if dtype == self.dtype() {
             return self.clone();
         }
-        apply(Op::Cast(dtype), &[self]).unwrap_or_else(|e| panic!("{e}"))
+        apply(ElementwiseOp::Cast(dtype), &[self]).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl Family for ElementwiseOp {
+    fn name(&self) -> &'static str {
+        ElementwiseOp::name(self)
+    }
+
+    fn grad_fn_name(&self) -> &'static str {
+        ElementwiseOp::grad_fn_name(self)
+    }
+
+    fn attrs(&self) -> String {
+        ElementwiseOp::attrs(self)
+    }
+
+    fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+        infer(self, inputs)
+    }
+
+    fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
+        Ok(compute(self, inputs))
+    }
+
+    fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+        backward(self, ctx, g)
+    }
+
+    fn saves(&self) -> Saves {
+        match self {
+            ElementwiseOp::Unary(UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid) => Saves::output(),
+            ElementwiseOp::Unary(UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs) => Saves::inputs(0b1),
+            ElementwiseOp::Binary(BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum) => Saves::inputs(0b11),
+            ElementwiseOp::BinaryScalar { op: BinaryOp::Mul | BinaryOp::Add | BinaryOp::Sub, .. } => Saves::default(),
+            ElementwiseOp::BinaryScalar { .. } | ElementwiseOp::Clamp { .. } | ElementwiseOp::Where => Saves::inputs(0b1),
+            _ => Saves::default(),
+        }
+    }
+
+    fn is_differentiable(&self) -> bool {
+        ElementwiseOp::is_differentiable(self)
     }
 }
 
 // ------------------------------------------------------------------------ shape and dtype rules
 
-pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+fn infer(op: &ElementwiseOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     let x = inputs[0];
     match op {
-        Op::Unary(u) => {
+        ElementwiseOp::Unary(u) => {
             unary_dtype_check(*u, x.dtype)?;
             Ok((x.dtype, x.shape.clone()))
         }
-        Op::Binary(b) => {
+        ElementwiseOp::Binary(b) => {
             need_numeric(b.name(), x.dtype)?;
             Ok((x.dtype, broadcast_pair(b.name(), x, inputs[1])?))
         }
-        Op::BinaryScalar { op: b, .. } => {
+        ElementwiseOp::BinaryScalar { op: b, .. } => {
             need_numeric(b.name(), x.dtype)?;
             Ok((x.dtype, x.shape.clone()))
         }
-        Op::Clamp { .. } => {
+        ElementwiseOp::Clamp { .. } => {
             need_numeric("clamp", x.dtype)?;
             Ok((x.dtype, x.shape.clone()))
         }
-        Op::Compare(c) => Ok((DType::Bool, broadcast_pair(c.name(), x, inputs[1])?)),
-        Op::CompareScalar { .. } => Ok((DType::Bool, x.shape.clone())),
-        Op::Where => infer_where(inputs),
-        Op::Cast(d) => Ok((*d, x.shape.clone())),
-        _ => unreachable!("not an elementwise op: {op:?}"),
+        ElementwiseOp::Compare(c) => Ok((DType::Bool, broadcast_pair(c.name(), x, inputs[1])?)),
+        ElementwiseOp::CompareScalar { .. } => Ok((DType::Bool, x.shape.clone())),
+        ElementwiseOp::Where => infer_where(inputs),
+        ElementwiseOp::Cast(d) => Ok((*d, x.shape.clone())),
     }
 }
 
 fn unary_dtype_check(u: UnaryOp, dtype: DType) -> Result<()> {
-    match u {
-        UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid => need_float(u.name(), dtype),
-        UnaryOp::Not if dtype != DType::Bool => Err(Error::UnsupportedDType { op: "logical_not", dtype, needs: "bool" }),
-        UnaryOp::Not => Ok(()),
-        _ => need_numeric(u.name(), dtype),
+    match u.domain() {
+        Domain::Float => need_float(u.name(), dtype),
+        Domain::Numeric => need_numeric(u.name(), dtype),
+        Domain::Bool if dtype == DType::Bool => Ok(()),
+        Domain::Bool => Err(Error::UnsupportedDType { op: "logical_not", dtype, needs: "bool" }),
     }
 }
 
@@ -334,165 +374,113 @@ fn infer_where(inputs: &[TypeRef]) -> Result<(DType, Shape)> {
 }
 
 // ------------------------------------------------------------------------------------ kernels
+// Each loop takes its function from the one table (`math`), as fused programs do: a loop per
+// function type, monomorphized, so each vectorizes (a `fn` pointer would not).
 
-pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+fn compute(op: &ElementwiseOp, inputs: &[&Storage]) -> Storage {
     let x = inputs[0];
-    Ok(match op {
-        Op::Unary(u) => unary(*u, x),
-        Op::Binary(b) => {
-            let shape = broadcast_shapes(&x.shape(), &inputs[1].shape()).expect("checked by infer");
-            binary(*b, x, inputs[1], &shape)
-        }
-        Op::BinaryScalar { op, scalar, scalar_first } => binary_scalar(*op, x, scalar.0, *scalar_first),
-        Op::Compare(c) => {
-            let shape = broadcast_shapes(&x.shape(), &inputs[1].shape()).expect("checked by infer");
-            Storage::Bool(compare(*c, x, inputs[1], &shape))
-        }
-        Op::CompareScalar { op, scalar } => Storage::Bool(compare_scalar(*op, x, scalar.0)),
-        Op::Where => where_kernel(inputs),
-        Op::Clamp { min, max } => clamp(x, min.map(|s| s.0), max.map(|s| s.0)),
-        Op::Cast(d) => cast(x, *d),
-        _ => unreachable!("not an elementwise op: {op:?}"),
-    })
-}
-
-fn unary_int<T: Num>(u: UnaryOp, a: &Array<T>) -> Array<T> {
-    match u {
-        UnaryOp::Neg => map(a, T::neg),
-        UnaryOp::Relu => map(a, T::relu),
-        UnaryOp::Abs => map(a, T::abs),
-        UnaryOp::Sign => map(a, T::sign),
-        _ => unreachable!("checked by infer"),
+    let out_shape = || inputs.iter().fold(x.shape(), |s, i| broadcast_shapes(&s, &i.shape()).expect("checked by infer"));
+    match op {
+        ElementwiseOp::Unary(u) => unary(*u, x),
+        ElementwiseOp::Binary(b) => binary(*b, x, inputs[1], &out_shape()),
+        ElementwiseOp::BinaryScalar { op, scalar, scalar_first } => binary_scalar(*op, x, scalar.0, *scalar_first),
+        ElementwiseOp::Compare(c) => Storage::Bool(compare(*c, x, inputs[1], &out_shape())),
+        ElementwiseOp::CompareScalar { op, scalar } => Storage::Bool(compare_scalar(*op, x, scalar.0)),
+        ElementwiseOp::Where => where_kernel(inputs, &out_shape()),
+        ElementwiseOp::Clamp { min, max } => clamp(x, min.map(|s| s.0), max.map(|s| s.0)),
+        ElementwiseOp::Cast(d) => crate::with_array!(x, a => cast(a, *d)),
     }
 }
 
-/// Each float unary op gets its own monomorphized loop (a `fn` pointer would not vectorize).
-fn unary_float<T: Float>(u: UnaryOp, a: &Array<T>) -> Array<T> {
-    match u {
-        UnaryOp::Neg => map(a, T::neg),
-        UnaryOp::Exp => map(a, T::exp),
-        UnaryOp::Log => map(a, T::ln),
-        UnaryOp::Sqrt => map(a, T::sqrt),
-        UnaryOp::Tanh => map(a, T::tanh),
-        UnaryOp::Sigmoid => map(a, T::sigmoid),
-        UnaryOp::Relu => map(a, T::relu),
-        UnaryOp::Abs => map(a, T::abs),
-        UnaryOp::Sign => map(a, T::sign),
-        UnaryOp::Not => unreachable!("checked by infer"),
+/// Builds the map of `a` through the function the table picks.
+struct MapWith<'a, T>(&'a Array<T>);
+
+impl<T: Element, U: Element> Visit1<T, U> for MapWith<'_, T> {
+    type Out = Array<U>;
+    fn visit<F: Fn1<T, U> + 'static>(self) -> Array<U> {
+        map(self.0, F::f)
+    }
+}
+
+/// Builds the broadcast zip of two arrays through the function the table picks.
+struct ZipWith<'a, T>(&'a Array<T>, &'a Array<T>, &'a Shape);
+
+impl<T: Element, U: Element> Visit2<T, U> for ZipWith<'_, T> {
+    type Out = Array<U>;
+    fn visit<F: Fn2<T, U> + 'static>(self) -> Array<U> {
+        zip(self.0, self.1, self.2, F::f)
+    }
+}
+
+/// Builds the map of `a` through the table's function with a scalar on one side.
+struct WithScalar<'a, T>(&'a Array<T>, T, bool);
+
+impl<T: Element, U: Element> Visit2<T, U> for WithScalar<'_, T> {
+    type Out = Array<U>;
+    fn visit<F: Fn2<T, U> + 'static>(self) -> Array<U> {
+        let WithScalar(a, s, first) = self;
+        if first {
+            map(a, move |v| F::f(s, v))
+        } else {
+            map(a, move |v| F::f(v, s))
+        }
     }
 }
 
 fn unary(u: UnaryOp, x: &Storage) -> Storage {
     match x {
-        Storage::F32(a) => Storage::F32(unary_float(u, a)),
-        Storage::F64(a) => Storage::F64(unary_float(u, a)),
-        Storage::I32(a) => Storage::I32(unary_int(u, a)),
-        Storage::I64(a) => Storage::I64(unary_int(u, a)),
-        Storage::Bool(a) => Storage::Bool(map(a, |v: bool| !v)),
-    }
-}
-
-fn binary_typed<T: Num>(b: BinaryOp, x: &Array<T>, y: &Array<T>, shape: &Shape) -> Array<T> {
-    match b {
-        BinaryOp::Add => zip(x, y, shape, T::add),
-        BinaryOp::Sub => zip(x, y, shape, T::sub),
-        BinaryOp::Mul => zip(x, y, shape, T::mul),
-        BinaryOp::Div => zip(x, y, shape, T::div),
-        BinaryOp::Pow => zip(x, y, shape, T::pow),
-        BinaryOp::Maximum => zip(x, y, shape, T::maximum),
-        BinaryOp::Minimum => zip(x, y, shape, T::minimum),
+        Storage::F32(a) => Storage::F32(u.visit_float(MapWith(a))),
+        Storage::F64(a) => Storage::F64(u.visit_float(MapWith(a))),
+        Storage::I32(a) => Storage::I32(u.visit_num(MapWith(a))),
+        Storage::I64(a) => Storage::I64(u.visit_num(MapWith(a))),
+        Storage::Bool(a) => Storage::Bool(MapWith(a).visit::<crate::math::Not>()),
     }
 }
 
 fn binary(b: BinaryOp, x: &Storage, y: &Storage, shape: &Shape) -> Storage {
     match (x, y) {
-        (Storage::F32(p), Storage::F32(q)) => Storage::F32(binary_typed(b, p, q, shape)),
-        (Storage::F64(p), Storage::F64(q)) => Storage::F64(binary_typed(b, p, q, shape)),
-        (Storage::I32(p), Storage::I32(q)) => Storage::I32(binary_typed(b, p, q, shape)),
-        (Storage::I64(p), Storage::I64(q)) => Storage::I64(binary_typed(b, p, q, shape)),
+        (Storage::F32(p), Storage::F32(q)) => Storage::F32(b.visit(ZipWith(p, q, shape))),
+        (Storage::F64(p), Storage::F64(q)) => Storage::F64(b.visit(ZipWith(p, q, shape))),
+        (Storage::I32(p), Storage::I32(q)) => Storage::I32(b.visit(ZipWith(p, q, shape))),
+        (Storage::I64(p), Storage::I64(q)) => Storage::I64(b.visit(ZipWith(p, q, shape))),
         _ => unreachable!("dtypes checked by infer"),
     }
 }
 
-fn scalar_typed<T: Num>(b: BinaryOp, x: &Array<T>, s: Scalar, first: bool) -> Array<T> {
-    let s = T::from_scalar(s);
-    macro_rules! side {
-        ($f:expr) => {
-            if first {
-                map(x, |v| $f(s, v))
-            } else {
-                map(x, |v| $f(v, s))
-            }
-        };
-    }
-    match b {
-        BinaryOp::Add => side!(T::add),
-        BinaryOp::Sub => side!(T::sub),
-        BinaryOp::Mul => side!(T::mul),
-        BinaryOp::Div => side!(T::div),
-        BinaryOp::Pow => side!(T::pow),
-        BinaryOp::Maximum => side!(T::maximum),
-        BinaryOp::Minimum => side!(T::minimum),
-    }
-}
-
 fn binary_scalar(b: BinaryOp, x: &Storage, s: Scalar, first: bool) -> Storage {
-    crate::map_numeric!(x, a => scalar_typed(b, a, s, first), bool => unreachable!("checked by infer"))
-}
-
-pub(crate) fn cmp_fn<T: PartialOrd>(c: CmpOp) -> fn(T, T) -> bool {
-    match c {
-        CmpOp::Eq => |a, b| a == b,
-        CmpOp::Ne => |a, b| a != b,
-        CmpOp::Lt => |a, b| a < b,
-        CmpOp::Le => |a, b| a <= b,
-        CmpOp::Gt => |a, b| a > b,
-        CmpOp::Ge => |a, b| a >= b,
+    fn go<T: Num>(b: BinaryOp, a: &Array<T>, s: Scalar, first: bool) -> Array<T> {
+        b.visit(WithScalar(a, T::from_scalar(s), first))
     }
+    crate::map_numeric!(x, a => go(b, a, s, first), bool => unreachable!("checked by infer"))
 }
 
 fn compare(c: CmpOp, x: &Storage, y: &Storage, shape: &Shape) -> Array<bool> {
     match (x, y) {
-        (Storage::F32(p), Storage::F32(q)) => zip(p, q, shape, cmp_fn(c)),
-        (Storage::F64(p), Storage::F64(q)) => zip(p, q, shape, cmp_fn(c)),
-        (Storage::I32(p), Storage::I32(q)) => zip(p, q, shape, cmp_fn(c)),
-        (Storage::I64(p), Storage::I64(q)) => zip(p, q, shape, cmp_fn(c)),
-        (Storage::Bool(p), Storage::Bool(q)) => zip(p, q, shape, cmp_fn(c)),
+        (Storage::F32(p), Storage::F32(q)) => c.visit(ZipWith(p, q, shape)),
+        (Storage::F64(p), Storage::F64(q)) => c.visit(ZipWith(p, q, shape)),
+        (Storage::I32(p), Storage::I32(q)) => c.visit(ZipWith(p, q, shape)),
+        (Storage::I64(p), Storage::I64(q)) => c.visit(ZipWith(p, q, shape)),
+        (Storage::Bool(p), Storage::Bool(q)) => c.visit(ZipWith(p, q, shape)),
         _ => unreachable!("dtypes checked by infer"),
     }
 }
 
 fn compare_scalar(c: CmpOp, x: &Storage, s: Scalar) -> Array<bool> {
     fn go<T: Element>(a: &Array<T>, c: CmpOp, s: Scalar) -> Array<bool> {
-        let (f, s) = (cmp_fn::<T>(c), T::from_scalar(s));
-        map(a, move |v| f(v, s))
+        c.visit(WithScalar(a, T::from_scalar(s), false))
     }
     crate::with_array!(x, a => go(a, c, s))
 }
 
-fn where_kernel(inputs: &[&Storage]) -> Storage {
+fn where_kernel(inputs: &[&Storage], shape: &Shape) -> Storage {
     let Storage::Bool(c) = inputs[0] else { unreachable!("checked by infer") };
-    let shape = broadcast_shapes(&inputs[0].shape(), &broadcast_shapes(&inputs[1].shape(), &inputs[2].shape()).expect("checked")).expect("checked");
     match (inputs[1], inputs[2]) {
-        (Storage::F32(a), Storage::F32(b)) => Storage::F32(select(c, a, b, &shape)),
-        (Storage::F64(a), Storage::F64(b)) => Storage::F64(select(c, a, b, &shape)),
-        (Storage::I32(a), Storage::I32(b)) => Storage::I32(select(c, a, b, &shape)),
-        (Storage::I64(a), Storage::I64(b)) => Storage::I64(select(c, a, b, &shape)),
-        (Storage::Bool(a), Storage::Bool(b)) => Storage::Bool(select(c, a, b, &shape)),
+        (Storage::F32(a), Storage::F32(b)) => Storage::F32(select(c, a, b, shape)),
+        (Storage::F64(a), Storage::F64(b)) => Storage::F64(select(c, a, b, shape)),
+        (Storage::I32(a), Storage::I32(b)) => Storage::I32(select(c, a, b, shape)),
+        (Storage::I64(a), Storage::I64(b)) => Storage::I64(select(c, a, b, shape)),
+        (Storage::Bool(a), Storage::Bool(b)) => Storage::Bool(select(c, a, b, shape)),
         _ => unreachable!("checked by infer"),
-    }
-}
-
-/// `v` limited to `[lo, hi]`; NaN stays NaN (as in PyTorch).
-#[inline(always)]
-pub(crate) fn clamp_value<T: Num>(v: T, lo: Option<T>, hi: Option<T>) -> T {
-    let v = match lo {
-        Some(l) if v < l => l,
-        _ => v,
-    };
-    match hi {
-        Some(h) if v > h => h,
-        _ => v,
     }
 }
 
@@ -504,62 +492,31 @@ fn clamp(x: &Storage, min: Option<Scalar>, max: Option<Scalar>) -> Storage {
     crate::map_numeric!(x, a => go(a, min, max), bool => unreachable!("checked by infer"))
 }
 
-/// Rust's `as` between every pair of element types (bool: nonzero is true, true is 1).
-pub(crate) trait CastTo<U> {
-    fn cast_to(self) -> U;
-}
-
-macro_rules! cast_numeric {
-    ($($from:ty),*) => {$(
-        impl CastTo<f32> for $from { #[inline(always)] fn cast_to(self) -> f32 { self as f32 } }
-        impl CastTo<f64> for $from { #[inline(always)] fn cast_to(self) -> f64 { self as f64 } }
-        impl CastTo<i32> for $from { #[inline(always)] fn cast_to(self) -> i32 { self as i32 } }
-        impl CastTo<i64> for $from { #[inline(always)] fn cast_to(self) -> i64 { self as i64 } }
-        impl CastTo<bool> for $from { #[inline(always)] fn cast_to(self) -> bool { self != (0 as $from) } }
-    )*};
-}
-cast_numeric!(f32, f64, i32, i64);
-
-macro_rules! cast_bool {
-    ($($to:ty),*) => {$(
-        impl CastTo<$to> for bool { #[inline(always)] fn cast_to(self) -> $to { self as u8 as $to } }
-    )*};
-}
-cast_bool!(f32, f64, i32, i64);
-impl CastTo<bool> for bool {
-    fn cast_to(self) -> bool {
-        self
-    }
-}
-
-fn cast_array<T: Copy + Send + Sync + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastTo<i64> + CastTo<bool>>(a: &Array<T>, to: DType) -> Storage {
+fn cast<T: CastToAll + Element>(a: &Array<T>, to: DType) -> Storage {
+    use crate::math::Cast;
     match to {
-        DType::F32 => Storage::F32(map(a, CastTo::<f32>::cast_to)),
-        DType::F64 => Storage::F64(map(a, CastTo::<f64>::cast_to)),
-        DType::I32 => Storage::I32(map(a, CastTo::<i32>::cast_to)),
-        DType::I64 => Storage::I64(map(a, CastTo::<i64>::cast_to)),
-        DType::Bool => Storage::Bool(map(a, CastTo::<bool>::cast_to)),
+        DType::F32 => Storage::F32(MapWith(a).visit::<Cast>()),
+        DType::F64 => Storage::F64(MapWith(a).visit::<Cast>()),
+        DType::I32 => Storage::I32(MapWith(a).visit::<Cast>()),
+        DType::I64 => Storage::I64(MapWith(a).visit::<Cast>()),
+        DType::Bool => Storage::Bool(MapWith(a).visit::<Cast>()),
     }
-}
-
-fn cast(x: &Storage, to: DType) -> Storage {
-    crate::with_array!(x, a => cast_array(a, to))
 }
 
 // ---------------------------------------------------------------------------------- gradients
 
-pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+fn backward(op: &ElementwiseOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
     match op {
-        Op::Unary(u) => Ok(smallvec![Some(unary_grad(*u, ctx, g)?)]),
-        Op::Binary(b) => binary_grad(*b, ctx, g),
-        Op::BinaryScalar { op, scalar, scalar_first } => Ok(smallvec![Some(scalar_grad(*op, scalar.0, *scalar_first, ctx, g)?)]),
-        Op::Where => where_grad(ctx, g),
-        Op::Clamp { min, max } => Ok(smallvec![Some(clamp_grad(min.map(|s| s.0), max.map(|s| s.0), ctx, g)?)]),
-        Op::Cast(_) => {
+        ElementwiseOp::Unary(u) => Ok(smallvec![Some(unary_grad(*u, ctx, g)?)]),
+        ElementwiseOp::Binary(b) => binary_grad(*b, ctx, g),
+        ElementwiseOp::BinaryScalar { op, scalar, scalar_first } => Ok(smallvec![Some(scalar_grad(*op, scalar.0, *scalar_first, ctx, g)?)]),
+        ElementwiseOp::Where => where_grad(ctx, g),
+        ElementwiseOp::Clamp { min, max } => Ok(smallvec![Some(clamp_grad(min.map(|s| s.0), max.map(|s| s.0), ctx, g)?)]),
+        ElementwiseOp::Cast(_) => {
             let from = ctx.input_dtype(0);
             Ok(smallvec![from.is_float().then(|| g.cast(from))])
         }
-        _ => unreachable!("not differentiable here: {op:?}"),
+        ElementwiseOp::Compare(_) | ElementwiseOp::CompareScalar { .. } => Err(Error::NotDifferentiable { op: op.name(), detail: "" }),
     }
 }
 

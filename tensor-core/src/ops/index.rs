@@ -1,7 +1,7 @@
 //! Indexing ops: index_select, gather, one_hot, and the scatter-adds that are their gradients.
 
 use super::dispatch::apply;
-use super::{InputGrads, Op, TypeRef};
+use super::{Family, InputGrads, Saves, TypeRef};
 use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -24,7 +24,7 @@ impl Tensor {
     pub fn index_select(&self, axis: isize, index: &Tensor) -> Result<Tensor> {
         let rank = self.rank();
         let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "index_select", axis, rank })?;
-        apply(Op::IndexSelect { axis }, &[self, index])
+        apply(IndexOp::IndexSelect { axis }, &[self, index])
     }
 
     /// `out[i][j] = self[i][index[i][j]]` along `axis` (PyTorch's gather): `index` has the
@@ -40,7 +40,7 @@ impl Tensor {
     pub fn gather(&self, axis: isize, index: &Tensor) -> Result<Tensor> {
         let rank = self.rank();
         let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "gather", axis, rank })?;
-        apply(Op::Gather { axis }, &[self, index])
+        apply(IndexOp::Gather { axis }, &[self, index])
     }
 
     /// A new last axis of length `classes`, 1 at each index and 0 elsewhere, in `dtype`.
@@ -52,7 +52,81 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn one_hot(&self, classes: usize, dtype: DType) -> Result<Tensor> {
-        apply(Op::OneHot { classes, dtype }, &[self])
+        apply(IndexOp::OneHot { classes, dtype }, &[self])
+    }
+}
+
+/// Selecting and scattering by integer indices. Inputs are listed per variant.
+///
+/// ```
+/// use tensor_core::ops::IndexOp;
+/// assert_ne!(IndexOp::Gather { axis: 0 }, IndexOp::IndexSelect { axis: 0 });
+/// ```
+#[allow(missing_docs)] // the fields are the Tensor methods' arguments
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IndexOp {
+    /// (x, index)
+    IndexSelect { axis: usize },
+    /// (g, index): index_select's adjoint.
+    IndexAdd { axis: usize, size: usize },
+    /// (x, index)
+    Gather { axis: usize },
+    /// (g, index): gather's adjoint.
+    ScatterAdd { axis: usize, size: usize },
+    /// (index)
+    OneHot { classes: usize, dtype: DType },
+}
+
+impl Family for IndexOp {
+    fn name(&self) -> &'static str {
+        match self {
+            IndexOp::IndexSelect { .. } => "index_select",
+            IndexOp::IndexAdd { .. } => "index_add",
+            IndexOp::Gather { .. } => "gather",
+            IndexOp::ScatterAdd { .. } => "scatter_add",
+            IndexOp::OneHot { .. } => "one_hot",
+        }
+    }
+
+    fn grad_fn_name(&self) -> &'static str {
+        match self {
+            IndexOp::IndexSelect { .. } => "IndexSelectBackward",
+            IndexOp::IndexAdd { .. } => "IndexAddBackward",
+            IndexOp::Gather { .. } => "GatherBackward",
+            IndexOp::ScatterAdd { .. } => "ScatterAddBackward",
+            IndexOp::OneHot { .. } => "NoBackward",
+        }
+    }
+
+    fn attrs(&self) -> String {
+        match self {
+            IndexOp::IndexSelect { axis } | IndexOp::Gather { axis } => format!("axis={axis}"),
+            IndexOp::IndexAdd { axis, size } | IndexOp::ScatterAdd { axis, size } => format!("axis={axis} size={size}"),
+            IndexOp::OneHot { classes, dtype } => format!("classes={classes} dtype={dtype}"),
+        }
+    }
+
+    fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+        infer(self, inputs)
+    }
+
+    fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
+        compute(self, inputs)
+    }
+
+    fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+        backward(self, ctx, g)
+    }
+
+    fn saves(&self) -> Saves {
+        match self {
+            IndexOp::OneHot { .. } => Saves::default(),
+            _ => Saves::inputs(0b10),
+        }
+    }
+
+    fn is_differentiable(&self) -> bool {
+        !matches!(self, IndexOp::OneHot { .. })
     }
 }
 
@@ -63,10 +137,10 @@ fn need_index(op: &'static str, dtype: DType) -> Result<()> {
     }
 }
 
-pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+fn infer(op: &IndexOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     let x = inputs[0];
     match op {
-        Op::IndexSelect { axis } => {
+        IndexOp::IndexSelect { axis } => {
             let i = inputs[1];
             need_index("index_select", i.dtype)?;
             if i.shape.rank() != 1 {
@@ -74,8 +148,8 @@ pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             Ok((x.dtype, x.shape.with_dim(*axis, i.shape[0])))
         }
-        Op::IndexAdd { axis, size } => Ok((x.dtype, x.shape.with_dim(*axis, *size))),
-        Op::Gather { axis } => {
+        IndexOp::IndexAdd { axis, size } => Ok((x.dtype, x.shape.with_dim(*axis, *size))),
+        IndexOp::Gather { axis } => {
             let i = inputs[1];
             need_index("gather", i.dtype)?;
             let fits = i.shape.rank() == x.shape.rank()
@@ -90,39 +164,38 @@ pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             Ok((x.dtype, i.shape.clone()))
         }
-        Op::ScatterAdd { axis, size } => Ok((x.dtype, x.shape.with_dim(*axis, *size))),
-        Op::OneHot { classes, dtype } => {
+        IndexOp::ScatterAdd { axis, size } => Ok((x.dtype, x.shape.with_dim(*axis, *size))),
+        IndexOp::OneHot { classes, dtype } => {
             need_index("one_hot", x.dtype)?;
             let mut s = x.shape.clone();
             s.dims_mut().push(*classes);
             Ok((*dtype, s))
         }
-        _ => unreachable!("not an indexing op: {op:?}"),
     }
 }
 
-pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+fn compute(op: &IndexOp, inputs: &[&Storage]) -> Result<Storage> {
     let x = inputs[0];
     Ok(match op {
-        Op::IndexSelect { axis } => {
+        IndexOp::IndexSelect { axis } => {
             let idx = k::indices(inputs[1], x.shape()[*axis], "index_select")?;
             crate::map_array!(x, a => k::index_select(a, *axis, &idx))
         }
-        Op::IndexAdd { axis, size } => {
+        IndexOp::IndexAdd { axis, size } => {
             let idx = k::indices(inputs[1], *size, "index_add")?;
             crate::map_numeric!(x, a => k::index_add(a, *axis, &idx, *size), bool => unreachable!("gradients are numeric"))
         }
-        Op::Gather { axis } => {
+        IndexOp::Gather { axis } => {
             let idx = k::indices(inputs[1], x.shape()[*axis], "gather")?;
             let dims = inputs[1].shape();
             crate::map_array!(x, a => k::gather(a, *axis, &idx, dims.dims()))
         }
-        Op::ScatterAdd { axis, size } => {
+        IndexOp::ScatterAdd { axis, size } => {
             let idx = k::indices(inputs[1], *size, "scatter_add")?;
             let dims = x.shape().with_dim(*axis, *size);
             crate::map_numeric!(x, a => k::scatter_add(a, *axis, &idx, dims.dims()), bool => unreachable!("gradients are numeric"))
         }
-        Op::OneHot { classes, dtype } => {
+        IndexOp::OneHot { classes, dtype } => {
             let idx = k::indices(x, *classes, "one_hot")?;
             let dims = x.shape();
             match dtype {
@@ -133,27 +206,22 @@ pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
                 DType::Bool => Storage::Bool(crate::kernels::elementwise::map(&k::one_hot::<i32>(&idx, dims.dims(), *classes), |v| v != 0)),
             }
         }
-        _ => unreachable!("not an indexing op: {op:?}"),
     })
 }
 
-pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+fn backward(op: &IndexOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
     let index = ctx.input(1)?;
-    let (axis, size) = match op {
-        Op::IndexSelect { axis } | Op::Gather { axis } => (*axis, ctx.input_shape(0)[*axis]),
-        Op::IndexAdd { axis, .. } | Op::ScatterAdd { axis, .. } => (*axis, 0),
-        _ => unreachable!("not an indexing op: {op:?}"),
+    let in_dim = |axis: usize| ctx.input_shape(0)[axis];
+    // The selections scatter-add back; the scatter-adds select again.
+    let adjoint = match *op {
+        IndexOp::IndexSelect { axis } => IndexOp::IndexAdd { axis, size: in_dim(axis) },
+        IndexOp::Gather { axis } => IndexOp::ScatterAdd { axis, size: in_dim(axis) },
+        IndexOp::IndexAdd { axis, .. } => IndexOp::IndexSelect { axis },
+        IndexOp::ScatterAdd { axis, .. } => IndexOp::Gather { axis },
+        IndexOp::OneHot { .. } => return Err(Error::NotDifferentiable { op: "one_hot", detail: "" }),
     };
-    if size == UNKNOWN {
+    if matches!(adjoint, IndexOp::IndexAdd { size: UNKNOWN, .. } | IndexOp::ScatterAdd { size: UNKNOWN, .. }) {
         return Err(Error::NotDifferentiable { op: op.name(), detail: " along a dim that is unknown in this trace" });
     }
-    let grad = match op {
-        Op::IndexSelect { .. } => apply(Op::IndexAdd { axis, size }, &[g, &index])?,
-        Op::Gather { .. } => apply(Op::ScatterAdd { axis, size }, &[g, &index])?,
-        // The adjoints of the scatter-adds are the selections again.
-        Op::IndexAdd { .. } => apply(Op::IndexSelect { axis }, &[g, &index])?,
-        Op::ScatterAdd { .. } => apply(Op::Gather { axis }, &[g, &index])?,
-        _ => unreachable!(),
-    };
-    Ok(smallvec![Some(grad), None])
+    Ok(smallvec![Some(apply(adjoint, &[g, &index])?), None])
 }

@@ -2,7 +2,7 @@
 //! version counter, which backward checks against the versions it saved.
 
 use super::dispatch::apply_in_place;
-use super::{BinaryOp, Op, Operand, ScalarAttr};
+use super::{BinaryOp, ElementwiseOp, LayoutOp, Operand, ScalarAttr};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -42,8 +42,10 @@ in_place_methods! {
 impl Tensor {
     fn binary_in_place(&self, op: BinaryOp, rhs: Operand, name: &'static str) -> Result<()> {
         match rhs {
-            Operand::Tensor(t) => apply_in_place(Op::Binary(op), self, true, &[t], name),
-            Operand::Scalar(s) => apply_in_place(Op::BinaryScalar { op, scalar: ScalarAttr(s), scalar_first: false }, self, true, &[], name),
+            Operand::Tensor(t) => apply_in_place(ElementwiseOp::Binary(op).into(), self, true, &[t], name),
+            Operand::Scalar(s) => {
+                apply_in_place(ElementwiseOp::BinaryScalar { op, scalar: ScalarAttr(s), scalar_first: false }.into(), self, true, &[], name)
+            }
         }
     }
 
@@ -57,7 +59,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn assign_(&self, src: &Tensor) -> Result<()> {
-        apply_in_place(Op::BroadcastTo(self.0.shape.clone()), self, false, &[src], "assign_").map_err(|e| match e {
+        apply_in_place(LayoutOp::BroadcastTo(self.0.shape.clone()).into(), self, false, &[src], "assign_").map_err(|e| match e {
             // Name the method the user called, not the op it runs on.
             Error::ShapeMismatch { op: "broadcast_to", lhs, rhs, .. } => {
                 Error::shapes("assign_", &rhs, &lhs, format!("the source {lhs} must broadcast to the target's shape {rhs}"))
@@ -79,6 +81,6 @@ impl Tensor {
     /// ```
     pub fn zero_(&self) -> Result<()> {
         let zero = Tensor::zeros(&[], self.dtype());
-        apply_in_place(Op::BroadcastTo(self.0.shape.clone()), self, false, &[&zero], "zero_")
+        apply_in_place(LayoutOp::BroadcastTo(self.0.shape.clone()).into(), self, false, &[&zero], "zero_")
     }
 }

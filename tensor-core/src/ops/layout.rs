@@ -2,7 +2,7 @@
 //! broadcast_to, concat (and stack), narrow (and slicing), with their gradients.
 
 use super::dispatch::apply;
-use super::{Axes, InputGrads, Op, TypeRef};
+use super::{Axes, Family, InputGrads, Saves, TypeRef};
 use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -24,7 +24,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn reshape(&self, dims: &[isize]) -> Result<Tensor> {
-        apply(Op::Reshape(SmallVec::from_slice(dims)), &[self])
+        apply(LayoutOp::Reshape(SmallVec::from_slice(dims)), &[self])
     }
 
     /// Reshapes to `shape`, whose unknown dims (at most one) are inferred.
@@ -99,7 +99,7 @@ impl Tensor {
         for &p in perm {
             axes.push(normalize_axis(p, rank).ok_or(Error::Axis { op: "permute", axis: p, rank })?);
         }
-        apply(Op::Permute(axes), &[self])
+        apply(LayoutOp::Permute(axes), &[self])
     }
 
     /// Swaps two axes.
@@ -140,7 +140,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
-        apply(Op::BroadcastTo(Shape::new(dims)), &[self])
+        apply(LayoutOp::BroadcastTo(Shape::new(dims)), &[self])
     }
 
     /// The sum over broadcast dims that gives `shape` (the adjoint of `broadcast_to`).
@@ -148,7 +148,7 @@ impl Tensor {
         if &self.shape() == shape {
             return Ok(self.clone());
         }
-        apply(Op::SumTo(shape.clone()), &[self])
+        apply(LayoutOp::SumTo(shape.clone()), &[self])
     }
 
     /// The tensors joined along `axis`; all other dims must agree.
@@ -164,7 +164,7 @@ impl Tensor {
         let first = tensors.first().ok_or_else(|| Error::invalid("concat", "tensors", "needs at least one tensor"))?;
         let rank = first.rank();
         let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "concat", axis, rank })?;
-        apply(Op::Concat { axis }, tensors)
+        apply(LayoutOp::Concat { axis }, tensors)
     }
 
     /// The tensors stacked along a new `axis`; all shapes must be equal.
@@ -200,7 +200,7 @@ impl Tensor {
     pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor> {
         let rank = self.rank();
         let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "narrow", axis, rank })?;
-        apply(Op::Narrow { axis, start, len }, &[self])
+        apply(LayoutOp::Narrow { axis, start, len }, &[self])
     }
 
     /// The entries of `axis` in `range` (`x.slice(1, 2..5)`, `x.slice(0, ..3)`).
@@ -246,7 +246,7 @@ impl Tensor {
     }
 
     pub(crate) fn pad_axis(&self, axis: usize, before: usize, after: usize) -> Result<Tensor> {
-        apply(Op::Pad { axis, before, after }, &[self])
+        apply(LayoutOp::Pad { axis, before, after }, &[self])
     }
 }
 
@@ -259,14 +259,96 @@ pub(crate) fn shape_spec(shape: &Shape) -> Result<SmallVec<[isize; 4]>> {
     Ok(spec)
 }
 
+/// Shape changes and data movement. Inputs are listed per variant.
+///
+/// ```
+/// use tensor_core::ops::LayoutOp;
+/// assert_eq!(LayoutOp::Narrow { axis: 0, start: 1, len: 2 }, LayoutOp::Narrow { axis: 0, start: 1, len: 2 });
+/// ```
+#[allow(missing_docs)] // the fields are the Tensor methods' arguments
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LayoutOp {
+    /// (x): the requested dims, one of them possibly -1.
+    Reshape(SmallVec<[isize; 4]>),
+    /// (x)
+    Permute(Axes),
+    /// (x)
+    BroadcastTo(Shape),
+    /// (x): the sum over broadcast dims back to `shape` (a broadcast's adjoint).
+    SumTo(Shape),
+    /// (x0, x1, ...)
+    Concat { axis: usize },
+    /// (x)
+    Narrow { axis: usize, start: usize, len: usize },
+    /// (x): zero padding along one axis (narrow's adjoint).
+    Pad { axis: usize, before: usize, after: usize },
+}
+
+impl Family for LayoutOp {
+    fn name(&self) -> &'static str {
+        match self {
+            LayoutOp::Reshape(_) => "reshape",
+            LayoutOp::Permute(_) => "permute",
+            LayoutOp::BroadcastTo(_) => "broadcast_to",
+            LayoutOp::SumTo(_) => "sum_to",
+            LayoutOp::Concat { .. } => "concat",
+            LayoutOp::Narrow { .. } => "narrow",
+            LayoutOp::Pad { .. } => "pad",
+        }
+    }
+
+    fn grad_fn_name(&self) -> &'static str {
+        match self {
+            LayoutOp::Reshape(_) => "ReshapeBackward",
+            LayoutOp::Permute(_) => "PermuteBackward",
+            LayoutOp::BroadcastTo(_) => "BroadcastToBackward",
+            LayoutOp::SumTo(_) => "SumToBackward",
+            LayoutOp::Concat { .. } => "ConcatBackward",
+            LayoutOp::Narrow { .. } => "NarrowBackward",
+            LayoutOp::Pad { .. } => "PadBackward",
+        }
+    }
+
+    fn attrs(&self) -> String {
+        match self {
+            LayoutOp::Reshape(d) => format!("shape={d:?}"),
+            LayoutOp::Permute(p) => format!("perm={p:?}"),
+            LayoutOp::BroadcastTo(s) | LayoutOp::SumTo(s) => format!("shape={s}"),
+            LayoutOp::Concat { axis } => format!("axis={axis}"),
+            LayoutOp::Narrow { axis, start, len } => format!("axis={axis} start={start} len={len}"),
+            LayoutOp::Pad { axis, before, after } => format!("axis={axis} before={before} after={after}"),
+        }
+    }
+
+    fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+        infer(self, inputs)
+    }
+
+    fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
+        compute(self, inputs)
+    }
+
+    fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+        backward(self, ctx, g)
+    }
+
+    fn saves(&self) -> Saves {
+        Saves::default()
+    }
+
+    fn is_differentiable(&self) -> bool {
+        true
+    }
+}
+
 // ------------------------------------------------------------------------ shape and dtype rules
 
-pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+fn infer(op: &LayoutOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     let x = inputs[0];
     let shape = match op {
-        Op::Reshape(spec) => reshape_shape(x.shape, spec)?,
-        Op::Permute(perm) => permute_shape(x.shape, perm)?,
-        Op::BroadcastTo(target) => {
+        LayoutOp::Reshape(spec) => reshape_shape(x.shape, spec)?,
+        LayoutOp::Permute(perm) => permute_shape(x.shape, perm)?,
+        LayoutOp::BroadcastTo(target) => {
             match broadcast_shapes(x.shape, target) {
                 Some(b) if target.admits(&b) || &b == target => {}
                 _ => {
@@ -280,9 +362,9 @@ pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             target.clone()
         }
-        Op::SumTo(target) => target.clone(),
-        Op::Concat { axis } => concat_shape(inputs, *axis)?,
-        Op::Narrow { axis, start, len } => {
+        LayoutOp::SumTo(target) => target.clone(),
+        LayoutOp::Concat { axis } => concat_shape(inputs, *axis)?,
+        LayoutOp::Narrow { axis, start, len } => {
             let d = x.shape[*axis];
             if d != UNKNOWN && start + len > d {
                 return Err(Error::invalid(
@@ -293,11 +375,10 @@ pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             x.shape.with_dim(*axis, *len)
         }
-        Op::Pad { axis, before, after } => {
+        LayoutOp::Pad { axis, before, after } => {
             let d = x.shape[*axis];
             x.shape.with_dim(*axis, if d == UNKNOWN { UNKNOWN } else { d + before + after })
         }
-        _ => unreachable!("not a layout op: {op:?}"),
     };
     Ok((x.dtype, shape))
 }
@@ -356,31 +437,30 @@ fn concat_shape(inputs: &[TypeRef], axis: usize) -> Result<Shape> {
 
 // ------------------------------------------------------------------------------------ kernels
 
-pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+fn compute(op: &LayoutOp, inputs: &[&Storage]) -> Result<Storage> {
     let x = inputs[0];
     Ok(match op {
-        Op::Reshape(_) => {
+        LayoutOp::Reshape(_) => {
             let (_, shape) = infer(op, &[TypeRef { dtype: x.dtype(), shape: &x.shape() }])?;
             crate::map_array!(x, a => k::reshape(a, shape.dims()))
         }
-        Op::Permute(perm) => crate::map_array!(x, a => k::permute(a, perm)),
-        Op::BroadcastTo(target) => {
+        LayoutOp::Permute(perm) => crate::map_array!(x, a => k::permute(a, perm)),
+        LayoutOp::BroadcastTo(target) => {
             let dims = resolve_unknown(target, &x.shape());
             crate::map_array!(x, a => k::broadcast_to(a, &dims))
         }
-        Op::SumTo(target) => {
+        LayoutOp::SumTo(target) => {
             let dims = resolve_unknown(target, &x.shape());
             crate::map_numeric!(x, a => k::sum_to(a, &dims), bool => unreachable!("sum_to is only used on gradients"))
         }
-        Op::Concat { axis } => concat(inputs, *axis),
-        Op::Narrow { axis, start, len } => {
+        LayoutOp::Concat { axis } => concat(inputs, *axis),
+        LayoutOp::Narrow { axis, start, len } => {
             check_narrow(x, *axis, *start, *len)?;
             crate::map_array!(x, a => k::narrow(a, *axis, *start, *len))
         }
-        Op::Pad { axis, before, after } => {
+        LayoutOp::Pad { axis, before, after } => {
             crate::map_numeric!(x, a => k::pad(a, *axis, *before, *after), bool => unreachable!("pad is only used on gradients"))
         }
-        _ => unreachable!("not a layout op: {op:?}"),
     })
 }
 
@@ -423,19 +503,19 @@ fn concat(inputs: &[&Storage], axis: usize) -> Storage {
 
 // ---------------------------------------------------------------------------------- gradients
 
-pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+fn backward(op: &LayoutOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
     Ok(match op {
-        Op::Reshape(_) => smallvec![Some(g.reshape_to(ctx.input_shape(0))?)],
-        Op::Permute(perm) => {
+        LayoutOp::Reshape(_) => smallvec![Some(g.reshape_to(ctx.input_shape(0))?)],
+        LayoutOp::Permute(perm) => {
             let mut inverse = vec![0isize; perm.len()];
             for (i, &p) in perm.iter().enumerate() {
                 inverse[p] = i as isize;
             }
             smallvec![Some(g.permute(&inverse)?)]
         }
-        Op::BroadcastTo(_) => smallvec![Some(g.sum_to(ctx.input_shape(0))?)],
-        Op::SumTo(_) => smallvec![Some(g.broadcast_to(ctx.input_shape(0).dims())?)],
-        Op::Concat { axis } => {
+        LayoutOp::BroadcastTo(_) => smallvec![Some(g.sum_to(ctx.input_shape(0))?)],
+        LayoutOp::SumTo(_) => smallvec![Some(g.broadcast_to(ctx.input_shape(0).dims())?)],
+        LayoutOp::Concat { axis } => {
             let mut start = 0;
             let mut grads = InputGrads::new();
             for i in 0..ctx.num_inputs() {
@@ -448,17 +528,16 @@ pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGr
             }
             grads
         }
-        Op::Narrow { axis, start, len } => {
+        LayoutOp::Narrow { axis, start, len } => {
             let d = ctx.input_shape(0)[*axis];
             if d == UNKNOWN {
                 return Err(Error::NotDifferentiable { op: "narrow", detail: " along a dim that is unknown in this trace" });
             }
             smallvec![Some(g.pad_axis(*axis, *start, d - start - len)?)]
         }
-        Op::Pad { axis, before, .. } => {
+        LayoutOp::Pad { axis, before, .. } => {
             let len = ctx.input_shape(0)[*axis];
             smallvec![Some(g.narrow(*axis as isize, *before, len)?)]
         }
-        _ => unreachable!("not a layout op: {op:?}"),
     })
 }

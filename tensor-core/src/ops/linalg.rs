@@ -1,7 +1,7 @@
 //! Matrix multiplication: 2-d and batched, batch dims broadcast as in NumPy.
 
 use super::dispatch::apply;
-use super::{need_numeric, InputGrads, Op, TypeRef};
+use super::{need_numeric, Family, InputGrads, Saves, TypeRef};
 use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -23,7 +23,53 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
-        apply(Op::Matmul, &[self, rhs])
+        apply(LinalgOp::Matmul, &[self, rhs])
+    }
+}
+
+/// Matrix products. (One today; batched and vector forms share its rule.)
+///
+/// ```
+/// use tensor_core::ops::LinalgOp;
+/// assert_eq!(format!("{:?}", LinalgOp::Matmul), "Matmul");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LinalgOp {
+    /// (a, b): the product over the last two dims; batch dims broadcast.
+    Matmul,
+}
+
+impl Family for LinalgOp {
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
+
+    fn grad_fn_name(&self) -> &'static str {
+        "MatmulBackward"
+    }
+
+    fn attrs(&self) -> String {
+        String::new()
+    }
+
+    fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+        infer(inputs)
+    }
+
+    fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
+        compute(inputs)
+    }
+
+    fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+        backward(ctx, g)
+    }
+
+    fn saves(&self) -> Saves {
+        Saves::inputs(0b11)
+    }
+
+    fn is_differentiable(&self) -> bool {
+        true
     }
 }
 
@@ -43,7 +89,7 @@ fn split(a: &Shape, b: &Shape) -> Result<(Shape, usize, usize, usize)> {
     Ok((batch, m, k, n))
 }
 
-pub(super) fn infer(inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+fn infer(inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     let (a, b) = (inputs[0], inputs[1]);
     if a.dtype != b.dtype {
         return Err(Error::dtype_mismatch("matmul", a.dtype, b.dtype));
@@ -55,7 +101,7 @@ pub(super) fn infer(inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     Ok((a.dtype, out))
 }
 
-pub(super) fn compute(inputs: &[&Storage]) -> Result<Storage> {
+fn compute(inputs: &[&Storage]) -> Result<Storage> {
     let (batch, ..) = split(&inputs[0].shape(), &inputs[1].shape())?;
     Ok(match (inputs[0], inputs[1]) {
         (Storage::F32(a), Storage::F32(b)) => Storage::F32(matmul(a, b, batch.dims())),
@@ -67,7 +113,7 @@ pub(super) fn compute(inputs: &[&Storage]) -> Result<Storage> {
 }
 
 /// d(a@b)/da = g @ b^T, d(a@b)/db = a^T @ g, each summed over broadcast batch dims.
-pub(super) fn backward(ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+fn backward(ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let ga = if ctx.needs_grad(0) { Some(g.matmul(&b.t()?)?.sum_to(ctx.input_shape(0))?) } else { None };
     let gb = if ctx.needs_grad(1) { Some(a.t()?.matmul(g)?.sum_to(ctx.input_shape(1))?) } else { None };

@@ -1,7 +1,7 @@
 //! Softmax, log-softmax and softmax cross-entropy (numerically stable), with gradients.
 
 use super::dispatch::apply;
-use super::{need_float, InputGrads, Op, TypeRef};
+use super::{need_float, Family, InputGrads, Saves, TypeRef};
 use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -23,7 +23,7 @@ impl Tensor {
     /// ```
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let axis = self.norm_axis("softmax", axis)?;
-        apply(Op::Softmax { axis }, &[self])
+        apply(NnOp::Softmax { axis }, &[self])
     }
 
     /// log(softmax(x)) along `axis`, computed stably.
@@ -37,7 +37,7 @@ impl Tensor {
     /// ```
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         let axis = self.norm_axis("log_softmax", axis)?;
-        apply(Op::LogSoftmax { axis }, &[self])
+        apply(NnOp::LogSoftmax { axis }, &[self])
     }
 
     /// The mean softmax cross-entropy of `self` (logits `[n, c]`) against `labels` (`[n]`,
@@ -52,7 +52,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn cross_entropy(&self, labels: &Tensor) -> Result<Tensor> {
-        apply(Op::CrossEntropy, &[self, labels])
+        apply(NnOp::CrossEntropy, &[self, labels])
     }
 
     fn norm_axis(&self, op: &'static str, axis: isize) -> Result<usize> {
@@ -61,12 +61,77 @@ impl Tensor {
     }
 }
 
-pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+/// Softmax, log-softmax and the softmax cross-entropy loss.
+///
+/// ```
+/// use tensor_core::ops::NnOp;
+/// assert_eq!(NnOp::Softmax { axis: 1 }, NnOp::Softmax { axis: 1 });
+/// ```
+#[allow(missing_docs)] // the fields are the Tensor methods' arguments
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NnOp {
+    /// (x)
+    Softmax { axis: usize },
+    /// (x)
+    LogSoftmax { axis: usize },
+    /// (logits [n, c], labels [n]) -> scalar mean loss
+    CrossEntropy,
+}
+
+impl Family for NnOp {
+    fn name(&self) -> &'static str {
+        match self {
+            NnOp::Softmax { .. } => "softmax",
+            NnOp::LogSoftmax { .. } => "log_softmax",
+            NnOp::CrossEntropy => "cross_entropy",
+        }
+    }
+
+    fn grad_fn_name(&self) -> &'static str {
+        match self {
+            NnOp::Softmax { .. } => "SoftmaxBackward",
+            NnOp::LogSoftmax { .. } => "LogSoftmaxBackward",
+            NnOp::CrossEntropy => "CrossEntropyBackward",
+        }
+    }
+
+    fn attrs(&self) -> String {
+        match self {
+            NnOp::Softmax { axis } | NnOp::LogSoftmax { axis } => format!("axis={axis}"),
+            NnOp::CrossEntropy => String::new(),
+        }
+    }
+
+    fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+        infer(self, inputs)
+    }
+
+    fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
+        compute(self, inputs)
+    }
+
+    fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+        backward(self, ctx, g)
+    }
+
+    fn saves(&self) -> Saves {
+        match self {
+            NnOp::Softmax { .. } | NnOp::LogSoftmax { .. } => Saves::output(),
+            NnOp::CrossEntropy => Saves::inputs(0b11),
+        }
+    }
+
+    fn is_differentiable(&self) -> bool {
+        true
+    }
+}
+
+fn infer(op: &NnOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     let x = inputs[0];
     need_float(op.name(), x.dtype)?;
     match op {
-        Op::Softmax { .. } | Op::LogSoftmax { .. } => Ok((x.dtype, x.shape.clone())),
-        Op::CrossEntropy => {
+        NnOp::Softmax { .. } | NnOp::LogSoftmax { .. } => Ok((x.dtype, x.shape.clone())),
+        NnOp::CrossEntropy => {
             let l = inputs[1];
             if !matches!(l.dtype, DType::I64 | DType::I32) {
                 return Err(Error::UnsupportedDType { op: "cross_entropy", dtype: l.dtype, needs: "i64 or i32 class labels" });
@@ -77,40 +142,38 @@ pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             Ok((x.dtype, Shape::scalar()))
         }
-        _ => unreachable!("not an nn op: {op:?}"),
     }
 }
 
-pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+fn compute(op: &NnOp, inputs: &[&Storage]) -> Result<Storage> {
     let x = inputs[0];
     let other = || unreachable!("checked by infer");
     Ok(match op {
-        Op::Softmax { axis } => crate::map_float!(x, a => k::softmax(a, *axis), other => other()),
-        Op::LogSoftmax { axis } => crate::map_float!(x, a => k::log_softmax(a, *axis), other => other()),
-        Op::CrossEntropy => {
+        NnOp::Softmax { axis } => crate::map_float!(x, a => k::softmax(a, *axis), other => other()),
+        NnOp::LogSoftmax { axis } => crate::map_float!(x, a => k::log_softmax(a, *axis), other => other()),
+        NnOp::CrossEntropy => {
             let labels = indices(inputs[1], x.shape()[1], "cross_entropy")?;
             if labels.len() != x.shape()[0] {
                 return Err(Error::shapes("cross_entropy", &x.shape(), &inputs[1].shape(), "logits must be [n, classes] and labels [n]"));
             }
             crate::map_float!(x, a => ndarray::arr0(k::cross_entropy(a, &labels)).into_dyn().into_shared(), other => other())
         }
-        _ => unreachable!("not an nn op: {op:?}"),
     })
 }
 
-pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+fn backward(op: &NnOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
     Ok(match op {
-        Op::Softmax { axis } => {
+        NnOp::Softmax { axis } => {
             let y = ctx.output()?;
             let dot = g.mul(&y)?.sum_axes(&[*axis as isize], true)?;
             smallvec![Some(y.mul(&g.sub(&dot)?)?)]
         }
-        Op::LogSoftmax { axis } => {
+        NnOp::LogSoftmax { axis } => {
             let y = ctx.output()?;
             let total = g.sum_axes(&[*axis as isize], true)?;
             smallvec![Some(g.sub(&y.exp()?.mul(&total)?)?)]
         }
-        Op::CrossEntropy => {
+        NnOp::CrossEntropy => {
             let (x, labels) = (ctx.input(0)?, ctx.input(1)?);
             let shape = ctx.input_shape(0);
             if shape[0] == UNKNOWN || shape[1] == UNKNOWN {
@@ -123,6 +186,5 @@ pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGr
             let scale = g.div(shape[0] as f64)?;
             smallvec![Some(x.softmax(1)?.sub(&target)?.mul(&scale)?), None]
         }
-        _ => unreachable!("not an nn op: {op:?}"),
     })
 }

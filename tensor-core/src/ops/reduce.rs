@@ -2,12 +2,12 @@
 //! argmax along one axis.
 
 use super::dispatch::apply;
-use super::{need_float, need_numeric, Axes, InputGrads, Op, ReduceOp, TypeRef};
+use super::{need_float, need_numeric, Axes, Family, InputGrads, ReduceOp, Saves, TypeRef};
 use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::math::Num;
 use crate::kernels::reduce::{argmax, reduce, Reduction};
+use crate::math::Num;
 use crate::shape::{normalize_axis, Shape, UNKNOWN};
 use crate::storage::{Array, Storage};
 use crate::tensor::Tensor;
@@ -123,7 +123,7 @@ impl Tensor {
     /// ```
     pub fn argmax(&self, axis: isize, keepdim: bool) -> Result<Tensor> {
         let axis = normalize_axis(axis, self.rank()).ok_or(Error::Axis { op: "argmax", axis, rank: self.rank() })?;
-        apply(Op::Argmax { axis, keepdim }, &[self])
+        apply(ReductionOp::Argmax { axis, keepdim }, &[self])
     }
 
     fn reduce_all(&self, op: ReduceOp) -> Result<Tensor> {
@@ -133,7 +133,7 @@ impl Tensor {
 
     fn reduce_axes(&self, op: ReduceOp, axes: &[isize], keepdim: bool) -> Result<Tensor> {
         let axes = normalize_axes(op.name(), axes, self.rank())?;
-        apply(Op::Reduce { op, axes, keepdim }, &[self])
+        apply(ReductionOp::Reduce { op, axes, keepdim }, &[self])
     }
 }
 
@@ -157,10 +157,75 @@ fn reduced_shape(shape: &Shape, axes: &[usize], keepdim: bool) -> Shape {
     Shape::from(dims)
 }
 
-pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+/// Reductions over axes, and argmax.
+///
+/// ```
+/// use tensor_core::ops::{ReduceOp, ReductionOp};
+/// let r = ReductionOp::Argmax { axis: 0, keepdim: false };
+/// assert_ne!(r, ReductionOp::Argmax { axis: 1, keepdim: false });
+/// ```
+#[allow(missing_docs)] // the fields are the Tensor methods' arguments
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReductionOp {
+    /// (x)
+    Reduce { op: ReduceOp, axes: Axes, keepdim: bool },
+    /// (x) -> i64
+    Argmax { axis: usize, keepdim: bool },
+}
+
+impl Family for ReductionOp {
+    fn name(&self) -> &'static str {
+        match self {
+            ReductionOp::Reduce { op, .. } => op.name(),
+            ReductionOp::Argmax { .. } => "argmax",
+        }
+    }
+
+    fn grad_fn_name(&self) -> &'static str {
+        match self {
+            ReductionOp::Reduce { op, .. } => op.grad_fn_name(),
+            ReductionOp::Argmax { .. } => "NoBackward",
+        }
+    }
+
+    fn attrs(&self) -> String {
+        match self {
+            ReductionOp::Reduce { axes, keepdim, .. } => format!("axes={axes:?} keepdim={keepdim}"),
+            ReductionOp::Argmax { axis, keepdim } => format!("axis={axis} keepdim={keepdim}"),
+        }
+    }
+
+    fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+        infer(self, inputs)
+    }
+
+    fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
+        compute(self, inputs)
+    }
+
+    fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
+        match self {
+            ReductionOp::Reduce { op, axes, keepdim } => backward(*op, axes, *keepdim, ctx, g),
+            ReductionOp::Argmax { .. } => Err(Error::NotDifferentiable { op: "argmax", detail: "" }),
+        }
+    }
+
+    fn saves(&self) -> Saves {
+        match self {
+            ReductionOp::Reduce { op: ReduceOp::Max | ReduceOp::Min, .. } => Saves { inputs: 0b1, output: true },
+            _ => Saves::default(),
+        }
+    }
+
+    fn is_differentiable(&self) -> bool {
+        matches!(self, ReductionOp::Reduce { .. })
+    }
+}
+
+fn infer(op: &ReductionOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     let x = inputs[0];
     match op {
-        Op::Reduce { op: r, axes, keepdim } => {
+        ReductionOp::Reduce { op: r, axes, keepdim } => {
             match r {
                 ReduceOp::Mean => need_float("mean", x.dtype)?,
                 _ => need_numeric(r.name(), x.dtype)?,
@@ -170,31 +235,29 @@ pub(super) fn infer(op: &Op, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             Ok((x.dtype, reduced_shape(x.shape, axes, *keepdim)))
         }
-        Op::Argmax { axis, keepdim } => {
+        ReductionOp::Argmax { axis, keepdim } => {
             need_numeric("argmax", x.dtype)?;
             if x.shape[*axis] == 0 {
                 return Err(Error::invalid("argmax", "axis", format!("dim {axis} of shape {} is empty", x.shape)));
             }
             Ok((DType::I64, reduced_shape(x.shape, &[*axis], *keepdim)))
         }
-        _ => unreachable!("not a reduction: {op:?}"),
     }
 }
 
-pub(super) fn compute(op: &Op, inputs: &[&Storage]) -> Result<Storage> {
+fn compute(op: &ReductionOp, inputs: &[&Storage]) -> Result<Storage> {
     let x = inputs[0];
     match op {
-        Op::Reduce { op: r, axes, keepdim } => {
+        ReductionOp::Reduce { op: r, axes, keepdim } => {
             let out_shape = reduced_shape(&x.shape(), axes, *keepdim);
             let reduced = crate::map_numeric!(x, a => reduce_kernel(a, axes, *r), bool => unreachable!("checked by infer"));
             Ok(reshape_storage(reduced, &out_shape))
         }
-        Op::Argmax { axis, keepdim } => {
+        ReductionOp::Argmax { axis, keepdim } => {
             let out_shape = reduced_shape(&x.shape(), &[*axis], *keepdim);
             let idx = argmax_any(x, *axis);
             Ok(reshape_storage(Storage::I64(idx), &out_shape))
         }
-        _ => unreachable!("not a reduction: {op:?}"),
     }
 }
 
@@ -226,8 +289,7 @@ fn reshape_storage(s: Storage, shape: &Shape) -> Storage {
     crate::map_array!(&s, a => crate::kernels::layout::reshape(a, shape.dims()))
 }
 
-pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
-    let Op::Reduce { op: r, axes, keepdim } = op else { unreachable!("argmax has no gradient") };
+fn backward(r: ReduceOp, axes: &[usize], keepdim: bool, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
     let in_shape = ctx.input_shape(0).clone();
     if axes.iter().any(|&a| in_shape[a] == UNKNOWN) {
         return Err(Error::NotDifferentiable {
@@ -236,7 +298,7 @@ pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGr
         });
     }
     let keep_shape = reduced_shape(&in_shape, axes, true);
-    let g_keep = if *keepdim { g.clone() } else { g.reshape_to(&keep_shape)? };
+    let g_keep = if keepdim { g.clone() } else { g.reshape_to(&keep_shape)? };
     let grad = match r {
         ReduceOp::Sum => g_keep.broadcast_to(in_shape.dims())?,
         ReduceOp::Mean => {
@@ -246,7 +308,7 @@ pub(super) fn backward(op: &Op, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGr
         ReduceOp::Max | ReduceOp::Min => {
             // The gradient is shared equally by every element equal to the extreme.
             let (x, y) = (ctx.input(0)?, ctx.output()?);
-            let y_keep = if *keepdim { y } else { y.reshape_to(&keep_shape)? };
+            let y_keep = if keepdim { y } else { y.reshape_to(&keep_shape)? };
             let mask = x.eq(&y_keep).cast(x.dtype());
             let axes_i: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
             let count = mask.sum_axes(&axes_i, true)?;

@@ -9,8 +9,8 @@
 use super::compiled::{self, Kernel, KernelFn, Mode, Src, IMM};
 use super::{Instr, Operand};
 use crate::dtype::DType;
-use crate::kernels::math::Num;
-use crate::ops::{BinaryOp, Op};
+use crate::math::Num;
+use crate::math::{BinaryOp, ElementwiseOp};
 
 /// One step: `x op imm` (or `imm op x` when `imm_first`), the immediate as the bits of `T`.
 #[derive(Clone, Copy, Debug)]
@@ -26,7 +26,7 @@ const BLOCK: usize = 8;
 /// The scalar step of instruction `instr`, if it is one a chain can hold.
 pub fn step_of(instr: &Instr) -> Option<Step> {
     match &instr.op {
-        Op::BinaryScalar { op, scalar, scalar_first } if matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div) => {
+        ElementwiseOp::BinaryScalar { op, scalar, scalar_first } if matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div) => {
             Some(Step { op: *op, imm_first: *scalar_first, imm: compiled::imm_bits(scalar.0, instr.dtype) })
         }
         _ => None,

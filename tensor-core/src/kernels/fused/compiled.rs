@@ -5,9 +5,7 @@
 //! nanoseconds per op. The loops call the same scalar functions as the eager kernels.
 
 use crate::dtype::{DType, Element, Scalar};
-use crate::kernels::math::{Float, Num};
-use crate::ops::elementwise::{clamp_value, CastTo};
-use crate::ops::{BinaryOp, CmpOp, Op, UnaryOp};
+use crate::math::{clamp_value, Cast, CastToAll, ElementwiseOp, Fn1, Fn2, Neg, Not, Num, Visit1, Visit2};
 use std::mem::MaybeUninit;
 
 /// The frame slot an operand reads when its value is the kernel's own immediate.
@@ -61,78 +59,6 @@ pub enum Mode {
     Slice,
     Value,
 }
-
-// ------------------------------------------------------------------------ the op functions
-
-/// A function of one value.
-pub trait Fn1<T, U> {
-    fn f(x: T) -> U;
-}
-
-/// A function of two values.
-pub trait Fn2<T, U> {
-    fn f(x: T, y: T) -> U;
-}
-
-macro_rules! float_fn1 {
-    ($($name:ident => $method:ident),*) => {$(
-        pub struct $name;
-        impl<T: Float> Fn1<T, T> for $name {
-            #[inline(always)]
-            fn f(x: T) -> T { x.$method() }
-        }
-    )*};
-}
-float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid);
-
-macro_rules! num_fn1 {
-    ($($name:ident => $method:ident),*) => {$(
-        pub struct $name;
-        impl<T: Num> Fn1<T, T> for $name {
-            #[inline(always)]
-            fn f(x: T) -> T { x.$method() }
-        }
-    )*};
-}
-num_fn1!(Neg => neg, Relu => relu, Abs => abs, Sign => sign);
-
-pub struct Not;
-impl Fn1<bool, bool> for Not {
-    #[inline(always)]
-    fn f(x: bool) -> bool {
-        !x
-    }
-}
-
-pub struct Cast;
-impl<T: CastTo<U>, U> Fn1<T, U> for Cast {
-    #[inline(always)]
-    fn f(x: T) -> U {
-        x.cast_to()
-    }
-}
-
-macro_rules! num_fn2 {
-    ($($name:ident => $method:ident),*) => {$(
-        pub struct $name;
-        impl<T: Num> Fn2<T, T> for $name {
-            #[inline(always)]
-            fn f(x: T, y: T) -> T { x.$method(y) }
-        }
-    )*};
-}
-num_fn2!(Add => add, Sub => sub, Mul => mul, Div => div, Pow => pow, Maximum => maximum, Minimum => minimum);
-
-macro_rules! cmp_fn2 {
-    ($($name:ident => $op:tt),*) => {$(
-        pub struct $name;
-        impl<T: PartialOrd> Fn2<T, bool> for $name {
-            #[inline(always)]
-            fn f(x: T, y: T) -> bool { x $op y }
-        }
-    )*};
-}
-cmp_fn2!(Eq => ==, Ne => !=, Lt => <, Le => <=, Gt => >, Ge => >=);
 
 // ---------------------------------------------------------------------------- the loops
 
@@ -353,48 +279,41 @@ macro_rules! by_any {
     };
 }
 
-fn float_unary<T: Float>(u: UnaryOp, slice: bool) -> KernelFn {
-    match u {
-        UnaryOp::Exp => map1::<T, T, Exp>(slice),
-        UnaryOp::Log => map1::<T, T, Ln>(slice),
-        UnaryOp::Sqrt => map1::<T, T, Sqrt>(slice),
-        UnaryOp::Tanh => map1::<T, T, Tanh>(slice),
-        UnaryOp::Sigmoid => map1::<T, T, Sigmoid>(slice),
-        _ => num_unary::<T>(u, slice),
+/// Builds a kernel for the function the table picks, reading its operand as a chunk or one
+/// value.
+struct Loop1(bool);
+
+impl<T: Copy + 'static, U: 'static> Visit1<T, U> for Loop1 {
+    type Out = KernelFn;
+    fn visit<F: Fn1<T, U> + 'static>(self) -> KernelFn {
+        map1::<T, U, F>(self.0)
     }
 }
 
-fn num_unary<T: Num>(u: UnaryOp, slice: bool) -> KernelFn {
-    match u {
-        UnaryOp::Neg => map1::<T, T, Neg>(slice),
-        UnaryOp::Relu => map1::<T, T, Relu>(slice),
-        UnaryOp::Abs => map1::<T, T, Abs>(slice),
-        UnaryOp::Sign => map1::<T, T, Sign>(slice),
-        other => unreachable!("{other:?} is not defined for this dtype"),
+/// Builds a kernel for the function of two values the table picks.
+struct Loop2(bool, bool);
+
+impl<T: Copy + 'static, U: 'static> Visit2<T, U> for Loop2 {
+    type Out = KernelFn;
+    fn visit<F: Fn2<T, U> + 'static>(self) -> KernelFn {
+        map2::<T, U, F>(self.0, self.1)
     }
 }
 
-fn binary<T: Num>(b: BinaryOp, x: bool, y: bool) -> KernelFn {
-    match b {
-        BinaryOp::Add => map2::<T, T, Add>(x, y),
-        BinaryOp::Sub => map2::<T, T, Sub>(x, y),
-        BinaryOp::Mul => map2::<T, T, Mul>(x, y),
-        BinaryOp::Div => map2::<T, T, Div>(x, y),
-        BinaryOp::Pow => map2::<T, T, Pow>(x, y),
-        BinaryOp::Maximum => map2::<T, T, Maximum>(x, y),
-        BinaryOp::Minimum => map2::<T, T, Minimum>(x, y),
-    }
+fn float_unary<T: crate::math::Float>(u: crate::math::UnaryOp, slice: bool) -> KernelFn {
+    u.visit_float::<T, _>(Loop1(slice))
 }
 
-fn compare<T: Element>(c: CmpOp, x: bool, y: bool) -> KernelFn {
-    match c {
-        CmpOp::Eq => map2::<T, bool, Eq>(x, y),
-        CmpOp::Ne => map2::<T, bool, Ne>(x, y),
-        CmpOp::Lt => map2::<T, bool, Lt>(x, y),
-        CmpOp::Le => map2::<T, bool, Le>(x, y),
-        CmpOp::Gt => map2::<T, bool, Gt>(x, y),
-        CmpOp::Ge => map2::<T, bool, Ge>(x, y),
-    }
+fn num_unary<T: Num>(u: crate::math::UnaryOp, slice: bool) -> KernelFn {
+    u.visit_num::<T, _>(Loop1(slice))
+}
+
+fn binary<T: Num>(b: crate::math::BinaryOp, x: bool, y: bool) -> KernelFn {
+    b.visit::<T, _>(Loop2(x, y))
+}
+
+fn compare<T: PartialOrd + Copy + 'static>(c: crate::math::CmpOp, x: bool, y: bool) -> KernelFn {
+    c.visit::<T, _>(Loop2(x, y))
 }
 
 fn clamp<T: Num>(slice: bool) -> KernelFn {
@@ -409,7 +328,7 @@ fn select<T: Copy + 'static>() -> KernelFn {
     pick!(select_base, select_avx2, select_avx512, [T], [])
 }
 
-fn cast_from<T: Copy + 'static + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastTo<i64> + CastTo<bool>>(to: DType, slice: bool) -> KernelFn {
+fn cast_from<T: CastToAll>(to: DType, slice: bool) -> KernelFn {
     match to {
         DType::F32 => map1::<T, f32, Cast>(slice),
         DType::F64 => map1::<T, f64, Cast>(slice),
@@ -420,7 +339,7 @@ fn cast_from<T: Copy + 'static + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastT
 }
 
 /// Compiles one instruction: `op` on `srcs` into frame slot `dst`.
-pub fn compile(op: &Op, srcs: &[Src], dst: u16) -> Kernel {
+pub fn compile(op: &ElementwiseOp, srcs: &[Src], dst: u16) -> Kernel {
     let slice = |i: usize| srcs[i].mode == Mode::Slice;
     let mut k = Kernel { run: map1::<f32, f32, Neg>(true), srcs: [0; 3], dst, imm: [0; 3], flags: 0, chain: (std::ptr::null(), 0) };
     for (i, s) in srcs.iter().enumerate() {
@@ -428,11 +347,11 @@ pub fn compile(op: &Op, srcs: &[Src], dst: u16) -> Kernel {
     }
     let dtype = srcs[0].dtype;
     k.run = match op {
-        Op::Unary(UnaryOp::Not) => map1::<bool, bool, Not>(slice(0)),
-        Op::Unary(u) if dtype.is_float() => by_float!(dtype, float_unary, *u, slice(0)),
-        Op::Unary(u) => by_num!(dtype, num_unary, *u, slice(0)),
-        Op::Binary(b) => by_num!(dtype, binary, *b, slice(0), slice(1)),
-        Op::BinaryScalar { op: b, scalar, scalar_first } => {
+        ElementwiseOp::Unary(crate::math::UnaryOp::Not) => map1::<bool, bool, Not>(slice(0)),
+        ElementwiseOp::Unary(u) if dtype.is_float() => by_float!(dtype, float_unary, *u, slice(0)),
+        ElementwiseOp::Unary(u) => by_num!(dtype, num_unary, *u, slice(0)),
+        ElementwiseOp::Binary(b) => by_num!(dtype, binary, *b, slice(0), slice(1)),
+        ElementwiseOp::BinaryScalar { op: b, scalar, scalar_first } => {
             // The scalar becomes the immediate of its side.
             let (x, s) = if *scalar_first { (1, 0) } else { (0, 1) };
             k.srcs[x] = srcs[0].slot;
@@ -441,13 +360,13 @@ pub fn compile(op: &Op, srcs: &[Src], dst: u16) -> Kernel {
             let modes = if *scalar_first { (false, slice(0)) } else { (slice(0), false) };
             by_num!(dtype, binary, *b, modes.0, modes.1)
         }
-        Op::Compare(c) => by_any!(dtype, compare, *c, slice(0), slice(1)),
-        Op::CompareScalar { op: c, scalar } => {
+        ElementwiseOp::Compare(c) => by_any!(dtype, compare, *c, slice(0), slice(1)),
+        ElementwiseOp::CompareScalar { op: c, scalar } => {
             k.srcs[1] = IMM;
             k.imm[1] = imm_bits(scalar.0, dtype);
             by_any!(dtype, compare, *c, slice(0), false)
         }
-        Op::Clamp { min, max } => {
+        ElementwiseOp::Clamp { min, max } => {
             if let Some(lo) = min {
                 k.imm[1] = imm_bits(lo.0, dtype);
                 k.flags |= 1;
@@ -458,12 +377,11 @@ pub fn compile(op: &Op, srcs: &[Src], dst: u16) -> Kernel {
             }
             by_num!(dtype, clamp, slice(0))
         }
-        Op::Where => {
+        ElementwiseOp::Where => {
             k.flags = slice(0) as u8 | (slice(1) as u8) << 1 | (slice(2) as u8) << 2;
             by_any!(srcs[1].dtype, select,)
         }
-        Op::Cast(to) => by_any!(dtype, cast_from, *to, slice(0)),
-        other => unreachable!("not an elementwise op: {other:?}"),
+        ElementwiseOp::Cast(to) => by_any!(dtype, cast_from, *to, slice(0)),
     };
     k
 }

@@ -14,7 +14,7 @@ mod compiled;
 use super::elementwise::from_vec;
 use super::parallel::par_min_len;
 use crate::dtype::DType;
-use crate::ops::Op;
+use crate::math::ElementwiseOp;
 use crate::shape::Shape;
 use crate::storage::{Array, Storage};
 use compiled::{Kernel, Mode, Src};
@@ -29,8 +29,8 @@ use std::mem::MaybeUninit;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::kernels::fused::{FusedProgram, Input, Instr, Operand};
-/// use tensor_core::ops::{Op, UnaryOp};
-/// let p = FusedProgram::new(Shape::new(&[3]), vec![(DType::F32, Shape::new(&[3]))], vec![Instr { op: Op::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 }], vec![0]);
+/// use tensor_core::ops::{ElementwiseOp, UnaryOp};
+/// let p = FusedProgram::new(Shape::new(&[3]), vec![(DType::F32, Shape::new(&[3]))], vec![Instr { op: ElementwiseOp::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 }], vec![0]);
 /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?.to_storage()?;
 /// let out = p.run([Input::Dying(x)]); // nothing else holds x: its buffer becomes the output's
 /// assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &[-1.0, -2.0, -3.0]);
@@ -57,9 +57,9 @@ pub const FUSED_CHUNK: usize = 1024;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::kernels::fused::{Instr, Operand};
-/// use tensor_core::ops::{BinaryOp, Op};
+/// use tensor_core::ops::{BinaryOp, ElementwiseOp};
 /// // `input 0 + result 0`
-/// let add = Instr { op: Op::Binary(BinaryOp::Add), args: [Operand::Input(0), Operand::Result(0)].into_iter().collect(), dtype: DType::F32 };
+/// let add = Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: [Operand::Input(0), Operand::Result(0)].into_iter().collect(), dtype: DType::F32 };
 /// assert_eq!(add.args.len(), 2);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
@@ -76,15 +76,15 @@ pub enum Operand {
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::kernels::fused::{Instr, Operand};
-/// use tensor_core::ops::{Op, UnaryOp};
-/// let exp = Instr { op: Op::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 };
+/// use tensor_core::ops::{ElementwiseOp, UnaryOp};
+/// let exp = Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 };
 /// assert_eq!(exp.op.name(), "exp");
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Instr {
     /// The elementwise op.
-    pub op: Op,
+    pub op: ElementwiseOp,
     /// Its operands.
     pub args: SmallVec<[Operand; 3]>,
     /// The dtype of the result.
@@ -131,11 +131,11 @@ impl FusedProgram {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::kernels::fused::{FusedProgram, Input, Instr, Operand};
-    /// use tensor_core::ops::{BinaryOp, Op, UnaryOp};
+    /// use tensor_core::ops::{BinaryOp, ElementwiseOp, UnaryOp};
     /// // exp(x) * y over [2]
     /// let instrs = vec![
-    ///     Instr { op: Op::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 },
-    ///     Instr { op: Op::Binary(BinaryOp::Mul), args: [Operand::Result(0), Operand::Input(1)].into_iter().collect(), dtype: DType::F64 },
+    ///     Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 },
+    ///     Instr { op: ElementwiseOp::Binary(BinaryOp::Mul), args: [Operand::Result(0), Operand::Input(1)].into_iter().collect(), dtype: DType::F64 },
     /// ];
     /// let s = Shape::new(&[2]);
     /// let p = FusedProgram::new(s.clone(), vec![(DType::F64, s.clone()), (DType::F64, s)], instrs, vec![1]);

@@ -25,13 +25,8 @@ const EXP_LO: f32 = -87.336_54;
 const ROUND_MAGIC: f32 = 12_582_912.0;
 
 /// e^x for f32.
-///
-/// ```
-/// let e = tensor_core::kernels::fastmath::exp_f32(1.0);
-/// assert!((e - std::f32::consts::E).abs() < 1e-6);
-/// ```
 #[inline(always)]
-pub fn exp_f32(x: f32) -> f32 {
+pub(crate) fn exp_f32(x: f32) -> f32 {
     // Selects rather than `clamp` (which must keep NaN and compiles to scalar code); a NaN
     // passes through both and through the arithmetic below.
     let xc = if x < EXP_LO { EXP_LO } else { x };
@@ -63,13 +58,8 @@ pub fn exp_f32(x: f32) -> f32 {
 
 /// tanh(x) for f32: an odd rational approximation `x P(x^2) / Q(x^2)` on [-7.9, 7.9]
 /// (beyond, tanh is ±1 in f32), with one division and no `exp` — the form Eigen and XLA use.
-///
-/// ```
-/// let t = tensor_core::kernels::fastmath::tanh_f32(0.5);
-/// assert!((t - 0.5f32.tanh()).abs() < 1e-7);
-/// ```
 #[inline(always)]
-pub fn tanh_f32(x: f32) -> f32 {
+pub(crate) fn tanh_f32(x: f32) -> f32 {
     const CLAMP: f32 = 7.905_311;
     // Below this |x|, tanh(x) rounds to x.
     const TINY: f32 = 0.000_4;
@@ -106,13 +96,8 @@ pub fn tanh_f32(x: f32) -> f32 {
 }
 
 /// The logistic sigmoid 1 / (1 + e^-x) for f32.
-///
-/// ```
-/// let s = tensor_core::kernels::fastmath::sigmoid_f32(0.0);
-/// assert_eq!(s, 0.5);
-/// ```
 #[inline(always)]
-pub fn sigmoid_f32(x: f32) -> f32 {
+pub(crate) fn sigmoid_f32(x: f32) -> f32 {
     1.0 / (1.0 + exp_f32(-x))
 }
 

@@ -6,7 +6,7 @@
 use crate::dtype::Element;
 
 /// Arithmetic on every numeric element type.
-pub trait Num: Element + PartialOrd {
+pub(crate) trait Num: Element + PartialOrd {
     fn add(self, o: Self) -> Self;
     fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
@@ -38,7 +38,7 @@ pub trait Num: Element + PartialOrd {
 }
 
 /// Functions only floats have.
-pub trait Float: Num {
+pub(crate) trait Float: Num {
     fn exp(self) -> Self;
     fn ln(self) -> Self;
     fn sqrt(self) -> Self;

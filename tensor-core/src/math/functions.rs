@@ -1,0 +1,194 @@
+//! The scalar functions as types, and the one table from each op kind to its function.
+//!
+//! Eager loops and fused programs both build their loops from this table: a loop is generic
+//! over a function type (`Fn1`/`Fn2`), so it is monomorphized and vectorized per op, and
+//! which type serves which op is decided here alone. That is what makes an op compute the
+//! same bits in every mode: there is only one place that could make them differ.
+
+use super::kinds::{BinaryOp, CmpOp, UnaryOp};
+use super::num::{Float, Num};
+
+/// A scalar function of one value.
+pub(crate) trait Fn1<T, U> {
+    fn f(x: T) -> U;
+}
+
+/// A scalar function of two values.
+pub(crate) trait Fn2<T, U> {
+    fn f(x: T, y: T) -> U;
+}
+
+macro_rules! float_fn1 {
+    ($($name:ident => $method:ident),*) => {$(
+        pub(crate) struct $name;
+        impl<T: Float> Fn1<T, T> for $name {
+            #[inline(always)]
+            fn f(x: T) -> T { x.$method() }
+        }
+    )*};
+}
+float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid);
+
+macro_rules! num_fn1 {
+    ($($name:ident => $method:ident),*) => {$(
+        pub(crate) struct $name;
+        impl<T: Num> Fn1<T, T> for $name {
+            #[inline(always)]
+            fn f(x: T) -> T { x.$method() }
+        }
+    )*};
+}
+num_fn1!(Neg => neg, Relu => relu, Abs => abs, Sign => sign);
+
+/// Logical not.
+pub(crate) struct Not;
+impl Fn1<bool, bool> for Not {
+    #[inline(always)]
+    fn f(x: bool) -> bool {
+        !x
+    }
+}
+
+/// A conversion between element types (`CastTo`).
+pub(crate) struct Cast;
+impl<T: CastTo<U>, U> Fn1<T, U> for Cast {
+    #[inline(always)]
+    fn f(x: T) -> U {
+        x.cast_to()
+    }
+}
+
+macro_rules! num_fn2 {
+    ($($name:ident => $method:ident),*) => {$(
+        pub(crate) struct $name;
+        impl<T: Num> Fn2<T, T> for $name {
+            #[inline(always)]
+            fn f(x: T, y: T) -> T { x.$method(y) }
+        }
+    )*};
+}
+num_fn2!(Add => add, Sub => sub, Mul => mul, Div => div, Pow => pow, Maximum => maximum, Minimum => minimum);
+
+macro_rules! cmp_fn2 {
+    ($($name:ident => $op:tt),*) => {$(
+        pub(crate) struct $name;
+        impl<T: PartialOrd> Fn2<T, bool> for $name {
+            #[inline(always)]
+            fn f(x: T, y: T) -> bool { x $op y }
+        }
+    )*};
+}
+cmp_fn2!(Eq => ==, Ne => !=, Lt => <, Le => <=, Gt => >, Ge => >=);
+
+/// What to build from a function of one value: a loop, a kernel. `visit` is called with the
+/// function type the table picks.
+pub(crate) trait Visit1<T, U> {
+    type Out;
+    fn visit<F: Fn1<T, U> + 'static>(self) -> Self::Out;
+}
+
+/// What to build from a function of two values.
+pub(crate) trait Visit2<T, U> {
+    type Out;
+    fn visit<F: Fn2<T, U> + 'static>(self) -> Self::Out;
+}
+
+impl UnaryOp {
+    /// The table for float elements: hands `v` this op's function.
+    pub(crate) fn visit_float<T: Float, V: Visit1<T, T>>(self, v: V) -> V::Out {
+        match self {
+            UnaryOp::Exp => v.visit::<Exp>(),
+            UnaryOp::Log => v.visit::<Ln>(),
+            UnaryOp::Sqrt => v.visit::<Sqrt>(),
+            UnaryOp::Tanh => v.visit::<Tanh>(),
+            UnaryOp::Sigmoid => v.visit::<Sigmoid>(),
+            _ => self.visit_num(v),
+        }
+    }
+
+    /// The table for numeric elements. Float-only ops (and `not`) are refused by every op's
+    /// dtype rule before a loop is built, so they never reach here.
+    pub(crate) fn visit_num<T: Num, V: Visit1<T, T>>(self, v: V) -> V::Out {
+        match self {
+            UnaryOp::Neg => v.visit::<Neg>(),
+            UnaryOp::Relu => v.visit::<Relu>(),
+            UnaryOp::Abs => v.visit::<Abs>(),
+            UnaryOp::Sign => v.visit::<Sign>(),
+            other => unreachable!("{other:?} has no loop for this dtype; the dtype rule refuses it"),
+        }
+    }
+}
+
+impl BinaryOp {
+    /// The table: hands `v` this op's function.
+    pub(crate) fn visit<T: Num, V: Visit2<T, T>>(self, v: V) -> V::Out {
+        match self {
+            BinaryOp::Add => v.visit::<Add>(),
+            BinaryOp::Sub => v.visit::<Sub>(),
+            BinaryOp::Mul => v.visit::<Mul>(),
+            BinaryOp::Div => v.visit::<Div>(),
+            BinaryOp::Pow => v.visit::<Pow>(),
+            BinaryOp::Maximum => v.visit::<Maximum>(),
+            BinaryOp::Minimum => v.visit::<Minimum>(),
+        }
+    }
+}
+
+impl CmpOp {
+    /// The table: hands `v` this comparison's function.
+    pub(crate) fn visit<T: PartialOrd, V: Visit2<T, bool>>(self, v: V) -> V::Out {
+        match self {
+            CmpOp::Eq => v.visit::<Eq>(),
+            CmpOp::Ne => v.visit::<Ne>(),
+            CmpOp::Lt => v.visit::<Lt>(),
+            CmpOp::Le => v.visit::<Le>(),
+            CmpOp::Gt => v.visit::<Gt>(),
+            CmpOp::Ge => v.visit::<Ge>(),
+        }
+    }
+}
+
+/// `v` limited to `[lo, hi]`; NaN stays NaN (as in PyTorch).
+#[inline(always)]
+pub(crate) fn clamp_value<T: Num>(v: T, lo: Option<T>, hi: Option<T>) -> T {
+    let v = match lo {
+        Some(l) if v < l => l,
+        _ => v,
+    };
+    match hi {
+        Some(h) if v > h => h,
+        _ => v,
+    }
+}
+
+/// Rust's `as` between every pair of element types (bool: nonzero is true, true is 1).
+pub(crate) trait CastTo<U> {
+    fn cast_to(self) -> U;
+}
+
+/// An element type that converts to every element type.
+pub(crate) trait CastToAll: Copy + Send + Sync + 'static + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastTo<i64> + CastTo<bool> {}
+impl<T: Copy + Send + Sync + 'static + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastTo<i64> + CastTo<bool>> CastToAll for T {}
+
+macro_rules! cast_numeric {
+    ($($from:ty),*) => {$(
+        impl CastTo<f32> for $from { #[inline(always)] fn cast_to(self) -> f32 { self as f32 } }
+        impl CastTo<f64> for $from { #[inline(always)] fn cast_to(self) -> f64 { self as f64 } }
+        impl CastTo<i32> for $from { #[inline(always)] fn cast_to(self) -> i32 { self as i32 } }
+        impl CastTo<i64> for $from { #[inline(always)] fn cast_to(self) -> i64 { self as i64 } }
+        impl CastTo<bool> for $from { #[inline(always)] fn cast_to(self) -> bool { self != (0 as $from) } }
+    )*};
+}
+cast_numeric!(f32, f64, i32, i64);
+
+macro_rules! cast_bool {
+    ($($to:ty),*) => {$(
+        impl CastTo<$to> for bool { #[inline(always)] fn cast_to(self) -> $to { self as u8 as $to } }
+    )*};
+}
+cast_bool!(f32, f64, i32, i64);
+impl CastTo<bool> for bool {
+    fn cast_to(self) -> bool {
+        self
+    }
+}

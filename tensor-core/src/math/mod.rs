@@ -1,0 +1,16 @@
+//! The math of one element, below every other layer but the value types: the kinds of
+//! elementwise and reduction ops, the scalar functions they compute (`Num`, `Float`, the fast
+//! f32 `exp`/`tanh`/`sigmoid`), and the one table from each op kind to its function that eager
+//! loops and fused programs both build from.
+
+mod elementwise;
+pub(crate) mod fastmath;
+mod functions;
+mod kinds;
+mod num;
+
+pub use elementwise::ElementwiseOp;
+pub(crate) use functions::{clamp_value, Cast, CastToAll, Fn1, Fn2, Neg, Not, Visit1, Visit2};
+pub(crate) use kinds::Domain;
+pub use kinds::{BinaryOp, CmpOp, ReduceOp, ScalarAttr, UnaryOp};
+pub(crate) use num::{Float, Num};

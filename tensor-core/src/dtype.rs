@@ -1,5 +1,5 @@
-//! Element types: the `DType` tag, the `Element` trait that ties each tag to its Rust type,
-//! and `Scalar`, a Rust number on its way to becoming a tensor's dtype.
+//! The `DType` tag of a tensor's element type, and `Scalar`, a Rust number on its way to
+//! becoming a tensor's dtype. (The Rust element types themselves are `storage::Element`.)
 
 use std::fmt;
 
@@ -35,16 +35,6 @@ impl DType {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub const ALL: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
-
-    /// The dtype of the Rust element type `T`.
-    ///
-    /// ```
-    /// # use tensor_core::prelude::*;
-    /// assert_eq!(DType::of::<f64>(), DType::F64);
-    /// ```
-    pub fn of<T: Element>() -> DType {
-        T::DTYPE
-    }
 
     /// True for f32 and f64: the dtypes that can carry gradients.
     ///
@@ -116,88 +106,6 @@ impl DType {
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// A Rust element type a tensor can hold: `f32`, `f64`, `i32`, `i64` or `bool`.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::Element;
-/// fn first<T: Element>(t: &Tensor) -> Result<T> {
-///     Ok(t.to_vec::<T>()?[0])
-/// }
-/// assert_eq!(f64::DTYPE, DType::F64);
-/// assert_eq!(first::<i32>(&Tensor::from_vec(vec![4, 5], &[2])?)?, 4);
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
-pub trait Element: Copy + Clone + Send + Sync + PartialEq + PartialOrd + fmt::Debug + fmt::Display + crate::storage::StorageOf + 'static {
-    /// The dtype tag of this element type.
-    const DTYPE: DType;
-    /// Zero (false for bool).
-    fn zero() -> Self;
-    /// One (true for bool).
-    fn one() -> Self;
-    /// Converts from f64, rounding or truncating as `as` does.
-    fn from_f64(v: f64) -> Self;
-    /// Converts to f64 as `as` does.
-    fn to_f64(self) -> f64;
-    /// Converts a Rust scalar to this element type, as `as` does.
-    fn from_scalar(s: Scalar) -> Self;
-}
-
-macro_rules! impl_numeric_element {
-    ($t:ty, $dtype:expr) => {
-        impl Element for $t {
-            const DTYPE: DType = $dtype;
-            fn zero() -> Self {
-                0 as $t
-            }
-            fn one() -> Self {
-                1 as $t
-            }
-            fn from_f64(v: f64) -> Self {
-                v as $t
-            }
-            fn to_f64(self) -> f64 {
-                self as f64
-            }
-            fn from_scalar(s: Scalar) -> Self {
-                match s {
-                    Scalar::Float(v) => v as $t,
-                    Scalar::Int(v) => v as $t,
-                    Scalar::Bool(v) => v as u8 as $t,
-                }
-            }
-        }
-    };
-}
-
-impl_numeric_element!(f32, DType::F32);
-impl_numeric_element!(f64, DType::F64);
-impl_numeric_element!(i32, DType::I32);
-impl_numeric_element!(i64, DType::I64);
-
-impl Element for bool {
-    const DTYPE: DType = DType::Bool;
-    fn zero() -> Self {
-        false
-    }
-    fn one() -> Self {
-        true
-    }
-    fn from_f64(v: f64) -> Self {
-        v != 0.0
-    }
-    fn to_f64(self) -> f64 {
-        self as u8 as f64
-    }
-    fn from_scalar(s: Scalar) -> Self {
-        match s {
-            Scalar::Float(v) => v != 0.0,
-            Scalar::Int(v) => v != 0,
-            Scalar::Bool(v) => v,
-        }
     }
 }
 

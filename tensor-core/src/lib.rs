@@ -38,11 +38,12 @@ mod tensor;
 pub mod trace;
 
 pub use autograd::{grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOptions, GradFn, NextFunction, NoGradGuard};
-pub use dtype::{DType, Element, Scalar};
+pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, GraphOutput};
 pub use kernels::parallel::{num_threads, set_num_threads};
 pub use shape::Shape;
+pub use storage::Element;
 pub use tensor::{seeded_rng, Tensor};
 /// ```
 /// use tensor_core::prelude::*;

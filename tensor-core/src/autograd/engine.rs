@@ -5,10 +5,10 @@
 //! `.grad`. The order is fixed by the graph alone, so an eager backward and a traced
 //! one perform the same additions in the same order.
 
-use super::mode::GradModeGuard;
 use super::node::{BackwardCtx, Edge, Formula, GradNode};
 use crate::error::{Error, Result};
 use crate::ops::InputGrads;
+use crate::tensor::grad_mode::GradModeGuard;
 use crate::tensor::{Tensor, TensorInner};
 use smallvec::SmallVec;
 use std::collections::HashMap;

@@ -4,13 +4,12 @@
 
 mod api;
 mod engine;
-mod mode;
 mod node;
 
+pub(crate) use crate::tensor::grad_mode::GradModeGuard;
+pub use crate::tensor::grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard};
 pub use api::{grad, grad_with};
 pub use engine::BackwardOptions;
-pub(crate) use mode::GradModeGuard;
-pub use mode::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard};
 pub(crate) use node::{BackwardCtx, CustomBackward, GradNode};
 pub use node::{GradFn, NextFunction};
 

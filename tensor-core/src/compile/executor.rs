@@ -211,7 +211,7 @@ fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor], checks: boo
         }
         NodeKind::Print(pieces) => {
             let tensors: Vec<Tensor> = inputs.iter().map(|s| Tensor::from_storage((*s).clone())).collect();
-            println!("{}", crate::trace::render_pieces(pieces, &tensors));
+            println!("{}", crate::graph::render(pieces, &tensors));
             Ok(SmallVec::new())
         }
         NodeKind::AccumulateGrad { slot } => {

@@ -60,7 +60,7 @@ impl Condition for &Tensor {
         check_predicate(construct, self)?;
         // A condition made only of constants is decided now, as AutoGraph does with Python
         // values: the loop unrolls into the trace.
-        if trace::is_known_now(self) {
+        if crate::tensor::context::is_known_now(self) {
             Ok(Branching::Plain(self.item::<bool>()?))
         } else {
             Ok(Branching::Graph(self.clone()))

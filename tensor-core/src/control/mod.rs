@@ -49,5 +49,5 @@ fn types_of(ts: &[Tensor]) -> Vec<(DType, Shape)> {
 /// True when `pred` is data known while tracing (made inside the traced function), so the
 /// branch can be chosen now. A captured tensor is not: its value is read at each call.
 fn is_trace_constant(pred: &Tensor) -> bool {
-    crate::trace::is_known_now(pred)
+    crate::tensor::context::is_known_now(pred)
 }

@@ -5,9 +5,12 @@
 //! prints as ordered side effects.
 
 mod dot;
+mod print;
 mod text;
 mod validate;
 
+pub(crate) use print::{format_display, pad, render};
+pub use print::{FormatSpec, PrintPiece};
 pub use validate::validate;
 
 use crate::dtype::DType;
@@ -17,17 +20,7 @@ use crate::storage::Storage;
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// The index of a value in `Graph::values`.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::graph::{Graph, ValueId};
-/// let mut g = Graph::new("g");
-/// let v: ValueId = g.add_value(DType::F32, Shape::new(&[2]), None);
-/// assert_eq!(g.values[v].name, "v0");
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
-pub type ValueId = usize;
+pub use crate::tensor::ValueId;
 
 /// The type of a graph value, and the name it prints with.
 ///
@@ -71,29 +64,6 @@ pub enum InputSource {
     /// Parameter `k` of a subgraph (a `cond` branch, a `while_loop` condition or body): the
     /// value its node passes in.
     Param(usize),
-}
-
-/// One formatted piece of a `tprint!` line.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::function::ConcreteFunction;
-/// use tensor_core::graph::{NodeKind, PrintPiece};
-/// let x = Tensor::ones(&[2], DType::F32);
-/// let f = ConcreteFunction::trace("f", &[("x", &x)], || {
-///     tprint!("x = {}", x);
-///     Ok(vec![x.clone()])
-/// })?;
-/// let NodeKind::Print(pieces) = &f.graph().nodes[0].kind else { panic!("a print node") };
-/// assert_eq!(pieces[0], PrintPiece::Text("x = ".into()));
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum PrintPiece {
-    /// Text fixed at trace time.
-    Text(String),
-    /// The run-time value of node input `i`, with the placeholder's format spec.
-    Value(usize, crate::trace::FormatSpec),
 }
 
 /// What a node does.

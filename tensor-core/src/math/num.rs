@@ -3,7 +3,7 @@
 //! identical bit for bit. Integer arithmetic wraps (as release-mode Rust does) and integer
 //! division by zero gives 0 (as NumPy does) instead of panicking.
 
-use crate::dtype::Element;
+use crate::storage::Element;
 
 /// Arithmetic on every numeric element type.
 pub(crate) trait Num: Element + PartialOrd {

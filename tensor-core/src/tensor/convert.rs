@@ -1,8 +1,8 @@
 //! Reading a tensor's values back as Rust data.
 
 use super::Tensor;
-use crate::dtype::Element;
 use crate::error::{Error, Result};
+use crate::storage::Element;
 use crate::storage::Storage;
 
 impl Tensor {

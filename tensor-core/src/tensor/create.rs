@@ -1,9 +1,10 @@
 //! Creating tensors: from Rust data, filled, ranges, and random with an explicit seed.
 
 use super::Tensor;
-use crate::dtype::{DType, Element, Scalar};
+use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::shape::Shape;
+use crate::storage::Element;
 use crate::storage::{Array, Storage};
 use ndarray::IxDyn;
 use rand::rngs::StdRng;

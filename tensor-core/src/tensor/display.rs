@@ -2,10 +2,38 @@
 //! summarized with `...`, and the dtype at the end. A symbolic tensor prints its name, shape
 //! and dtype, since it has no values yet.
 
-use super::{Tensor, Value};
+use super::{context, Tensor, Value};
 use crate::dtype::DType;
 use crate::storage::Storage;
+use std::cell::RefCell;
 use std::fmt;
+
+thread_local! {
+    /// While a traced `tprint!` formats its arguments, the traced tensors they print.
+    static CAPTURED: RefCell<Option<Vec<Tensor>>> = const { RefCell::new(None) };
+}
+
+/// Marks where a captured tensor's run-time value goes in trace-time formatted text.
+pub(crate) const PRINT_MARK: char = '\u{1}';
+
+/// Runs `format`, recording the traced tensors it prints: each is written as its index in
+/// the returned list between two `PRINT_MARK`s, for `tprint!` to print its run-time value.
+pub(crate) fn capture_printed(format: impl FnOnce() -> String) -> (String, Vec<Tensor>) {
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let text = format();
+    let captured = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    (text, captured)
+}
+
+/// While `capture_printed` runs: records `t` and writes its marker; otherwise `None`.
+fn capture(t: &Tensor, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
+    CAPTURED.with(|c| {
+        let mut c = c.borrow_mut();
+        let list = c.as_mut()?;
+        list.push(t.clone());
+        Some(write!(f, "{PRINT_MARK}{}{PRINT_MARK}", list.len() - 1))
+    })
+}
 
 /// Tensors with more elements than this are summarized.
 const SUMMARIZE_ABOVE: usize = 1000;
@@ -19,15 +47,15 @@ impl fmt::Display for Tensor {
     /// assert_eq!(t.to_string(), "tensor([[1., 2.],\n        [3., 4.]], dtype=f32)");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let proxy = crate::trace::proxy_of(self);
-        let sym = proxy.as_ref().unwrap_or(self).symbol();
+        let stand_in = context::stand_in(self);
+        let sym = stand_in.as_ref().unwrap_or(self).symbol();
         match sym {
-            Some(sym) => crate::trace::capture_for_print(self, f).unwrap_or_else(|| write_symbolic(f, &sym.name(), &self.shape(), self.dtype())),
+            Some(sym) => capture(self, f).unwrap_or_else(|| write_symbolic(f, &sym.name(), &self.shape(), self.dtype())),
             // A tensor from outside the trace that the body has not used yet is external
             // state too: a traced `tprint!` must print its value at run time, not bake in
             // the value it has now.
-            None if crate::trace::is_active() && self.0.origin_trace != crate::trace::current_trace_id() => {
-                crate::trace::capture_for_print(self, f).unwrap_or_else(|| write_concrete(f, &self.storage("print").map_err(|_| fmt::Error)?))
+            None if context::is_tracing() && self.0.origin_trace != context::current_trace() => {
+                capture(self, f).unwrap_or_else(|| write_concrete(f, &self.storage("print").map_err(|_| fmt::Error)?))
             }
             None => match &*self.read_value() {
                 Value::Concrete(s) => write_concrete(f, s),

@@ -1,21 +1,26 @@
 //! The `Tensor` handle: a cheap `Arc` to either concrete data or a symbolic value in the graph
 //! being traced, plus its autograd metadata and in-place version counter.
 
+pub(crate) mod context;
 mod convert;
 mod create;
 mod display;
+pub(crate) mod grad_mode;
 mod operators;
+mod symbol;
 
 use crate::autograd::GradNode;
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::shape::Shape;
 use crate::storage::Storage;
-use crate::trace::Symbol;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+pub(crate) use symbol::Symbol;
+pub use symbol::ValueId;
 
 pub use create::seeded_rng;
+pub(crate) use display::{capture_printed, PRINT_MARK};
 
 /// An n-dimensional array of one dtype. Cloning is cheap (a reference count); clones are
 /// handles to the same tensor, so an in-place op through one is seen through all.
@@ -70,7 +75,7 @@ impl Tensor {
             shape,
             value: RwLock::new(value),
             version: AtomicU64::new(0),
-            origin_trace: crate::trace::current_trace_id(),
+            origin_trace: context::current_trace(),
             requires_grad: AtomicBool::new(false),
             grad: Mutex::new(GradSlot::default()),
         }))
@@ -116,7 +121,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn shape(&self) -> Shape {
-        match crate::trace::proxy_of(self) {
+        match context::stand_in(self) {
             Some(p) => p.0.shape.clone(),
             None => self.0.shape.clone(),
         }
@@ -170,7 +175,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn is_symbolic(&self) -> bool {
-        crate::trace::proxy_of(self).is_some() || matches!(*self.read_value(), Value::Symbolic(_))
+        context::stand_in(self).is_some() || matches!(*self.read_value(), Value::Symbolic(_))
     }
 
     /// How many in-place ops have changed this tensor.
@@ -218,7 +223,12 @@ impl Tensor {
     /// The data for reading its values as Rust values: an `Err` while tracing for any tensor
     /// whose value would only be known when the graph runs.
     pub(crate) fn host_storage(&self, op: &'static str) -> Result<Storage> {
-        crate::trace::check_host_read(self, op)?;
+        if !context::is_known_now(self) && self.symbol().is_none() {
+            // A tensor from outside the function: its value is read when the graph runs.
+            let name =
+                context::stand_in(self).and_then(|p| p.symbol()).map_or_else(|| "a tensor from outside the function".to_string(), |s| s.name());
+            return Err(Error::SymbolicValue { op, name });
+        }
         self.storage(op)
     }
 

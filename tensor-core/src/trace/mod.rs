@@ -6,52 +6,21 @@
 mod print;
 mod state;
 
-pub(crate) use print::capture_for_print;
-pub(crate) use print::render_pieces;
-pub use print::{tprint_impl, FormatSpec};
+pub use print::tprint_impl;
 pub(crate) use state::TraceState;
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, ValueId};
 use crate::ops::Op;
+use crate::tensor::context;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-/// A tensor's place in the graph being traced.
-#[derive(Clone, Debug)]
-pub(crate) struct Symbol {
-    pub(crate) trace: u64,
-    pub(crate) value: ValueId,
-    /// The external tensor this value stands for, if it is a slot's proxy.
-    pub(crate) slot: Option<usize>,
-    pub(crate) label: Option<Arc<str>>,
-}
-
-impl Symbol {
-    /// The name it prints with: the argument's name, `capture_N`, or `vN`.
-    pub fn name(&self) -> String {
-        match &self.label {
-            Some(l) => l.to_string(),
-            None => format!("v{}", self.value),
-        }
-    }
-
-    /// The error for reading this value as a Rust value in `op`.
-    pub(crate) fn value_error(&self, op: &'static str) -> Error {
-        if current_trace_id() == self.trace {
-            Error::SymbolicValue { op, name: self.name() }
-        } else {
-            Error::LeakedTracer { op, name: self.name() }
-        }
-    }
-}
 
 thread_local! {
+    /// The state of each active trace, in the order of the context's trace stack.
     static STACK: RefCell<Vec<TraceState>> = const { RefCell::new(Vec::new()) };
-    static ACTIVE: Cell<u64> = const { Cell::new(0) };
 }
 
 static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
@@ -68,12 +37,12 @@ pub fn executing_eagerly() -> bool {
 
 /// True while a trace is active on this thread.
 pub(crate) fn is_active() -> bool {
-    ACTIVE.with(Cell::get) != 0
+    context::is_tracing()
 }
 
 /// The id of the trace active on this thread (0: none).
 pub(crate) fn current_trace_id() -> u64 {
-    ACTIVE.with(Cell::get)
+    context::current_trace()
 }
 
 /// Runs `f` on the innermost active trace. Callers keep the borrow short: `f` must not
@@ -94,12 +63,12 @@ fn with_level<R>(level: usize, f: impl FnOnce(&mut TraceState) -> R) -> R {
 
 /// How many traces are active on this thread (more than one inside cond and while_loop).
 pub(crate) fn depth() -> usize {
-    STACK.with(|s| s.borrow().len())
+    context::depth()
 }
 
 /// The stack level of trace `id`, if it is active on this thread.
 fn level_of(id: u64) -> Option<usize> {
-    STACK.with(|s| s.borrow().iter().position(|t| t.id == id))
+    context::level_of(id)
 }
 
 /// `v`, a value of the trace at `level`, as seen by the innermost trace: captured as a
@@ -123,7 +92,7 @@ impl TraceGuard {
     pub(crate) fn begin(name: &str) -> TraceGuard {
         let id = NEXT_TRACE.fetch_add(1, Ordering::Relaxed);
         STACK.with(|s| s.borrow_mut().push(TraceState::new(id, name)));
-        ACTIVE.with(|a| a.set(id));
+        context::push_trace(id);
         TraceGuard { id, finished: false }
     }
 
@@ -165,13 +134,17 @@ impl TraceGuard {
     }
 
     fn pop(&self) {
-        STACK.with(|s| {
+        // Taken out before it drops: dropping its tensors may look at the stack again.
+        let state = STACK.with(|s| {
             let mut s = s.borrow_mut();
             if s.last().is_some_and(|t| t.id == self.id) {
-                s.pop();
+                s.pop()
+            } else {
+                None
             }
-            ACTIVE.with(|a| a.set(s.last().map_or(0, |t| t.id)));
         });
+        context::pop_trace(self.id);
+        drop(state);
     }
 }
 
@@ -238,30 +211,7 @@ pub(crate) fn append_node(kind: crate::graph::NodeKind, inputs: &[&Tensor], type
 
 /// The slot proxy standing for concrete `t` in the active trace, if `t` is used there.
 pub(crate) fn proxy_of(t: &Tensor) -> Option<Tensor> {
-    if !is_active() {
-        return None;
-    }
-    with_root(|s| s.proxy_of(t))
-}
-
-/// True when `t`'s value can be read as Rust data now: a concrete tensor, made inside the
-/// active traces when one is active (a constant). A tensor from outside the function is a
-/// capture: its value is read when the graph runs, not now.
-pub(crate) fn is_known_now(t: &Tensor) -> bool {
-    t.symbol().is_none() && (!is_active() || level_of(t.0.origin_trace).is_some())
-}
-
-/// While tracing, reading a value as Rust data is allowed only for constants made inside
-/// the trace; outside a trace, only for concrete tensors.
-pub(crate) fn check_host_read(t: &Tensor, op: &'static str) -> Result<()> {
-    if let Some(sym) = t.symbol() {
-        return Err(sym.value_error(op));
-    }
-    if !is_active() || level_of(t.0.origin_trace).is_some() {
-        return Ok(());
-    }
-    let name = with_root(|s| s.proxy_of(t)).and_then(|p| p.symbol()).map_or_else(|| "a tensor from outside the function".to_string(), |s| s.name());
-    Err(Error::SymbolicValue { op, name })
+    context::stand_in(t)
 }
 
 pub(crate) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others: &[&Tensor], name: &'static str) -> Result<()> {

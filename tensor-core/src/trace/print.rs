@@ -6,58 +6,9 @@
 //! they print, whose values are printed when the graph runs.
 
 use crate::error::{Error, Result};
-use crate::graph::{NodeKind, PrintPiece};
-use crate::tensor::Tensor;
-use std::cell::RefCell;
-use std::fmt::{self, Display};
-
-/// A placeholder's format options.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::function::ConcreteFunction;
-/// use tensor_core::graph::{NodeKind, PrintPiece};
-/// let x = Tensor::ones(&[2], DType::F32);
-/// let f = ConcreteFunction::trace("f", &[("x", &x)], || {
-///     tprint!("{:.3}", x);
-///     Ok(vec![])
-/// })?;
-/// let NodeKind::Print(pieces) = &f.graph().nodes[0].kind else { panic!() };
-/// assert!(pieces.iter().any(|p| matches!(p, PrintPiece::Value(0, spec) if spec.precision == Some(3))), "{pieces:?}");
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct FormatSpec {
-    /// The fill character (`{:*>8}`).
-    pub fill: Option<char>,
-    /// The alignment: `<`, `^` or `>`.
-    pub align: Option<char>,
-    /// The minimum width.
-    pub width: Option<usize>,
-    /// The digits after the point (`{:.3}`).
-    pub precision: Option<usize>,
-    /// `{:?}` rather than `{}`.
-    pub debug: bool,
-}
-
-thread_local! {
-    /// While a traced `tprint!` formats its arguments, the symbolic tensors they print.
-    static CAPTURED: RefCell<Option<Vec<Tensor>>> = const { RefCell::new(None) };
-}
-
-/// Marks where a captured tensor's run-time value goes in trace-time formatted text.
-const MARK: char = '\u{1}';
-
-/// Called by a symbolic tensor's `Display`: while a traced `tprint!` formats its arguments,
-/// the tensor is recorded and a marker written in its place; otherwise `false`.
-pub(crate) fn capture_for_print(t: &Tensor, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
-    CAPTURED.with(|c| {
-        let mut c = c.borrow_mut();
-        let list = c.as_mut()?;
-        list.push(t.clone());
-        Some(write!(f, "{MARK}{}{MARK}", list.len() - 1))
-    })
-}
+use crate::graph::{format_display, pad, FormatSpec, NodeKind, PrintPiece};
+use crate::tensor::{capture_printed, Tensor, PRINT_MARK as MARK};
+use std::fmt::Display;
 
 #[doc(hidden)]
 /// Prints a line: the format string with the arguments in order. Called by `tprint!`.
@@ -87,10 +38,7 @@ pub fn tprint_impl(template: &str, args: &[&dyn Display]) -> Result<()> {
 
 /// Formats `d` with `spec`, recording the symbolic tensors it prints.
 fn format_capturing(d: &dyn Display, spec: &FormatSpec) -> (String, Vec<Tensor>) {
-    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
-    let text = format_display(d, &FormatSpec { width: None, ..*spec });
-    let captured = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
-    (text, captured)
+    capture_printed(|| format_display(d, &FormatSpec { width: None, ..*spec }))
 }
 
 /// Turns trace-time text with tensor markers into print pieces and node inputs.
@@ -116,17 +64,6 @@ fn split_marks(text: &str, captured: &[Tensor], spec: FormatSpec, pieces: &mut V
     Ok(())
 }
 
-/// Formats a print node's pieces with run-time tensors (used by the graph executor).
-pub(crate) fn render_pieces(pieces: &[PrintPiece], values: &[Tensor]) -> String {
-    pieces
-        .iter()
-        .map(|p| match p {
-            PrintPiece::Text(t) => t.clone(),
-            PrintPiece::Value(i, spec) => format_display(&values[*i], spec),
-        })
-        .collect()
-}
-
 enum Part {
     Text(String),
     Arg(usize, FormatSpec),
@@ -140,29 +77,6 @@ fn render_now(parts: &[Part], args: &[&dyn Display]) -> String {
             Part::Arg(i, spec) => format_display(args[*i], spec),
         })
         .collect()
-}
-
-fn format_display(d: &dyn Display, spec: &FormatSpec) -> String {
-    let s = match spec.precision {
-        Some(p) => format!("{d:.p$}"),
-        None => d.to_string(),
-    };
-    pad(s, spec)
-}
-
-fn pad(s: String, spec: &FormatSpec) -> String {
-    let Some(width) = spec.width else { return s };
-    let len = s.chars().count();
-    if len >= width {
-        return s;
-    }
-    let fill = spec.fill.unwrap_or(' ').to_string();
-    let gap = width - len;
-    match spec.align.unwrap_or('<') {
-        '>' => fill.repeat(gap) + &s,
-        '^' => fill.repeat(gap / 2) + &s + &fill.repeat(gap - gap / 2),
-        _ => s + &fill.repeat(gap),
-    }
 }
 
 /// Splits a format string into text and positional placeholders.
@@ -232,12 +146,6 @@ fn parse_spec(inner: &str) -> Option<FormatSpec> {
     Some(spec)
 }
 
-impl fmt::Display for FormatSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,12 +160,5 @@ mod tests {
         }
         assert!(parse("{} {}", 1).is_err());
         assert!(parse("{:x}", 1).is_err());
-    }
-
-    #[test]
-    fn pads_like_std() {
-        let spec = FormatSpec { width: Some(5), align: Some('>'), ..Default::default() };
-        assert_eq!(pad("ab".into(), &spec), format!("{:>5}", "ab"));
-        assert_eq!(format_display(&1.23456, &FormatSpec { precision: Some(2), ..Default::default() }), "1.23");
     }
 }

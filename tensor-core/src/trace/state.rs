@@ -1,12 +1,13 @@
 //! The state of one trace: the graph being built, the slots (external tensors, each with a
 //! symbolic proxy and the traced view of its `.grad`), and the constants.
 
-use super::{current_trace_id, resolve, with_root, with_trace, Symbol, Traced};
+use super::{current_trace_id, resolve, with_root, with_trace, Traced};
 use crate::error::Result;
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite, ValueId};
 use crate::ops::Op;
 use crate::shape::Shape;
 use crate::storage::Storage;
+use crate::tensor::Symbol;
 use crate::tensor::{Tensor, Value};
 use crate::DType;
 use std::collections::HashMap;
@@ -141,6 +142,7 @@ impl TraceState {
         // Gradients stop at the graph's boundary: only a leaf keeps requiring grad inside.
         let leaf_requires = t.requires_grad_raw() && t.is_leaf_raw();
         proxy.0.requires_grad.store(leaf_requires, std::sync::atomic::Ordering::Release);
+        crate::tensor::context::set_stand_in(t, &proxy);
         self.slots.push(Slot { tensor: t.clone(), proxy, initial_value: value, grad: GradState::Untouched, initial_grad: None });
         self.slot_of.insert(t.id(), slot);
         slot
@@ -175,10 +177,6 @@ impl TraceState {
         let c = self.symbolic(v, None, None);
         self.constants.insert(t.id(), c.clone());
         c
-    }
-
-    pub(crate) fn proxy_of(&self, t: &Tensor) -> Option<Tensor> {
-        self.slot_of.get(&t.id()).map(|&s| self.slots[s].proxy.clone())
     }
 
     /// The slot a tensor stands for: a proxy's own slot, or a concrete tensor's.

@@ -4,8 +4,9 @@
 //! table of pointers and calls one function per instruction, so even tiny tensors pay a few
 //! nanoseconds per op. The loops call the same scalar functions as the eager kernels.
 
-use crate::dtype::{DType, Element, Scalar};
+use crate::dtype::{DType, Scalar};
 use crate::math::{clamp_value, Cast, CastToAll, ElementwiseOp, Fn1, Fn2, Neg, Not, Num, Visit1, Visit2};
+use crate::storage::Element;
 use std::mem::MaybeUninit;
 
 /// The frame slot an operand reads when its value is the kernel's own immediate.

@@ -2,7 +2,11 @@
 //! reference-count increment; writing to a shared array copies it first (copy on write), so a
 //! value saved for backward or held by a graph never changes under its holder.
 
-use crate::dtype::{DType, Element};
+mod element;
+
+pub use element::{Element, StorageOf};
+
+use crate::dtype::DType;
 use crate::shape::Shape;
 use ndarray::{ArcArray, IxDyn};
 
@@ -288,32 +292,6 @@ fn copy_runs<T: Clone>(a: &Array<T>) -> Option<Vec<T>> {
     }
     Some(v)
 }
-
-/// Ties each element type to its `Storage` variant (a supertrait of `Element`).
-#[doc(hidden)]
-pub trait StorageOf: Sized {
-    /// The array of this element type inside `s`, if that is its dtype.
-    fn array_of(s: &Storage) -> Option<&Array<Self>>;
-    /// Wraps an array of this element type.
-    fn wrap(a: Array<Self>) -> Storage;
-}
-
-macro_rules! impl_storage_of {
-    ($($t:ty => $v:ident),*) => {$(
-        impl StorageOf for $t {
-            fn array_of(s: &Storage) -> Option<&Array<$t>> {
-                match s {
-                    Storage::$v(a) => Some(a),
-                    _ => None,
-                }
-            }
-            fn wrap(a: Array<$t>) -> Storage {
-                Storage::$v(a)
-            }
-        }
-    )*};
-}
-impl_storage_of!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, bool => Bool);
 
 #[cfg(test)]
 mod tests {

@@ -63,6 +63,9 @@ pub trait StaticField {
     fn flatten_static(&self, f: &mut Flattener);
 }
 
+// Not recommended: a type missing several of the bounds gets one error, this trait's, rather
+// than one per missing bound.
+#[diagnostic::do_not_recommend]
 impl<T: Hash + Eq + Clone + Debug + Send + Sync + 'static> StaticField for T {
     fn flatten_static(&self, f: &mut Flattener) {
         f.static_value(self);

@@ -5,7 +5,7 @@ use super::super::concrete::ConcreteFunction;
 use super::super::key::{self, CacheKey, Flattener, KeyRef, Signature};
 use super::super::output::GraphReturn;
 use super::cache::{Entry, Relaxation, SlotGuard};
-use super::{functions_run_eagerly, GraphFunction, State};
+use super::{GraphFunction, State};
 use crate::error::Error;
 use crate::tensor::Tensor;
 use std::sync::atomic::Ordering;
@@ -22,9 +22,11 @@ enum Resolved<R> {
 }
 
 /// What tracing a call's body produced.
+// Made once per trace and matched at once: the size of the `Traced` variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum TraceOutcome<R> {
     /// A concrete function for the signature, and under `reduce_retracing` what else it serves.
-    Traced(Entry, Option<Relaxation>),
+    Traced(Arc<Entry>, Option<Relaxation>),
     /// The body returned an error value: nothing is cached or counted.
     BodyReturned(R),
     /// Tracing was refused (`max_traces`) or failed.
@@ -32,27 +34,8 @@ enum TraceOutcome<R> {
 }
 
 impl GraphFunction {
-    #[doc(hidden)]
-    /// Flattens the arguments with `flatten`, or `None` when the body should run eagerly
-    /// (`run_functions_eagerly`, or a call from inside another trace, which inlines).
-    pub fn flatten_args(&self, flatten: impl FnOnce(&mut Flattener)) -> Option<Flattener> {
-        if functions_run_eagerly() || crate::trace::is_active() {
-            return None;
-        }
-        let mut f = Flattener::new();
-        flatten(&mut f);
-        Some(f)
-    }
-
-    #[doc(hidden)]
-    /// Calls the function: runs the cached graph for this signature, tracing `body` first if
-    /// there is none; with `flat == None`, runs `body` eagerly.
-    pub fn call<R, F>(&'static self, self_type: Option<&'static str>, flat: Option<Flattener>, body: F) -> R
-    where
-        R: GraphReturn,
-        F: FnOnce() -> R,
-    {
-        let Some(flat) = flat else { return body() };
+    /// Runs the cached graph for this signature, tracing `body` first if there is none.
+    pub(super) fn call_graph<R: GraphReturn>(&'static self, self_type: Option<&'static str>, flat: Flattener, body: impl FnOnce() -> R) -> R {
         let sig = flat.finish();
         let state = self.state(self_type);
         let call_no = state.calls.fetch_add(1, Ordering::Relaxed) + 1;
@@ -106,7 +89,7 @@ impl GraphFunction {
                 if let Some(relaxation) = relaxation {
                     state.cache.add_relaxed(relaxation, slot.clone());
                 }
-                Ok(Arc::new(entry))
+                Ok(entry)
             }
             TraceOutcome::BodyReturned(r) => Err(Resolved::Return(r)),
             TraceOutcome::Failed(e) => Err(Resolved::Fail(e)),
@@ -148,6 +131,6 @@ impl GraphFunction {
         admission.keep();
         self.record_trace(state, sig, key, &shapes, signature.clone(), call_no);
         let relaxation = relaxed_key.map(|erased| Relaxation { erased, shapes });
-        TraceOutcome::Traced(Entry { function, structure: Box::new(structure), signature }, relaxation)
+        TraceOutcome::Traced(Arc::new(Entry { function, structure: Box::new(structure), signature }), relaxation)
     }
 }

@@ -18,7 +18,9 @@ mod warning;
 pub use eager::{functions_run_eagerly, run_functions_eagerly};
 pub use history::TraceRecord;
 
+use super::key::Flattener;
 use super::options::Options;
+use super::output::GraphReturn;
 use cache::Cache;
 use history::History;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
@@ -63,6 +65,35 @@ impl GraphFunction {
     /// A graph function's runtime (used by the macro's expansion).
     pub const fn new(name: &'static str, module: &'static str, arg_names: &'static [&'static str], options: Options) -> GraphFunction {
         GraphFunction { name, module, arg_names, options, state: OnceLock::new() }
+    }
+
+    // The macro's entry points are defined here, beside the type, so that a bound the user's
+    // code fails reads as `GraphFunction::call` in the error.
+
+    #[doc(hidden)]
+    /// Flattens the arguments with `flatten`, or `None` when the body should run eagerly
+    /// (`run_functions_eagerly`, or a call from inside another trace, which inlines).
+    pub fn flatten_args(&self, flatten: impl FnOnce(&mut Flattener)) -> Option<Flattener> {
+        if functions_run_eagerly() || crate::trace::is_active() {
+            return None;
+        }
+        let mut f = Flattener::new();
+        flatten(&mut f);
+        Some(f)
+    }
+
+    #[doc(hidden)]
+    /// Calls the function: runs the cached graph for this signature, tracing `body` first if
+    /// there is none (see `call.rs`); with `flat == None`, runs `body` eagerly.
+    pub fn call<R, F>(&'static self, self_type: Option<&'static str>, flat: Option<Flattener>, body: F) -> R
+    where
+        R: GraphReturn,
+        F: FnOnce() -> R,
+    {
+        match flat {
+            Some(flat) => self.call_graph(self_type, flat, body),
+            None => body(),
+        }
     }
 
     /// The state, made (and the function registered) on the first call.

@@ -1,7 +1,7 @@
 //! `Signature`: a call's flattened arguments — its key and tensor leaves — and the keys
 //! derived from it (without dims, with other shapes) and names for its leaves.
 
-use super::cache_key::{field_path, CacheKey, Fields, KeyRef};
+use super::cache_key::{field_path, CacheKey, Fields};
 use super::words::KeyWords;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
@@ -29,8 +29,8 @@ pub struct Signature {
 impl Signature {
     /// The key with its field names, for reading it back.
     #[cfg(test)]
-    pub(crate) fn key_ref(&self) -> KeyRef<'_> {
-        KeyRef::new(&self.key, &self.fields)
+    pub(crate) fn key_ref(&self) -> super::cache_key::KeyRef<'_> {
+        super::cache_key::KeyRef::new(&self.key, &self.fields)
     }
 
     /// The key without tensor dims: equal for calls that differ only in dims.

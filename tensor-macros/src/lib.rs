@@ -32,7 +32,8 @@ pub fn graph_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Implements `GraphArg` for a struct or enum: fields that are `GraphArg` (tensors, scalars,
 /// collections of them) become part of the signature; mark other fields
-/// `#[graph_arg(static)]` (keyed by value: `Hash + Eq`) or `#[graph_arg(skip)]`.
+/// `#[graph_arg(static)]` (keyed by value: `Hash + Eq + Clone + Debug + Send + Sync + 'static`) or
+/// `#[graph_arg(skip)]`.
 #[proc_macro_derive(GraphArg, attributes(graph_arg))]
 pub fn derive_graph_arg(item: TokenStream) -> TokenStream {
     let item: proc_macro2::TokenStream = item.into();

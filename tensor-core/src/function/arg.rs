@@ -5,6 +5,8 @@
 
 use super::key::Flattener;
 use crate::tensor::Tensor;
+use std::fmt::Debug;
+use std::hash::Hash;
 
 /// An argument type of a `#[graph_fn]`.
 ///
@@ -36,7 +38,7 @@ pub trait GraphArg {
 #[diagnostic::on_unimplemented(
     message = "field type `{Self}` is not `GraphArg`, so #[derive(GraphArg)] cannot put it in the signature",
     label = "neither a tensor nor a `GraphArg` type",
-    note = "mark the field #[graph_arg(static)] to key it by value (it must be Hash + Eq), or #[graph_arg(skip)] to leave it out of the signature"
+    note = "mark the field #[graph_arg(static)] to key it by value (it must be Hash + Eq + Clone + Debug), or #[graph_arg(skip)] to leave it out of the signature"
 )]
 pub trait GraphArgField {
     fn flatten_field(&self, f: &mut Flattener);
@@ -48,23 +50,25 @@ impl<T: GraphArg + ?Sized> GraphArgField for T {
     }
 }
 
-/// How `#[derive(GraphArg)]` keys a `#[graph_arg(static)]` field: by the hash of its value
-/// (so equal values must hash alike: `Hash` consistent with `Eq`). Not part of the public API.
+/// How `#[derive(GraphArg)]` keys a `#[graph_arg(static)]` field: by value. The key keeps a
+/// clone and compares it with `Eq` (its hash only speeds up the lookup), and signatures and
+/// retrace reasons show its `Debug` text. Not part of the public API.
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a #[graph_arg(static)] field: static fields are keyed by value and must be Hash + Eq",
-    label = "this type does not implement `Hash`",
-    note = "derive Hash, PartialEq and Eq for it; or, if it is a tensor, a Rust scalar or a string, drop the mark (it is already `GraphArg`); or mark it #[graph_arg(skip)] if it does not change what the function computes"
+    message = "`{Self}` cannot be a #[graph_arg(static)] field: static fields are keyed by value and must be Hash + Eq + Clone + Debug + Send + Sync + 'static",
+    label = "this type is not Hash + Eq + Clone + Debug + Send + Sync + 'static",
+    note = "derive Clone, Debug, Hash, PartialEq and Eq for it; or, if it is a tensor, a Rust scalar or a string, drop the mark (it is already `GraphArg`); or mark it #[graph_arg(skip)] if it does not change what the function computes"
 )]
 pub trait StaticField {
     fn flatten_static(&self, f: &mut Flattener);
 }
 
-// Only `Hash` is required (a second `Eq` bound would give the same mistake two errors); the
-// key holds the hash, so `Eq` is what the docs ask of the type, not what the key needs.
-impl<T: std::hash::Hash + ?Sized> StaticField for T {
+// Not recommended: a type missing several of the bounds gets one error, this trait's, rather
+// than one per missing bound.
+#[diagnostic::do_not_recommend]
+impl<T: Hash + Eq + Clone + Debug + Send + Sync + 'static> StaticField for T {
     fn flatten_static(&self, f: &mut Flattener) {
-        f.hashed(self);
+        f.static_value(self);
     }
 }
 

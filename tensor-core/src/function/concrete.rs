@@ -38,6 +38,26 @@ pub struct ConcreteFunction {
     pass_log: Arc<OnceLock<PassLog>>,
 }
 
+impl std::fmt::Debug for ConcreteFunction {
+    /// The name, the arguments with their types, and the size of the graph that runs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = &self.traced_graph;
+        let arg = |slot: usize| {
+            let info = &g.values[g.inputs[slot].0];
+            format!("{}: {}{}", g.slot_names[slot], info.dtype, info.shape)
+        };
+        let args: Vec<String> = (0..g.num_arg_slots).map(arg).collect();
+        f.debug_struct("ConcreteFunction")
+            .field("name", &self.name)
+            .field("args", &args)
+            .field("captures", &self.captures.len())
+            .field("outputs", &g.outputs.len())
+            .field("nodes", &self.graph().nodes.len())
+            .field("optimized", &self.optimized)
+            .finish()
+    }
+}
+
 impl ConcreteFunction {
     /// Traces `body`, in which the tensors `args` (with their names) are the inputs: every
     /// op on them, and on tensors they lead to, becomes a graph node. Tensors from outside

@@ -16,7 +16,9 @@ use crate::dtype::DType;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TracePolicy {
-    /// Log a warning (through `tracing`) and trace anyway.
+    /// Log a warning and trace anyway. The warning is a `tracing` event (target
+    /// `tensor_core::graph_fn`), also written to standard error when no `tracing` subscriber is
+    /// installed.
     Warn,
     /// Return `Error::TooManyTraces` (through the function's `Result`).
     Error,
@@ -81,13 +83,14 @@ pub struct Options {
     pub reduce_retracing: bool,
     /// Fixed specs for tensor arguments: a call that does not match is an error.
     pub input_signature: Option<&'static [TensorSpec]>,
-    /// The most traces allowed, and what happens beyond.
+    /// The most traces allowed, and what happens beyond (see [`TracePolicy`]).
     pub max_traces: Option<(usize, TracePolicy)>,
     /// Run the graph optimizer (switch off to debug).
     pub optimize: bool,
     /// The most cached signatures (least recently used evicted).
     pub cache_capacity: usize,
-    /// The name shown in introspection and warnings (default: the function's).
+    /// The name introspection, `lookup`, graphs, errors and warnings use (default: the
+    /// function's, `Type::method` for a method).
     pub name: Option<&'static str>,
 }
 

@@ -149,8 +149,8 @@ fn score(batch: &Batch, scaled: &Scaled, input: &Input) -> Result<Tensor> {
 }
 
 /// Derived structs and enums: tensor fields are leaves, GraphArg fields key by value,
-/// `#[graph_arg(static)]` fields key by hash, `#[graph_arg(skip)]` fields are ignored, and
-/// an enum keys by its variant.
+/// `#[graph_arg(static)]` fields key by value too (shown by `Debug`), `#[graph_arg(skip)]`
+/// fields are ignored, and an enum keys by its variant.
 #[test]
 fn derived_structs_and_enums() -> Result<()> {
     let batch = |x: f32, step: i32, mode: Mode, note: &str| Batch { x: f32s(&[x], &[1]), y: f32s(&[3.0], &[1]), step, mode, note: note.into() };
@@ -170,13 +170,57 @@ fn derived_structs_and_enums() -> Result<()> {
     assert_eq!(run(&batch(2.0, 2, Mode::Train, "d"), &Input::Empty)?, 16.0 + 5.0);
     assert_eq!(f.trace_count(), 5);
     let reasons = f.retrace_reasons();
-    assert!(reasons[1].starts_with("arg batch.mode: value #"), "{reasons:?}");
+    assert_eq!(reasons[1], "arg batch.mode: Eval -> Train");
     assert_eq!(reasons[2], "arg batch.step: 1 -> 2");
     assert_eq!(reasons[3], "arg input: structure (variant 0, Dense: f32[1]) -> (variant 1, Pair.a: f32[1], Pair.b: f32[1])");
     assert_eq!(reasons[4], "arg input: structure (variant 1, Pair.a: f32[1], Pair.b: f32[1]) -> (variant 2)");
     let text = f.concrete_functions()[0].to_text();
     assert!(text.starts_with("graph score(batch.x: f32[1], batch.y: f32[1], scaled.0: f32[1], input.Dense: f32[1]) {"), "{text}");
-    assert!(f.traces()[0].signature.starts_with("batch: (x: f32[1], y: f32[1], step: 1, mode: value #"), "{}", f.traces()[0].signature);
+    assert_eq!(
+        f.traces()[0].signature,
+        "batch: (x: f32[1], y: f32[1], step: 1, mode: Eval), scaled: (0: f32[1], 1: 0.5), input: (variant 0, Dense: f32[1])"
+    );
+    Ok(())
+}
+
+/// A config whose `Hash` ignores the value: every `Collider` hashes alike, so only `Eq` can
+/// tell two apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Collider {
+    factor: i32,
+}
+
+impl std::hash::Hash for Collider {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        0u8.hash(state);
+    }
+}
+
+#[derive(GraphArg)]
+struct Configured {
+    x: Tensor,
+    #[graph_arg(static)]
+    config: Collider,
+}
+
+#[graph_fn]
+fn configured(c: &Configured) -> Result<Tensor> {
+    c.x.mul(c.config.factor as f32)
+}
+
+/// Static fields key by value, not by their hash: two values whose hashes collide get two
+/// traces (and each its own graph, with its own constant), and an equal value hits the cache.
+#[test]
+fn static_fields_with_colliding_hashes_trace_apart() -> Result<()> {
+    let with = |factor| Configured { x: f32s(&[1.0, 2.0], &[2]), config: Collider { factor } };
+    assert_eq!(configured(&with(2))?.to_vec::<f32>()?, [2.0, 4.0]);
+    assert_eq!(configured(&with(3))?.to_vec::<f32>()?, [3.0, 6.0], "not the graph traced for factor 2");
+    assert_eq!(configured(&with(2))?.to_vec::<f32>()?, [2.0, 4.0]);
+    assert_eq!(configured(&with(3))?.to_vec::<f32>()?, [3.0, 6.0]);
+    let f = function("configured");
+    assert_eq!(f.trace_count(), 2, "one trace per value; equal values hit the cache");
+    assert_eq!(f.retrace_reasons(), ["first call", "arg c.config: Collider { factor: 2 } -> Collider { factor: 3 }"]);
+    assert_eq!(f.cached_signatures(), ["c: (x: f32[2], config: Collider { factor: 2 })", "c: (x: f32[2], config: Collider { factor: 3 })"]);
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! signatures, why each trace happened, the text form and DOT of each concrete function —
 //! and the warning logged (through `tracing`) when a function retraces too often.
 
+use std::process::Command;
 use tensor_core::function::{lookup, GraphFunction, TraceRecord};
 use tensor_core::prelude::*;
 
@@ -220,6 +221,52 @@ fn traces_spread_over_many_calls_do_not_warn() {
     assert!(warnings.is_empty(), "{}", warnings.join("\n"));
 }
 
+#[graph_fn]
+fn unheard(n: i32) -> Tensor {
+    Tensor::scalar(n)
+}
+
+#[graph_fn(max_traces = 1)]
+fn unheard_limited(n: i32) -> Tensor {
+    Tensor::scalar(n)
+}
+
+/// Set in the child process of `warnings_go_to_stderr_without_a_subscriber`.
+const STDERR_CHILD: &str = "TENSOR_CORE_TEST_STDERR_CHILD";
+
+/// The child: six traces and a `max_traces` overrun with no subscriber installed, then one
+/// more warning after installing one.
+fn warn_without_a_subscriber() {
+    for n in 1..=6 {
+        unheard(n);
+    }
+    unheard_limited(1);
+    unheard_limited(2);
+    let (_, captured) = capture_warnings(|| drop(unheard(7)));
+    println!("captured {}", captured.len());
+}
+
+/// Without a `tracing` subscriber a warning is not lost: it goes to standard error, once.
+/// Once a subscriber is installed, warnings go to it alone. (Run in a child process: this
+/// binary's other tests install a global subscriber.)
+#[test]
+fn warnings_go_to_stderr_without_a_subscriber() {
+    if std::env::var_os(STDERR_CHILD).is_some() {
+        return warn_without_a_subscriber();
+    }
+    let test = "introspection::warnings_go_to_stderr_without_a_subscriber";
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = Command::new(exe).args([test, "--exact", "--nocapture", "--test-threads=1"]).env(STDERR_CHILD, "1").output().expect("runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child failed:\n{stdout}\n{stderr}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.starts_with("WARN tensor_core::graph_fn: ")).collect();
+    assert_eq!(warnings.len(), 3, "one line per warning:\n{stderr}");
+    assert!(warnings[0].contains("`unheard` traced 5 times in its last 20 calls; trace 5 because arg n: 4 -> 5"), "{}", warnings[0]);
+    assert!(warnings[1].contains("`unheard` traced 6 times in its last 20 calls; trace 6 because arg n: 5 -> 6"), "{}", warnings[1]);
+    assert!(warnings[2].contains("unheard_limited: traced 2 times, more than max_traces = 1"), "{}", warnings[2]);
+    assert!(stdout.contains("captured 1"), "the seventh trace's warning went to the subscriber:\n{stdout}");
+}
+
 // ------------------------------------------------------------------------- graphs as text
 
 #[graph_fn(optimize = false)]
@@ -340,4 +387,105 @@ fn methods_are_introspected_too() -> Result<()> {
     assert!(text.starts_with("graph Layer::predict(self.w: f32[2, 2], self.b: f32[2], x: f32[1, 2]) {"), "{text}");
     assert!(tensor_core::function::all().iter().any(|f| f.name() == "Layer::predict"));
     Ok(())
+}
+
+/// `Debug` shows a function's name, module, trace count, cached signatures and options, and a
+/// concrete function's name, arguments and graph size.
+#[test]
+fn graph_functions_debug_print_what_they_hold() -> Result<()> {
+    let layer = Layer { w: f32s(&[1.0, 0.0, 0.0, 1.0], &[2, 2]), b: f32s(&[0.0, 0.0], &[2]) };
+    layer.forward(&f32s(&[1.0, 2.0], &[1, 2]))?;
+    let f = format!("{:?}", function("Layer::forward"));
+    let module = module_path!();
+    assert!(f.starts_with(&format!("GraphFunction {{ name: \"Layer::forward\", module: \"{module}\", trace_count: 1, ")), "{f}");
+    assert!(f.contains("cached_signatures: [\"self: (w: f32[2, 2], b: f32[2]), x: f32[1, 2]\"]"), "{f}");
+    assert!(f.contains("options: Options { reduce_retracing: false, "), "{f}");
+    let c = format!("{:?}", function("Layer::forward").concrete_functions()[0]);
+    let args = "args: [\"self.w: f32[2, 2]\", \"self.b: f32[2]\", \"x: f32[1, 2]\"]";
+    assert!(c.starts_with(&format!("ConcreteFunction {{ name: \"Layer::forward\", {args}, captures: 0, outputs: 1, nodes: ")), "{c}");
+    assert!(c.ends_with("optimized: true }"), "{c}");
+    Ok(())
+}
+
+// -------------------------------------------------------------------------------- lookup
+
+struct Left;
+struct Right;
+
+impl GraphArg for Left {
+    fn flatten(&self, _: &mut tensor_core::function::Flattener) {}
+}
+
+impl GraphArg for Right {
+    fn flatten(&self, _: &mut tensor_core::function::Flattener) {}
+}
+
+impl Left {
+    #[graph_fn]
+    fn shift(&self, x: &Tensor) -> Tensor {
+        x - 1.0
+    }
+
+    #[graph_fn]
+    fn only_left(&self, x: &Tensor) -> Tensor {
+        x * 2.0
+    }
+
+    #[graph_fn]
+    fn also_free(&self, x: &Tensor) -> Tensor {
+        x * 3.0
+    }
+}
+
+impl Right {
+    #[graph_fn]
+    fn shift(&self, x: &Tensor) -> Tensor {
+        x + 1.0
+    }
+}
+
+#[graph_fn]
+fn also_free(x: &Tensor) -> Tensor {
+    x * 4.0
+}
+
+mod first {
+    use tensor_core::prelude::*;
+    #[graph_fn]
+    pub fn same_name(x: &Tensor) -> Tensor {
+        x + 10.0
+    }
+}
+
+mod second {
+    use tensor_core::prelude::*;
+    #[graph_fn]
+    pub fn same_name(x: &Tensor) -> Tensor {
+        x + 20.0
+    }
+}
+
+/// `lookup` takes a function's name, a method's `Type::method` or, when no other function
+/// fits, its bare name, and any of these qualified by the module; a name that fits several
+/// finds none, and a full name wins over a bare method name.
+#[test]
+fn lookup_accepts_bare_qualified_and_module_paths() {
+    let x = f32s(&[1.0], &[1]);
+    let _called =
+        [Left.shift(&x), Right.shift(&x), Left.only_left(&x), Left.also_free(&x), also_free(&x), first::same_name(&x), second::same_name(&x)];
+    let name = |n: &str| lookup(n).map(|f| f.name().to_string());
+    let module = module_path!();
+    assert_eq!(name("only_left").as_deref(), Some("Left::only_left"), "a method by its bare name");
+    assert_eq!(name("Left::only_left").as_deref(), Some("Left::only_left"));
+    assert_eq!(name(&format!("{module}::Left::only_left")).as_deref(), Some("Left::only_left"));
+    assert_eq!(name("Left::shift").as_deref(), Some("Left::shift"));
+    assert_eq!(name("Right::shift").as_deref(), Some("Right::shift"));
+    assert_eq!(name("shift"), None, "two types have a `shift`");
+    assert_eq!(name("also_free").as_deref(), Some("also_free"), "the full name wins over the method's bare name");
+    assert_eq!(name("Left::also_free").as_deref(), Some("Left::also_free"));
+    assert_eq!(name("same_name"), None, "two modules have a `same_name`");
+    let in_first = lookup(&format!("{module}::first::same_name")).expect("qualified by its module");
+    assert_eq!(in_first.module(), format!("{module}::first"));
+    assert_eq!(name("Left::missing"), None);
+    assert_eq!(name("nonexistent"), None);
 }

@@ -96,6 +96,7 @@ fn a_traced_training_step_matches_the_eager_run_bit_for_bit() -> Result<()> {
         assert!(p.grad().is_none() && q.grad().is_none(), "zero_grad inside the graph cleared the caller's .grad");
     }
     let f = tensor_core::function::lookup("Mlp::train_step").expect("registered");
+    assert!(std::ptr::eq(f, tensor_core::function::lookup("train_step").expect("the bare method name finds it")));
     assert_eq!(f.trace_count(), 1, "one graph for the whole training loop");
     assert!(losses[losses.len() - 1] < losses[0] * 0.8, "training made progress: {losses:?}");
     let text = f.concrete_functions()[0].to_text();

@@ -281,10 +281,44 @@ fn name_option_names_the_function() -> Result<()> {
     Ok(())
 }
 
+#[graph_fn(name = "renamed_rows", input_signature(x: f32[?, 3]))]
+fn fixed_rows(x: &Tensor) -> Result<Tensor> {
+    x.sum_axes(&[1], false)
+}
+
+#[graph_fn(name = "renamed_counter", max_traces = 1)]
+fn counted(n: i32) -> Tensor {
+    Tensor::scalar(n)
+}
+
+impl Named {
+    #[graph_fn(input_signature(x: f32[2]))]
+    fn fixed_scale(&self, x: &Tensor) -> Result<Tensor> {
+        x.mul(&self.w)
+    }
+}
+
+/// Errors and warnings name a function by the name introspection uses: its `name = "..."`,
+/// or `Type::method` for a method.
+#[test]
+fn errors_and_warnings_use_the_configured_name() -> Result<()> {
+    let err = fixed_rows(&iota(&[2, 4])).unwrap_err();
+    assert!(matches!(&err, Error::SignatureMismatch { function, .. } if function == "renamed_rows"), "{err:?}");
+    assert!(err.to_string().starts_with("renamed_rows: argument `x`"), "{err}");
+    let (_, warnings) = capture_warnings(|| (1..=5).for_each(|n| drop(counted(n))));
+    assert_eq!(warnings.len(), 5, "four max_traces overruns and the fifth trace:\n{}", warnings.join("\n"));
+    assert!(warnings.iter().all(|w| w.contains("renamed_counter") && !w.contains("counted")), "{}", warnings.join("\n"));
+    assert!(warnings[4].contains("`renamed_counter` traced 5 times"), "{}", warnings[4]);
+    let m = Named { w: f32s(&[2.0, 3.0], &[2]) };
+    let err = m.fixed_scale(&iota(&[3])).unwrap_err();
+    assert!(err.to_string().starts_with("Named::fixed_scale: argument `x`"), "{err}");
+    Ok(())
+}
+
 // ------------------------------------------------------------------------------- optimize
 
 #[graph_fn(optimize = false)]
-fn unoptimized(x: &Tensor) -> Tensor {
+fn unoptimized_identity(x: &Tensor) -> Tensor {
     &(x * 1.0) + 0.0
 }
 
@@ -298,14 +332,14 @@ fn optimized(x: &Tensor) -> Tensor {
 #[test]
 fn optimize_option_switches_the_optimizer() -> Result<()> {
     let x = f32s(&[1.5, -2.0, 0.25], &[3]);
-    let (a, b) = (unoptimized(&x), optimized(&x));
+    let (a, b) = (unoptimized_identity(&x), optimized(&x));
     assert_eq!(a.to_vec::<f32>()?, x.to_vec::<f32>()?);
     assert_eq!(b.to_vec::<f32>()?, x.to_vec::<f32>()?);
-    let plain = &function("unoptimized").concrete_functions()[0];
+    let plain = &function("unoptimized_identity").concrete_functions()[0];
     assert_eq!(plain.graph().nodes.len(), plain.traced_graph().nodes.len());
     let fast = &function("optimized").concrete_functions()[0];
     assert!(fast.graph().nodes.len() < fast.traced_graph().nodes.len(), "x * 1 + 0 simplifies:\n{}", fast.to_text());
-    assert!(!function("unoptimized").options().optimize);
+    assert!(!function("unoptimized_identity").options().optimize);
     Ok(())
 }
 

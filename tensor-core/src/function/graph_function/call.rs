@@ -1,0 +1,136 @@
+//! The call path: flatten the arguments, find the cached concrete function for their key —
+//! or trace the body into one and cache it — then run it and rebuild the return value.
+
+use super::super::concrete::ConcreteFunction;
+use super::super::key::{self, CacheKey, Flattener, KeyRef, Signature};
+use super::super::output::GraphReturn;
+use super::cache::{Entry, Relaxation, SlotGuard};
+use super::{GraphFunction, State};
+use crate::error::Error;
+use crate::tensor::Tensor;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Where a call's result comes from.
+enum Resolved<R> {
+    /// Run this entry (cached, or just traced).
+    Run(Arc<Entry>),
+    /// The body's own value from tracing (an `Err`): the call's result as it is.
+    Return(R),
+    /// The runtime's error (a signature mismatch, `max_traces`, a failed trace).
+    Fail(Error),
+}
+
+/// What tracing a call's body produced.
+// Made once per trace and matched at once: the size of the `Traced` variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+enum TraceOutcome<R> {
+    /// A concrete function for the signature, and under `reduce_retracing` what else it serves.
+    Traced(Arc<Entry>, Option<Relaxation>),
+    /// The body returned an error value: nothing is cached or counted.
+    BodyReturned(R),
+    /// Tracing was refused (`max_traces`) or failed.
+    Failed(Error),
+}
+
+impl GraphFunction {
+    /// Runs the cached graph for this signature, tracing `body` first if there is none.
+    pub(super) fn call_graph<R: GraphReturn>(&'static self, self_type: Option<&'static str>, flat: Flattener, body: impl FnOnce() -> R) -> R {
+        let sig = flat.finish();
+        let state = self.state(self_type);
+        let call_no = state.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let entry = match self.resolve(state, &sig, call_no, body) {
+            Resolved::Run(entry) => entry,
+            Resolved::Return(r) => return r,
+            Resolved::Fail(e) => return R::from_error(e),
+        };
+        let leaves: smallvec::SmallVec<[&Tensor; 8]> = sig.slot_leaves().map(|(_, t)| t).collect();
+        match entry.function.run(&leaves) {
+            Ok(outputs) => {
+                let structure = entry.structure.downcast_ref::<R::Structure>().expect("one return type per function");
+                R::join(structure, outputs)
+            }
+            Err(e) => R::from_error(e),
+        }
+    }
+
+    /// The entry this call runs: the cached one for its key, else a new trace of `body`.
+    fn resolve<R: GraphReturn>(&'static self, state: &State, sig: &Signature, call_no: u64, body: impl FnOnce() -> R) -> Resolved<R> {
+        let key = match self.cache_key(state, sig) {
+            Ok(key) => key,
+            Err(e) => return Resolved::Fail(e),
+        };
+        if let Some(entry) = state.cache.get(&key, call_no) {
+            return Resolved::Run(entry);
+        }
+        if self.options.reduce_retracing
+            && let Some(entry) = state.cache.get_relaxed(&sig.erased(), &sig.shapes(), call_no)
+        {
+            return Resolved::Run(entry);
+        }
+        self.trace_and_cache(state, sig, key.into_owned(), call_no, body)
+    }
+
+    /// Traces `body` into the cache slot for `key` — once, however many callers arrive at
+    /// once: the others wait for it (or, if it fails, try themselves).
+    fn trace_and_cache<R: GraphReturn>(
+        &'static self,
+        state: &State,
+        sig: &Signature,
+        key: CacheKey,
+        call_no: u64,
+        body: impl FnOnce() -> R,
+    ) -> Resolved<R> {
+        let slot = state.cache.slot(&key, call_no);
+        let guard = SlotGuard::new(&state.cache, &key, &slot);
+        let traced = slot.cell.get_or_try_init(|| match self.trace(state, sig, &key, call_no, body) {
+            TraceOutcome::Traced(entry, relaxation) => {
+                // Listed before the cell is set; lookups skip it until then.
+                if let Some(relaxation) = relaxation {
+                    state.cache.add_relaxed(relaxation, slot.clone());
+                }
+                Ok(entry)
+            }
+            TraceOutcome::BodyReturned(r) => Err(Resolved::Return(r)),
+            TraceOutcome::Failed(e) => Err(Resolved::Fail(e)),
+        });
+        drop(guard);
+        match traced {
+            Ok(entry) => {
+                let entry = entry.clone();
+                self.evict(state);
+                Resolved::Run(entry)
+            }
+            Err(resolved) => resolved,
+        }
+    }
+
+    /// Traces `body` for this signature (with relaxed dims when the policy says so) and
+    /// records the trace.
+    fn trace<R: GraphReturn>(&self, state: &State, sig: &Signature, key: &CacheKey, call_no: u64, body: impl FnOnce() -> R) -> TraceOutcome<R> {
+        let (shapes, relaxed_key) = self.shapes_to_trace(state, sig);
+        let admission = match self.admit_trace(state, sig, key) {
+            Ok(admission) => admission,
+            Err(e) => return TraceOutcome::Failed(e),
+        };
+        let names = sig.leaf_names(self.arg_names);
+        let guard = crate::trace::TraceGuard::begin(&state.full_name);
+        for (i, t) in sig.slot_leaves() {
+            guard.bind_arg(t, &names[i], shapes[i].clone());
+        }
+        let (outputs, structure) = match body().split() {
+            Ok(parts) => parts,
+            Err(r) => return TraceOutcome::BodyReturned(r),
+        };
+        let traced = match guard.finish(&outputs) {
+            Ok(traced) => traced,
+            Err(e) => return TraceOutcome::Failed(e),
+        };
+        let function = ConcreteFunction::from_traced(&state.full_name, traced, self.options.optimize);
+        let signature = key::describe(self.arg_names, KeyRef::new(&sig.with_shapes(&shapes), &sig.fields));
+        admission.keep();
+        self.record_trace(state, sig, key, &shapes, signature.clone(), call_no);
+        let relaxation = relaxed_key.map(|erased| Relaxation { erased, shapes });
+        TraceOutcome::Traced(Arc::new(Entry { function, structure: Box::new(structure), signature }), relaxation)
+    }
+}

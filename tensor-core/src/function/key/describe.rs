@@ -1,0 +1,33 @@
+//! The text of a signature: `x: f32[2, 3], lr: 0.01, batch: (x: f32[4], mode: Train)`.
+
+use super::cache_key::KeyRef;
+use super::decode::{decode, Labeled};
+
+/// The signature text of a key: `x: f32[2, 3], lr: 0.01`.
+pub(crate) fn describe(names: &[&str], key: KeyRef) -> String {
+    let decoded = decode(key);
+    let args = decoded
+        .args
+        .iter()
+        .enumerate()
+        .map(|(k, parts)| {
+            let name = names.get(k).copied().unwrap_or("(extra)");
+            let parts: Vec<_> = parts.iter().filter(|p| p.1.type_hash().is_none()).collect();
+            match (parts.len(), parts.first()) {
+                (1, Some((path, part))) if path.is_empty() => format!("{name}: {part}"),
+                _ => format!("{name}: ({})", join(&parts)),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    match decoded.aliases.is_empty() {
+        true => args,
+        false => format!("{args} ({})", decoded.alias_text(names)),
+    }
+}
+
+/// Parts as text, each with its field path (`x: f32[2], step: 1`).
+pub(super) fn join(parts: &[&Labeled]) -> String {
+    let text = |(path, part): &Labeled| if path.is_empty() { part.to_string() } else { format!("{path}: {part}") };
+    parts.iter().map(|p| text(p)).collect::<Vec<_>>().join(", ")
+}

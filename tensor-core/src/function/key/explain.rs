@@ -1,0 +1,225 @@
+//! Explaining a cache miss: why a call with a new key retraced, compared with the last traced
+//! key (`arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: type Tensor -> i32`).
+
+use super::cache_key::KeyRef;
+use super::decode::{decode, Labeled, Part};
+use super::describe::join;
+
+/// Why a call with `new` retraced, compared with the last traced signature `old`:
+/// `arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: dtype i32 -> f32`. Empty when the
+/// signatures are equal (the entry had been evicted or cleared).
+pub(crate) fn explain(names: &[&str], types: &[(u64, &str)], old: KeyRef, new: KeyRef) -> Vec<String> {
+    let (old, new) = (decode(old), decode(new));
+    let aliasing = (old.aliases != new.aliases).then(|| format!("aliasing ({}) -> ({})", old.alias_text(names), new.alias_text(names)));
+    let mut reasons: Vec<String> = old.args.iter().zip(&new.args).enumerate().flat_map(|(k, (o, n))| arg_changes(names, types, k, o, n)).collect();
+    if reasons.is_empty() {
+        reasons.extend(aliasing);
+    }
+    if reasons.is_empty() && old.instantiation != new.instantiation {
+        let full = |h: &u64| types.iter().find(|(k, _)| k == h).map_or_else(|| format!("#{h:016x}"), |(_, n)| short_type(&instantiation_name(n)));
+        let show = |t: Option<u64>| t.as_ref().map_or_else(|| "?".to_string(), full);
+        reasons.push(format!("instantiation {} -> {}", show(old.instantiation), show(new.instantiation)));
+    }
+    reasons
+}
+
+/// What changed in argument `k`: its type, its structure, or the parts that differ.
+fn arg_changes(names: &[&str], types: &[(u64, &str)], k: usize, old: &[Labeled], new: &[Labeled]) -> Vec<String> {
+    let name = names.get(k).copied().unwrap_or("(extra)");
+    let type_name = |h: &u64| types.iter().find(|(k, _)| k == h).map_or_else(|| format!("#{h:016x}"), |(_, n)| short_type(n));
+    let (ot, nt) = (old.iter().find_map(|p| p.1.type_hash()), new.iter().find_map(|p| p.1.type_hash()));
+    if ot != nt {
+        let show = |t: Option<u64>| t.as_ref().map_or_else(|| "?".to_string(), type_name);
+        return vec![format!("arg {name}: type {} -> {}", show(ot), show(nt))];
+    }
+    let (o, n) = (untyped(old), untyped(new));
+    if o.len() != n.len() || o.iter().zip(&n).any(|(a, b)| a.0 != b.0) {
+        return vec![format!("arg {name}: structure ({}) -> ({})", join(&o), join(&n))];
+    }
+    let changed = o.iter().zip(&n).filter(|(a, b)| a.1 != b.1);
+    changed
+        .map(|((path, po), (_, pn))| {
+            let at = if path.is_empty() { name.to_string() } else { format!("{name}.{path}") };
+            format!("arg {at}: {}", part_change(po, pn))
+        })
+        .collect()
+}
+
+/// The parts that are not type names.
+fn untyped(parts: &[Labeled]) -> Vec<&Labeled> {
+    parts.iter().filter(|p| p.1.type_hash().is_none()).collect()
+}
+
+fn part_change(old: &Part, new: &Part) -> String {
+    match (old, new) {
+        (Part::Tensor { dtype: a, shape: sa, requires_grad: ra }, Part::Tensor { dtype: b, shape: sb, requires_grad: rb }) => {
+            let mut what = Vec::new();
+            if a != b {
+                what.push(format!("dtype {a} -> {b}"));
+            }
+            if sa != sb {
+                what.push(format!("shape {sa} -> {sb}"));
+            }
+            if ra != rb {
+                what.push(format!("requires_grad {ra} -> {rb}"));
+            }
+            what.join(", ")
+        }
+        // Unequal values whose `Debug` text is the same (or the same once cut).
+        (Part::Static(a), Part::Static(b)) if a.text() == b.text() => format!("{a} -> a different value with the same Debug text"),
+        _ => format!("{old} -> {new}"),
+    }
+}
+
+/// `step<f32>::{{closure}}::{{closure}}` as `step<f32>`.
+fn instantiation_name(mut name: &str) -> String {
+    while let Some(rest) = name.strip_suffix("::{{closure}}") {
+        name = rest;
+    }
+    name.to_string()
+}
+
+/// `alloc::vec::Vec<tensor_core::Tensor>` as `Vec<Tensor>` (and `<a::M as a::Tr<f32>>::m`
+/// as `<M as Tr<f32>>::m`).
+fn short_type(full: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    for c in full.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            word.push(c);
+        } else {
+            if word.starts_with("::") {
+                out.push_str("::");
+            }
+            out.push_str(word.rsplit("::").next().unwrap_or(&word));
+            word.clear();
+            if c != ' ' || !out.is_empty() {
+                out.push(c);
+            }
+        }
+    }
+    out.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::describe::describe;
+    use super::super::flattener::Flattener;
+    use super::super::signature::Signature;
+    use super::*;
+    use crate::dtype::DType;
+    use crate::tensor::Tensor;
+
+    fn sig(f: impl FnOnce(&mut Flattener)) -> Signature {
+        let mut fl = Flattener::new();
+        f(&mut fl);
+        fl.finish()
+    }
+
+    #[test]
+    fn decodes_and_explains_changes() {
+        let a = sig(|f| {
+            f.arg();
+            f.tensor(&Tensor::zeros(&[2], DType::I32));
+            f.arg();
+            f.int(1);
+            f.arg();
+            f.str("relu");
+        });
+        let b = sig(|f| {
+            f.arg();
+            f.tensor(&Tensor::zeros(&[3], DType::F32));
+            f.arg();
+            f.int(2);
+            f.arg();
+            f.str("tanh");
+        });
+        let reasons = explain(&["x", "n", "act"], &[], a.key_ref(), b.key_ref());
+        assert_eq!(reasons, vec!["arg x: dtype i32 -> f32, shape [2] -> [3]", "arg n: 1 -> 2", "arg act: \"relu\" -> \"tanh\""]);
+        assert_eq!(describe(&["x", "n", "act"], a.key_ref()), "x: i32[2], n: 1, act: \"relu\"");
+    }
+
+    #[test]
+    fn fields_name_leaves_and_reasons() {
+        let batch = |step: i64| {
+            sig(|f| {
+                f.arg();
+                f.field("x");
+                f.tensor(&Tensor::zeros(&[2], DType::F32));
+                f.end_field();
+                f.field("inner");
+                f.field("step");
+                f.int(step);
+                f.end_field();
+                f.field("w");
+                f.tensor(&Tensor::zeros(&[2], DType::F32));
+                f.end_field();
+                f.end_field();
+                f.arg();
+                f.tensor(&Tensor::zeros(&[1], DType::F32));
+                f.tensor(&Tensor::zeros(&[1], DType::F32));
+            })
+        };
+        let (a, b) = (batch(1), batch(2));
+        assert_eq!(a.leaf_names(&["batch", "xs"]), ["batch.x", "batch.inner.w", "xs_0", "xs_1"]);
+        assert_eq!(explain(&["batch", "xs"], &[], a.key_ref(), b.key_ref()), ["arg batch.inner.step: 1 -> 2"]);
+        assert_eq!(describe(&["batch", "xs"], a.key_ref()), "batch: (x: f32[2], inner.step: 1, inner.w: f32[2]), xs: (f32[1], f32[1])");
+    }
+
+    #[test]
+    fn type_changes_are_reported_by_short_name() {
+        let a = sig(|f| {
+            f.arg();
+            f.type_name("tensor_core::tensor::Tensor");
+            f.tensor(&Tensor::zeros(&[], DType::I32));
+        });
+        let b = sig(|f| {
+            f.arg();
+            f.type_name("i32");
+            f.int(1);
+        });
+        let types = [a.type_names[0], b.type_names[0]];
+        assert_eq!(explain(&["x"], &types, a.key_ref(), b.key_ref()), vec!["arg x: type Tensor -> i32"]);
+        assert_eq!(short_type("alloc::vec::Vec<tensor_core::tensor::Tensor>"), "Vec<Tensor>");
+        assert_eq!(short_type(&instantiation_name("t::foo<i32, 4>::{{closure}}::{{closure}}")), "foo<i32, 4>");
+        assert_eq!(short_type(&instantiation_name("<t::M as t::Tr<f32>>::m::{{closure}}")), "<M as Tr<f32>>::m");
+    }
+
+    /// A value whose `Hash` ignores it: every value hashes alike.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    struct Colliding(u32, &'static str);
+
+    impl std::hash::Hash for Colliding {
+        fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+    }
+
+    #[test]
+    fn static_values_are_shown_and_compared_by_value() {
+        let with = |v: Colliding| {
+            sig(|f| {
+                f.arg();
+                f.field("mode");
+                f.static_value(&v);
+                f.end_field();
+            })
+        };
+        let (a, b) = (with(Colliding(1, "x")), with(Colliding(2, "x")));
+        assert_eq!(a.key.words, b.key.words, "the hashes collide");
+        assert_eq!(explain(&["cfg"], &[], a.key_ref(), b.key_ref()), ["arg cfg.mode: Colliding(1, \"x\") -> Colliding(2, \"x\")"]);
+        assert_eq!(describe(&["cfg"], a.key_ref()), "cfg: (mode: Colliding(1, \"x\"))");
+        assert!(explain(&["cfg"], &[], a.key_ref(), with(Colliding(1, "x")).key_ref()).is_empty());
+    }
+
+    #[test]
+    fn unequal_values_with_one_debug_text_still_read_as_a_change() {
+        #[derive(Clone, PartialEq, Eq, Hash)]
+        struct Opaque(u8);
+        impl std::fmt::Debug for Opaque {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("Opaque")
+            }
+        }
+        let (a, b) = (sig(|f| f.static_value(&Opaque(1))), sig(|f| f.static_value(&Opaque(2))));
+        assert_eq!(explain(&["o"], &[], a.key_ref(), b.key_ref()), ["arg o: Opaque -> a different value with the same Debug text"]);
+    }
+}

@@ -1,0 +1,155 @@
+//! `Signature`: a call's flattened arguments — its key and tensor leaves — and the keys
+//! derived from it (without dims, with other shapes) and names for its leaves.
+
+use super::cache_key::{field_path, CacheKey, Fields};
+use super::words::KeyWords;
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use smallvec::SmallVec;
+
+/// A call's flattened arguments.
+pub struct Signature {
+    pub(crate) key: CacheKey,
+    pub(crate) leaves: SmallVec<[Tensor; 8]>,
+    /// Word positions of tensor dims (so relaxed signatures can ignore them).
+    pub(super) dims: SmallVec<[u16; 16]>,
+    /// For each leaf, the argument it belongs to.
+    pub(crate) leaf_args: SmallVec<[u16; 8]>,
+    /// For each leaf, the position of its first word.
+    pub(super) leaf_pos: SmallVec<[u16; 8]>,
+    /// Field scopes, for readable names (`batch.x`, `arg batch.step: 1 -> 2`); not part of
+    /// the key.
+    pub(crate) fields: Fields,
+    /// The type names keyed by hash (for readable retrace reasons; not part of the key).
+    pub(crate) type_names: SmallVec<[(u64, &'static str); 2]>,
+    /// Leaves that are the same tensor as an earlier leaf (one slot serves both).
+    pub(super) repeated: SmallVec<[bool; 8]>,
+}
+
+impl Signature {
+    /// The key with its field names, for reading it back.
+    #[cfg(test)]
+    pub(crate) fn key_ref(&self) -> super::cache_key::KeyRef<'_> {
+        super::cache_key::KeyRef::new(&self.key, &self.fields)
+    }
+
+    /// The key without tensor dims: equal for calls that differ only in dims.
+    pub(crate) fn erased(&self) -> CacheKey {
+        let mut skip = self.dims.iter().peekable();
+        let mut words = KeyWords::new();
+        for (i, &w) in self.key.words.iter().enumerate() {
+            if skip.peek().is_some_and(|&&d| d as usize == i) {
+                skip.next();
+            } else {
+                words.push(w);
+            }
+        }
+        CacheKey { words, statics: self.key.statics.clone() }
+    }
+
+    /// The key without the dims of the leaves of arguments in `args` (those a fixed input
+    /// signature covers).
+    pub(crate) fn erased_for_args(&self, args: &[usize]) -> CacheKey {
+        let mut erase: SmallVec<[bool; 32]> = SmallVec::from_elem(false, self.key.words.len());
+        let mut dims = self.dims.iter();
+        for (leaf, t) in self.leaves.iter().enumerate() {
+            let covered = args.contains(&(self.leaf_args[leaf] as usize));
+            for _ in 0..t.0.shape.rank() {
+                let pos = *dims.next().expect("one position per dim") as usize;
+                erase[pos] = covered;
+            }
+        }
+        let words = self.key.words.iter().zip(&erase).filter(|&(_, &e)| !e).map(|(&w, _)| w).collect();
+        CacheKey { words, statics: self.key.statics.clone() }
+    }
+
+    /// The key with the leaves' dims replaced by `shapes` (the shapes a trace used, with
+    /// unknown dims), for describing what a concrete function serves.
+    pub(crate) fn with_shapes(&self, shapes: &[Shape]) -> CacheKey {
+        let mut key = self.key.clone();
+        let dims = shapes.iter().flat_map(|s| s.dims().iter().copied());
+        for (&pos, d) in self.dims.iter().zip(dims) {
+            key.words[pos as usize] = d as u64;
+        }
+        key
+    }
+
+    /// A name per leaf: the argument's name and field path (`batch.x`), with an index when
+    /// several leaves would share it (`xs_0`, `xs_1`).
+    pub(crate) fn leaf_names(&self, arg_names: &[&str]) -> Vec<String> {
+        let base: Vec<String> = self
+            .leaf_args
+            .iter()
+            .zip(&self.leaf_pos)
+            .map(|(&a, &pos)| {
+                let name = arg_names.get(a as usize).copied().unwrap_or("arg");
+                std::iter::once(name).chain(field_path(&self.fields, pos as usize)).collect::<Vec<_>>().join(".")
+            })
+            .collect();
+        base.iter()
+            .enumerate()
+            .map(|(i, name)| match base.iter().filter(|n| *n == name).count() {
+                1 => name.clone(),
+                _ => format!("{name}_{}", base[..i].iter().filter(|n| *n == name).count()),
+            })
+            .collect()
+    }
+
+    /// The leaves that get a slot: each tensor once, in first-seen order.
+    pub(crate) fn slot_leaves(&self) -> impl Iterator<Item = (usize, &Tensor)> {
+        self.leaves.iter().enumerate().filter(|(i, _)| !self.repeated[*i])
+    }
+
+    /// The leaves' shapes.
+    pub(crate) fn shapes(&self) -> Vec<Shape> {
+        self.leaves.iter().map(|t| t.0.shape.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::flattener::Flattener;
+    use super::*;
+    use crate::dtype::DType;
+
+    fn sig(f: impl FnOnce(&mut Flattener)) -> Signature {
+        let mut fl = Flattener::new();
+        f(&mut fl);
+        fl.finish()
+    }
+
+    #[test]
+    fn erased_keys_ignore_dims_only() {
+        let a = sig(|f| f.tensor(&Tensor::zeros(&[2, 5], DType::F32)));
+        let b = sig(|f| f.tensor(&Tensor::zeros(&[7, 5], DType::F32)));
+        let c = sig(|f| f.tensor(&Tensor::zeros(&[7], DType::F32)));
+        assert_ne!(a.key.words, b.key.words);
+        assert!(a.erased() == b.erased());
+        assert!(a.erased() != c.erased());
+        assert!(a.with_shapes(&b.shapes()) == b.key);
+    }
+
+    #[test]
+    fn aliased_leaves_change_the_key() {
+        let x = Tensor::zeros(&[2], DType::F32);
+        let y = Tensor::zeros(&[2], DType::F32);
+        let same = sig(|f| {
+            f.tensor(&x);
+            f.tensor(&x);
+        });
+        let different = sig(|f| {
+            f.tensor(&x);
+            f.tensor(&y);
+        });
+        assert_ne!(same.key.words, different.key.words);
+        assert_eq!(same.slot_leaves().count(), 1, "one slot serves both names");
+    }
+
+    #[test]
+    fn static_values_are_part_of_the_key() {
+        let a = sig(|f| f.static_value(&String::from("relu")));
+        let b = sig(|f| f.static_value(&String::from("tanh")));
+        assert!(a.key != b.key && a.erased() != b.erased());
+        assert!(a.key == sig(|f| f.static_value(&String::from("relu"))).key);
+    }
+}

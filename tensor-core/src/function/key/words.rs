@@ -1,0 +1,124 @@
+//! The encoding of key words: each word carries a tag in its top byte saying what it is (an
+//! argument's start, a tensor header, a scalar's value, a length, ...), so a key can be read
+//! back without the types that wrote it.
+
+use crate::dtype::DType;
+use smallvec::SmallVec;
+
+/// The words of a key (inline up to 24).
+pub(crate) type KeyWords = SmallVec<[u64; 24]>;
+
+const TAG_SHIFT: u32 = 56;
+/// The bits below the tag.
+pub(super) const PAYLOAD_MASK: u64 = (1 << TAG_SHIFT) - 1;
+
+/// What a word is. The payload (the low 56 bits) and the words that follow depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub(super) enum Tag {
+    /// An argument starts.
+    Arg = 1,
+    /// A tensor: dtype, requires_grad and rank in the payload; one word per dim follows.
+    Tensor = 2,
+    /// A signed integer: the value follows.
+    Int = 3,
+    /// An unsigned integer: the value follows.
+    Uint = 4,
+    /// An f32: its bits in the payload.
+    F32 = 5,
+    /// An f64: its bits follow.
+    F64 = 6,
+    /// A bool in the payload.
+    Bool = 7,
+    /// A char in the payload.
+    Char = 8,
+    /// A string: its length in the payload; its bytes follow, eight to a word.
+    Str = 9,
+    /// A value keyed by its hash alone (`Flattener::hashed`): the hash follows.
+    Hash = 10,
+    /// A collection's length in the payload.
+    Len = 11,
+    /// An enum variant's index in the payload.
+    Variant = 12,
+    /// Two leaves that are one tensor: (leaf << 24 | earlier leaf) in the payload.
+    Alias = 13,
+    /// A type name: its hash follows.
+    Type = 14,
+    /// A generic function's instantiation: the hash of its name follows.
+    Instantiation = 15,
+    /// A static value kept in the key (compared by `Eq`): its index among the key's static
+    /// values in the payload; its hash follows.
+    Static = 16,
+}
+
+impl Tag {
+    const ALL: [Tag; 16] = [
+        Tag::Arg,
+        Tag::Tensor,
+        Tag::Int,
+        Tag::Uint,
+        Tag::F32,
+        Tag::F64,
+        Tag::Bool,
+        Tag::Char,
+        Tag::Str,
+        Tag::Hash,
+        Tag::Len,
+        Tag::Variant,
+        Tag::Alias,
+        Tag::Type,
+        Tag::Instantiation,
+        Tag::Static,
+    ];
+
+    /// The tag of a word (`None` for a word that is not a tagged one: a dim or a value).
+    pub(super) fn of(word: u64) -> Option<Tag> {
+        let code = word >> TAG_SHIFT;
+        Tag::ALL.iter().copied().find(|&t| t as u64 == code)
+    }
+}
+
+/// A tagged word.
+pub(super) fn tagged(tag: Tag, payload: u64) -> u64 {
+    ((tag as u64) << TAG_SHIFT) | (payload & PAYLOAD_MASK)
+}
+
+/// A dtype as a 3-bit code (its position in `DType::ALL`).
+pub(super) fn dtype_code(d: DType) -> u64 {
+    DType::ALL.iter().position(|&x| x == d).expect("listed") as u64
+}
+
+/// The payload of a tensor header: dtype in bits 0-2, requires_grad in bit 3, rank above.
+pub(super) fn tensor_header(dtype: DType, requires_grad: bool, rank: usize) -> u64 {
+    dtype_code(dtype) | (requires_grad as u64) << 3 | (rank as u64) << 4
+}
+
+/// A tensor header's dtype, requires_grad and rank.
+pub(super) fn read_tensor_header(payload: u64) -> (DType, bool, usize) {
+    (DType::ALL[(payload & 7) as usize], payload & 8 != 0, (payload >> 4) as usize)
+}
+
+/// A 64-bit hash of `v` (the same within a process).
+pub(super) fn hash_of<T: std::hash::Hash + ?Sized>(v: &T) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_and_headers_round_trip() {
+        for tag in Tag::ALL {
+            assert_eq!(Tag::of(tagged(tag, 12345)), Some(tag));
+            assert_eq!(tagged(tag, 12345) & PAYLOAD_MASK, 12345);
+        }
+        assert_eq!(Tag::of(7), None, "a plain value word has no tag");
+        for dtype in DType::ALL {
+            assert_eq!(read_tensor_header(tensor_header(dtype, true, 3)), (dtype, true, 3));
+        }
+    }
+}

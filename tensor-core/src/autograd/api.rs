@@ -1,11 +1,10 @@
 //! The autograd methods of `Tensor`, with PyTorch's semantics, and the functional `grad`.
 
 use super::engine::{self, BackwardOptions, Sink};
-use super::node::{GradFn, GradNode};
+use super::grad_fn::GradFn;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 impl Tensor {
     /// Marks this tensor as a leaf whose gradient `backward()` computes (float dtypes only).
@@ -231,61 +230,6 @@ impl Tensor {
 
     // ------------------------------------------------------------------ crate internals
 
-    pub(crate) fn requires_grad_raw(&self) -> bool {
-        self.0.requires_grad.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn is_leaf_raw(&self) -> bool {
-        self.grad_slot().grad_fn.is_none()
-    }
-
-    pub(crate) fn grad_fn_raw(&self) -> Option<Arc<GradNode>> {
-        self.grad_slot().grad_fn.clone()
-    }
-
-    pub(crate) fn retains_grad(&self) -> bool {
-        self.grad_slot().retains_grad
-    }
-
-    /// Attaches (or clears) the grad node that computed this tensor, as its output `n`.
-    pub(crate) fn set_grad_fn(&self, node: Option<Arc<GradNode>>, n: usize) {
-        if let Some(f) = &node {
-            self.0.requires_grad.store(true, Ordering::Release);
-            f.set_output_tensor(n, self);
-        }
-        let mut slot = self.grad_slot();
-        slot.grad_fn = node;
-        slot.output_nr = n;
-    }
-
-    /// Which output of its grad_fn this tensor is.
-    pub(crate) fn output_nr(&self) -> usize {
-        self.grad_slot().output_nr
-    }
-
-    /// Makes this tensor a leaf that does not require grad (after an assignment cut it from
-    /// its history).
-    pub(crate) fn detach_in_place(&self) {
-        if !self.is_leaf_raw() {
-            self.grad_slot().grad_fn = None;
-            self.0.requires_grad.store(false, Ordering::Release);
-        }
-    }
-
-    /// Another handle to the current value and history (for an in-place op's saved input).
-    pub(crate) fn alias(&self) -> Tensor {
-        let t = Tensor::from_value(self.read_value().clone(), self.0.dtype, self.0.shape.clone());
-        t.0.requires_grad.store(self.requires_grad_raw(), Ordering::Release);
-        let (f, n) = (self.grad_fn_raw(), self.output_nr());
-        {
-            let mut slot = t.grad_slot();
-            slot.grad_fn = f;
-            slot.output_nr = n;
-        }
-        t
-    }
-
-    /// Adds `g` to `.grad` (or sets it), as backward does for leaves and retained grads.
     pub(crate) fn accumulate_grad(&self, g: &Tensor) -> Result<()> {
         if let Some(r) = crate::trace::accumulate_grad(self, g) {
             return r;
@@ -304,11 +248,6 @@ impl Tensor {
         };
         self.grad_slot().grad = Some(new);
         Ok(())
-    }
-
-    /// Replaces `.grad` (used by graph execution when writing state back).
-    pub(crate) fn set_grad_raw(&self, g: Option<Tensor>) {
-        self.grad_slot().grad = g;
     }
 }
 

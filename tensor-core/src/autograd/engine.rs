@@ -5,10 +5,9 @@
 //! `.grad`. The order is fixed by the graph alone, so an eager backward and a traced
 //! one perform the same additions in the same order.
 
-use super::node::{BackwardCtx, Edge, Formula, GradNode};
 use crate::error::{Error, Result};
-use crate::ops::InputGrads;
 use crate::tensor::grad_mode::GradModeGuard;
+use crate::tensor::grad_node::{BackwardCtx, Edge, GradNode, InputGrads};
 use crate::tensor::{Tensor, TensorInner};
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -40,7 +39,8 @@ pub(crate) enum Sink<'a> {
     Targets { targets: &'a [&'a Tensor], results: Vec<Option<Tensor>> },
 }
 
-type NodeKey = *const GradNode;
+/// A node by address (thin: a node is found by its data, whatever its formula type).
+type NodeKey = *const ();
 type LeafKey = *const TensorInner;
 
 struct Walk {
@@ -94,13 +94,13 @@ impl Walk {
         let mut stack: Vec<Arc<GradNode>> = roots.iter().filter_map(|(t, _)| t.grad_fn_raw()).collect();
         let starts = stack.clone();
         while let Some(node) = stack.pop() {
-            if seen.insert(Arc::as_ptr(&node), ()).is_some() {
+            if seen.insert(key(&node), ()).is_some() {
                 continue;
             }
             for e in &node.edges {
                 match e {
                     Edge::Node(n, _) => {
-                        *node_deps.entry(Arc::as_ptr(n)).or_default() += 1;
+                        *node_deps.entry(key(n)).or_default() += 1;
                         stack.push(n.clone());
                     }
                     Edge::Leaf(t) => *leaf_deps.entry(Arc::as_ptr(&t.0)).or_default() += 1,
@@ -110,8 +110,8 @@ impl Walk {
         }
         let mut ready: Vec<Arc<GradNode>> = Vec::new();
         for n in starts {
-            let key = Arc::as_ptr(&n);
-            if !node_deps.contains_key(&key) && !ready.iter().any(|r| Arc::as_ptr(r) == key) {
+            let k = key(&n);
+            if !node_deps.contains_key(&k) && !ready.iter().any(|r| key(r) == k) {
                 ready.push(n);
             }
         }
@@ -121,20 +121,14 @@ impl Walk {
 
     fn process(&mut self, node: &Arc<GradNode>, create_graph: bool, sink: &mut Sink) -> Result<()> {
         // A node every path to which carried no gradient still counts its inputs down.
-        let grads = match self.node_grads.remove(&Arc::as_ptr(node)) {
+        let grads = match self.node_grads.remove(&key(node)) {
             Some(outs) => {
                 for (n, g) in outs.iter().enumerate() {
                     if let (Some(g), Some(out)) = (g, node.output_tensor(n)) {
                         deliver_non_leaf(&out, node, n, g, sink, &mut self.writes);
                     }
                 }
-                match &node.formula {
-                    Formula::Op(op) => {
-                        let g = outs[0].as_ref().expect("an op node with a gradient entry has its output's");
-                        op.backward(&BackwardCtx::new(node, create_graph)?, g)?
-                    }
-                    Formula::Custom(c) => c.backward(&outs, create_graph)?,
-                }
+                node.formula.backward(&BackwardCtx::new(node, create_graph)?, &outs)?
             }
             None => InputGrads::new(),
         };
@@ -143,7 +137,7 @@ impl Walk {
             match edge {
                 Edge::None => {}
                 Edge::Node(n, out) => {
-                    let k = Arc::as_ptr(n);
+                    let k = key(n);
                     if let Some(grad) = grad {
                         add_output_grad(&mut self.node_grads, n, *out, grad)?;
                     }
@@ -166,6 +160,11 @@ impl Walk {
     }
 }
 
+/// The key of a node.
+fn key(n: &Arc<GradNode>) -> NodeKey {
+    Arc::as_ptr(n) as *const ()
+}
+
 /// Decrements a dependency count; true when it reaches zero.
 fn countdown<K: std::hash::Hash + Eq>(deps: &mut HashMap<K, usize>, k: K) -> bool {
     match deps.get_mut(&k) {
@@ -179,7 +178,7 @@ fn countdown<K: std::hash::Hash + Eq>(deps: &mut HashMap<K, usize>, k: K) -> boo
 
 /// Adds `g` to the gradient of output `n` of `node`.
 fn add_output_grad(map: &mut HashMap<NodeKey, SmallVec<[Option<Tensor>; 1]>>, node: &Arc<GradNode>, n: usize, g: Tensor) -> Result<()> {
-    let entry = map.entry(Arc::as_ptr(node)).or_insert_with(|| SmallVec::from_elem(None, node.num_outputs()));
+    let entry = map.entry(key(node)).or_insert_with(|| SmallVec::from_elem(None, node.num_outputs()));
     entry[n] = Some(match entry[n].take() {
         Some(prev) => prev.add(&g)?,
         None => g,

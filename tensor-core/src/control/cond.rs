@@ -87,6 +87,6 @@ pub(crate) fn cond_graphs(pred: &Tensor, then_graph: Graph, else_graph: Graph, t
         outputs: types,
     };
     let out_refs: Vec<&Tensor> = outs.iter().collect();
-    crate::autograd::record_custom(Arc::new(grad), &refs, &out_refs);
+    crate::tensor::grad_node::record_many(grad, &refs, &out_refs);
     Ok(outs)
 }

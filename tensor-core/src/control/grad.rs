@@ -6,12 +6,12 @@
 
 use super::replay::replay;
 use super::{cond, while_loop};
-use crate::autograd::{grad_with, CustomBackward, GradModeGuard};
+use crate::autograd::{grad_with, GradModeGuard};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::ops::InputGrads;
 use crate::shape::Shape;
+use crate::tensor::grad_node::{Backward, BackwardCtx, InputGrads};
 use crate::tensor::Tensor;
 use std::sync::Arc;
 
@@ -105,12 +105,13 @@ pub(super) struct CondGrad {
     pub outputs: Vec<(DType, Shape)>,
 }
 
-impl CustomBackward for CondGrad {
+impl Backward for CondGrad {
     fn name(&self) -> &'static str {
         "CondBackward"
     }
 
-    fn backward(&self, grads: &[Option<Tensor>], create_graph: bool) -> Result<InputGrads> {
+    fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
+        let create_graph = ctx.create_graph();
         let gys = output_grads(&self.outputs, grads)?;
         let taken = cond(
             &self.pred,
@@ -144,13 +145,13 @@ pub(super) struct WhileGrad {
     pub types: Vec<(DType, Shape)>,
 }
 
-impl CustomBackward for WhileGrad {
+impl Backward for WhileGrad {
     fn name(&self) -> &'static str {
         "WhileBackward"
     }
 
-    fn backward(&self, grads: &[Option<Tensor>], create_graph: bool) -> Result<InputGrads> {
-        let n = self.vars;
+    fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
+        let (n, create_graph) = (self.vars, ctx.create_graph());
         // Loop state: the iteration index (counting down), the loop variables' gradients, the
         // gradients summed so far for the float values the body captured.
         let mut state = vec![self.trip.sub(1i64)?];
@@ -198,12 +199,12 @@ impl CustomBackward for WhileGrad {
 /// cannot be stacked into a history, so there is nothing to walk back through.
 pub(crate) struct UnstackableWhileGrad;
 
-impl CustomBackward for UnstackableWhileGrad {
+impl Backward for UnstackableWhileGrad {
     fn name(&self) -> &'static str {
         "WhileBackward"
     }
 
-    fn backward(&self, _: &[Option<Tensor>], _: bool) -> Result<InputGrads> {
+    fn backward(&self, _: &BackwardCtx, _: &[Option<Tensor>]) -> Result<InputGrads> {
         Err(Error::NotDifferentiable {
             op: "cond/while_loop",
             detail: " for a loop variable or output whose shape is unknown in this trace (it may change between iterations)",

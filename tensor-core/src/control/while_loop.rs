@@ -186,10 +186,10 @@ pub(crate) fn while_graphs(
             types: types.to_vec(),
         };
         let out_refs: Vec<&Tensor> = outs[..n].iter().collect();
-        crate::autograd::record_custom(Arc::new(grad), &refs, &out_refs);
+        crate::tensor::grad_node::record_many(grad, &refs, &out_refs);
     } else if wants_grad {
         let out_refs: Vec<&Tensor> = outs[..n].iter().collect();
-        crate::autograd::record_custom(Arc::new(super::grad::UnstackableWhileGrad), &refs, &out_refs);
+        crate::tensor::grad_node::record_many(super::grad::UnstackableWhileGrad, &refs, &out_refs);
     }
     Ok(outs[..n].to_vec())
 }

@@ -4,13 +4,13 @@
 
 use super::dispatch::apply;
 use super::{need_float, Family, InputGrads, Saves, TypeRef};
-use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::conv::{self as kc, ConvGeom};
 use crate::kernels::pool::{self as kp, PoolGeom};
 use crate::shape::{Shape, UNKNOWN};
 use crate::storage::Storage;
+use crate::tensor::grad_node::BackwardCtx;
 use crate::tensor::Tensor;
 use smallvec::smallvec;
 

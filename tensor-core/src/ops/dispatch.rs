@@ -19,13 +19,20 @@ pub(crate) fn apply(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Tensor> {
         let resolved = crate::trace::resolve_inputs(inputs, op.name())?;
         let refs: SmallVec<[&Tensor; 3]> = resolved.iter().collect();
         let out = crate::trace::append(&op, &refs)?;
-        crate::autograd::record(op, &refs, &out);
+        record(op, &refs, &out);
         return Ok(out);
     }
     let (dtype, shape, storage) = run_eager(&op, inputs)?;
     let out = Tensor::from_value(Value::Concrete(storage), dtype, shape);
-    crate::autograd::record(op, inputs, &out);
+    record(op, inputs, &out);
     Ok(out)
+}
+
+/// Records `out = op(inputs)` for backward if the op has a gradient.
+pub(crate) fn record(op: Op, inputs: &[&Tensor], out: &Tensor) {
+    if op.is_differentiable() {
+        crate::tensor::grad_node::record(op, inputs, out);
+    }
 }
 
 /// Checks types and runs the kernel of `op` on concrete inputs: the result's dtype, shape
@@ -106,7 +113,7 @@ pub(crate) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others
     target.set_value(Value::Concrete(storage));
     if needs_grad {
         // PyTorch's rebase_history: the old value (the alias) feeds the new grad node.
-        crate::autograd::record(op, &inputs, target);
+        record(op, &inputs, target);
     } else if grad_on && !reads_target {
         // An assignment from values that need no grad cuts the target's history.
         target.detach_in_place();

@@ -3,7 +3,6 @@
 
 use super::dispatch::apply;
 use super::{need_float, need_numeric, BinaryOp, CmpOp, ElementwiseOp, Family, InputGrads, Saves, ScalarAttr, TypeRef, UnaryOp};
-use crate::autograd::BackwardCtx;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::kernels::elementwise::{map, select, zip};
@@ -11,6 +10,7 @@ use crate::math::{clamp_value, CastToAll, Domain, Fn1, Fn2, Num, Visit1, Visit2}
 use crate::shape::{broadcast_shapes, Shape};
 use crate::storage::Element;
 use crate::storage::{Array, Storage};
+use crate::tensor::grad_node::BackwardCtx;
 use crate::tensor::Tensor;
 use smallvec::smallvec;
 

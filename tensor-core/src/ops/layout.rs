@@ -3,12 +3,12 @@
 
 use super::dispatch::apply;
 use super::{Axes, Family, InputGrads, Saves, TypeRef};
-use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::layout as k;
 use crate::shape::{broadcast_shapes, normalize_axis, Shape, UNKNOWN};
 use crate::storage::Storage;
+use crate::tensor::grad_node::BackwardCtx;
 use crate::tensor::Tensor;
 use smallvec::{smallvec, SmallVec};
 use std::ops::{Bound, RangeBounds};

@@ -2,12 +2,12 @@
 
 use super::dispatch::apply;
 use super::{need_numeric, Family, InputGrads, Saves, TypeRef};
-use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::matmul::matmul;
 use crate::shape::{broadcast_shapes, Shape, UNKNOWN};
 use crate::storage::Storage;
+use crate::tensor::grad_node::BackwardCtx;
 use crate::tensor::Tensor;
 use smallvec::smallvec;
 

@@ -13,11 +13,12 @@ mod linalg;
 mod nn;
 mod reduce;
 
-use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Shape;
 use crate::storage::Storage;
+use crate::tensor::grad_node::BackwardCtx;
+pub(crate) use crate::tensor::grad_node::{Backward, InputGrads, Saves};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 
@@ -33,9 +34,6 @@ pub use reduce::ReductionOp;
 
 /// A list of axes.
 pub(crate) type Axes = SmallVec<[usize; 4]>;
-
-/// The gradients of an op's inputs, `None` where an input gets none.
-pub(crate) type InputGrads = SmallVec<[Option<Tensor>; 3]>;
 
 /// Every op: a family and the family's op with its attributes. Each family is one file of
 /// this module and implements [`Family`] (name, shape/dtype rule, kernel, gradient, what the
@@ -123,25 +121,6 @@ pub(crate) struct TypeRef<'a> {
     pub shape: &'a Shape,
 }
 
-/// Which inputs (bit i) and whether the output an op's backward needs.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Saves {
-    pub inputs: u8,
-    pub output: bool,
-}
-
-impl Saves {
-    /// The inputs whose bits are set in `mask`.
-    pub(crate) fn inputs(mask: u8) -> Saves {
-        Saves { inputs: mask, output: false }
-    }
-
-    /// The output only.
-    pub(crate) fn output() -> Saves {
-        Saves { inputs: 0, output: true }
-    }
-}
-
 impl Op {
     /// The op's name in graph text (`add`, `matmul`, ...).
     ///
@@ -206,15 +185,21 @@ impl Op {
     pub(crate) fn compute(&self, inputs: &[&Storage]) -> Result<Storage> {
         each_family!(self, f => f.compute(inputs))
     }
+}
 
-    /// The gradients of the inputs from the output gradient `g`.
-    pub(crate) fn backward(&self, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
-        each_family!(self, f => f.backward(ctx, g))
+/// An op recorded for backward runs its family's gradient on the one output's gradient.
+impl Backward for Op {
+    fn name(&self) -> &'static str {
+        self.grad_fn_name()
     }
 
-    /// What the backward needs kept from the forward pass.
-    pub(crate) fn saves(&self) -> Saves {
+    fn saves(&self) -> Saves {
         each_family!(self, f => f.saves())
+    }
+
+    fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
+        let g = grads[0].as_ref().expect("the engine runs a node only with its output's gradient");
+        each_family!(self, f => f.backward(ctx, g))
     }
 }
 

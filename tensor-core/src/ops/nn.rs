@@ -2,13 +2,13 @@
 
 use super::dispatch::apply;
 use super::{need_float, Family, InputGrads, Saves, TypeRef};
-use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::index::indices;
 use crate::kernels::softmax as k;
 use crate::shape::{normalize_axis, Shape, UNKNOWN};
 use crate::storage::Storage;
+use crate::tensor::grad_node::BackwardCtx;
 use crate::tensor::Tensor;
 use smallvec::smallvec;
 

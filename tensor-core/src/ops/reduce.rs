@@ -3,13 +3,13 @@
 
 use super::dispatch::apply;
 use super::{need_float, need_numeric, Axes, Family, InputGrads, ReduceOp, Saves, TypeRef};
-use crate::autograd::BackwardCtx;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::reduce::{argmax, reduce, Reduction};
 use crate::math::Num;
 use crate::shape::{normalize_axis, Shape, UNKNOWN};
 use crate::storage::{Array, Storage};
+use crate::tensor::grad_node::BackwardCtx;
 use crate::tensor::Tensor;
 use smallvec::smallvec;
 

@@ -6,10 +6,10 @@ mod convert;
 mod create;
 mod display;
 pub(crate) mod grad_mode;
+pub(crate) mod grad_node;
 mod operators;
 mod symbol;
 
-use crate::autograd::GradNode;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::Shape;
@@ -59,7 +59,7 @@ pub(crate) enum Value {
 #[derive(Default)]
 pub(crate) struct GradSlot {
     pub(crate) grad: Option<Tensor>,
-    pub(crate) grad_fn: Option<Arc<GradNode>>,
+    pub(crate) grad_fn: Option<Arc<grad_node::GradNode>>,
     /// Which output of `grad_fn` this tensor is.
     pub(crate) output_nr: usize,
     pub(crate) retains_grad: bool,

@@ -262,7 +262,7 @@ pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others
         holder = target;
     }
     if needs_grad {
-        crate::autograd::record(op, &inputs, holder);
+        crate::ops::dispatch::record(op, &inputs, holder);
     } else if grad_on && !reads_target {
         holder.detach_in_place();
     }

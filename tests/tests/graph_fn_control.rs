@@ -271,6 +271,131 @@ fn a_captured_condition_is_read_at_every_call() -> Result<()> {
     Ok(())
 }
 
+// ------------------------------------------------------------------- nested conditions
+
+/// Three levels of tensor `if`s with `else if` chains, carrying two variables and giving a
+/// value at every level.
+#[graph_fn]
+fn nested_ifs(x: &Tensor, y: &Tensor) -> (Tensor, Tensor) {
+    let mut a = x.clone();
+    let mut b = y.clone();
+    let c = if a.gt(0.0) {
+        a = &a * 2.0;
+        if b.gt(&a) {
+            b = &b - &a;
+            if b.gt(10.0) {
+                a = &a + 100.0;
+                Tensor::scalar(1.0f32)
+            } else if b.gt(5.0) {
+                Tensor::scalar(2.0f32)
+            } else {
+                b = -&b;
+                Tensor::scalar(3.0f32)
+            }
+        } else if b.lt(-1.0) {
+            a = &a - &b;
+            Tensor::scalar(4.0f32)
+        } else {
+            Tensor::scalar(5.0f32)
+        }
+    } else {
+        b = &b * 0.5;
+        Tensor::scalar(6.0f32)
+    };
+    (&a + &c, &b * &c)
+}
+
+/// `nested_ifs` in plain f32 Rust.
+fn nested_ifs_reference(x: f32, y: f32) -> (f32, f32) {
+    let (mut a, mut b) = (x, y);
+    let c = if a > 0.0 {
+        a *= 2.0;
+        if b > a {
+            b -= a;
+            if b > 10.0 {
+                a += 100.0;
+                1.0
+            } else if b > 5.0 {
+                2.0
+            } else {
+                b = -b;
+                3.0
+            }
+        } else if b < -1.0 {
+            a -= b;
+            4.0
+        } else {
+            5.0
+        }
+    } else {
+        b *= 0.5;
+        6.0
+    };
+    (a + c, b * c)
+}
+
+#[test]
+fn nested_ifs_take_every_path_with_one_trace_and_match_eager_and_plain_rust() {
+    let _serial = serial();
+    // One case per path: 1, 2, 3, 4, 5, 6.
+    let cases = [(1.0f32, 20.0f32), (1.0, 9.0), (1.0, 4.0), (3.0, -4.0), (3.0, 2.0), (-1.0, 3.0)];
+    for (x, y) in cases {
+        let (xt, yt) = (Tensor::scalar(x), Tensor::scalar(y));
+        let graph = nested_ifs(&xt, &yt);
+        let eager = eagerly(|| nested_ifs(&xt, &yt));
+        assert_bits_eq(&graph.0, &eager.0);
+        assert_bits_eq(&graph.1, &eager.1);
+        let want = nested_ifs_reference(x, y);
+        assert_eq!((graph.0.item::<f32>().unwrap(), graph.1.item::<f32>().unwrap()), want, "x = {x}, y = {y}");
+    }
+    let f = lookup("nested_ifs").unwrap();
+    assert_eq!(f.trace_count(), 1, "{:?}", f.retrace_reasons());
+    let concrete = &f.concrete_functions()[0];
+    let graph = concrete.traced_graph();
+    assert_eq!(graph.count_op("cond"), 1, "the outer if is one node, the others nest in it:\n{}", graph.to_text());
+    assert_eq!(graph.to_text().matches("= cond(").count(), 5, "five ifs in all:\n{}", graph.to_text());
+}
+
+/// A `while` in a `while` in a tensor `if`, and a countdown in its `else`.
+#[graph_fn]
+fn nested_loops(n: &Tensor) -> Tensor {
+    let mut total = Tensor::scalar(0i64);
+    let mut i = Tensor::scalar(0i64);
+    if n.gt(0) {
+        while i.lt(n) {
+            let mut j = Tensor::scalar(0i64);
+            while j.lt(&i) {
+                total = &total + &(&i * &j);
+                j = &j + 1;
+            }
+            i = &i + 1;
+        }
+    } else {
+        let mut k = n.clone();
+        while k.lt(0) {
+            total = &total - 1;
+            k = &k + 1;
+        }
+    }
+    total
+}
+
+#[test]
+fn nested_loops_match_eager_and_plain_rust_with_one_trace() {
+    let _serial = serial();
+    for n in [-3i64, 0, 1, 2, 4, 7] {
+        let nt = Tensor::scalar(n);
+        let graph = nested_loops(&nt);
+        assert_bits_eq(&graph, &eagerly(|| nested_loops(&nt)));
+        let want: i64 = if n > 0 { (0..n).map(|i| (0..i).map(|j| i * j).sum::<i64>()).sum() } else { n };
+        assert_eq!(graph.item::<i64>().unwrap(), want, "n = {n}");
+    }
+    let f = lookup("nested_loops").unwrap();
+    assert_eq!(f.trace_count(), 1, "{:?}", f.retrace_reasons());
+    let text = f.concrete_functions()[0].traced_graph().to_text();
+    assert_eq!(text.matches("= while(").count(), 3, "three loops, nested in the cond:\n{text}");
+}
+
 // --------------------------------------------------------------------------- errors
 
 #[graph_fn]

@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 use tensor_core::function::{lookup, run_functions_eagerly};
+use tensor_core::ops::CmpOp;
 use tensor_core::prelude::*;
 use tests::assert_bits_eq;
 
@@ -394,6 +395,74 @@ fn nested_loops_match_eager_and_plain_rust_with_one_trace() {
     assert_eq!(f.trace_count(), 1, "{:?}", f.retrace_reasons());
     let text = f.concrete_functions()[0].traced_graph().to_text();
     assert_eq!(text.matches("= while(").count(), 3, "three loops, nested in the cond:\n{text}");
+}
+
+// ------------------------------------------------------------ fallible conditions
+
+/// A `Result` as a `while` condition, a `?` on an `if` condition, a variable holding a
+/// `Result` as a condition. (`compare` returns `Result<Tensor>`, as the comparison methods
+/// `lt`, `gt`, ... will.)
+#[graph_fn]
+fn fallible_conditions(x: &Tensor, limit: &Tensor) -> Result<Tensor> {
+    let mut x = x.clone();
+    let mut steps = Tensor::scalar(0.0f32);
+    while x.compare(CmpOp::Lt, limit) {
+        x = &x * 2.0;
+        steps = &steps + 1.0;
+    }
+    if x.compare(CmpOp::Gt, &(limit * 1.5))? {
+        x = &x - limit;
+    }
+    let over = x.compare(CmpOp::Gt, limit);
+    if over {
+        steps = -&steps;
+    }
+    Ok(&x + &steps)
+}
+
+/// The same failing comparison in a function that does not return `Result`.
+#[graph_fn]
+fn fallible_without_result(x: &Tensor, limit: &Tensor) -> Tensor {
+    let mut y = x.clone();
+    if y.compare(CmpOp::Gt, limit) {
+        y = &y * 2.0;
+    }
+    y
+}
+
+#[test]
+fn fallible_comparisons_are_conditions_and_their_errors_leave_the_body() {
+    let _serial = serial();
+    for (x, limit) in [(1.0f32, 10.0f32), (3.0, 10.0), (20.0, 10.0), (0.5, 0.75)] {
+        let (xt, lt) = (Tensor::scalar(x), Tensor::scalar(limit));
+        let graph = fallible_conditions(&xt, &lt).unwrap();
+        assert_bits_eq(&graph, &eagerly(|| fallible_conditions(&xt, &lt)).unwrap());
+        let (mut xr, mut steps) = (x, 0.0f32);
+        while xr < limit {
+            xr *= 2.0;
+            steps += 1.0;
+        }
+        if xr > limit * 1.5 {
+            xr -= limit;
+        }
+        if xr > limit {
+            steps = -steps;
+        }
+        assert_eq!(graph.item::<f32>().unwrap(), xr + steps, "x = {x}, limit = {limit}");
+    }
+    assert_eq!(lookup("fallible_conditions").unwrap().trace_count(), 1);
+
+    // A comparison of mismatched shapes fails, in the graph and eagerly alike.
+    let (x, limit) = (f32s(&[1.0, 2.0], &[2]), f32s(&[1.0, 2.0, 3.0], &[3]));
+    let graph = fallible_conditions(&x, &limit).unwrap_err();
+    let eager = eagerly(|| fallible_conditions(&x, &limit)).unwrap_err();
+    assert!(matches!(graph, Error::ShapeMismatch { .. } | Error::Broadcast { .. }), "{graph}");
+    assert_eq!(graph.to_string(), eager.to_string());
+    // Without a `Result` to return, the error is a panic with its message.
+    let panic = std::panic::catch_unwind(|| fallible_without_result(&x, &limit)).unwrap_err();
+    let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert_eq!(msg, x.compare(CmpOp::Gt, &limit).unwrap_err().to_string());
+    assert!(tensor_core::executing_eagerly(), "no trace is left behind");
 }
 
 // --------------------------------------------------------------------------- errors

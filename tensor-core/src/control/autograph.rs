@@ -32,11 +32,12 @@ pub enum Branching {
 }
 
 /// A type usable as the condition of a rewritten `if` or `while`: `bool`, a bool scalar
-/// `Tensor`, and references to them.
+/// `Tensor`, references to them, and a `Result` of either (an `Err` leaves the function
+/// through [`fail`]).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the condition of an `if` or `while` in a #[graph_fn] body",
     label = "expected a `bool` or a bool scalar `Tensor`, found `{Self}`",
-    note = "a condition is a `bool`, a one-element bool `Tensor` (a comparison such as `x.gt(0.0)`), or a reference to one"
+    note = "a condition is a `bool`, a one-element bool `Tensor` (a comparison such as `x.gt(0.0)`), a reference to one, or a `Result` of one"
 )]
 pub trait Condition {
     /// Which way to go: plain Rust, or a traced branch.
@@ -89,6 +90,28 @@ impl Condition for &bool {
     }
     fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
         (*self).into_predicate(construct)
+    }
+}
+
+/// A fallible comparison (`x.lt(&y)` returning `Result<Tensor>`): its error leaves the body.
+impl<C: Condition> Condition for Result<C> {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        self?.branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        self?.into_predicate(construct)
+    }
+}
+
+/// A variable holding a fallible comparison's result, used as `if c`.
+impl Condition for &Result<Tensor> {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        self.as_ref().map_err(Error::clone)?.branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        self.as_ref().map_err(Error::clone)?.into_predicate(construct)
     }
 }
 

@@ -3,8 +3,8 @@
 //! assigns; with a `bool` condition they keep their plain Rust meaning.
 //!
 //! The macro cannot see types, so it rewrites every `if`/`while` whose condition *could* be a
-//! tensor — a variable, a field, or a call of a comparison method (`x.lt(&y)`) — into code
-//! that asks at run time. Conditions that are certainly `bool` (`a < b`, `!done`,
+//! tensor — a variable, a field, or a call of a comparison method (`x.lt(&y)`, also behind
+//! `?`) — into code that asks at run time. Conditions that are certainly `bool` (`a < b`, `!done`,
 //! `x.is_empty()`, `if let`) are left alone. Code that a
 //! graph node cannot carry (`break`, `continue`, `return`, `?`, an assignment to a field, or
 //! `panic!` and kin, which tracing both branches would always fire) is kept plain too, and its
@@ -54,31 +54,22 @@ impl VisitMut for Rewriter {
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
 
-/// Method names of tensor predicates (methods that return a bool `Tensor`).
-const TENSOR_PREDICATES: &[&str] = &["lt", "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and", "logical_or", "any", "all"];
+/// Method names of tensor predicates (methods that return a bool `Tensor`, or a `Result` of
+/// one).
+const TENSOR_PREDICATES: &[&str] = &["lt", "le", "gt", "ge", "eq", "ne", "compare", "logical_not", "logical_and", "logical_or", "any", "all"];
 
 /// True unless the condition is certainly a `bool` (or not something we can carry).
 fn may_be_tensor(cond: &Expr) -> bool {
     match cond {
         Expr::Path(p) => p.qself.is_none() && p.path.get_ident().is_some(),
         Expr::Field(_) => true,
-        Expr::MethodCall(m) => TENSOR_PREDICATES.contains(&m.method.to_string().as_str()) && !contains_try(cond),
+        Expr::MethodCall(m) => TENSOR_PREDICATES.contains(&m.method.to_string().as_str()),
+        // `x.lt(&y)?`: a fallible comparison's error leaves the function.
+        Expr::Try(t) => may_be_tensor(&t.expr),
         Expr::Paren(p) => may_be_tensor(&p.expr),
         Expr::Reference(r) => r.mutability.is_none() && may_be_tensor(&r.expr),
         _ => false,
     }
-}
-
-fn contains_try(e: &Expr) -> bool {
-    struct Finder(bool);
-    impl<'a> syn::visit::Visit<'a> for Finder {
-        fn visit_expr_try(&mut self, _: &'a syn::ExprTry) {
-            self.0 = true;
-        }
-    }
-    let mut f = Finder(false);
-    syn::visit::Visit::visit_expr(&mut f, e);
-    f.0
 }
 
 /// The condition as the state machines take it: a place (variable or field) by reference, so
@@ -182,7 +173,7 @@ mod tests {
     /// Conditions that may be tensors are rewritten: places, calls, `?`, references.
     #[test]
     fn conditions_that_may_be_tensors_are_rewritten() {
-        for cond in ["flag", "self.flag", "x.lt(&y)", "(flag)", "&flag"] {
+        for cond in ["flag", "self.flag", "x.lt(&y)", "x.lt(&y)?", "x.compare(CmpOp::Lt, &y)", "(flag)", "&flag"] {
             let code = format!("{{ if {cond} {{ x = 1; }} }}");
             let mut block: syn::Block = syn::parse_str(&code).unwrap();
             rewrite(&mut block);

@@ -4,6 +4,7 @@
 //! a few values against plain Rust.
 #![deny(warnings)]
 
+use tensor_core::ops::CmpOp;
 use tensor_core::prelude::*;
 
 /// An `if` with tensor conditions as a value, with braces a plain `if` needs.
@@ -75,6 +76,19 @@ fn nested(x: &Tensor, n: &Tensor) -> (Tensor, Tensor) {
         outer = &outer + 1;
     }
     (acc, cells)
+}
+
+/// Fallible comparisons as conditions: a `Result`, and `?` on one.
+#[graph_fn]
+fn fallible(x: &Tensor, limit: &Tensor) -> Result<Tensor> {
+    let mut x = x.clone();
+    while x.compare(CmpOp::Lt, limit) {
+        x = &x * 2.0;
+    }
+    if x.compare(CmpOp::Gt, limit)? {
+        x = &x - limit;
+    }
+    Ok(x)
 }
 
 /// `bool` conditions stay plain Rust and may carry any type.
@@ -163,6 +177,7 @@ fn main() -> Result<()> {
     assert_eq!(countdown(&Tensor::scalar(1i32)).item::<i32>()?, 2);
     let (acc, cells) = nested(&Tensor::scalar(1.5f32), &Tensor::scalar(4i32));
     assert_eq!((acc.item::<f32>()?, cells.item::<i32>()?), (2.0, 6));
+    assert_eq!(fallible(&Tensor::scalar(1.0f32), &Tensor::scalar(10.0f32))?.item::<f32>()?, 6.0);
     assert_eq!(repeat(&f32s(&[1.0]), 2, true).to_vec::<f32>()?, [6.0]);
     let clamp = Clamp { low: Tensor::scalar(0.0f32), high: Tensor::scalar(1.0f32), label: "unit".into(), calls: Default::default() };
     assert_eq!(clamp.apply(&Tensor::scalar(2.0f32)).item::<f32>()?, 1.0);

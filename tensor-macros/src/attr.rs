@@ -73,7 +73,9 @@ const OPTIONS: &str = "reduce_retracing, input_signature(x: f32[?, 784], ...), m
 
 pub fn parse(tokens: TokenStream) -> syn::Result<Options> {
     let mut opts = Options::default();
-    let items = Punctuated::<OptionItem, Token![,]>::parse_terminated.parse2(tokens)?;
+    let items = Punctuated::<OptionItem, Token![,]>::parse_terminated
+        .parse2(tokens)
+        .map_err(|e| syn::Error::new(e.span(), format!("expected a #[graph_fn] option; the options are: {OPTIONS}")))?;
     let mut seen = Vec::new();
     for item in items {
         item.apply(&mut opts, &mut seen)?;

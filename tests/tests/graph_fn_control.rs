@@ -465,6 +465,72 @@ fn fallible_comparisons_are_conditions_and_their_errors_leave_the_body() {
     assert!(tensor_core::executing_eagerly(), "no trace is left behind");
 }
 
+// ------------------------------------------------------------ arguments as conditions
+
+#[graph_fn]
+fn gated(x: &Tensor, flag: &Tensor, go: &Tensor) -> Tensor {
+    let mut y = if flag { x * 2.0 } else { x - 1.0 };
+    let mut go = go.clone();
+    while go {
+        y = &y * 0.5;
+        go = y.gt(1.0);
+    }
+    y
+}
+
+#[derive(GraphArg)]
+struct Gate {
+    open: Tensor,
+    limit: Tensor,
+}
+
+impl Gate {
+    fn is_open(&self) -> Tensor {
+        self.open.clone()
+    }
+
+    fn below(&self, x: &Tensor) -> Result<Tensor> {
+        x.compare(CmpOp::Lt, &self.limit)
+    }
+
+    #[graph_fn]
+    fn apply(&self, x: &Tensor) -> Tensor {
+        let mut y = x.clone();
+        if self.open {
+            y = &y * 2.0;
+        }
+        while self.below(&y) {
+            y = &y + 1.0;
+        }
+        if self.is_open() {
+            y = &y + 0.5;
+        }
+        y
+    }
+}
+
+#[test]
+fn arguments_fields_and_methods_are_conditions_read_at_every_call() {
+    let _serial = serial();
+    let x = Tensor::scalar(4.0f32);
+    // Distinct tensors for the two flags: one passed twice would be keyed as an alias.
+    for (flag, go, want) in [(true, true, 1.0f32), (true, false, 8.0), (false, true, 0.75), (false, false, 3.0)] {
+        let (flag, go) = (Tensor::scalar(flag), Tensor::scalar(go));
+        let graph = gated(&x, &flag, &go);
+        assert_eq!(graph.item::<f32>().unwrap(), want);
+        assert_bits_eq(&graph, &eagerly(|| gated(&x, &flag, &go)));
+    }
+    let (yes, no) = (Tensor::scalar(true), Tensor::scalar(false));
+    assert_eq!(lookup("gated").unwrap().trace_count(), 1);
+    for (open, limit, want) in [(&yes, 10.0f32, 10.5f32), (&no, 10.0, 10.0), (&yes, 3.0, 8.5), (&no, 2.0, 4.0)] {
+        let gate = Gate { open: open.clone(), limit: Tensor::scalar(limit) };
+        let graph = gate.apply(&x);
+        assert_eq!(graph.item::<f32>().unwrap(), want, "open = {open}, limit = {limit}");
+        assert_bits_eq(&graph, &eagerly(|| gate.apply(&x)));
+    }
+    assert_eq!(lookup("Gate::apply").unwrap().trace_count(), 1);
+}
+
 // --------------------------------------------------------------------------- errors
 
 #[graph_fn]

@@ -82,8 +82,41 @@ impl Condition for Tensor {
     }
 }
 
-/// A place used as a condition is passed by reference (`&flag`).
+/// References to conditions: a place used as a condition is passed by reference (`&flag`), so
+/// a `&Tensor` argument arrives as `&&Tensor`. (Written out rather than by a blanket `&C`
+/// impl, which would overlap with `&Result<Tensor>` below, or by `macro_rules!`, which would
+/// show up in the error for a type that is no condition.)
 impl Condition for &bool {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        (*self).branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        (*self).into_predicate(construct)
+    }
+}
+
+impl Condition for &&bool {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        (*self).branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        (*self).into_predicate(construct)
+    }
+}
+
+impl Condition for &&Tensor {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        (*self).branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        (*self).into_predicate(construct)
+    }
+}
+
+impl Condition for &&&Tensor {
     #[inline(always)]
     fn branching(self, construct: &'static str) -> Result<Branching> {
         (*self).branching(construct)

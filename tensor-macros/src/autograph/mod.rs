@@ -3,9 +3,9 @@
 //! assigns; with a `bool` condition they keep their plain Rust meaning.
 //!
 //! The macro cannot see types, so it rewrites every `if`/`while` whose condition *could* be a
-//! tensor — a variable, a field, or a call of a comparison method (`x.lt(&y)`, also behind
-//! `?`) — into code that asks at run time. Conditions that are certainly `bool` (`a < b`, `!done`,
-//! `x.is_empty()`, `if let`) are left alone. Code that a
+//! tensor — a variable, a field, an index, a call or method call (`x.lt(&y)`, `self.mask()`),
+//! any of them behind `&`, parentheses or `?` — into code that asks at run time. Conditions
+//! that are certainly `bool` (`a < b`, `!done`, `a && b`, `if let`) are left alone. Code that a
 //! graph node cannot carry (`break`, `continue`, `return`, `?`, an assignment to a field, or
 //! `panic!` and kin, which tracing both branches would always fire) is kept plain too, and its
 //! condition must then be a `bool`: a tensor there is a compile error that names the construct.
@@ -54,17 +54,12 @@ impl VisitMut for Rewriter {
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
 
-/// Method names of tensor predicates (methods that return a bool `Tensor`, or a `Result` of
-/// one).
-const TENSOR_PREDICATES: &[&str] = &["lt", "le", "gt", "ge", "eq", "ne", "compare", "logical_not", "logical_and", "logical_or", "any", "all"];
-
-/// True unless the condition is certainly a `bool` (or not something we can carry).
+/// True unless the condition is certainly a `bool`: an operator (`<`, `&&`, `!`), a literal,
+/// a block, a `let`, a macro.
 fn may_be_tensor(cond: &Expr) -> bool {
     match cond {
         Expr::Path(p) => p.qself.is_none() && p.path.get_ident().is_some(),
-        Expr::Field(_) => true,
-        Expr::MethodCall(m) => TENSOR_PREDICATES.contains(&m.method.to_string().as_str()),
-        // `x.lt(&y)?`: a fallible comparison's error leaves the function.
+        Expr::Field(_) | Expr::Index(_) | Expr::MethodCall(_) | Expr::Call(_) => true,
         Expr::Try(t) => may_be_tensor(&t.expr),
         Expr::Paren(p) => may_be_tensor(&p.expr),
         Expr::Reference(r) => r.mutability.is_none() && may_be_tensor(&r.expr),
@@ -72,12 +67,12 @@ fn may_be_tensor(cond: &Expr) -> bool {
     }
 }
 
-/// The condition as the state machines take it: a place (variable or field) by reference, so
-/// a tensor there is not moved; a computed value as it is. Spanned at the condition, so a
-/// type that is no condition is reported there.
+/// The condition as the state machines take it: a place (variable, field, index) by
+/// reference, so a tensor there is not moved; a computed value as it is. Spanned at the
+/// condition, so a type that is no condition is reported there.
 fn condition_arg(cond: &Expr) -> TokenStream {
     match cond {
-        Expr::Path(_) | Expr::Field(_) => quote_spanned!(cond.span()=> &#cond),
+        Expr::Path(_) | Expr::Field(_) | Expr::Index(_) => quote_spanned!(cond.span()=> &#cond),
         Expr::Paren(p) => condition_arg(&p.expr),
         _ => quote!(#cond),
     }
@@ -173,7 +168,7 @@ mod tests {
     /// Conditions that may be tensors are rewritten: places, calls, `?`, references.
     #[test]
     fn conditions_that_may_be_tensors_are_rewritten() {
-        for cond in ["flag", "self.flag", "x.lt(&y)", "x.lt(&y)?", "x.compare(CmpOp::Lt, &y)", "(flag)", "&flag"] {
+        for cond in ["flag", "self.flag", "flags[0]", "x.lt(&y)", "x.lt(&y)?", "self.mask()", "is_small(&x)", "(flag)", "&flag"] {
             let code = format!("{{ if {cond} {{ x = 1; }} }}");
             let mut block: syn::Block = syn::parse_str(&code).unwrap();
             rewrite(&mut block);

@@ -107,9 +107,12 @@ mod tests {
             .sum()
     }
 
+    /// Wraps level `k`'s code around the code of the levels inside it.
+    type Nest = fn(usize, String) -> String;
+
     /// The rewritten body of a function whose `if`s or `while`s nest `depth` deep. Each level's
     /// own code calls `level_k`, so its copies can be counted.
-    fn rewritten(depth: usize, nest: fn(usize, String) -> String) -> TokenStream {
+    fn rewritten(depth: usize, nest: Nest) -> TokenStream {
         let mut code = "x = level_0(&x);".to_string();
         for k in 1..=depth {
             code = nest(k, code);
@@ -141,7 +144,7 @@ mod tests {
     fn nesting_grows_the_expansion_linearly_and_keeps_one_copy_of_the_code() {
         // (how to nest, after how many levels the growth repeats: alternating constructs
         // repeat every two)
-        let cases: [(fn(usize, String) -> String, usize); 3] = [(nested_if, 1), (nested_while, 1), (mixed, 2)];
+        let cases: [(Nest, usize); 3] = [(nested_if, 1), (nested_while, 1), (mixed, 2)];
         for (nest, period) in cases {
             let sizes: Vec<usize> = (1..=6).map(|d| size(rewritten(d, nest))).collect();
             let steps: Vec<usize> = sizes.windows(2).map(|w| w[1] - w[0]).collect();

@@ -465,6 +465,40 @@ fn fallible_comparisons_are_conditions_and_their_errors_leave_the_body() {
     assert!(tensor_core::executing_eagerly(), "no trace is left behind");
 }
 
+/// `?` in tensor-conditioned code: plain Rust eagerly; while tracing, an error fails the call.
+#[graph_fn]
+fn settle(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let mut x = x.clone();
+    while x.gt(1.0) {
+        x = x.mul(w)?;
+    }
+    if x.lt(0.7) {
+        x = x.add(w)?;
+    }
+    Ok(x)
+}
+
+#[test]
+fn a_question_mark_in_tensor_conditioned_code_passes_its_error_to_the_caller() {
+    let _serial = serial();
+    let (x, w) = (Tensor::scalar(10.0f32), Tensor::scalar(0.5f32));
+    let graph = settle(&x, &w).unwrap();
+    // 10 -> 5 -> 2.5 -> 1.25 -> 0.625, then + 0.5.
+    assert_eq!(graph.item::<f32>().unwrap(), 1.125);
+    assert_bits_eq(&graph, &eagerly(|| settle(&x, &w)).unwrap());
+    // A dtype mismatch in the loop body: the same Err from the graph call and eagerly.
+    let w64 = Tensor::scalar(0.5f64);
+    let graph = settle(&x, &w64).unwrap_err();
+    let eager = eagerly(|| settle(&x, &w64)).unwrap_err();
+    assert!(matches!(graph, Error::DTypeMismatch { .. }), "{graph}");
+    assert_eq!(graph.to_string(), eager.to_string());
+    // The failed trace left nothing behind: the thread is eager, and the good signature still
+    // runs from its one trace.
+    assert!(tensor_core::executing_eagerly());
+    assert_eq!(settle(&Tensor::scalar(3.0f32), &w).unwrap().item::<f32>().unwrap(), 0.75);
+    assert_eq!(lookup("settle").unwrap().trace_count(), 1);
+}
+
 // ------------------------------------------------------------ arguments as conditions
 
 #[graph_fn]

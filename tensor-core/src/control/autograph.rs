@@ -599,27 +599,6 @@ pub fn plain_for_return(c: impl PlainConditionForReturn) -> bool {
 }
 
 #[diagnostic::on_unimplemented(
-    message = "`?` inside code controlled by a `{Self}` condition cannot be carried into a graph node",
-    label = "this condition is a `{Self}`, so `?` below it is not allowed; use the operators (+ - * /), which return tensors",
-    note = "a tensor condition makes the `if`/`while` one graph node when traced, and a node cannot jump out of itself; compute a `bool` condition instead, or move the construct out of the tensor-conditioned code"
-)]
-pub trait PlainConditionForTry {
-    fn holds(self) -> bool;
-}
-
-impl PlainConditionForTry for bool {
-    #[inline(always)]
-    fn holds(self) -> bool {
-        self
-    }
-}
-
-#[inline(always)]
-pub fn plain_for_try(c: impl PlainConditionForTry) -> bool {
-    c.holds()
-}
-
-#[diagnostic::on_unimplemented(
     message = "assigning to a field, index or dereference inside code controlled by a `{Self}` condition cannot be carried into a graph node",
     label = "this condition is a `{Self}`; only local variables can be carried through the node",
     note = "a tensor condition makes the `if`/`while` one graph node when traced, and a node cannot jump out of itself; compute a `bool` condition instead, or move the construct out of the tensor-conditioned code"

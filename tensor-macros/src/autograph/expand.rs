@@ -194,7 +194,6 @@ fn plain_check(exit: Exit, cond: &Expr) -> TokenStream {
     let check = match exit {
         Exit::Break => "plain_for_break",
         Exit::Return => "plain_for_return",
-        Exit::Try => "plain_for_try",
         Exit::Place => "plain_for_place",
         Exit::Panic => "plain_for_panic",
     };

@@ -6,9 +6,10 @@
 //! tensor — a variable, a field, an index, a call or method call (`x.lt(&y)`, `self.mask()`),
 //! any of them behind `&`, parentheses or `?` — into code that asks at run time. Conditions
 //! that are certainly `bool` (`a < b`, `!done`, `a && b`, `if let`) are left alone. Code that a
-//! graph node cannot carry (`break`, `continue`, `return`, `?`, an assignment to a field, or
+//! graph node cannot carry (`break`, `continue`, `return`, an assignment to a field, or
 //! `panic!` and kin, which tracing both branches would always fire) is kept plain too, and its
 //! condition must then be a `bool`: a tensor there is a compile error that names the construct.
+//! `?` is allowed: an error met while tracing fails the call.
 //!
 //! `scan` reads the controlled code, `expand` writes the replacement, in which the user's code
 //! appears once (so nesting grows the expansion linearly). Not descended into: closures, async

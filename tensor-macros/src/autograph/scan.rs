@@ -1,6 +1,10 @@
 //! What the rewrite needs to know about the code an `if` or `while` controls, read from the
 //! syntax alone: the first construct a graph node cannot carry, and the variables the code
 //! assigns that were declared outside it.
+//!
+//! `?` is not such a construct: an error while a branch or body is traced is an error of the
+//! trace (shapes, dtypes, a value read too early), which fails the call whichever branch runs,
+//! as the operators' panics do; on the plain path `?` is plain Rust.
 
 use syn::visit::Visit;
 use syn::{BinOp, Block, Expr, ExprIf, ExprWhile, Ident};
@@ -11,7 +15,6 @@ pub enum Exit {
     /// `break` or `continue` leaving the code.
     Break,
     Return,
-    Try,
     /// An assignment to a field, index or dereference.
     Place,
     /// `panic!` and kin: tracing runs both branches, so it would always fire.
@@ -113,10 +116,6 @@ impl<'a> Visit<'a> for Scan {
     }
     fn visit_expr_return(&mut self, _: &'a syn::ExprReturn) {
         self.found(Exit::Return);
-    }
-    fn visit_expr_try(&mut self, e: &'a syn::ExprTry) {
-        self.found(Exit::Try);
-        syn::visit::visit_expr_try(self, e);
     }
     fn visit_expr_break(&mut self, e: &'a syn::ExprBreak) {
         if self.loop_depth == 0 || e.label.is_some() {

@@ -78,7 +78,7 @@ fn nested(x: &Tensor, n: &Tensor) -> (Tensor, Tensor) {
     (acc, cells)
 }
 
-/// Fallible comparisons as conditions: a `Result`, and `?` on one.
+/// Fallible comparisons as conditions: a `Result`, and `?` on one; `?` in the branch.
 #[graph_fn]
 fn fallible(x: &Tensor, limit: &Tensor) -> Result<Tensor> {
     let mut x = x.clone();
@@ -86,7 +86,7 @@ fn fallible(x: &Tensor, limit: &Tensor) -> Result<Tensor> {
         x = &x * 2.0;
     }
     if x.compare(CmpOp::Gt, limit)? {
-        x = &x - limit;
+        x = x.sub(limit)?;
     }
     Ok(x)
 }

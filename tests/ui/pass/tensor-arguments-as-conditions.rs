@@ -28,14 +28,14 @@ fn referenced(x: &Tensor, flag: &Tensor) -> Tensor {
 
 /// A `while` on an argument the loop reassigns.
 #[graph_fn]
-fn halve_while(x: &Tensor, go: &Tensor) -> Tensor {
+fn halve_while(x: &Tensor, go: &Tensor) -> Result<Tensor> {
     let mut x = x.clone();
     let mut go = go.clone();
     while go {
         x = &x * 0.5;
-        go = x.gt(1.0);
+        go = x.compare(CmpOp::Gt, 1.0)?;
     }
-    x
+    Ok(x)
 }
 
 #[derive(GraphArg)]
@@ -96,8 +96,8 @@ fn main() -> Result<()> {
     assert_eq!(by_value(&x, yes.clone()).item::<f32>()?, 14.0);
     assert_eq!(by_value(&x, no.clone()).item::<f32>()?, 4.0);
     assert_eq!(referenced(&x, &yes).item::<f32>()?, 12.0);
-    assert_eq!(halve_while(&x, &yes).item::<f32>()?, 1.0);
-    assert_eq!(halve_while(&x, &no).item::<f32>()?, 4.0);
+    assert_eq!(halve_while(&x, &yes)?.item::<f32>()?, 1.0);
+    assert_eq!(halve_while(&x, &no)?.item::<f32>()?, 4.0);
     let open = Gate { open: yes.clone(), limit: Tensor::scalar(10.0f32) };
     let shut = Gate { open: no.clone(), limit: Tensor::scalar(10.0f32) };
     // 4 * 2 = 8 -> 9 -> 10, + 0.5; shut: 4 -> ... -> 10.

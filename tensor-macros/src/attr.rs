@@ -1,6 +1,7 @@
-//! Parses `#[graph_fn(...)]` options. Every problem is reported on the option's own tokens.
+//! Parses `#[graph_fn(...)]` options. Every problem is reported on the option's own tokens:
+//! a malformed value at the token where it stops making sense.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::{Ident, LitBool, LitInt, LitStr, Token};
@@ -25,16 +26,56 @@ pub enum Policy {
 /// One `name: dtype[dims]` of an input signature.
 pub struct Spec {
     pub arg: Ident,
-    pub dtype: Ident,
+    pub dtype: DTypeName,
     pub dims: Vec<Option<usize>>,
 }
 
-const DTYPES: [&str; 5] = ["f32", "f64", "i32", "i64", "bool"];
+/// A dtype an input signature can name.
+#[derive(Clone, Copy)]
+pub enum DTypeName {
+    F32,
+    F64,
+    I32,
+    I64,
+    Bool,
+}
+
+impl DTypeName {
+    /// Each dtype by the name a signature spells it with.
+    const ALL: [(&'static str, DTypeName); 5] =
+        [("f32", DTypeName::F32), ("f64", DTypeName::F64), ("i32", DTypeName::I32), ("i64", DTypeName::I64), ("bool", DTypeName::Bool)];
+
+    fn parse(name: &Ident) -> syn::Result<DTypeName> {
+        match Self::ALL.iter().find(|(spelled, _)| name == spelled) {
+            Some((_, dtype)) => Ok(*dtype),
+            None => {
+                let names: Vec<&str> = Self::ALL.iter().map(|(spelled, _)| *spelled).collect();
+                let msg = format!("unknown dtype `{name}` in input_signature; expected one of {}", names.join(", "));
+                Err(syn::Error::new_spanned(name, msg))
+            }
+        }
+    }
+
+    /// The matching variant of `tensor_core::DType`.
+    pub fn variant(self) -> Ident {
+        let name = match self {
+            DTypeName::F32 => "F32",
+            DTypeName::F64 => "F64",
+            DTypeName::I32 => "I32",
+            DTypeName::I64 => "I64",
+            DTypeName::Bool => "Bool",
+        };
+        Ident::new(name, Span::call_site())
+    }
+}
+
 const OPTIONS: &str = "reduce_retracing, input_signature(x: f32[?, 784], ...), max_traces = N, max_traces(N, warn | error), optimize = bool, cache_capacity = N, name = \"...\"";
 
 pub fn parse(tokens: TokenStream) -> syn::Result<Options> {
     let mut opts = Options::default();
-    let items = Punctuated::<OptionItem, Token![,]>::parse_terminated.parse2(tokens)?;
+    let items = Punctuated::<OptionItem, Token![,]>::parse_terminated
+        .parse2(tokens)
+        .map_err(|e| syn::Error::new(e.span(), format!("expected a #[graph_fn] option; the options are: {OPTIONS}")))?;
     let mut seen = Vec::new();
     for item in items {
         item.apply(&mut opts, &mut seen)?;
@@ -84,26 +125,36 @@ impl OptionItem {
         Ok(())
     }
 
-    fn malformed(&self, expected: &str) -> syn::Error {
-        let msg = format!("malformed `{}` option: expected {expected}", self.name);
-        if self.value.is_empty() {
-            syn::Error::new_spanned(&self.name, msg)
-        } else {
-            syn::Error::new_spanned(&self.value, msg)
-        }
+    /// Runs `parser` over the value. A parse error becomes "malformed `option`: expected
+    /// ...", at the token where parsing failed (at the option's name when there is no value).
+    fn parse_value<T>(&self, parser: impl FnOnce(ParseStream) -> syn::Result<T>, expected: &str) -> syn::Result<T> {
+        let parser = |input: ParseStream| {
+            let value = parser(input)?;
+            if !input.is_empty() {
+                return Err(input.error("unexpected tokens"));
+            }
+            Ok(value)
+        };
+        parser.parse2(self.value.clone()).map_err(|e| {
+            let msg = format!("malformed `{}` option: expected {expected}", self.name);
+            match self.value.is_empty() {
+                true => syn::Error::new_spanned(&self.name, msg),
+                false => syn::Error::new(e.span(), msg),
+            }
+        })
     }
 
     /// `= value`
     fn eq_value<T: Parse + LitName>(&self) -> syn::Result<T> {
         let parser = |input: ParseStream| {
-            input.parse::<Token![=]>()?;
-            let v: T = input.parse()?;
-            if !input.is_empty() {
-                return Err(input.error("unexpected tokens"));
+            let eq = input.parse::<Token![=]>()?;
+            match input.is_empty() {
+                // Nothing after `=`: point there rather than at the whole attribute.
+                true => Err(syn::Error::new_spanned(eq, "a value")),
+                false => input.parse::<T>(),
             }
-            Ok(v)
         };
-        parser.parse2(self.value.clone()).map_err(|_| self.malformed(&format!("`{} = <{}>`", self.name, T::NAME)))
+        self.parse_value(parser, &format!("`{} = <{}>`", self.name, T::NAME))
     }
 
     fn positive(&self) -> syn::Result<usize> {
@@ -114,7 +165,9 @@ impl OptionItem {
     fn name_value(&self) -> syn::Result<String> {
         let lit = self.eq_value::<LitStr>()?;
         match lit.value() {
-            v if v.trim().is_empty() => Err(syn::Error::new_spanned(lit, "`name` must not be empty")),
+            v if v.trim().is_empty() => {
+                Err(syn::Error::new_spanned(lit, "`name` must not be empty: it names the function in logs and in `function::lookup`"))
+            }
             v => Ok(v),
         }
     }
@@ -137,8 +190,7 @@ impl OptionItem {
             }
             Ok((n, policy))
         };
-        let (n, policy) =
-            parser.parse2(self.value.clone()).map_err(|_| self.malformed("`max_traces = N` or `max_traces(N, warn)` / `max_traces(N, error)`"))?;
+        let (n, policy) = self.parse_value(parser, "`max_traces = N` or `max_traces(N, warn)` / `max_traces(N, error)`")?;
         let policy = match policy.as_ref().map(|p| (p, p.to_string())) {
             None => Policy::Warn,
             Some((_, p)) if p == "warn" => Policy::Warn,
@@ -153,25 +205,25 @@ impl OptionItem {
         let parser = |input: ParseStream| {
             let content;
             syn::parenthesized!(content in input);
-            let specs = Punctuated::<SpecSyntax, Token![,]>::parse_terminated(&content)?;
-            Ok(specs.into_iter().map(|s| s.0).collect::<Vec<_>>())
+            Punctuated::<SpecSyntax, Token![,]>::parse_terminated(&content)
         };
-        let specs = parser.parse2(self.value.clone()).map_err(|_| {
-            self.malformed("`input_signature(x: f32[?, 784], labels: i64[?])` (dtypes f32, f64, i32, i64, bool; `?` for an unknown dim)")
-        })?;
-        for (i, spec) in specs.iter().enumerate() {
-            if !DTYPES.contains(&spec.dtype.to_string().as_str()) {
-                let msg = format!("unknown dtype `{}` in input_signature; expected one of {}", spec.dtype, DTYPES.join(", "));
-                return Err(syn::Error::new_spanned(&spec.dtype, msg));
-            }
-            if specs[..i].iter().any(|s| s.arg == spec.arg) {
-                return Err(syn::Error::new_spanned(&spec.arg, format!("input_signature names `{}` twice", spec.arg)));
-            }
-        }
+        let expected = "`input_signature(x: f32[?, 784], labels: i64[?])` (dtypes f32, f64, i32, i64, bool; `?` for an unknown dim)";
+        let specs = self.parse_value(parser, expected)?;
         if specs.is_empty() {
-            return Err(self.malformed("at least one `arg: dtype[dims]` inside `input_signature(...)`"));
+            return Err(syn::Error::new_spanned(
+                &self.value,
+                format!("malformed `input_signature` option: expected at least one `arg: dtype[dims]`, as in {expected}"),
+            ));
         }
-        Ok(specs)
+        let mut out: Vec<Spec> = Vec::new();
+        for SpecSyntax { arg, dtype, dims } in specs {
+            let dtype = DTypeName::parse(&dtype)?;
+            if out.iter().any(|s| s.arg == arg) {
+                return Err(syn::Error::new_spanned(&arg, format!("input_signature names `{arg}` twice; give each argument one spec")));
+            }
+            out.push(Spec { arg, dtype, dims });
+        }
+        Ok(out)
     }
 }
 
@@ -182,7 +234,12 @@ fn positive(option: &Ident, lit: &LitInt) -> syn::Result<usize> {
     }
 }
 
-struct SpecSyntax(Spec);
+/// A spec as written; its dtype is checked after parsing, so the error names it.
+struct SpecSyntax {
+    arg: Ident,
+    dtype: Ident,
+    dims: Vec<Option<usize>>,
+}
 
 impl Parse for SpecSyntax {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -191,21 +248,20 @@ impl Parse for SpecSyntax {
         let dtype: Ident = input.parse()?;
         let content;
         syn::bracketed!(content in input);
-        let mut dims = Vec::new();
-        while !content.is_empty() {
-            if content.parse::<Option<Token![?]>>()?.is_some() {
-                dims.push(None);
-            } else {
-                dims.push(Some(content.parse::<LitInt>()?.base10_parse()?));
-            }
-            if content.parse::<Option<Token![,]>>()?.is_none() {
-                break;
-            }
+        let dims = Punctuated::<Dim, Token![,]>::parse_terminated(&content)?;
+        Ok(SpecSyntax { arg, dtype, dims: dims.into_iter().map(|d| d.0).collect() })
+    }
+}
+
+/// `?` (unknown) or a size.
+struct Dim(Option<usize>);
+
+impl Parse for Dim {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        match input.parse::<Option<Token![?]>>()? {
+            Some(_) => Ok(Dim(None)),
+            None => Ok(Dim(Some(input.parse::<LitInt>()?.base10_parse()?))),
         }
-        if !content.is_empty() {
-            return Err(content.error("expected `,` or `]`"));
-        }
-        Ok(SpecSyntax(Spec { arg, dtype, dims }))
     }
 }
 
@@ -221,4 +277,22 @@ impl LitName for LitInt {
 }
 impl LitName for LitStr {
     const NAME: &'static str = "\"string\"";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse, Policy};
+
+    #[test]
+    fn options_parse_into_their_values() {
+        let opts = parse(quote::quote!(reduce_retracing, input_signature(x: f32[?, 784], y: bool[]), max_traces(3, error), optimize = false, cache_capacity = 8, name = "f")).unwrap();
+        assert!(opts.reduce_retracing);
+        let specs = opts.input_signature.unwrap();
+        let dtypes: Vec<String> = specs.iter().map(|s| s.dtype.variant().to_string()).collect();
+        assert_eq!(dtypes, ["F32", "Bool"]);
+        assert_eq!(specs[0].dims, [None, Some(784)]);
+        assert!(specs[1].dims.is_empty());
+        assert!(matches!(opts.max_traces, Some((3, Policy::Error))));
+        assert_eq!((opts.optimize, opts.cache_capacity, opts.name.as_deref()), (Some(false), Some(8), Some("f")));
+    }
 }

@@ -5,7 +5,7 @@
 use crate::ast::GraphFn;
 use crate::attr::{Options, Policy};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Pat};
 
@@ -95,7 +95,7 @@ fn options(f: &GraphFn, opts: &Options) -> TokenStream {
         Some(specs) => {
             let specs = specs.iter().map(|s| {
                 let arg = f.arg_index(&s.arg.to_string()).expect("checked by valid");
-                let dtype = format_ident!("{}", s.dtype.to_string().to_uppercase().replace("BOOL", "Bool"));
+                let dtype = s.dtype.variant();
                 let dims = s.dims.iter().map(|d| match d {
                     Some(n) => quote!(::core::option::Option::Some(#n)),
                     None => quote!(::core::option::Option::None),

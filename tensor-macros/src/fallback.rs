@@ -19,6 +19,7 @@ pub fn derive_with_error(item: TokenStream, error: syn::Error) -> TokenStream {
         let name = &input.ident;
         let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
         out.extend(quote! {
+            #[automatically_derived]
             impl #impl_generics ::tensor_core::__private::GraphArg for #name #ty_generics #where_clause {
                 fn flatten(&self, _: &mut ::tensor_core::__private::Flattener) {}
             }

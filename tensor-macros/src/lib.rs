@@ -1,8 +1,9 @@
 //! Procedural macros of tensor-core: `#[graph_fn]` and `#[derive(GraphArg)]`. Users reach them
 //! through `tensor_core::prelude`; the generated code names only `::tensor_core::__private`
 //! paths. Each phase has its file: `attr` parses the options, `ast` models the function,
-//! `valid` holds every check, `expand` is only `quote!`, `autograph` rewrites `if`/`while` on tensor conditions, `fallback` re-emits the user's
-//! function next to an error so only one error shows.
+//! `valid` holds every check, `expand` is only `quote!`, `autograph` rewrites `if`/`while` on
+//! tensor conditions, `fallback` re-emits the user's item next to an error so only one error
+//! shows. `derive` has the same phases for `#[derive(GraphArg)]`.
 
 mod ast;
 mod attr;

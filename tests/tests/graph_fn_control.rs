@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 use tensor_core::function::{lookup, run_functions_eagerly};
+use tensor_core::ops::CmpOp;
 use tensor_core::prelude::*;
 use tests::assert_bits_eq;
 
@@ -269,6 +270,299 @@ fn a_captured_condition_is_read_at_every_call() -> Result<()> {
     gate.assign_(&Tensor::scalar(false))?;
     assert_eq!(f.call(&[&x])?[0].to_vec::<f32>()?, [101.0, 102.0]);
     Ok(())
+}
+
+// ------------------------------------------------------------------- nested conditions
+
+/// Three levels of tensor `if`s with `else if` chains, carrying two variables and giving a
+/// value at every level.
+#[graph_fn]
+fn nested_ifs(x: &Tensor, y: &Tensor) -> (Tensor, Tensor) {
+    let mut a = x.clone();
+    let mut b = y.clone();
+    let c = if a.gt(0.0) {
+        a = &a * 2.0;
+        if b.gt(&a) {
+            b = &b - &a;
+            if b.gt(10.0) {
+                a = &a + 100.0;
+                Tensor::scalar(1.0f32)
+            } else if b.gt(5.0) {
+                Tensor::scalar(2.0f32)
+            } else {
+                b = -&b;
+                Tensor::scalar(3.0f32)
+            }
+        } else if b.lt(-1.0) {
+            a = &a - &b;
+            Tensor::scalar(4.0f32)
+        } else {
+            Tensor::scalar(5.0f32)
+        }
+    } else {
+        b = &b * 0.5;
+        Tensor::scalar(6.0f32)
+    };
+    (&a + &c, &b * &c)
+}
+
+/// `nested_ifs` in plain f32 Rust.
+fn nested_ifs_reference(x: f32, y: f32) -> (f32, f32) {
+    let (mut a, mut b) = (x, y);
+    let c = if a > 0.0 {
+        a *= 2.0;
+        if b > a {
+            b -= a;
+            if b > 10.0 {
+                a += 100.0;
+                1.0
+            } else if b > 5.0 {
+                2.0
+            } else {
+                b = -b;
+                3.0
+            }
+        } else if b < -1.0 {
+            a -= b;
+            4.0
+        } else {
+            5.0
+        }
+    } else {
+        b *= 0.5;
+        6.0
+    };
+    (a + c, b * c)
+}
+
+#[test]
+fn nested_ifs_take_every_path_with_one_trace_and_match_eager_and_plain_rust() {
+    let _serial = serial();
+    // One case per path: 1, 2, 3, 4, 5, 6.
+    let cases = [(1.0f32, 20.0f32), (1.0, 9.0), (1.0, 4.0), (3.0, -4.0), (3.0, 2.0), (-1.0, 3.0)];
+    for (x, y) in cases {
+        let (xt, yt) = (Tensor::scalar(x), Tensor::scalar(y));
+        let graph = nested_ifs(&xt, &yt);
+        let eager = eagerly(|| nested_ifs(&xt, &yt));
+        assert_bits_eq(&graph.0, &eager.0);
+        assert_bits_eq(&graph.1, &eager.1);
+        let want = nested_ifs_reference(x, y);
+        assert_eq!((graph.0.item::<f32>().unwrap(), graph.1.item::<f32>().unwrap()), want, "x = {x}, y = {y}");
+    }
+    let f = lookup("nested_ifs").unwrap();
+    assert_eq!(f.trace_count(), 1, "{:?}", f.retrace_reasons());
+    let concrete = &f.concrete_functions()[0];
+    let graph = concrete.traced_graph();
+    assert_eq!(graph.count_op("cond"), 1, "the outer if is one node, the others nest in it:\n{}", graph.to_text());
+    assert_eq!(graph.to_text().matches("= cond(").count(), 5, "five ifs in all:\n{}", graph.to_text());
+}
+
+/// A `while` in a `while` in a tensor `if`, and a countdown in its `else`.
+#[graph_fn]
+fn nested_loops(n: &Tensor) -> Tensor {
+    let mut total = Tensor::scalar(0i64);
+    let mut i = Tensor::scalar(0i64);
+    if n.gt(0) {
+        while i.lt(n) {
+            let mut j = Tensor::scalar(0i64);
+            while j.lt(&i) {
+                total = &total + &(&i * &j);
+                j = &j + 1;
+            }
+            i = &i + 1;
+        }
+    } else {
+        let mut k = n.clone();
+        while k.lt(0) {
+            total = &total - 1;
+            k = &k + 1;
+        }
+    }
+    total
+}
+
+#[test]
+fn nested_loops_match_eager_and_plain_rust_with_one_trace() {
+    let _serial = serial();
+    for n in [-3i64, 0, 1, 2, 4, 7] {
+        let nt = Tensor::scalar(n);
+        let graph = nested_loops(&nt);
+        assert_bits_eq(&graph, &eagerly(|| nested_loops(&nt)));
+        let want: i64 = if n > 0 { (0..n).map(|i| (0..i).map(|j| i * j).sum::<i64>()).sum() } else { n };
+        assert_eq!(graph.item::<i64>().unwrap(), want, "n = {n}");
+    }
+    let f = lookup("nested_loops").unwrap();
+    assert_eq!(f.trace_count(), 1, "{:?}", f.retrace_reasons());
+    let text = f.concrete_functions()[0].traced_graph().to_text();
+    assert_eq!(text.matches("= while(").count(), 3, "three loops, nested in the cond:\n{text}");
+}
+
+// ------------------------------------------------------------ fallible conditions
+
+/// A `Result` as a `while` condition, a `?` on an `if` condition, a variable holding a
+/// `Result` as a condition. (`compare` returns `Result<Tensor>`, as the comparison methods
+/// `lt`, `gt`, ... will.)
+#[graph_fn]
+fn fallible_conditions(x: &Tensor, limit: &Tensor) -> Result<Tensor> {
+    let mut x = x.clone();
+    let mut steps = Tensor::scalar(0.0f32);
+    while x.compare(CmpOp::Lt, limit) {
+        x = &x * 2.0;
+        steps = &steps + 1.0;
+    }
+    if x.compare(CmpOp::Gt, &(limit * 1.5))? {
+        x = &x - limit;
+    }
+    let over = x.compare(CmpOp::Gt, limit);
+    if over {
+        steps = -&steps;
+    }
+    Ok(&x + &steps)
+}
+
+/// The same failing comparison in a function that does not return `Result`.
+#[graph_fn]
+fn fallible_without_result(x: &Tensor, limit: &Tensor) -> Tensor {
+    let mut y = x.clone();
+    if y.compare(CmpOp::Gt, limit) {
+        y = &y * 2.0;
+    }
+    y
+}
+
+#[test]
+fn fallible_comparisons_are_conditions_and_their_errors_leave_the_body() {
+    let _serial = serial();
+    for (x, limit) in [(1.0f32, 10.0f32), (3.0, 10.0), (20.0, 10.0), (0.5, 0.75)] {
+        let (xt, lt) = (Tensor::scalar(x), Tensor::scalar(limit));
+        let graph = fallible_conditions(&xt, &lt).unwrap();
+        assert_bits_eq(&graph, &eagerly(|| fallible_conditions(&xt, &lt)).unwrap());
+        let (mut xr, mut steps) = (x, 0.0f32);
+        while xr < limit {
+            xr *= 2.0;
+            steps += 1.0;
+        }
+        if xr > limit * 1.5 {
+            xr -= limit;
+        }
+        if xr > limit {
+            steps = -steps;
+        }
+        assert_eq!(graph.item::<f32>().unwrap(), xr + steps, "x = {x}, limit = {limit}");
+    }
+    assert_eq!(lookup("fallible_conditions").unwrap().trace_count(), 1);
+
+    // A comparison of mismatched shapes fails, in the graph and eagerly alike.
+    let (x, limit) = (f32s(&[1.0, 2.0], &[2]), f32s(&[1.0, 2.0, 3.0], &[3]));
+    let graph = fallible_conditions(&x, &limit).unwrap_err();
+    let eager = eagerly(|| fallible_conditions(&x, &limit)).unwrap_err();
+    assert!(matches!(graph, Error::ShapeMismatch { .. } | Error::Broadcast { .. }), "{graph}");
+    assert_eq!(graph.to_string(), eager.to_string());
+    // Without a `Result` to return, the error is a panic with its message.
+    let panic = std::panic::catch_unwind(|| fallible_without_result(&x, &limit)).unwrap_err();
+    let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert_eq!(msg, x.compare(CmpOp::Gt, &limit).unwrap_err().to_string());
+    assert!(tensor_core::executing_eagerly(), "no trace is left behind");
+}
+
+/// `?` in tensor-conditioned code: plain Rust eagerly; while tracing, an error fails the call.
+#[graph_fn]
+fn settle(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let mut x = x.clone();
+    while x.gt(1.0) {
+        x = x.mul(w)?;
+    }
+    if x.lt(0.7) {
+        x = x.add(w)?;
+    }
+    Ok(x)
+}
+
+#[test]
+fn a_question_mark_in_tensor_conditioned_code_passes_its_error_to_the_caller() {
+    let _serial = serial();
+    let (x, w) = (Tensor::scalar(10.0f32), Tensor::scalar(0.5f32));
+    let graph = settle(&x, &w).unwrap();
+    // 10 -> 5 -> 2.5 -> 1.25 -> 0.625, then + 0.5.
+    assert_eq!(graph.item::<f32>().unwrap(), 1.125);
+    assert_bits_eq(&graph, &eagerly(|| settle(&x, &w)).unwrap());
+    // A dtype mismatch in the loop body: the same Err from the graph call and eagerly.
+    let w64 = Tensor::scalar(0.5f64);
+    let graph = settle(&x, &w64).unwrap_err();
+    let eager = eagerly(|| settle(&x, &w64)).unwrap_err();
+    assert!(matches!(graph, Error::DTypeMismatch { .. }), "{graph}");
+    assert_eq!(graph.to_string(), eager.to_string());
+    // The failed trace left nothing behind: the thread is eager, and the good signature still
+    // runs from its one trace.
+    assert!(tensor_core::executing_eagerly());
+    assert_eq!(settle(&Tensor::scalar(3.0f32), &w).unwrap().item::<f32>().unwrap(), 0.75);
+    assert_eq!(lookup("settle").unwrap().trace_count(), 1);
+}
+
+// ------------------------------------------------------------ arguments as conditions
+
+#[graph_fn]
+fn gated(x: &Tensor, flag: &Tensor, go: &Tensor) -> Result<Tensor> {
+    let mut y = if flag { x * 2.0 } else { x - 1.0 };
+    let mut go = go.clone();
+    while go {
+        y = &y * 0.5;
+        go = y.compare(CmpOp::Gt, 1.0)?;
+    }
+    Ok(y)
+}
+
+#[derive(GraphArg)]
+struct Gate {
+    open: Tensor,
+    limit: Tensor,
+}
+
+impl Gate {
+    fn is_open(&self) -> Tensor {
+        self.open.clone()
+    }
+
+    fn below(&self, x: &Tensor) -> Result<Tensor> {
+        x.compare(CmpOp::Lt, &self.limit)
+    }
+
+    #[graph_fn]
+    fn apply(&self, x: &Tensor) -> Tensor {
+        let mut y = x.clone();
+        if self.open {
+            y = &y * 2.0;
+        }
+        while self.below(&y) {
+            y = &y + 1.0;
+        }
+        if self.is_open() {
+            y = &y + 0.5;
+        }
+        y
+    }
+}
+
+#[test]
+fn arguments_fields_and_methods_are_conditions_read_at_every_call() {
+    let _serial = serial();
+    let x = Tensor::scalar(4.0f32);
+    // Distinct tensors for the two flags: one passed twice would be keyed as an alias.
+    for (flag, go, want) in [(true, true, 1.0f32), (true, false, 8.0), (false, true, 0.75), (false, false, 3.0)] {
+        let (flag, go) = (Tensor::scalar(flag), Tensor::scalar(go));
+        let graph = gated(&x, &flag, &go).unwrap();
+        assert_eq!(graph.item::<f32>().unwrap(), want);
+        assert_bits_eq(&graph, &eagerly(|| gated(&x, &flag, &go)).unwrap());
+    }
+    let (yes, no) = (Tensor::scalar(true), Tensor::scalar(false));
+    assert_eq!(lookup("gated").unwrap().trace_count(), 1);
+    for (open, limit, want) in [(&yes, 10.0f32, 10.5f32), (&no, 10.0, 10.0), (&yes, 3.0, 8.5), (&no, 2.0, 4.0)] {
+        let gate = Gate { open: open.clone(), limit: Tensor::scalar(limit) };
+        let graph = gate.apply(&x);
+        assert_eq!(graph.item::<f32>().unwrap(), want, "open = {open}, limit = {limit}");
+        assert_bits_eq(&graph, &eagerly(|| gate.apply(&x)));
+    }
+    assert_eq!(lookup("Gate::apply").unwrap().trace_count(), 1);
 }
 
 // --------------------------------------------------------------------------- errors

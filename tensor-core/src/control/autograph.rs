@@ -1,12 +1,14 @@
 //! Run-time support for `if` and `while` with tensor conditions in `#[graph_fn]` bodies (the
-//! macro's rewriting is in `tensor-macros/src/autograph.rs`).
+//! macro's rewriting is in `tensor-macros/src/autograph/`).
 //!
-//! The macro cannot know a condition's type, so it emits code that asks at run time:
-//! [`branching`] says whether the condition is a plain `bool` (or a tensor whose value is
-//! known now) — then the code runs as the Rust the user wrote — or a traced tensor — then the
-//! branch or loop is traced once into a `Cond` or `While` node. The graph path is driven
-//! imperatively ([`GraphIf`], [`GraphLoop`]) rather than through closures, so the user's code
-//! keeps plain block semantics (borrows, moves and `self` work as written).
+//! The macro cannot know a condition's type, so it emits code that asks at run time. The
+//! user's code appears once in the expansion, driven by a small state machine: [`IfState`]
+//! for an `if`, [`WhileState`] for a `while`. When the condition is a plain `bool` (or a
+//! tensor whose value is known now), only the code Rust would run runs, and entering or
+//! leaving it changes nothing. When it is a traced tensor, the state machine runs both
+//! branches (or the condition and the body) once each, each inside its own nested trace,
+//! and adds one `Cond` or `While` node. The code keeps plain block semantics (borrows, moves
+//! and `self` work as written) because it is never put in a closure.
 //!
 //! Variables the code assigns are carried through the node. Which Rust type a carried variable
 //! has is only known to the compiler, so [`Carry`] uses method resolution to pick a real
@@ -19,6 +21,7 @@ use crate::function::GraphReturn;
 use crate::trace::{self, TraceGuard};
 use crate::{DType, Shape, Tensor};
 use std::marker::PhantomData;
+use std::vec::IntoIter;
 
 /// What a condition asks for.
 pub enum Branching {
@@ -28,8 +31,16 @@ pub enum Branching {
     Graph(Tensor),
 }
 
-/// A type usable as the condition of a rewritten `if` or `while`.
+/// A type usable as the condition of a rewritten `if` or `while`: `bool`, a bool scalar
+/// `Tensor`, references to them, and a `Result` of either (an `Err` leaves the function
+/// through [`fail`]).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the condition of an `if` or `while` in a #[graph_fn] body",
+    label = "expected a `bool` or a bool scalar `Tensor`, found `{Self}`",
+    note = "a condition is a `bool`, a one-element bool `Tensor` (a comparison such as `x.gt(0.0)`), a reference to one, or a `Result` of one"
+)]
 pub trait Condition {
+    /// Which way to go: plain Rust, or a traced branch.
     fn branching(self, construct: &'static str) -> Result<Branching>;
     /// The condition as a bool tensor (inside a traced loop condition).
     fn into_predicate(self, construct: &'static str) -> Result<Tensor>;
@@ -42,16 +53,6 @@ impl Condition for bool {
     }
     fn into_predicate(self, _: &'static str) -> Result<Tensor> {
         Ok(Tensor::scalar(self))
-    }
-}
-
-impl Condition for &bool {
-    #[inline(always)]
-    fn branching(self, _: &'static str) -> Result<Branching> {
-        Ok(Branching::Plain(*self))
-    }
-    fn into_predicate(self, _: &'static str) -> Result<Tensor> {
-        Ok(Tensor::scalar(*self))
     }
 }
 
@@ -81,10 +82,70 @@ impl Condition for Tensor {
     }
 }
 
-/// Asks a condition which way to go.
-#[inline(always)]
-pub fn branching(c: impl Condition, construct: &'static str) -> Result<Branching> {
-    c.branching(construct)
+/// References to conditions: a place used as a condition is passed by reference (`&flag`), so
+/// a `&Tensor` argument arrives as `&&Tensor`. (Written out rather than by a blanket `&C`
+/// impl, which would overlap with `&Result<Tensor>` below, or by `macro_rules!`, which would
+/// show up in the error for a type that is no condition.)
+impl Condition for &bool {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        (*self).branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        (*self).into_predicate(construct)
+    }
+}
+
+impl Condition for &&bool {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        (*self).branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        (*self).into_predicate(construct)
+    }
+}
+
+impl Condition for &&Tensor {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        (*self).branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        (*self).into_predicate(construct)
+    }
+}
+
+impl Condition for &&&Tensor {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        (*self).branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        (*self).into_predicate(construct)
+    }
+}
+
+/// A fallible comparison (`x.lt(&y)` returning `Result<Tensor>`): its error leaves the body.
+impl<C: Condition> Condition for Result<C> {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        self?.branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        self?.into_predicate(construct)
+    }
+}
+
+/// A variable holding a fallible comparison's result, used as `if c`.
+impl Condition for &Result<Tensor> {
+    #[inline(always)]
+    fn branching(self, construct: &'static str) -> Result<Branching> {
+        self.as_ref().map_err(Error::clone)?.branching(construct)
+    }
+    fn into_predicate(self, construct: &'static str) -> Result<Tensor> {
+        self.as_ref().map_err(Error::clone)?.into_predicate(construct)
+    }
 }
 
 /// Leaves a graph function's body with an error: `Err` for functions that return `Result`,
@@ -94,6 +155,10 @@ pub fn fail<R: GraphReturn>(e: Error) -> R {
     R::from_error(e)
 }
 
+/// The carried values' leaves, one entry per variable (an `Err` names a type that cannot be
+/// carried). The expansion builds it lazily: only the graph path asks.
+pub type Leaves = Vec<Result<Vec<Tensor>>>;
+
 // ------------------------------------------------------------------------ carried values
 
 /// The type of a carried variable (or of an `if`'s value), named by a value of it:
@@ -102,8 +167,16 @@ pub fn fail<R: GraphReturn>(e: Error) -> R {
 pub struct Carry<T>(PhantomData<fn() -> T>);
 
 impl<T> Carry<T> {
+    /// The marker of `T`, named by a value.
     #[inline(always)]
     pub fn of(_: &T) -> Self {
+        Carry(PhantomData)
+    }
+
+    /// The marker of `T`, named by an `Option<T>` (an `if`'s value, which only one branch
+    /// may have produced).
+    #[inline(always)]
+    pub fn of_some(_: &Option<T>) -> Self {
         Carry(PhantomData)
     }
 }
@@ -117,11 +190,12 @@ impl<T> Copy for Carry<T> {}
 
 /// The carried types: a `Tensor` is one leaf; `()` (the value of an `if` statement) is none.
 pub trait CarrySupported {
+    /// The carried type.
     type Value;
     /// The tensors that stand for `value`.
     fn leaves(&self, value: &Self::Value, name: &str) -> Result<Vec<Tensor>>;
     /// The value rebuilt from the node's outputs.
-    fn rebuild(&self, outputs: &mut std::vec::IntoIter<Tensor>) -> Self::Value;
+    fn rebuild(&self, outputs: &mut IntoIter<Tensor>) -> Self::Value;
 }
 
 impl CarrySupported for Carry<Tensor> {
@@ -129,7 +203,7 @@ impl CarrySupported for Carry<Tensor> {
     fn leaves(&self, value: &Tensor, _: &str) -> Result<Vec<Tensor>> {
         Ok(vec![value.clone()])
     }
-    fn rebuild(&self, outputs: &mut std::vec::IntoIter<Tensor>) -> Tensor {
+    fn rebuild(&self, outputs: &mut IntoIter<Tensor>) -> Tensor {
         outputs.next().expect("the node has one output per carried tensor")
     }
 }
@@ -139,14 +213,17 @@ impl CarrySupported for Carry<()> {
     fn leaves(&self, _: &(), _: &str) -> Result<Vec<Tensor>> {
         Ok(Vec::new())
     }
-    fn rebuild(&self, _: &mut std::vec::IntoIter<Tensor>) {}
+    fn rebuild(&self, _: &mut IntoIter<Tensor>) {}
 }
 
 /// Every other type: an error at trace time naming the variable and its type.
 pub trait CarryFallback {
+    /// The carried type.
     type Value;
+    /// Always an error: the type cannot be carried.
     fn leaves(&self, value: &Self::Value, name: &str) -> Result<Vec<Tensor>>;
-    fn rebuild(&self, outputs: &mut std::vec::IntoIter<Tensor>) -> Self::Value;
+    /// Never called: `leaves` refused the type before the node was made.
+    fn rebuild(&self, outputs: &mut IntoIter<Tensor>) -> Self::Value;
 }
 
 impl<T> CarryFallback for &Carry<T> {
@@ -160,14 +237,13 @@ impl<T> CarryFallback for &Carry<T> {
             ),
         })
     }
-    fn rebuild(&self, _: &mut std::vec::IntoIter<Tensor>) -> T {
+    fn rebuild(&self, _: &mut IntoIter<Tensor>) -> T {
         unreachable!("`leaves` refused this type before the graph was built")
     }
 }
 
-/// Gathers the carried leaves, each with its dtype and shape, failing on the first variable
-/// that cannot be carried.
-fn gather(carried: Vec<Result<Vec<Tensor>>>) -> Result<Vec<Tensor>> {
+/// Gathers the carried leaves, failing on the first variable that cannot be carried.
+fn gather(carried: Leaves) -> Result<Vec<Tensor>> {
     let mut out = Vec::new();
     for leaves in carried {
         out.extend(leaves?);
@@ -177,50 +253,146 @@ fn gather(carried: Vec<Result<Vec<Tensor>>>) -> Result<Vec<Tensor>> {
 
 // ------------------------------------------------------------------------------- if
 
+/// A rewritten `if`, from its condition to its value. The expansion reads:
+///
+/// ```text
+/// let mut st = IfState::begin(cond, names, || carried leaves)?;
+/// let then = if st.run_then() { let (a, b) = st.enter((a, b), params); <then>; st.leave_then(..)?; .. };
+/// let other = if st.run_else() { .. the same with <else> .. };
+/// match st.finish()? { None => taken(then, other), Some(outputs) => rebuilt from outputs }
+/// ```
+///
+/// With a plain condition only the taken branch runs, and `enter` hands the variables back
+/// unchanged; with a traced one both branches run, each in its own nested trace, `enter`
+/// gives them the branch's view of the carried values, and `finish` adds the `Cond` node.
+pub struct IfState {
+    /// The traced branches; `None` when the condition was known now.
+    graph: Option<GraphIf>,
+    /// The branch plain code takes.
+    taken: bool,
+}
+
+impl IfState {
+    /// Asks the condition which way to go; on the graph path, records the carried
+    /// variables' values (`carried` is only called there) and starts the then-branch.
+    #[inline]
+    pub fn begin(c: impl Condition, names: &[&str], carried: impl FnOnce() -> Leaves) -> Result<IfState> {
+        match c.branching("if")? {
+            Branching::Plain(taken) => Ok(IfState { graph: None, taken }),
+            Branching::Graph(pred) => Ok(IfState { graph: Some(GraphIf::begin(pred, names, carried())?), taken: true }),
+        }
+    }
+
+    /// Whether the then-branch runs (both do on the graph path).
+    #[inline(always)]
+    pub fn run_then(&self) -> bool {
+        self.graph.is_some() || self.taken
+    }
+
+    /// Whether the else-branch runs (both do on the graph path).
+    #[inline(always)]
+    pub fn run_else(&self) -> bool {
+        self.graph.is_some() || !self.taken
+    }
+
+    /// The carried variables as a branch sees them: `vars` as they are on the plain path,
+    /// built by `params` from the carried values on the graph path.
+    #[inline(always)]
+    pub fn enter<T>(&self, vars: T, params: impl FnOnce(&mut IntoIter<Tensor>) -> T) -> T {
+        match &self.graph {
+            None => vars,
+            Some(g) => params(&mut g.vars.clone().into_iter()),
+        }
+    }
+
+    /// Ends the then-branch with its value's and carried variables' leaves (`outputs` is only
+    /// called on the graph path) and starts the else-branch.
+    #[inline]
+    pub fn leave_then(&mut self, outputs: impl FnOnce() -> Leaves) -> Result<()> {
+        match &mut self.graph {
+            None => Ok(()),
+            Some(g) => g.then_done(outputs()),
+        }
+    }
+
+    /// Ends the else-branch, as [`IfState::leave_then`] does the then-branch.
+    #[inline]
+    pub fn leave_else(&mut self, outputs: impl FnOnce() -> Leaves) -> Result<()> {
+        match &mut self.graph {
+            None => Ok(()),
+            Some(g) => g.else_done(outputs()),
+        }
+    }
+
+    /// On the graph path, adds the `Cond` node and gives its outputs (the value's leaves, then
+    /// the carried variables'); `None` on the plain path, where the branch already ran.
+    #[inline]
+    pub fn finish(self) -> Result<Option<IntoIter<Tensor>>> {
+        match self.graph {
+            None => Ok(None),
+            Some(g) => g.finish().map(|outs| Some(outs.into_iter())),
+        }
+    }
+}
+
+/// The value of the branch that ran, on the plain path.
+#[inline(always)]
+pub fn taken<V>(then: Option<V>, other: Option<V>) -> V {
+    match (then, other) {
+        (Some(v), _) | (None, Some(v)) => v,
+        (None, None) => unreachable!("one branch of a plain `if` runs"),
+    }
+}
+
 /// Traces an `if` on a traced condition: the then-branch, then the else-branch, each into a
 /// subgraph; [`GraphIf::finish`] adds the `Cond` node. Dropping it early (an error in a branch)
 /// pops the branch's trace.
-pub struct GraphIf {
+struct GraphIf {
     pred: Tensor,
     vars: Vec<Tensor>,
     names: Vec<String>,
     guard: Option<TraceGuard>,
-    then: Option<TracedThen>,
+    then: Option<TracedBranch>,
+    other: Option<TracedBranch>,
 }
 
-/// A traced then-branch: its graph, the outer values it captured, its outputs' types.
-type TracedThen = (crate::graph::Graph, Vec<Tensor>, Vec<(DType, Shape)>);
+/// A traced branch: its graph, the outer values it captured, its outputs' types.
+type TracedBranch = (crate::graph::Graph, Vec<Tensor>, Vec<(DType, Shape)>);
 
 impl GraphIf {
     /// Starts tracing the then-branch. `carried` holds each assigned variable's current value.
-    pub fn begin(pred: Tensor, names: &[&str], carried: Vec<Result<Vec<Tensor>>>) -> Result<GraphIf> {
+    fn begin(pred: Tensor, names: &[&str], carried: Leaves) -> Result<GraphIf> {
         let vars = gather(carried)?;
         let pred = trace::resolve(&pred, "if")?;
         let names = std::iter::once("the value of the `if`").chain(names.iter().copied()).map(|n| n.to_string()).collect();
-        Ok(GraphIf { pred, vars, names, guard: Some(TraceGuard::begin_nested("then")), then: None })
+        Ok(GraphIf { pred, vars, names, guard: Some(TraceGuard::begin_nested("then")), then: None, other: None })
     }
 
-    /// The carried variables' values on entry to a branch.
-    pub fn vars(&self) -> std::vec::IntoIter<Tensor> {
-        self.vars.clone().into_iter()
-    }
-
-    /// Ends the then-branch with its value and carried variables; starts the else-branch.
-    pub fn then_done(&mut self, outputs: Vec<Result<Vec<Tensor>>>) -> Result<()> {
+    /// Ends the branch being traced with its value and carried variables.
+    fn branch_done(&mut self, outputs: Leaves) -> Result<TracedBranch> {
         let outs = gather(outputs)?;
-        let (graph, captured) = self.guard.take().expect("then-branch is being traced").finish_nested(&outs)?;
-        self.then = Some((graph, captured, super::types_of(&outs)));
+        let (graph, captured) = self.guard.take().expect("a branch is being traced").finish_nested(&outs)?;
+        Ok((graph, captured, super::types_of(&outs)))
+    }
+
+    /// Ends the then-branch; starts the else-branch.
+    fn then_done(&mut self, outputs: Leaves) -> Result<()> {
+        self.then = Some(self.branch_done(outputs)?);
         self.guard = Some(TraceGuard::begin_nested("else"));
         Ok(())
     }
 
-    /// Ends the else-branch and adds the `Cond` node; its outputs are the value's leaves then
-    /// the carried variables.
-    pub fn finish(mut self, outputs: Vec<Result<Vec<Tensor>>>) -> Result<Vec<Tensor>> {
-        let outs = gather(outputs)?;
-        let (else_graph, else_in) = self.guard.take().expect("else-branch is being traced").finish_nested(&outs)?;
-        let (then_graph, then_in, then_types) = self.then.take().expect("then-branch was traced");
-        let else_types = super::types_of(&outs);
+    /// Ends the else-branch.
+    fn else_done(&mut self, outputs: Leaves) -> Result<()> {
+        self.other = Some(self.branch_done(outputs)?);
+        Ok(())
+    }
+
+    /// Checks that the branches agree and adds the `Cond` node; its outputs are the value's
+    /// leaves then the carried variables.
+    fn finish(mut self) -> Result<Vec<Tensor>> {
+        let (then_graph, then_in, then_types) = self.then.take().expect("the then-branch was traced");
+        let (else_graph, else_in, else_types) = self.other.take().expect("the else-branch was traced");
         for (i, (a, b)) in then_types.iter().zip(&else_types).enumerate() {
             if a != b {
                 return Err(Error::BranchMismatch {
@@ -246,9 +418,96 @@ impl GraphIf {
 
 // ---------------------------------------------------------------------------- while
 
+/// What a rewritten `while` does after asking its condition.
+pub enum Step {
+    /// Run the body (the condition held, or the body is to be traced).
+    Body,
+    /// The condition is traced: ask it again, on the loop's parameters.
+    Retry,
+    /// Leave the loop (the condition is false).
+    Exit,
+}
+
+/// A rewritten `while`. The expansion reads:
+///
+/// ```text
+/// let mut st = WhileState::new();
+/// loop {
+///     let (a, b) = st.enter((a, b), params);
+///     match st.condition(<cond>, names, || carried leaves)? { Body => {}, Retry => continue, Exit => break }
+///     let (a, b) = st.enter((a, b), params);
+///     <body>
+///     if let Some(outputs) = st.leave_body(|| carried leaves)? { (a, b) = rebuilt from outputs; break }
+/// }
+/// ```
+///
+/// While the condition is known now, each pass is one plain iteration. The first time it is
+/// a traced tensor, the state starts the loop's condition trace and asks again (`Retry`), on
+/// the loop variables as that trace's parameters; the body is then traced once on the body
+/// trace's parameters, and `leave_body` adds the `While` node.
+pub struct WhileState {
+    /// The traced loop; `None` while iterations are plain.
+    graph: Option<GraphLoop>,
+}
+
+impl Default for WhileState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WhileState {
+    /// A loop that starts plain.
+    #[inline(always)]
+    pub fn new() -> WhileState {
+        WhileState { graph: None }
+    }
+
+    /// The carried variables as the condition or body sees them: `vars` as they are on the
+    /// plain path, the current trace's parameters (built by `params`) on the graph path.
+    #[inline(always)]
+    pub fn enter<T>(&self, vars: T, params: impl FnOnce(&mut IntoIter<Tensor>) -> T) -> T {
+        match &self.graph {
+            None => vars,
+            Some(l) => params(&mut l.params.clone().into_iter()),
+        }
+    }
+
+    /// Takes the condition's value. On the plain path: run the body or leave. The first time
+    /// it is traced: record the carried values (`carried` is only called then), start the
+    /// condition's trace and ask again. On that second asking: end the condition's trace and
+    /// start the body's.
+    #[inline]
+    pub fn condition(&mut self, c: impl Condition, names: &[&str], carried: impl FnOnce() -> Leaves) -> Result<Step> {
+        if let Some(l) = &mut self.graph {
+            l.cond_done(c)?;
+            return Ok(Step::Body);
+        }
+        match c.branching("while")? {
+            Branching::Plain(true) => Ok(Step::Body),
+            Branching::Plain(false) => Ok(Step::Exit),
+            Branching::Graph(_) => {
+                self.graph = Some(GraphLoop::begin(names, carried())?);
+                Ok(Step::Retry)
+            }
+        }
+    }
+
+    /// Ends the body. On the plain path, `None`: ask the condition again. On the graph path,
+    /// ends the body's trace with the carried variables' new values (`outputs` is only called
+    /// there), adds the `While` node and gives its outputs.
+    #[inline]
+    pub fn leave_body(&mut self, outputs: impl FnOnce() -> Leaves) -> Result<Option<IntoIter<Tensor>>> {
+        match self.graph.take() {
+            None => Ok(None),
+            Some(l) => l.finish(outputs()).map(|outs| Some(outs.into_iter())),
+        }
+    }
+}
+
 /// Traces a `while` on a traced condition: the condition, then the body, each once into a
 /// subgraph over the carried variables; [`GraphLoop::finish`] adds the `While` node.
-pub struct GraphLoop {
+struct GraphLoop {
     inits: Vec<Tensor>,
     names: Vec<String>,
     types: Vec<(DType, Shape)>,
@@ -259,7 +518,7 @@ pub struct GraphLoop {
 
 impl GraphLoop {
     /// Starts tracing the condition. `carried` holds each assigned variable's current value.
-    pub fn begin(names: &[&str], carried: Vec<Result<Vec<Tensor>>>) -> Result<GraphLoop> {
+    fn begin(names: &[&str], carried: Leaves) -> Result<GraphLoop> {
         let leaves = gather(carried)?;
         let inits = leaves.iter().map(|t| trace::resolve(t, "while")).collect::<Result<Vec<_>>>()?;
         let types = super::types_of(&leaves);
@@ -269,13 +528,8 @@ impl GraphLoop {
         Ok(GraphLoop { inits, names, types, guard: Some(guard), params, cond: None })
     }
 
-    /// The carried variables as the current subgraph's parameters.
-    pub fn params(&self) -> std::vec::IntoIter<Tensor> {
-        self.params.clone().into_iter()
-    }
-
     /// Ends the condition; starts the body.
-    pub fn cond_done(&mut self, c: impl Condition) -> Result<()> {
+    fn cond_done(&mut self, c: impl Condition) -> Result<()> {
         let c = c.into_predicate("while")?;
         let guard = self.guard.take().expect("the condition is being traced");
         self.cond = Some(guard.finish_nested(&[c])?);
@@ -286,7 +540,7 @@ impl GraphLoop {
     }
 
     /// Ends the body with the carried variables' new values and adds the `While` node.
-    pub fn finish(mut self, outputs: Vec<Result<Vec<Tensor>>>) -> Result<Vec<Tensor>> {
+    fn finish(mut self, outputs: Leaves) -> Result<Vec<Tensor>> {
         let outs = gather(outputs)?;
         while_loop::check_loop_vars(&outs, &self.types, &self.names)?;
         let (body_graph, body_in) = self.guard.take().expect("the body is being traced").finish_nested(&outs)?;
@@ -341,27 +595,6 @@ impl PlainConditionForReturn for bool {
 
 #[inline(always)]
 pub fn plain_for_return(c: impl PlainConditionForReturn) -> bool {
-    c.holds()
-}
-
-#[diagnostic::on_unimplemented(
-    message = "`?` inside code controlled by a `{Self}` condition cannot be carried into a graph node",
-    label = "this condition is a `{Self}`, so `?` below it is not allowed; use the operators (+ - * /), which return tensors",
-    note = "a tensor condition makes the `if`/`while` one graph node when traced, and a node cannot jump out of itself; compute a `bool` condition instead, or move the construct out of the tensor-conditioned code"
-)]
-pub trait PlainConditionForTry {
-    fn holds(self) -> bool;
-}
-
-impl PlainConditionForTry for bool {
-    #[inline(always)]
-    fn holds(self) -> bool {
-        self
-    }
-}
-
-#[inline(always)]
-pub fn plain_for_try(c: impl PlainConditionForTry) -> bool {
     c.holds()
 }
 

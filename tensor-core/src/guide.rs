@@ -364,7 +364,7 @@
 //! # Debug builds
 //!
 //! Unoptimized Rust is slow at numeric loops: a plain debug build of a program using
-//! tensor-core runs its kernels one to three hundred times slower than a release build (50 ×
+//! tensor-core runs its kernels 100 to 300 times slower than a release build (50 ×
 //! (256² matmul + tanh) in a small dependent crate: about 3,000 ms, against 10 ms in release
 //! and 30 ms in a debug build with the setting below). Cargo ignores the profile settings of
 //! dependencies, so add this to *your* `Cargo.toml` to compile your dependencies optimized

@@ -28,7 +28,8 @@ fn lenet5_trains_both_modes_identically() {
         &[
             "64 train / 360 test images",
             "4 steps per epoch",
-            "epoch  1/1",
+            "epoch  1/1  | eager: mean train loss ",
+            "| graph: mean train loss ",
             "losses identical across 4 steps",
             "final parameters identical",
             "LeNet5::train_step traced 1 time(s)",
@@ -51,10 +52,100 @@ fn lenet5_single_mode_and_bad_flags() {
     assert_contains(&out, &["| graph |", "test accuracy"]);
     assert!(!out.contains("| eager |") && !out.contains("losses identical"), "{out}");
     std::fs::remove_file(&plot).unwrap();
-    // A --data directory without MNIST's files is a clear error, not a panic.
-    let out = Command::new(env!("CARGO_BIN_EXE_lenet5")).args(["--data", "/nonexistent-mnist-dir"]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("train-images-idx3-ubyte") && !stderr.contains("panicked"), "{stderr}");
+}
+
+/// Runs lenet5 with `args`, which it must refuse; returns its standard error.
+fn lenet5_refuses(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_lenet5")).args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{args:?} was accepted:\n{stdout}");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+    // Refused before any training output (the header line names the data set).
+    assert!(!stdout.contains("LeNet-5 on"), "{args:?} printed the header first:\n{stdout}");
+    stderr
+}
+
+#[test]
+fn lenet5_refuses_counts_of_zero_naming_the_flag() {
+    for flag in ["--batch-size", "--epochs", "--threads", "--limit"] {
+        let stderr = lenet5_refuses(&[flag, "0"]);
+        assert!(stderr.contains(&format!("invalid value '0' for '{flag} <N>': must be at least 1")), "{flag}:\n{stderr}");
+    }
+    let stderr = lenet5_refuses(&["--epochs", "two"]);
+    assert!(stderr.contains("invalid value 'two' for '--epochs <N>'") && stderr.contains("expected a whole number"), "{stderr}");
+    // A batch bigger than the training set is refused before training too.
+    let stderr = lenet5_refuses(&["--limit", "10", "--batch-size", "16"]);
+    assert!(stderr.starts_with("error: 10 training images make no batch of 16; lower --batch-size"), "{stderr}");
+}
+
+#[test]
+fn lenet5_data_errors_print_their_message_and_accept_gz() {
+    // A directory that does not exist: clap names the flag, the message says what it takes.
+    let stderr = lenet5_refuses(&["--data", "/nonexistent-mnist-dir"]);
+    let expected = "invalid value '/nonexistent-mnist-dir' for '--data <DIR>': no such directory; --data takes a directory \
+                    holding MNIST's IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, \
+                    t10k-labels-idx1-ubyte), raw or gzipped (.gz)";
+    assert!(stderr.contains(expected), "{stderr}");
+    // A directory without the files: the loader's message (Display, not Debug), saying .gz works.
+    let dir = std::env::temp_dir().join(format!("tensor-core-lenet5-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stderr = lenet5_refuses(&["--data", dir.to_str().unwrap()]);
+    let expected = format!("error: {} has no train-images-idx3-ubyte (nor train-images-idx3-ubyte.gz); expected MNIST's IDX files", dir.display());
+    assert!(stderr.starts_with(&expected) && stderr.contains("raw or gzipped"), "{stderr}");
+    assert!(!stderr.contains("Missing {"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn lenet5_help_describes_lenet5() {
+    let out = run(env!("CARGO_BIN_EXE_lenet5"), &["--help"]);
+    assert_contains(
+        &out,
+        &[
+            "Train LeNet-5 eagerly and as a traced graph, from the same seed, and compare.",
+            "Usage: lenet5 [OPTIONS]",
+            "--batch-size <N>",
+            "[default: 32]",
+            "raw or gzipped (.gz)",
+            "[default: lenet5_loss.svg]",
+            "Examples:",
+        ],
+    );
+    assert!(!out.contains("Runnable programs for tensor-core"), "the package's description:\n{out}");
+    assert!(!out.contains(env!("CARGO_MANIFEST_DIR")), "a path of the build machine:\n{out}");
+}
+
+#[test]
+fn lenet5_plots_to_the_current_directory_by_default() {
+    let dir = std::env::temp_dir().join(format!("tensor-core-lenet5-cwd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = ["--epochs", "2", "--limit", "32", "--batch-size", "16", "--mode", "graph"];
+    let out = Command::new(env!("CARGO_BIN_EXE_lenet5")).args(args).current_dir(&dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_contains(&stdout, &["loss plot: lenet5_loss.svg", "epoch  1/2  | graph: mean train loss ", "epoch  2/2  | graph: mean train loss "]);
+    assert!(!stdout.contains("NaN"), "{stdout}");
+    assert!(std::fs::read_to_string(dir.join("lenet5_loss.svg")).unwrap().starts_with("<svg"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn quickstart_traces_once_per_signature() {
+    let out = run(env!("CARGO_BIN_EXE_quickstart"), &[]);
+    assert_contains(
+        &out,
+        &[
+            "z = (a + b) * (a + 1) = 6.0; dz/da = 5.0, dz/db = 2.0",
+            "graph result == eager result, bit for bit: true",
+            "affine_tanh: 3 calls, 2 traces; why each traced: [\"first call\", \"arg x: shape [2, 3] -> [4, 3]\"]",
+            "its optimized graph for x: f32 [2, 3]:",
+            "tanh",
+        ],
+    );
+    // The body's println! ran once per trace: for the first signature and the new shape.
+    assert_eq!(out.matches("(tracing affine_tanh for x: f32 [2, 3])").count(), 1, "{out}");
+    assert_eq!(out.matches("(tracing affine_tanh for x: f32 [4, 3])").count(), 1, "{out}");
 }
 
 #[test]

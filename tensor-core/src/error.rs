@@ -3,6 +3,36 @@
 
 use crate::dtype::DType;
 use crate::shape::Shape;
+use std::fmt;
+
+/// Declares the error enum as written and `Error::debug_variant`, which prints a variant the
+/// way `#[derive(Debug)]` would. The derived form is kept for `{:#?}`; `{:?}` prints the
+/// message (see the `Debug` impl). Variants are unit or have named fields.
+macro_rules! with_variant_debug {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$variant_meta:meta])* $variant:ident $({ $($field:ident: $ty:ty),* $(,)? })? ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum $name {
+            $( $(#[$variant_meta])* $variant $({ $($field: $ty),* })? ),*
+        }
+
+        impl $name {
+            fn debug_variant(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $( $name::$variant $({ $($field),* })? => {
+                        let mut out = f.debug_struct(stringify!($variant));
+                        $($( out.field(stringify!($field), $field); )*)?
+                        out.finish()
+                    } )*
+                }
+            }
+        }
+    };
+}
 
 /// The library's `Result`.
 ///
@@ -17,8 +47,12 @@ use crate::shape::Shape;
 /// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+with_variant_debug! {
 /// Everything that can go wrong, grouped by section. A failed op returns one of these and
 /// changes nothing: its inputs, their grads and every cache stay as they were.
+///
+/// `{}` and `{:?}` both print the message, so `fn main() -> Result<()>` and `unwrap()` show
+/// what went wrong and how to fix it; `{:#?}` shows the variant and its fields.
 ///
 /// ```
 /// use tensor_core::prelude::*;
@@ -26,11 +60,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// let b = Tensor::zeros(&[4], DType::F32);
 /// let err = a.add(&b).unwrap_err();
 /// assert!(err.to_string().contains("[2, 3]") && err.to_string().contains("[4]"));
+/// assert_eq!(format!("{err:?}"), err.to_string());
+/// assert!(format!("{err:#?}").starts_with("Broadcast {\n    op: \"add\","));
 /// ```
 // Variant fields are named for what they hold (`op`, `shape`, `expected`, `found`); each
 // variant's doc and message say what they mean, so they carry no docs of their own.
 #[allow(missing_docs)]
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     // ---------------------------------------------------------------- creation and conversion
@@ -164,6 +200,27 @@ pub enum Error {
     /// A construct that cannot be carried through a graph loop or branch.
     #[error("{construct}")]
     ControlFlow { construct: String },
+}
+}
+
+/// The message, as `Display` prints it (`main` returning `Err` and `unwrap()` print this);
+/// with `{:#?}`, the variant and its fields.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let w = Tensor::ones(&[2], DType::F32).requires_grad_(true)?;
+/// let err = w.sub_(&Tensor::ones(&[2], DType::F32)).unwrap_err();
+/// assert!(format!("{err:?}").starts_with("sub_: a leaf tensor that requires grad is used in an in-place operation"));
+/// assert_eq!(format!("{err:#?}"), "InPlaceOnLeaf {\n    op: \"sub_\",\n}");
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match f.alternate() {
+            true => self.debug_variant(f),
+            false => fmt::Display::fmt(self, f),
+        }
+    }
 }
 
 impl Error {

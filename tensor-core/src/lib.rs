@@ -15,6 +15,16 @@
 //! assert_eq!(x.grad().unwrap().item::<f32>()?, 2.0);
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
+//!
+//! **Start with the [`guide`]**: which calls return `Result`, how `#[graph_fn]` traces and
+//! what retraces, every option of the attribute, the trace cache, and a complete model +
+//! optimizer + `#[graph_fn]` training step.
+//!
+//! The modules, by concept: [`Tensor`] and its ops (the methods), [`autograd`]
+//! (`backward`, `grad`, `no_grad`), [`nn`] (layers, losses, initializers), [`optim`] (`Sgd`,
+//! `Adam`), [`control`] (`cond`, `while_loop`), [`function`] (the runtime of `#[graph_fn]`:
+//! `lookup` and introspection), [`graph`] and [`compile`] (the graph IR and its optimizing
+//! passes). `use tensor_core::prelude::*;` brings in what most programs need.
 
 #![warn(missing_docs)]
 
@@ -27,6 +37,7 @@ pub mod dtype;
 pub mod error;
 pub mod function;
 pub mod graph;
+pub mod guide;
 pub mod kernels;
 mod math;
 pub mod nn;
@@ -45,6 +56,12 @@ pub use kernels::parallel::{num_threads, set_num_threads};
 pub use shape::Shape;
 pub use storage::Element;
 pub use tensor::{seeded_rng, Tensor};
+/// The [`guide`] describes the semantics (what runs at trace time, what retraces, state
+/// and in-place updates, tensor conditions), the attribute's syntax and [every
+/// option](guide#options): `reduce_retracing`, `input_signature(x: f32[?, 784])`,
+/// `max_traces = N` / `max_traces(N, warn | error)`, `optimize = bool`, `cache_capacity = N`
+/// (default 64) and `name = "..."`.
+///
 /// ```
 /// use tensor_core::prelude::*;
 /// #[graph_fn]

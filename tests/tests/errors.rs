@@ -46,9 +46,9 @@ fn leaf(v: &[f32], dims: &[usize]) -> Tensor {
     f32s(v, dims).requires_grad_(true).unwrap()
 }
 
-/// The variant's name, from its Debug form.
+/// The variant's name, from its alternate Debug form (`{:#?}`; `{:?}` is the message).
 fn variant(e: &Error) -> String {
-    format!("{e:?}").split([' ', '{', '(']).next().unwrap_or_default().to_string()
+    format!("{e:#?}").split([' ', '{', '(', '\n']).next().unwrap_or_default().to_string()
 }
 
 // ------------------------------------------------------------------------------ creation and conversion
@@ -723,6 +723,30 @@ mod each {
         for v in NOT_REACHABLE {
             assert!(declared.iter().any(|d| d == v), "{v} is not a variant any more");
         }
+    }
+
+    /// `{:?}` is the message (what `main() -> Result` and `unwrap()` print); `{:#?}` is the
+    /// variant with its fields, as `#[derive(Debug)]` prints it.
+    #[test]
+    fn debug_prints_the_message_and_alternate_debug_the_variant() {
+        for (name, trigger) in all_triggers() {
+            for e in trigger() {
+                assert_eq!(format!("{e:?}"), e.to_string(), "{name}");
+                let alternate = format!("{e:#?}");
+                let variant = variant(&e);
+                let unit = alternate == variant;
+                assert!(unit || (alternate.starts_with(&format!("{variant} {{\n    ")) && alternate.ends_with(",\n}")), "{alternate}");
+            }
+        }
+        let e = err(Tensor::from_vec(vec![1.0f32; 5], &[2, 3]));
+        let fields = "DataLength {\n    op: \"from_vec\",\n    len: 5,\n    shape: [2, 3],\n    numel: 6,\n}";
+        assert_eq!(format!("{e:#?}"), fields);
+        let unwrapped = std::panic::catch_unwind(|| Tensor::from_vec(vec![1.0f32; 5], &[2, 3]).unwrap()).map(|_| ()).expect_err("unwrap of an Err");
+        let message = unwrapped.downcast_ref::<String>().expect("a formatted panic message");
+        assert!(
+            message.ends_with("from_vec: 5 values cannot fill shape [2, 3] (6 elements); pass exactly 6 values or change the shape"),
+            "{message}"
+        );
     }
 }
 

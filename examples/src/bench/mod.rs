@@ -1,4 +1,4 @@
-//! The benchmark workloads of `../shared/WORKLOADS.md`: each one as tensor-core code (run
+//! The benchmark workloads of `docs/WORKLOADS.md`: each one as tensor-core code (run
 //! eagerly or as a graph) and, where defined, as hand-written ndarray code.
 
 pub mod alloc;

@@ -1,4 +1,4 @@
-//! Timing as WORKLOADS.md asks: at least 3 warm-up calls (the first graph call traces and is
+//! Timing as docs/WORKLOADS.md asks: at least 3 warm-up calls (the first graph call traces and is
 //! not counted), then at least 20 timed calls and at least the minimum time.
 
 use std::time::{Duration, Instant};

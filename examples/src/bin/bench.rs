@@ -1,4 +1,4 @@
-//! The benchmark binary of WORKLOADS.md: one JSON line per (workload, mode).
+//! The benchmark binary of `docs/WORKLOADS.md`: one JSON line per (workload, mode).
 //!
 //! cargo run --release -p examples --bin bench -- --workload W3 --mode graph [--threads N] [--calls K] [--allocs]
 
@@ -13,7 +13,7 @@ use tensor_core::prelude::*;
 static ALLOC: alloc::Counting = alloc::Counting;
 
 #[derive(Parser)]
-#[command(about = "Runs the benchmark workloads of WORKLOADS.md and prints one JSON line per run")]
+#[command(about = "Runs the benchmark workloads of docs/WORKLOADS.md and prints one JSON line per run")]
 struct Args {
     /// W1..W6, or all.
     #[arg(long, default_value = "all")]

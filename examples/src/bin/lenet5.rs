@@ -14,39 +14,72 @@ use examples::data::{self, Dataset, Split};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tensor_core::nn::{Conv2d, Linear, Module};
 use tensor_core::optim::{Adam, Optimizer};
 use tensor_core::prelude::*;
 
-/// Train LeNet-5 eagerly and as a traced graph, and compare.
+/// Train LeNet-5 eagerly and as a traced graph, from the same seed, and compare.
+///
+/// Both runs print the mean training loss and the test accuracy after each epoch, check that
+/// every step's loss is identical bit for bit, and end with a table of time per epoch.
 #[derive(Parser, Debug)]
-#[command(about)]
+#[command(name = "lenet5", after_help = AFTER_HELP)]
 struct Args {
     /// Passes over the training set.
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, value_name = "N", default_value = "15", value_parser = at_least_one)]
     epochs: usize,
-    /// Images per training step.
-    #[arg(long, default_value_t = 32)]
+    /// Images per training step (the last partial batch of an epoch is dropped).
+    #[arg(long, value_name = "N", default_value = "32", value_parser = at_least_one)]
     batch_size: usize,
     /// Which training modes to run.
     #[arg(long, value_enum, default_value_t = Modes::Both)]
     mode: Modes,
-    /// Worker threads for the kernels (default: all cores).
-    #[arg(long)]
+    /// Worker threads for the kernels [default: all cores].
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     threads: Option<usize>,
-    /// A directory with MNIST's IDX files (default: the shipped UCI digits).
-    #[arg(long, value_name = "DIR")]
+    /// A directory with MNIST's four IDX files, raw or gzipped (.gz) [default: the shipped
+    /// UCI digits].
+    #[arg(long, value_name = "DIR", value_parser = mnist_dir)]
     data: Option<PathBuf>,
     /// The seed of the initial parameters and the epoch shuffles.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Train on the first N training images only (for quick runs).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     limit: Option<usize>,
-    /// Where to write the loss plot (SVG).
-    #[arg(long, value_name = "FILE", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/out/lenet5_loss.svg"))]
+    /// Where to write the plot of the loss per step (SVG), relative to the current directory.
+    #[arg(long, value_name = "FILE", default_value = "lenet5_loss.svg")]
     plot: PathBuf,
+}
+
+const AFTER_HELP: &str = "\
+Examples:
+  lenet5                                  15 epochs on the shipped digits, eager and graph
+  lenet5 --epochs 2 --mode graph          only the traced training step
+  lenet5 --data ~/mnist --epochs 3        MNIST: train-images-idx3-ubyte, train-labels-idx1-ubyte,
+                                          t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (or .gz)";
+
+/// A count that must be at least 1 (epochs, batch size, threads, limit).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: expected a whole number, at least 1")),
+    }
+}
+
+/// A `--data` directory that exists (its files are checked when they are read).
+fn mnist_dir(text: &str) -> Result<PathBuf, String> {
+    let dir = PathBuf::from(text);
+    match dir.is_dir() {
+        true => Ok(dir),
+        false => Err(format!(
+            "no such directory; --data takes a directory holding MNIST's IDX files ({}), raw or gzipped (.gz)",
+            data::idx::MNIST_FILES.join(", ")
+        )),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -221,13 +254,23 @@ fn load(args: &Args) -> Result<Split, Box<dyn StdError>> {
     Ok(split)
 }
 
-fn main() -> Result<(), Box<dyn StdError>> {
-    let args = Args::parse();
+/// Runs the program; an error is printed as its message (Display), not its Debug form.
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), Box<dyn StdError>> {
     if let Some(n) = args.threads {
         tensor_core::set_num_threads(n);
     }
     let split = load(&args)?;
-    let steps = split.train.len() / args.batch_size.max(1);
+    let steps = split.train.len() / args.batch_size;
     if steps == 0 {
         return Err(format!("{} training images make no batch of {}; lower --batch-size", split.train.len(), args.batch_size).into());
     }
@@ -256,7 +299,7 @@ fn main() -> Result<(), Box<dyn StdError>> {
             let loss = run.epoch(&batches, format!("epoch {epoch} {}", run.mode.name()))?;
             run.accuracy = accuracy(&run.model, &test)?;
             let secs = run.epoch_times.last().map_or(0.0, Duration::as_secs_f64);
-            line += &format!("  | {}: loss {loss:.4}, test accuracy {:5.1}%, {secs:5.2} s", run.mode.name(), run.accuracy);
+            line += &format!("  | {}: mean train loss {loss:.4}, test accuracy {:5.1}%, time {secs:5.2} s", run.mode.name(), run.accuracy);
         }
         println!("{line}");
     }

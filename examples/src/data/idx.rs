@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 
 type Result<T> = std::result::Result<T, DataError>;
 
+/// The four files of MNIST, as its site names them; each may also be gzipped, ending in `.gz`.
+pub const MNIST_FILES: [&str; 4] = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"];
+
 /// The type code of unsigned bytes.
 pub const TYPE_U8: u8 = 0x08;
 

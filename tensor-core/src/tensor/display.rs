@@ -1,6 +1,21 @@
 //! Printing tensors the way PyTorch does: nested brackets, aligned columns, large tensors
 //! summarized with `...`, and the dtype at the end. A symbolic tensor prints its name, shape
 //! and dtype, since it has no values yet.
+//!
+//! Format options, as Rust users expect them of a value that prints as text:
+//!
+//! - **Precision** (`{:.2}`) is the number of digits after the point of *every* float
+//!   element, like NumPy's and PyTorch's `precision` print option: fixed notation with that
+//!   many decimals (integral values too: `1.00`), or scientific notation with that many
+//!   decimals in the mantissa where PyTorch would print scientific (a wide range or tiny
+//!   values). A one-element float tensor prints as its bare value (`{:.2}` of
+//!   `tensor(0.5000, dtype=f32)` is `0.50`), as Python's `format()` does for a 0-d tensor.
+//!   Integer and bool tensors ignore precision, as Rust's integers do.
+//! - **Width, fill and alignment** (`{:>30}`, `{:*^40}`) apply to the whole rendering, as
+//!   they do to a `str`: shorter text is padded (on the right unless aligned otherwise).
+//!   They are not per element because columns are already aligned to the widest element;
+//!   padding the whole text is what lines tensors up in a table, and it is what `tprint!`
+//!   does, in eager and graph mode alike.
 
 use super::{context, Tensor, Value};
 use crate::dtype::DType;
@@ -41,24 +56,34 @@ const SUMMARIZE_ABOVE: usize = 1000;
 const EDGE_ITEMS: usize = 3;
 
 impl fmt::Display for Tensor {
+    /// Prints like PyTorch; see the module docs for precision, width and alignment.
+    ///
     /// ```
     /// # use tensor_core::prelude::*;
     /// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     /// assert_eq!(t.to_string(), "tensor([[1., 2.],\n        [3., 4.]], dtype=f32)");
+    /// // Precision: every element's decimals.
+    /// let u = Tensor::from_vec(vec![0.125f32, -2.5], &[2]).unwrap();
+    /// assert_eq!(format!("{u:.2}"), "tensor([ 0.12, -2.50], dtype=f32)");
+    /// assert_eq!(format!("{:.3}", Tensor::scalar(0.5f32)), "0.500");
+    /// // Width and alignment: the whole text, as for a str.
+    /// assert_eq!(format!("{:>8.2}|", Tensor::scalar(0.5f32)), "    0.50|");
+    /// assert_eq!(format!("{:-^30}", Tensor::scalar(1i32)), "-----tensor(1, dtype=i32)-----");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let stand_in = context::stand_in(self);
         let sym = stand_in.as_ref().unwrap_or(self).symbol();
         match sym {
-            Some(sym) => capture(self, f).unwrap_or_else(|| write_symbolic(f, &sym.name(), &self.shape(), self.dtype())),
+            Some(sym) => capture(self, f).unwrap_or_else(|| pad(f, &symbolic_text(&sym.name(), &self.shape(), self.dtype()))),
             // A tensor from outside the trace that the body has not used yet is external
             // state too: a traced `tprint!` must print its value at run time, not bake in
             // the value it has now.
-            None if context::is_tracing() && self.0.origin_trace != context::current_trace() => {
-                capture(self, f).unwrap_or_else(|| write_concrete(f, &self.storage("print").map_err(|_| fmt::Error)?))
-            }
+            None if context::is_tracing() && self.0.origin_trace != context::current_trace() => capture(self, f).unwrap_or_else(|| {
+                let storage = self.storage("print").map_err(|_| fmt::Error)?;
+                pad(f, &concrete_text(&storage, f.precision()))
+            }),
             None => match &*self.read_value() {
-                Value::Concrete(s) => write_concrete(f, s),
+                Value::Concrete(s) => pad(f, &concrete_text(s, f.precision())),
                 Value::Symbolic(_) => unreachable!("checked above"),
             },
         }
@@ -71,16 +96,34 @@ impl fmt::Debug for Tensor {
     }
 }
 
-fn write_symbolic(f: &mut fmt::Formatter<'_>, name: &str, shape: &crate::Shape, dtype: DType) -> fmt::Result {
-    write!(f, "Tensor(symbolic, name={name}, shape={shape}, dtype={dtype})")
+/// Writes `text` padded to the formatter's width with its fill, left-aligned unless it asks
+/// otherwise (`Formatter::pad` would also cut the text to the precision, which here means
+/// decimals).
+fn pad(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    let len = text.chars().count();
+    let gap = f.width().unwrap_or(0).saturating_sub(len);
+    let (before, after) = match f.align() {
+        Some(fmt::Alignment::Right) => (gap, 0),
+        Some(fmt::Alignment::Center) => (gap / 2, gap - gap / 2),
+        _ => (0, gap),
+    };
+    let fill = f.fill();
+    (0..before).try_for_each(|_| f.write_fmt(format_args!("{fill}")))?;
+    f.write_str(text)?;
+    (0..after).try_for_each(|_| f.write_fmt(format_args!("{fill}")))
 }
 
-fn write_concrete(f: &mut fmt::Formatter<'_>, s: &Storage) -> fmt::Result {
+fn symbolic_text(name: &str, shape: &crate::Shape, dtype: DType) -> String {
+    format!("Tensor(symbolic, name={name}, shape={shape}, dtype={dtype})")
+}
+
+/// The PyTorch-style text of a concrete tensor; `precision` is the decimals of each float.
+fn concrete_text(s: &Storage, precision: Option<usize>) -> String {
     // `{:.2}` on a one-element float tensor formats its value, as Python's format() does.
-    if let (Some(p), 1) = (f.precision(), s.len()) {
+    if let (Some(p), 1) = (precision, s.len()) {
         match s {
-            Storage::F32(a) => return write!(f, "{:.p$}", a.iter().next().expect("one element")),
-            Storage::F64(a) => return write!(f, "{:.p$}", a.iter().next().expect("one element")),
+            Storage::F32(a) => return format!("{:.p$}", a.iter().next().expect("one element")),
+            Storage::F64(a) => return format!("{:.p$}", a.iter().next().expect("one element")),
             _ => {}
         }
     }
@@ -98,14 +141,14 @@ fn write_concrete(f: &mut fmt::Formatter<'_>, s: &Storage) -> fmt::Result {
     } else {
         // As in PyTorch, the style and the column width come from the elements shown.
         let shown = shown_flat_indices(&dims, summarize);
-        let (cells, width) = crate::with_array!(&standard, a => format_cells(a.as_slice().expect("standard layout"), &shown));
+        let (cells, width) = crate::with_array!(&standard, a => format_cells(a.as_slice().expect("standard layout"), &shown, precision));
         let layout = Layout { dims: &dims, width, summarize };
         layout.write(&mut out, &mut cells.into_iter(), 0, "tensor(".len());
     }
     suffixes.push(format!("dtype={}", standard.dtype().name()));
     add_suffixes(&mut out, &suffixes, "tensor(".len());
     out.push(')');
-    f.write_str(&out)
+    out
 }
 
 /// PyTorch's line width: rows of elements wrap to stay within it.
@@ -213,12 +256,13 @@ fn add_suffixes(out: &mut String, suffixes: &[String], indent: usize) {
 
 /// Formats the elements at the flat indices `shown` and gives the column width. Floats
 /// follow PyTorch's choice between integer style (`1.`), fixed 4-decimal style and
-/// scientific style; as in PyTorch only finite nonzero floats set the width (a `nan` does
+/// scientific style; `precision` sets the decimals of the last two and turns integer
+/// style into fixed. As in PyTorch only finite nonzero floats set the width (a `nan` does
 /// not widen the columns).
-fn format_cells<T: CellFormat>(values: &[T], shown: &[usize]) -> (Vec<String>, usize) {
+fn format_cells<T: CellFormat>(values: &[T], shown: &[usize], precision: Option<usize>) -> (Vec<String>, usize) {
     let picked: Vec<T> = shown.iter().map(|&i| values[i]).collect();
     let style = T::style(&picked);
-    let cells: Vec<String> = picked.iter().map(|v| v.cell(style)).collect();
+    let cells: Vec<String> = picked.iter().map(|v| v.cell(style, precision)).collect();
     let width = picked.iter().zip(&cells).filter(|(v, _)| v.sets_width()).map(|(_, c)| c.len()).max().unwrap_or(1).max(1);
     (cells, width)
 }
@@ -234,7 +278,8 @@ trait CellFormat: Copy {
     fn style(_values: &[Self]) -> FloatStyle {
         FloatStyle::Integer
     }
-    fn cell(self, style: FloatStyle) -> String;
+    /// The element's text; `precision` (decimals) applies to floats only.
+    fn cell(self, style: FloatStyle, precision: Option<usize>) -> String;
     /// Whether this value's cell counts for the column width.
     fn sets_width(self) -> bool {
         true
@@ -244,7 +289,7 @@ trait CellFormat: Copy {
 macro_rules! int_cells {
     ($($t:ty),*) => {$(
         impl CellFormat for $t {
-            fn cell(self, _: FloatStyle) -> String {
+            fn cell(self, _: FloatStyle, _: Option<usize>) -> String {
                 self.to_string()
             }
         }
@@ -258,8 +303,8 @@ macro_rules! float_cells {
             fn style(values: &[Self]) -> FloatStyle {
                 float_style(values.iter().map(|&v| v as f64))
             }
-            fn cell(self, style: FloatStyle) -> String {
-                float_cell(self as f64, style)
+            fn cell(self, style: FloatStyle, precision: Option<usize>) -> String {
+                float_cell(self as f64, style, precision)
             }
             fn sets_width(self) -> bool {
                 self.is_finite() && self != 0.0
@@ -293,22 +338,24 @@ fn float_style(values: impl Iterator<Item = f64>) -> FloatStyle {
     }
 }
 
-fn float_cell(v: f64, style: FloatStyle) -> String {
+fn float_cell(v: f64, style: FloatStyle, precision: Option<usize>) -> String {
     if v.is_nan() {
         return "nan".into();
     }
     if v.is_infinite() {
         return if v > 0.0 { "inf".into() } else { "-inf".into() };
     }
-    match style {
-        FloatStyle::Integer => format!("{v:.0}."),
-        FloatStyle::Fixed => format!("{v:.4}"),
-        FloatStyle::Scientific => scientific(v),
+    match (style, precision) {
+        (FloatStyle::Integer, None) => format!("{v:.0}."),
+        (FloatStyle::Integer | FloatStyle::Fixed, Some(p)) => format!("{v:.p$}"),
+        (FloatStyle::Fixed, None) => format!("{v:.4}"),
+        (FloatStyle::Scientific, p) => scientific(v, p.unwrap_or(4)),
     }
 }
 
-fn scientific(v: f64) -> String {
-    let s = format!("{v:.4e}");
+/// `v` in scientific notation with `decimals` digits after the point, as PyTorch writes it.
+fn scientific(v: f64, decimals: usize) -> String {
+    let s = format!("{v:.decimals$e}");
     // Rust prints `1.2340e5`; PyTorch prints `1.2340e+05`.
     match s.split_once('e') {
         Some((m, e)) => {
@@ -316,5 +363,61 @@ fn scientific(v: f64) -> String {
             format!("{m}e{sign}{digits:0>2}")
         }
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::prelude::*;
+
+    fn f32s(values: &[f32], dims: &[usize]) -> Tensor {
+        Tensor::from_vec(values.to_vec(), dims).unwrap()
+    }
+
+    #[test]
+    fn precision_sets_the_decimals_of_every_element() {
+        let t = f32s(&[1.0, 2.5, -3.25, 4.0], &[2, 2]);
+        assert_eq!(format!("{t:.2}"), "tensor([[ 1.00,  2.50],\n        [-3.25,  4.00]], dtype=f32)");
+        assert_eq!(format!("{:.0}", f32s(&[1.0, 2.6, -3.2], &[3])), "tensor([ 1,  3, -3], dtype=f32)");
+        // Integral values print with the decimals asked for, not PyTorch's `1.`.
+        assert_eq!(format!("{:.1}", f32s(&[1.0, 2.0], &[2])), "tensor([1.0, 2.0], dtype=f32)");
+        // Where PyTorch goes scientific, the precision is the mantissa's decimals.
+        assert_eq!(format!("{:.2}", f32s(&[1e-5, 1.0], &[2])), "tensor([1.00e-05, 1.00e+00], dtype=f32)");
+        assert_eq!(format!("{:.3}", Tensor::from_vec(vec![0.1f64, 123456.0], &[2]).unwrap()), "tensor([1.000e-01, 1.235e+05], dtype=f64)");
+        // Non-finite values and integer tensors are unchanged.
+        assert_eq!(format!("{:.2}", f32s(&[f32::NAN, 0.5, f32::NEG_INFINITY], &[3])), "tensor([ nan, 0.50, -inf], dtype=f32)");
+        assert_eq!(format!("{:.2}", Tensor::from_vec(vec![1i64, -20], &[2]).unwrap()), "tensor([  1, -20], dtype=i64)");
+        // Without a precision, PyTorch's 4 decimals.
+        assert_eq!(f32s(&[0.5, 1.25], &[2]).to_string(), "tensor([0.5000, 1.2500], dtype=f32)");
+    }
+
+    #[test]
+    fn precision_on_one_element_prints_the_bare_value() {
+        assert_eq!(format!("{:.2}", Tensor::scalar(2.0f32 / 3.0)), "0.67");
+        assert_eq!(format!("{:.1}", f32s(&[-1.26], &[1, 1])), "-1.3");
+        assert_eq!(format!("{:.2}", Tensor::scalar(7i32)), "tensor(7, dtype=i32)");
+    }
+
+    #[test]
+    fn width_fill_and_alignment_pad_the_whole_text() {
+        let x = Tensor::scalar(0.5f32);
+        assert_eq!(format!("[{x:10.3}]"), "[0.500     ]"); // left, as a str
+        assert_eq!(format!("[{x:>10.3}]"), "[     0.500]");
+        assert_eq!(format!("[{x:*^9.1}]"), "[***0.5***]");
+        let v = f32s(&[1.0, 2.0], &[2]);
+        assert_eq!(format!("{v:>30}"), format!("{:>30}", v.to_string()));
+        assert_eq!(format!("{v:_<30.1}"), format!("{:_<30}", "tensor([1.0, 2.0], dtype=f32)"));
+        // A width narrower than the text changes nothing, and Debug takes the same options.
+        assert_eq!(format!("{v:5}"), v.to_string());
+        assert_eq!(format!("{v:>30?}"), format!("{v:>30}"));
+        // The columns of a multi-line tensor stay aligned: the padding goes around the whole.
+        let m = f32s(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+        assert_eq!(format!("{m:>50}"), format!("{:>50}", m.to_string()));
+    }
+
+    #[test]
+    fn summarized_tensors_take_the_precision_too() {
+        let big = Tensor::from_vec((0..2000).map(|i| i as f32 / 5.0 + 10.0).collect(), &[2000]).unwrap();
+        assert_eq!(format!("{big:.1}"), "tensor([ 10.0,  10.2,  10.4,  ..., 409.4, 409.6, 409.8], dtype=f32)");
     }
 }

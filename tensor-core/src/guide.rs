@@ -21,7 +21,7 @@
 //! | calls | return | examples |
 //! |---|---|---|
 //! | ops: anything that computes a tensor, reads its values or runs autograd | `Result<_>` | `add` `matmul` `relu` `exp` `mean` `sum` `cast` `eq` `lt` `reshape` `cross_entropy` `conv2d` · `add_` `sub_` (in place) · `item` `to_vec` · `requires_grad_` `backward` `zero_grad` · `from_vec` (checks the data fills the shape) · an optimizer's `step` |
-//! | constructors from Rust values | the tensor | `zeros` `ones` `full` `scalar` `arange` `rand` `randn` |
+//! | constructors from Rust values | the tensor | `zeros` `ones` `full` `scalar` `arange` `rand` `randn` `zeros_like` |
 //! | handle operations | the tensor | `clone` `detach` |
 //! | accessors | the value | `dtype` `shape` `dims` `grad` `grad_fn` `is_leaf` `requires_grad` `version` |
 //! | operators `+ - * /` (tensor or Rust scalar on either side) | the tensor, or a panic with the `Err`'s message | `&a + &b`, `&x * 2.0` |
@@ -184,7 +184,7 @@
 //! ## Tensor conditions
 //!
 //! In a `#[graph_fn]` body, an `if` or `while` whose condition is a scalar bool tensor — a
-//! variable, a field, or a comparison method such as `x.lt(&y)` — becomes one `Cond` or
+//! variable, a field, or a comparison method such as `x.lt(&y)?` — becomes one `Cond` or
 //! `While` graph node, decided by the values of each call; the variables the code assigns are
 //! carried through it (they must be tensors, initialized before). With a `bool` condition it
 //! is plain Rust, decided while tracing. `break`, `continue`, `return`, `?` and assignments to
@@ -325,7 +325,7 @@
 //!
 //! /// One step: forward, mean cross-entropy, gradients, and the SGD update in place.
 //! fn step(model: &Mlp, opt: &Sgd, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
-//!     opt.zero_grad();
+//!     opt.zero_grad()?;
 //!     let loss = model.forward(x)?.cross_entropy(labels)?;
 //!     loss.backward()?;
 //!     opt.step()?;

@@ -84,7 +84,7 @@ pub fn tensor<T: Element>(v: &[f64], shape: &[usize]) -> Tensor {
 
 /// The values of `t` as f64 (any numeric dtype; bool as 0/1).
 pub fn as_f64(t: &Tensor) -> Vec<f64> {
-    t.cast(tensor_core::DType::F64).to_vec::<f64>().expect("a concrete tensor")
+    t.cast(tensor_core::DType::F64).unwrap().to_vec::<f64>().expect("a concrete tensor")
 }
 
 /// Asserts `t` holds exactly `expected` (compared as f64).

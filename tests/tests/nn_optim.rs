@@ -28,7 +28,7 @@ fn linear_with_known_weights() -> Result<()> {
     assert!(params.iter().all(|p| p.requires_grad() && p.is_leaf()));
 
     // d(sum y)/dW = x^T @ ones, d(sum y)/db = the batch size.
-    y.sum().backward()?;
+    y.sum()?.backward()?;
     assert_values(&w.grad().unwrap(), &[2.0, 2.0, 2.0, -1.0, -1.0, -1.0]);
     assert_values(&b.grad().unwrap(), &[2.0, 2.0, 2.0]);
     Ok(())
@@ -86,7 +86,7 @@ fn conv2d_layer_equals_tensor_conv2d() -> Result<()> {
     // A hand-computed case: a 2x2 kernel of ones plus a bias sums each window.
     let w = Tensor::ones(&[1, 1, 2, 2], DType::F64);
     let conv = Conv2d::from_tensors(w, Some(tensor::<f64>(&[0.5], &[1])))?;
-    let x = Tensor::arange(0.0f64, 9.0).reshape(&[1, 1, 3, 3])?;
+    let x = Tensor::arange(0.0f64, 9.0).reshape([1, 1, 3, 3])?;
     assert_values(&conv.forward(&x)?, &[8.5, 12.5, 20.5, 24.5]);
     assert!(Conv2d::from_tensors(Tensor::ones(&[1, 1, 2, 2], DType::F64), Some(Tensor::ones(&[2], DType::F64))).is_err());
     Ok(())
@@ -94,7 +94,7 @@ fn conv2d_layer_equals_tensor_conv2d() -> Result<()> {
 
 #[test]
 fn parameterless_layers() -> Result<()> {
-    let x = Tensor::arange(-8.0f32, 8.0).reshape(&[1, 1, 4, 4])?;
+    let x = Tensor::arange(-8.0f32, 8.0).reshape([1, 1, 4, 4])?;
     let pooled = MaxPool2d::new([2, 2], [2, 2]).forward(&x)?;
     assert_values(&pooled, &[-3.0, -1.0, 5.0, 7.0]);
     assert_eq!(MaxPool2d::new([2, 2], [1, 1]).forward(&x)?.dims(), vec![1, 1, 3, 3]);
@@ -218,8 +218,8 @@ fn initializer_statistics() -> Result<()> {
 fn steps_on_linear_loss(opt: &mut impl Optimizer, p: &Tensor, c: &Tensor, steps: usize) -> Result<Vec<Vec<f64>>> {
     let mut out = Vec::new();
     for _ in 0..steps {
-        opt.zero_grad();
-        p.mul(c)?.sum().backward()?;
+        opt.zero_grad()?;
+        p.mul(c)?.sum()?.backward()?;
         opt.step()?;
         out.push(tests::as_f64(p));
     }
@@ -256,7 +256,7 @@ fn sgd_steps_match_pytorch_rule() -> Result<()> {
 
     // f32 parameters follow the same rule.
     let p = tensor::<f32>(&[1.0, -2.0], &[2]).requires_grad_(true)?;
-    let got = steps_on_linear_loss(&mut Sgd::with_config(vec![p.clone()], config)?, &p, &c.cast(DType::F32), 2)?;
+    let got = steps_on_linear_loss(&mut Sgd::with_config(vec![p.clone()], config)?, &p, &c.cast(DType::F32)?, 2)?;
     assert!(close(&got[1], &[0.8266, -1.6532], 1e-6), "{got:?}");
     Ok(())
 }
@@ -270,7 +270,7 @@ fn sgd_skips_parameters_without_grad() -> Result<()> {
     (&a * 2.0).backward()?;
     opt.step()?;
     assert_eq!(b.item::<f64>()?, 1.0, "no grad: untouched (weight decay too)");
-    opt.zero_grad();
+    opt.zero_grad()?;
     (&a * 2.0 + &b * 2.0).backward()?;
     opt.step()?;
     // b's first step with a grad: buf = g = 2 + 0.1, so b = 1 - 0.21.
@@ -310,10 +310,10 @@ fn adam_steps_match_pytorch_rule() -> Result<()> {
     let config = AdamConfig { lr: 0.05, betas: (0.8, 0.9), eps: 1e-6, weight_decay: 0.1 };
     let expected = adam_reference(1.5, |p| 2.0 * p, config, 5);
     for dtype in [DType::F64, DType::F32] {
-        let p = Tensor::scalar(1.5f64).cast(dtype).requires_grad_(true)?;
+        let p = Tensor::scalar(1.5f64).cast(dtype)?.requires_grad_(true)?;
         let opt = Adam::with_config(vec![p.clone()], config)?;
         for e in &expected {
-            opt.zero_grad();
+            opt.zero_grad()?;
             (&p * &p).backward()?;
             opt.step()?;
             assert_close(&p, &[*e], if dtype == DType::F64 { 1e-12 } else { 1e-6 });
@@ -328,13 +328,13 @@ fn adam_skips_parameters_without_grad() -> Result<()> {
     let b = Tensor::scalar(1.0f32).requires_grad_(true)?;
     let opt = Adam::new(vec![a.clone(), b.clone()], 0.1)?;
     for _ in 0..3 {
-        opt.zero_grad();
+        opt.zero_grad()?;
         (&a * 2.0).backward()?;
         opt.step()?;
     }
     assert_eq!(b.item::<f32>()?, 1.0);
     assert_eq!(opt.step_count(1).unwrap().item::<f64>()?, 0.0);
-    opt.zero_grad();
+    opt.zero_grad()?;
     (&b * 2.0).backward()?;
     opt.step()?;
     // b's first step is bias-corrected as step 1 (a moves no more).
@@ -347,9 +347,9 @@ fn adam_skips_parameters_without_grad() -> Result<()> {
 fn zero_grad_clears_grads() -> Result<()> {
     let model = Linear::new(3, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
     let opt = Sgd::new(model.parameters(), 0.1)?;
-    model.forward(&Tensor::ones(&[4, 3], DType::F32))?.sum().backward()?;
+    model.forward(&Tensor::ones(&[4, 3], DType::F32))?.sum()?.backward()?;
     assert!(opt.parameters().iter().all(|p| p.grad().is_some()));
-    opt.zero_grad();
+    opt.zero_grad()?;
     assert!(model.parameters().iter().all(|p| p.grad().is_none()));
 
     // With every grad cleared a step changes nothing.
@@ -358,8 +358,8 @@ fn zero_grad_clears_grads() -> Result<()> {
     let after: Vec<Vec<f64>> = model.parameters().iter().map(tests::as_f64).collect();
     assert_eq!(before, after);
 
-    model.forward(&Tensor::ones(&[4, 3], DType::F32))?.sum().backward()?;
-    model.zero_grad();
+    model.forward(&Tensor::ones(&[4, 3], DType::F32))?.sum()?.backward()?;
+    model.zero_grad()?;
     assert!(model.parameters().iter().all(|p| p.grad().is_none()));
     Ok(())
 }
@@ -377,7 +377,7 @@ fn optimizer_updates_leaves_in_place_under_no_grad() -> Result<()> {
     // The optimizer's in-place update runs under no_grad: no error, no history recorded,
     // and grad mode is back on afterwards.
     let alias = p.clone();
-    (&p * 3.0).sum().backward()?;
+    (&p * 3.0).sum()?.backward()?;
     let opt = Sgd::new(vec![p.clone()], 0.1)?;
     opt.step()?;
     assert_close(&alias, &[0.7, 1.7], 1e-6);
@@ -421,7 +421,7 @@ fn train(model: &Sequential, opt: &mut impl Optimizer, x: &Tensor, labels: &Tens
     let loss_now = || nn::cross_entropy(&model.forward(x)?, labels)?.item::<f32>();
     let initial = no_grad(loss_now)?;
     for _ in 0..steps {
-        opt.zero_grad();
+        opt.zero_grad()?;
         nn::cross_entropy(&model.forward(x)?, labels)?.backward()?;
         opt.step()?;
     }
@@ -450,8 +450,8 @@ fn mlp_trains_with_sgd_and_adam() -> Result<()> {
 
 /// Sets `.grad` of `p` to the gradient of `sum(p^2 * k)` (different at every call).
 fn fresh_grad(p: &Tensor, k: f64) -> Result<()> {
-    p.zero_grad();
-    p.mul(p)?.mul(k)?.sum().backward()
+    p.zero_grad()?;
+    p.mul(p)?.mul(k)?.sum()?.backward()
 }
 
 /// Builds an optimizer over the given parameters.
@@ -493,7 +493,7 @@ fn traced_training_step_matches_eager() -> Result<()> {
     let adam_graph = Adam::new(model_graph.parameters(), 0.01)?;
     let adam_eager = Adam::new(model_eager.parameters(), 0.01)?;
     let f = ConcreteFunction::trace("train_step", &[("x", &x)], || {
-        adam_graph.zero_grad();
+        adam_graph.zero_grad()?;
         let loss = nn::cross_entropy(&model_graph.forward(&x)?, &labels)?;
         loss.backward()?;
         adam_graph.step()?;
@@ -501,7 +501,7 @@ fn traced_training_step_matches_eager() -> Result<()> {
     })?;
     for _ in 0..5 {
         let loss_graph = f.call(&[&x])?.remove(0);
-        adam_eager.zero_grad();
+        adam_eager.zero_grad()?;
         let loss_eager = nn::cross_entropy(&model_eager.forward(&x)?, &labels)?;
         loss_eager.backward()?;
         adam_eager.step()?;

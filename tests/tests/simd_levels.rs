@@ -12,7 +12,7 @@ fn input(dtype: DType) -> Result<Tensor> {
     let n = 70_007;
     let mut v: Vec<f64> = (0..n).map(|i| ((i * 7919) % 24_001) as f64 / 1000.0 - 12.0).collect();
     v[..8].copy_from_slice(&[0.0, -0.0, 1e-6, -3e-4, 95.0, -95.0, 1e30, -1e30]);
-    Ok(Tensor::from_vec(v, &[n])?.cast(dtype))
+    Tensor::from_vec(v, &[n])?.cast(dtype)
 }
 
 /// The ops whose loops have per-level builds, eagerly.
@@ -28,18 +28,18 @@ fn eager_ops(x: &Tensor) -> Result<Vec<Tensor>> {
         x.mul(&y)?,
         x.sub(&y)?.div(&y)?,
         x.maximum(&y)?,
-        x.reshape(&[-1, 7])?.softmax(1)?,
-        x.reshape(&[-1, 7])?.log_softmax(1)?,
+        x.reshape([-1, 7])?.softmax(1)?,
+        x.reshape([-1, 7])?.log_softmax(1)?,
         pooled(x)?,
     ])
 }
 
 /// 2x2 max pooling of part of `x` and its input gradient (the pooling loops have builds too).
 fn pooled(x: &Tensor) -> Result<Tensor> {
-    let p = x.narrow(0, 0, 2 * 3 * 10 * 13)?.reshape(&[2, 3, 10, 13])?.detach().requires_grad_(true)?;
+    let p = x.narrow(0, 0, 2 * 3 * 10 * 13)?.reshape([2, 3, 10, 13])?.detach().requires_grad_(true)?;
     let y = p.max_pool2d([2, 2], [2, 2])?;
-    y.mul(&y)?.sum().backward()?;
-    Tensor::concat(&[&y.reshape(&[-1])?, &p.grad().expect("a leaf's gradient").reshape(&[-1])?], 0)
+    y.mul(&y)?.sum()?.backward()?;
+    Tensor::concat(&[&y.reshape([-1])?, &p.grad().expect("a leaf's gradient").reshape([-1])?], 0)
 }
 
 /// W2's expression and a longer chain, traced into fused programs (built at the current level).

@@ -51,7 +51,7 @@ impl tensor_core::GraphArg for LeNet {
 
 /// One training step: loss, backward, Adam; returns the loss.
 pub fn train_step(model: &LeNet, opt: &Adam, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
-    opt.zero_grad();
+    opt.zero_grad()?;
     let loss = nn::cross_entropy(&model.forward(x)?, labels)?;
     loss.backward()?;
     opt.step()?;

@@ -58,7 +58,7 @@ impl Mlp {
 
     /// One SGD training step; returns the loss.
     pub fn train_step(&self, x: &Tensor, labels: &Tensor, lr: f32) -> Result<Tensor> {
-        self.params.iter().for_each(Tensor::zero_grad);
+        self.params.iter().try_for_each(Tensor::zero_grad)?;
         let loss = self.forward(x)?.cross_entropy(labels)?;
         loss.backward()?;
         no_grad(|| -> Result<()> {

@@ -158,7 +158,7 @@ impl LeNet5 {
     /// same body runs as plain eager code.
     #[graph_fn]
     fn train_step(&self, x: &Tensor, y: &Tensor) -> Result<Tensor> {
-        self.opt.zero_grad();
+        self.opt.zero_grad()?;
         let loss = self.forward(x)?.cross_entropy(y)?;
         loss.backward()?;
         self.opt.step()?;

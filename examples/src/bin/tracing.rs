@@ -92,7 +92,7 @@ fn main() -> Result<()> {
 
     println!("5. a traced graph, as text and as Graphviz DOT");
     let (w, b) = (Tensor::randn(&[2, 3], DType::F32, 0), Tensor::zeros(&[3], DType::F32));
-    let y = dense_tanh(&x.reshape(&[1, 2])?, &w, &b)?;
+    let y = dense_tanh(&x.reshape([1, 2])?, &w, &b)?;
     println!("dense_tanh(x) = {y}");
     let concrete = &lookup("dense_tanh").expect("called").concrete_functions()[0];
     println!("{}", concrete.to_text());

@@ -14,7 +14,7 @@ use tensor_core::prelude::*;
 fn counter(first: &Tensor, second: &Tensor) -> (Tensor, Tensor) {
     let mut first = first.clone();
     let mut second = second.clone();
-    while first.lt(&second) {
+    while first.lt(&second).unwrap() {
         first = &first + 2;
         second = &second + 1;
     }
@@ -45,7 +45,7 @@ fn main() -> Result<()> {
     println!("{}", graph.to_text());
 
     // 3. The library form, TF1-style: the same loop as an explicit while_loop call.
-    let out = while_loop(|(a, b): &(Tensor, Tensor)| Ok(a.lt(b)), |(a, b)| Ok((&a + 2, &b + 1)), (first, second))?;
+    let out = while_loop(|(a, b): &(Tensor, Tensor)| a.lt(b), |(a, b)| Ok((&a + 2, &b + 1)), (first, second))?;
     println!();
     show("while_loop(cond, body, vars):", &out)?;
     Ok(())

@@ -217,15 +217,16 @@ impl Tensor {
     /// x.mul(5.0)?.backward()?;
     /// x.mul(5.0)?.backward()?;
     /// assert_eq!(x.grad().unwrap().item::<f32>()?, 10.0); // accumulated
-    /// x.zero_grad();
+    /// x.zero_grad()?;
     /// assert!(x.grad().is_none());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn zero_grad(&self) {
-        if crate::trace::clear_grad(self) {
-            return;
+    pub fn zero_grad(&self) -> Result<()> {
+        if crate::trace::clear_grad(self)? {
+            return Ok(());
         }
         self.grad_slot().grad = None;
+        Ok(())
     }
 
     // ------------------------------------------------------------------ crate internals

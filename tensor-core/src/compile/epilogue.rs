@@ -208,7 +208,7 @@ mod tests {
             let w = Tensor::randn(&[4, 3, 3, 3], dtype, 5).requires_grad_(true)?;
             let b = Tensor::randn(&[4], dtype, 6).requires_grad_(true)?;
             let g = traced(&[&x, &w, &b], || {
-                let y = x.conv2d(&w, Some(&b), [1, 1], [1, 1])?.relu()?.sum();
+                let y = x.conv2d(&w, Some(&b), [1, 1], [1, 1])?.relu()?.sum()?;
                 y.backward()?;
                 Ok(vec![y])
             });
@@ -248,7 +248,7 @@ mod tests {
         Fuse.run(&mut g);
         assert!(!FuseEpilogue.run(&mut g), "{}", g.to_text());
         // An integer matmul has no epilogue either (only float anchors).
-        let (xi, wi) = (x.cast(DType::I32), w.cast(DType::I32));
+        let (xi, wi) = (x.cast(DType::I32)?, w.cast(DType::I32)?);
         let mut g = traced(&[&xi, &wi], || Ok(vec![xi.matmul(&wi)?.add(1)?.abs()?]));
         Fuse.run(&mut g);
         assert!(!FuseEpilogue.run(&mut g), "{}", g.to_text());

@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn scalar_chains_keep_the_bits() -> Result<()> {
         for (dtype, n) in [(DType::F32, 37), (DType::F64, 8), (DType::I32, 19), (DType::I64, 1), (DType::F32, 3000)] {
-            let x = Tensor::randn(&[n], DType::F64, n as u64).mul(7.0)?.cast(dtype);
+            let x = Tensor::randn(&[n], DType::F64, n as u64).mul(7.0)?.cast(dtype)?;
             let mut g = traced(&[&x], || {
                 let mut y = x.clone();
                 for i in 0..20 {
@@ -251,7 +251,7 @@ mod tests {
             let a = x.mul(2.0)?.exp()?; // group 1, read by the matmul: closes
             let m = a.matmul(&w)?;
             let b = a.add(&m)?.relu()?; // may not join group 1
-            let c = Tensor::where_(&b.gt(0.5), &b, &x.neg()?)?; // bool, where and a sibling
+            let c = Tensor::where_(&b.gt(0.5)?, &b, &x.neg()?)?; // bool, where and a sibling
             Ok(vec![c, a])
         });
         let before = g.clone();

@@ -138,7 +138,7 @@ mod tests {
         let x = Tensor::from_vec(vec![-0.0f32, 1.5, -2.0, 3.0, 0.0, 7.0], &[2, 3])?;
         let mut g = traced(&[&x], || {
             let a = x.mul(1.0)?.div(1.0)?.sub(0.0)?.add(-0.0)?.neg()?.neg()?;
-            let b = a.reshape(&[3, 2])?.reshape(&[6])?.reshape(&[2, 3])?;
+            let b = a.reshape([3, 2])?.reshape([6])?.reshape([2, 3])?;
             let c = b.transpose(0, 1)?.transpose(0, 1)?;
             let kept = c.add(0.0)?; // -0.0 + 0.0 is +0.0: not an identity
             Ok(vec![kept])

@@ -126,7 +126,7 @@ impl Condition for &&&Tensor {
     }
 }
 
-/// A fallible comparison (`x.lt(&y)` returning `Result<Tensor>`): its error leaves the body.
+/// A fallible comparison (`x.lt(&y)?` returning `Result<Tensor>`): its error leaves the body.
 impl<C: Condition> Condition for Result<C> {
     #[inline(always)]
     fn branching(self, construct: &'static str) -> Result<Branching> {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// use tensor_core::prelude::*;
 /// use tensor_core::control::cond;
 /// let x = Tensor::scalar(3.0f32);
-/// let y = cond(&x.gt(0.0), || x.mul(2.0), || x.neg())?;
+/// let y = cond(&x.gt(0.0)?, || x.mul(2.0), || x.neg())?;
 /// assert_eq!(y.item::<f32>()?, 6.0);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```

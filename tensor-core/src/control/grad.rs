@@ -161,9 +161,9 @@ impl Backward for WhileGrad {
         // eager backward (which has no starting value) computes them.
         state.extend(self.body_in.iter().filter(|x| x.dtype().is_float()).map(|x| neg_zeros(x.dtype(), &x.shape())).collect::<Result<Vec<_>>>()?);
         let done = while_loop(
-            |s: &Vec<Tensor>| Ok(s[0].ge(0i64)),
+            |s: &Vec<Tensor>| s[0].ge(0i64),
             |s: Vec<Tensor>| {
-                let index = s[0].reshape(&[1])?;
+                let index = s[0].reshape([1])?;
                 let mut inputs: Vec<Tensor> = self.history.iter().map(|h| h.index_select(0, &index)?.squeeze(0)).collect::<Result<_>>()?;
                 inputs.extend(self.body_in.iter().cloned());
                 // The captured values' sums so far seed their products, so each use adds to

@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// use tensor_core::prelude::*;
 /// use tensor_core::control::{while_loop_with, WhileOptions};
 /// let opts = WhileOptions { max_iterations: Some(3), ..WhileOptions::default() };
-/// let n = while_loop_with(&opts, |n: &Tensor| Ok(n.lt(100)), |n| Ok(&n + 1), Tensor::scalar(0i32))?;
+/// let n = while_loop_with(&opts, |n: &Tensor| Ok(n.lt(100)?), |n| Ok(&n + 1), Tensor::scalar(0i32))?;
 /// assert_eq!(n.item::<i32>()?, 3); // stopped by max_iterations
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
@@ -41,7 +41,7 @@ pub struct WhileOptions {
 /// use tensor_core::prelude::*;
 /// use tensor_core::control::while_loop;
 /// let start = (Tensor::scalar(0i32), Tensor::scalar(10i32));
-/// let (a, b) = while_loop(|(a, b)| Ok(a.lt(b)), |(a, b)| Ok((&a + 2, &b + 1)), start)?;
+/// let (a, b) = while_loop(|(a, b)| Ok(a.lt(b)?), |(a, b)| Ok((&a + 2, &b + 1)), start)?;
 /// assert_eq!((a.item::<i32>()?, b.item::<i32>()?), (20, 20));
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
@@ -59,7 +59,7 @@ pub fn while_loop<T: GraphOutput>(cond_fn: impl FnMut(&T) -> Result<Tensor>, bod
 /// // A loop variable that grows: its dim is declared unknown.
 /// let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN])]), ..WhileOptions::default() };
 /// let x = Tensor::ones(&[1], DType::F32);
-/// let y = while_loop_with(&opts, |v: &Tensor| Ok(v.sum().lt(8.0)), |v| Tensor::concat(&[&v, &v], 0), x)?;
+/// let y = while_loop_with(&opts, |v: &Tensor| Ok(v.sum()?.lt(8.0)?), |v| Tensor::concat(&[&v, &v], 0), x)?;
 /// assert_eq!(y.dims(), vec![8]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```

@@ -79,7 +79,7 @@ pub fn xavier_uniform(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Resu
 pub fn kaiming_normal(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Result<Tensor> {
     let (fan_in, _) = checked_fans("kaiming_normal", shape, dtype)?;
     let std = scale(2.0, fan_in).sqrt();
-    Ok(Tensor::randn_with(shape, DType::F64, rng).mul(std)?.cast(dtype))
+    Tensor::randn_with(shape, DType::F64, rng).mul(std)?.cast(dtype)
 }
 
 /// He/Kaiming uniform for ReLU layers (PyTorch's `kaiming_uniform_` with its defaults, mode

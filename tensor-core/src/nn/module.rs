@@ -46,15 +46,13 @@ pub trait Module {
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{Linear, Module};
     /// let layer = Linear::new(2, 1, DType::F32, &mut tensor_core::seeded_rng(0))?;
-    /// layer.forward(&Tensor::ones(&[1, 2], DType::F32))?.sum().backward()?;
+    /// layer.forward(&Tensor::ones(&[1, 2], DType::F32))?.sum()?.backward()?;
     /// assert!(layer.weight().grad().is_some());
-    /// layer.zero_grad();
+    /// layer.zero_grad()?;
     /// assert!(layer.parameters().iter().all(|p| p.grad().is_none()));
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    fn zero_grad(&self) {
-        for p in self.parameters() {
-            p.zero_grad();
-        }
+    fn zero_grad(&self) -> Result<()> {
+        self.parameters().iter().try_for_each(Tensor::zero_grad)
     }
 }

@@ -142,11 +142,8 @@ macro_rules! compare_methods {
     ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
         impl Tensor {$(
             $(#[$doc])*
-            ///
-            /// Like the arithmetic operators, this panics with the error's message on
-            /// mismatched shapes or dtypes; use [`Tensor::compare`] for a `Result`.
-            pub fn $name<'a>(&self, rhs: impl Into<Operand<'a>>) -> Tensor {
-                self.compare(CmpOp::$op, rhs).unwrap_or_else(|e| panic!("{e}"))
+            pub fn $name<'a>(&self, rhs: impl Into<Operand<'a>>) -> Result<Tensor> {
+                self.compare(CmpOp::$op, rhs)
             }
         )*}
     };
@@ -161,8 +158,9 @@ compare_methods! {
     ///
     /// ```
     /// # use tensor_core::prelude::*;
-    /// let x = Tensor::from_vec(vec![1i32, 5], &[2]).unwrap();
-    /// assert_eq!(x.lt(3).to_vec::<bool>().unwrap(), vec![true, false]);
+    /// let x = Tensor::from_vec(vec![1i32, 5], &[2])?;
+    /// assert_eq!(x.lt(3)?.to_vec::<bool>()?, vec![true, false]);
+    /// # Ok::<(), tensor_core::Error>(())
     /// ```
     lt => Lt;
     /// `self <= rhs` per element, as a bool tensor.
@@ -268,14 +266,15 @@ impl Tensor {
     ///
     /// ```
     /// # use tensor_core::prelude::*;
-    /// let x = Tensor::from_vec(vec![1.7f32, -0.2], &[2]).unwrap();
-    /// assert_eq!(x.cast(DType::I32).to_vec::<i32>().unwrap(), vec![1, 0]);
+    /// let x = Tensor::from_vec(vec![1.7f32, -0.2], &[2])?;
+    /// assert_eq!(x.cast(DType::I32)?.to_vec::<i32>()?, vec![1, 0]);
+    /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn cast(&self, dtype: DType) -> Tensor {
+    pub fn cast(&self, dtype: DType) -> Result<Tensor> {
         if dtype == self.dtype() {
-            return self.clone();
+            return Ok(self.clone());
         }
-        apply(ElementwiseOp::Cast(dtype), &[self]).unwrap_or_else(|e| panic!("{e}"))
+        apply(ElementwiseOp::Cast(dtype), &[self])
     }
 }
 
@@ -515,7 +514,7 @@ fn backward(op: &ElementwiseOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGr
         ElementwiseOp::Clamp { min, max } => Ok(smallvec![Some(clamp_grad(min.map(|s| s.0), max.map(|s| s.0), ctx, g)?)]),
         ElementwiseOp::Cast(_) => {
             let from = ctx.input_dtype(0);
-            Ok(smallvec![from.is_float().then(|| g.cast(from))])
+            Ok(smallvec![if from.is_float() { Some(g.cast(from)?) } else { None }])
         }
         ElementwiseOp::Compare(_) | ElementwiseOp::CompareScalar { .. } => Err(Error::NotDifferentiable { op: op.name(), detail: "" }),
     }
@@ -537,7 +536,7 @@ fn unary_grad(u: UnaryOp, ctx: &BackwardCtx, g: &Tensor) -> Result<Tensor> {
         }
         UnaryOp::Relu => {
             let x = ctx.input(0)?;
-            g.mul(&x.gt(0).cast(x.dtype()))
+            g.mul(&x.gt(0)?.cast(x.dtype())?)
         }
         UnaryOp::Abs => g.mul(&ctx.input(0)?.sign()?),
         UnaryOp::Sign | UnaryOp::Not => Err(Error::NotDifferentiable { op: u.name(), detail: "" }),
@@ -558,7 +557,7 @@ fn binary_grad(b: BinaryOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads>
         BinaryOp::Maximum | BinaryOp::Minimum => {
             let (x, y) = (ctx.input(0)?, ctx.input(1)?);
             let wins = if b == BinaryOp::Maximum { x.gt(&y) } else { x.lt(&y) };
-            let share = wins.cast(x.dtype()).add(&x.eq(&y).cast(x.dtype()).mul(0.5)?)?;
+            let share = wins?.cast(x.dtype())?.add(&x.eq(&y)?.cast(x.dtype())?.mul(0.5)?)?;
             (g.mul(&share)?, g.mul(&share.scalar_lhs(BinaryOp::Sub, Scalar::Float(1.0))?)?)
         }
     };
@@ -571,7 +570,7 @@ fn pow_grads(ctx: &BackwardCtx, g: &Tensor) -> Result<(Tensor, Tensor)> {
     let ga = g.mul(&y.mul(&x.pow(&y.sub(1.0)?)?)?)?;
     let gb = if ctx.needs_grad(1) {
         let zero = Tensor::zeros(&[], x.dtype());
-        let safe_log = Tensor::where_(&x.eq(0.0), &zero, &x.log()?)?;
+        let safe_log = Tensor::where_(&x.eq(0.0)?, &zero, &x.log()?)?;
         g.mul(&x.pow(&y)?.mul(&safe_log)?)?
     } else {
         g.mul(0.0)?
@@ -600,7 +599,7 @@ fn scalar_grad(b: BinaryOp, s: Scalar, first: bool, ctx: &BackwardCtx, g: &Tenso
         (BinaryOp::Maximum | BinaryOp::Minimum, _) => {
             let x = ctx.input(0)?;
             let wins = if b == BinaryOp::Maximum { x.gt(s) } else { x.lt(s) };
-            g.mul(&wins.cast(x.dtype()).add(&x.eq(s).cast(x.dtype()).mul(0.5)?)?)
+            g.mul(&wins?.cast(x.dtype())?.add(&x.eq(s)?.cast(x.dtype())?.mul(0.5)?)?)
         }
     }
 }
@@ -618,10 +617,10 @@ fn clamp_grad(min: Option<Scalar>, max: Option<Scalar>, ctx: &BackwardCtx, g: &T
     let x = ctx.input(0)?;
     let mut g = g.clone();
     if let Some(lo) = min {
-        g = g.mul(&x.ge(lo).cast(x.dtype()))?;
+        g = g.mul(&x.ge(lo)?.cast(x.dtype())?)?;
     }
     if let Some(hi) = max {
-        g = g.mul(&x.le(hi).cast(x.dtype()))?;
+        g = g.mul(&x.le(hi)?.cast(x.dtype())?)?;
     }
     Ok(g)
 }

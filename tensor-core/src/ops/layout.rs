@@ -13,8 +13,75 @@ use crate::tensor::Tensor;
 use smallvec::{smallvec, SmallVec};
 use std::ops::{Bound, RangeBounds};
 
+/// The dims `reshape` takes: an array, slice or vector of any integer type, so dims read
+/// from `dims()` (`usize`) and literals with `-1` (which infers one dim) both work.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let x = Tensor::arange(0i64, 6);
+/// let d = x.dims();
+/// assert_eq!(x.reshape(&[d[0] / 2, 2])?.dims(), vec![3, 2]);    // usize
+/// assert_eq!(x.reshape([2, -1])?.dims(), vec![2, 3]);           // i32 literals, one inferred
+/// assert_eq!(x.reshape(vec![6isize])?.dims(), vec![6]);
+/// assert_eq!(Tensor::ones(&[1, 1], DType::F32).reshape(())?.rank(), 0); // a scalar
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub trait ReshapeDims {
+    /// The dims as `isize`s (`-1`: inferred), or `None` if one does not fit.
+    fn spec(&self) -> Option<SmallVec<[isize; 4]>>;
+}
+
+/// An integer type a reshape dim can be given in.
+pub trait Dim: Copy {
+    /// The value as `isize`, if it fits.
+    fn to_isize(self) -> Option<isize>;
+}
+
+macro_rules! dims {
+    ($($t:ty),*) => {$(
+        impl Dim for $t {
+            fn to_isize(self) -> Option<isize> {
+                isize::try_from(self).ok()
+            }
+        }
+    )*};
+}
+dims!(usize, isize, i32, i64, u32);
+
+impl<T: Dim> ReshapeDims for [T] {
+    fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
+        self.iter().map(|d| d.to_isize()).collect()
+    }
+}
+
+impl<T: Dim, const N: usize> ReshapeDims for [T; N] {
+    fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
+        self[..].spec()
+    }
+}
+
+impl<T: Dim> ReshapeDims for Vec<T> {
+    fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
+        self[..].spec()
+    }
+}
+
+/// `()`: no dims, a scalar (as PyTorch's `reshape(())`).
+impl ReshapeDims for () {
+    fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
+        Some(SmallVec::new())
+    }
+}
+
+impl<D: ReshapeDims + ?Sized> ReshapeDims for &D {
+    fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
+        (**self).spec()
+    }
+}
+
 impl Tensor {
-    /// The same values with new dims; one dim may be `-1` (inferred).
+    /// The same values with new dims; one dim may be `-1` (inferred). Dims can be any
+    /// integer type ([`ReshapeDims`]).
     ///
     /// ```
     /// # use tensor_core::prelude::*;
@@ -23,13 +90,14 @@ impl Tensor {
     /// assert!(x.reshape(&[4, -1]).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn reshape(&self, dims: &[isize]) -> Result<Tensor> {
-        apply(LayoutOp::Reshape(SmallVec::from_slice(dims)), &[self])
+    pub fn reshape(&self, dims: impl ReshapeDims) -> Result<Tensor> {
+        let spec = dims.spec().ok_or_else(|| Error::invalid("reshape", "dims", "a dim does not fit in isize"))?;
+        apply(LayoutOp::Reshape(spec), &[self])
     }
 
     /// Reshapes to `shape`, whose unknown dims (at most one) are inferred.
     pub(crate) fn reshape_to(&self, shape: &Shape) -> Result<Tensor> {
-        self.reshape(&shape_spec(shape)?)
+        self.reshape(&shape_spec(shape)?[..])
     }
 
     /// Flattens the dims from `start` on into one (`flatten_from(1)` turns `[n, c, h, w]` into

@@ -27,7 +27,7 @@ pub(crate) use conv::conv2d_into;
 pub use conv::ConvOp;
 pub use elementwise::Operand;
 pub use index::IndexOp;
-pub use layout::LayoutOp;
+pub use layout::{Dim, LayoutOp, ReshapeDims};
 pub use linalg::LinalgOp;
 pub use nn::NnOp;
 pub use reduce::ReductionOp;

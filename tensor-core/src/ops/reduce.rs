@@ -18,13 +18,14 @@ impl Tensor {
     ///
     /// ```
     /// # use tensor_core::prelude::*;
-    /// let x = Tensor::from_vec(vec![1i32, 2, 3], &[3]).unwrap();
-    /// assert_eq!(x.sum().item::<i32>().unwrap(), 6);
+    /// let x = Tensor::from_vec(vec![1i32, 2, 3], &[3])?;
+    /// assert_eq!(x.sum()?.item::<i32>()?, 6);
+    /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn sum(&self) -> Tensor {
+    pub fn sum(&self) -> Result<Tensor> {
         let all: Vec<isize> = (0..self.rank() as isize).collect();
-        let x = if self.dtype() == DType::Bool { self.cast(DType::I64) } else { self.clone() };
-        x.sum_axes(&all, false).unwrap_or_else(|e| panic!("{e}"))
+        let x = if self.dtype() == DType::Bool { self.cast(DType::I64)? } else { self.clone() };
+        x.sum_axes(&all, false)
     }
 
     /// The mean of all elements (float dtypes), as a 0-d tensor.
@@ -309,7 +310,7 @@ fn backward(r: ReduceOp, axes: &[usize], keepdim: bool, ctx: &BackwardCtx, g: &T
             // The gradient is shared equally by every element equal to the extreme.
             let (x, y) = (ctx.input(0)?, ctx.output()?);
             let y_keep = if keepdim { y } else { y.reshape_to(&keep_shape)? };
-            let mask = x.eq(&y_keep).cast(x.dtype());
+            let mask = x.eq(&y_keep)?.cast(x.dtype())?;
             let axes_i: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
             let count = mask.sum_axes(&axes_i, true)?;
             mask.mul(&g_keep.div(&count)?)?

@@ -194,8 +194,8 @@ impl AdamState {
         let dtype = p.dtype();
         let correction1 = self.bias_correction(beta1)?;
         let correction2 = self.bias_correction(beta2)?;
-        let step_size = Tensor::scalar(c.lr).div(&correction1)?.cast(dtype);
-        let denom = self.exp_avg_sq.sqrt()?.div(&correction2.sqrt()?.cast(dtype))?.add(c.eps)?;
+        let step_size = Tensor::scalar(c.lr).div(&correction1)?.cast(dtype)?;
+        let denom = self.exp_avg_sq.sqrt()?.div(&correction2.sqrt()?.cast(dtype)?)?.add(c.eps)?;
         p.sub_(&self.exp_avg.div(&denom)?.mul(&step_size)?)
     }
 

@@ -16,8 +16,8 @@
 //! let w = Tensor::from_vec(vec![1.0f32, -2.0], &[2])?.requires_grad_(true)?;
 //! let mut opt = Sgd::new(vec![w.clone()], 0.1)?;
 //! for _ in 0..100 {
-//!     opt.zero_grad();
-//!     let loss = (&w * &w).sum(); // minimum at w = 0
+//!     opt.zero_grad()?;
+//!     let loss = (&w * &w).sum()?; // minimum at w = 0
 //!     loss.backward()?;
 //!     opt.step()?;
 //! }
@@ -44,7 +44,7 @@ use crate::tensor::Tensor;
 /// (&w * 2.0).backward()?;
 /// opt.step()?;
 /// assert!((w.item::<f64>()? - 0.9).abs() < 1e-6); // Adam's first step moves by about lr
-/// opt.zero_grad();
+/// opt.zero_grad()?;
 /// assert!(w.grad().is_none());
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
@@ -57,10 +57,8 @@ pub trait Optimizer {
     fn parameters(&self) -> &[Tensor];
 
     /// Clears the `.grad` of every parameter (sets it to `None`, as PyTorch's default).
-    fn zero_grad(&self) {
-        for p in self.parameters() {
-            p.zero_grad();
-        }
+    fn zero_grad(&self) -> Result<()> {
+        self.parameters().iter().try_for_each(Tensor::zero_grad)
     }
 }
 

@@ -42,7 +42,7 @@ impl Default for SgdConfig {
 /// let p = Tensor::scalar(1.0f64).requires_grad_(true)?;
 /// let mut opt = Sgd::with_config(vec![p.clone()], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() })?;
 /// for _ in 0..2 {
-///     opt.zero_grad();
+///     opt.zero_grad()?;
 ///     (&p * 0.5).backward()?; // grad = 0.5
 ///     opt.step()?;
 /// }
@@ -67,7 +67,7 @@ impl Sgd {
     /// use tensor_core::optim::{Optimizer, Sgd};
     /// let p = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![p.clone()], 0.5)?;
-    /// p.sum().backward()?; // grad = [1, 1]
+    /// p.sum()?.backward()?; // grad = [1, 1]
     /// opt.step()?;
     /// assert_eq!(p.to_vec::<f32>()?, vec![0.5, 1.5]);
     /// assert!(Sgd::new(vec![p.clone()], -1.0).is_err());

@@ -28,7 +28,7 @@ pub(crate) use display::{capture_printed, PRINT_MARK};
 /// ```
 /// use tensor_core::prelude::*;
 /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
-/// let y = (&x * 2.0 + 1.0).sum();
+/// let y = (&x * 2.0 + 1.0).sum()?;
 /// assert_eq!(y.item::<f32>()?, 24.0);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```

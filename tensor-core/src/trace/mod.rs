@@ -108,9 +108,6 @@ impl TraceGuard {
 
     /// Ends a nested trace: its graph and the enclosing values it captured, in order.
     pub(crate) fn finish_nested(mut self, outputs: &[Tensor]) -> Result<(Graph, Vec<Tensor>)> {
-        if let Some(e) = with_trace(|s| s.deferred_error.take()) {
-            return Err(e);
-        }
         let resolved: Vec<Tensor> = outputs.iter().map(|t| resolve(t, "cond/while_loop")).collect::<Result<_>>()?;
         let done = with_trace(|s| s.finish_nested(&resolved));
         self.pop();
@@ -235,6 +232,10 @@ pub(crate) fn accumulate_grad(t: &Tensor, g: &Tensor) -> Option<Result<()>> {
 }
 
 /// Clears a slot's `.grad` inside the active trace; false if `t` is not a slot.
-pub(crate) fn clear_grad(t: &Tensor) -> bool {
-    is_active() && state::clear_grad(t)
+pub(crate) fn clear_grad(t: &Tensor) -> Result<bool> {
+    if is_active() {
+        state::clear_grad(t)
+    } else {
+        Ok(false)
+    }
 }

@@ -50,9 +50,6 @@ pub(crate) struct TraceState {
     slot_of: HashMap<u64, usize>,
     constants: HashMap<u64, Tensor>,
     grad_guards: Vec<(usize, bool)>,
-    /// An error found by a call that cannot return one (`zero_grad()` inside a cond branch
-    /// or loop body), reported when this nested trace finishes.
-    pub(crate) deferred_error: Option<crate::Error>,
 }
 
 impl TraceState {
@@ -66,7 +63,6 @@ impl TraceState {
             slot_of: HashMap::new(),
             constants: HashMap::new(),
             grad_guards: Vec::new(),
-            deferred_error: None,
         }
     }
 
@@ -322,23 +318,19 @@ fn accumulate_into_slot(slot: usize, state: GradState, g: &Tensor) -> Result<()>
     Ok(())
 }
 
-pub(super) fn clear_grad(t: &Tensor) -> bool {
+pub(super) fn clear_grad(t: &Tensor) -> Result<bool> {
     if super::depth() > 1 && with_root(|s| s.slot_for(t)).is_some() {
         // Clearing it here would clear it on every call, whichever branch runs (or however
-        // often the loop runs); `zero_grad` returns nothing, so the nested trace reports it.
-        let e = nested_state_error("zero_grad() on the .grad of a tensor from outside the function");
-        with_trace(|s| {
-            s.deferred_error.get_or_insert(e);
-        });
-        return true;
+        // often the loop runs).
+        return Err(nested_state_error("zero_grad() on the .grad of a tensor from outside the function"));
     }
-    with_root(|s| match s.slot_for(t) {
+    Ok(with_root(|s| match s.slot_for(t) {
         Some(slot) => {
             s.slots[slot].grad = GradState::Cleared;
             true
         }
         None => false,
-    })
+    }))
 }
 
 /// The error for changing a function's state from inside a cond branch or loop body.

@@ -114,14 +114,14 @@ fn grad_fn_names() {
     assert_eq!(name(x.tanh().unwrap()), "TanhBackward");
     assert_eq!(name(x.relu().unwrap()), "ReluBackward");
     assert_eq!(name(x.powf(2.0).unwrap()), "PowBackward");
-    assert_eq!(name(x.sum()), "SumBackward");
+    assert_eq!(name(x.sum().unwrap()), "SumBackward");
     assert_eq!(name(x.mean().unwrap()), "MeanBackward");
     assert_eq!(name(x.max().unwrap()), "MaxBackward");
     assert_eq!(name(x.matmul(&x).unwrap()), "MatmulBackward");
-    assert_eq!(name(x.reshape(&[4]).unwrap()), "ReshapeBackward");
+    assert_eq!(name(x.reshape([4]).unwrap()), "ReshapeBackward");
     assert_eq!(name(x.t().unwrap()), "PermuteBackward");
     assert_eq!(name(x.softmax(1).unwrap()), "SoftmaxBackward");
-    assert_eq!(name(x.cast(DType::F32)), "CastBackward");
+    assert_eq!(name(x.cast(DType::F32).unwrap()), "CastBackward");
 }
 
 // ------------------------------------------------------------------------------ errors
@@ -141,9 +141,9 @@ fn requires_grad_needs_a_float_tensor() {
     assert!(!w.requires_grad());
     // Integer and bool results never require grad.
     let x = leaf_vec(&[1.0, -2.0], &[2]);
-    assert!(!x.gt(0.0).requires_grad());
+    assert!(!x.gt(0.0).unwrap().requires_grad());
     assert!(!x.argmax(0, false).unwrap().requires_grad());
-    assert!(!x.cast(DType::I64).requires_grad());
+    assert!(!x.cast(DType::I64).unwrap().requires_grad());
 }
 
 #[test]
@@ -160,7 +160,7 @@ fn backward_on_a_non_scalar_needs_a_gradient() {
     // One element in any rank is a scalar.
     let s = x.sum_axes(&[0, 1], true).unwrap();
     assert_eq!(s.dims(), vec![1, 1]);
-    x.zero_grad();
+    x.zero_grad().unwrap();
     s.backward().unwrap();
     assert_values(&x.grad().unwrap(), &[1.0; 6]);
 }
@@ -202,7 +202,7 @@ fn grads_accumulate_until_zeroed() {
     step();
     step();
     assert_eq!((grad_of(&w), grad_of(&x)), (10.0, 4.0));
-    w.zero_grad();
+    w.zero_grad().unwrap();
     assert!(w.grad().is_none());
     assert_eq!(grad_of(&x), 4.0);
     step();
@@ -318,7 +318,7 @@ fn in_place_on_a_leaf_that_requires_grad_is_an_error() {
     assert_eq!(w.to_vec::<f64>().unwrap(), vec![10.0, 18.0]);
     assert_eq!(w.version(), 2);
     assert!(w.is_leaf() && w.requires_grad() && w.grad_fn().is_none());
-    (&w * 2.0).sum().backward().unwrap();
+    (&w * 2.0).sum().unwrap().backward().unwrap();
     assert_values(&w.grad().unwrap(), &[2.0, 2.0]);
 }
 
@@ -327,7 +327,7 @@ fn backward_through_a_saved_tensor_modified_in_place() {
     // A saved input that needs no grad.
     let x = leaf_vec(&[1.0, 2.0], &[2]);
     let c = Tensor::from_vec(vec![3.0, 4.0], &[2]).unwrap();
-    let y = (&x * &c).sum();
+    let y = (&x * &c).sum().unwrap();
     c.add_(1.0).unwrap();
     let err = y.backward().unwrap_err();
     assert_eq!(err, Error::SavedTensorModified { node: "MulBackward", expected: 0, found: 1 });
@@ -337,7 +337,7 @@ fn backward_through_a_saved_tensor_modified_in_place() {
 
     // A saved non-leaf, modified twice.
     let a = &x * 2.0;
-    let y = (&a * &a).sum();
+    let y = (&a * &a).sum().unwrap();
     a.add_(1.0).unwrap();
     a.mul_(3.0).unwrap();
     assert_eq!(y.backward().unwrap_err(), Error::SavedTensorModified { node: "MulBackward", expected: 0, found: 2 });
@@ -345,13 +345,13 @@ fn backward_through_a_saved_tensor_modified_in_place() {
     // Modified after the op saved it, though the in-place op came through another handle.
     let a = &x * 2.0;
     let alias = a.clone();
-    let y = a.log().unwrap().sum();
+    let y = a.log().unwrap().sum().unwrap();
     alias.sub_(0.5).unwrap();
     assert!(matches!(y.backward().unwrap_err(), Error::SavedTensorModified { node: "LogBackward", .. }));
 
     // An op that saves nothing does not care.
     let a = &x * 2.0;
-    let y = (&a + 1.0).sum();
+    let y = (&a + 1.0).sum().unwrap();
     a.add_(1.0).unwrap();
     y.backward().unwrap();
     assert_values(&x.grad().unwrap(), &[2.0, 2.0]);
@@ -363,17 +363,17 @@ fn in_place_on_a_saved_output_errors_on_backward() {
     let y = x.exp().unwrap();
     y.add_(1.0).unwrap();
     assert_eq!(y.grad_fn().unwrap().name(), "AddBackward", "the in-place op is y's grad_fn now");
-    let err = y.sum().backward().unwrap_err();
+    let err = y.sum().unwrap().backward().unwrap_err();
     assert_eq!(err, Error::SavedTensorModified { node: "ExpBackward", expected: 0, found: 1 });
     // Same for the other ops that save their output.
     for f in [Tensor::tanh, Tensor::sigmoid, Tensor::sqrt] {
         let y = f(&x).unwrap();
         y.mul_(2.0).unwrap();
-        assert!(matches!(y.sum().backward().unwrap_err(), Error::SavedTensorModified { .. }));
+        assert!(matches!(y.sum().unwrap().backward().unwrap_err(), Error::SavedTensorModified { .. }));
     }
     let y = x.softmax(0).unwrap();
     y.sub_(0.1).unwrap();
-    assert!(matches!(y.sum().backward().unwrap_err(), Error::SavedTensorModified { node: "SoftmaxBackward", .. }));
+    assert!(matches!(y.sum().unwrap().backward().unwrap_err(), Error::SavedTensorModified { node: "SoftmaxBackward", .. }));
 }
 
 #[test]
@@ -386,7 +386,7 @@ fn in_place_on_a_non_leaf_rebases_its_history() {
     assert_eq!(y.grad_fn().unwrap().name(), "AddBackward");
     y.mul_(&y).unwrap(); // y = (2x + z)^2
     assert_eq!(y.to_vec::<f64>().unwrap(), vec![25.0, 81.0]);
-    y.sum().backward().unwrap();
+    y.sum().unwrap().backward().unwrap();
     assert_values(&x.grad().unwrap(), &[20.0, 36.0]); // 2 (2x + z) * 2
     assert_values(&z.grad().unwrap(), &[10.0, 18.0]);
 }
@@ -405,7 +405,7 @@ fn non_leaf_grads_are_dropped_after_backward() {
     let h = x.tanh().unwrap();
     let kept = &h * 3.0;
     kept.retain_grad().unwrap();
-    kept.sum().backward().unwrap();
+    kept.sum().unwrap().backward().unwrap();
     assert!(h.grad().is_none());
     assert_values(&kept.grad().unwrap(), &[1.0, 1.0]);
     assert!(h.grad_fn().is_some(), "the history stays, as in PyTorch");
@@ -442,7 +442,7 @@ fn dropping_the_output_frees_the_graph() {
     let x = leaf_vec(&[1.0, 2.0, 3.0], &[3]);
     let c = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).unwrap();
     let c_data = data_of(&c);
-    let y = (&x * &c).tanh().unwrap().add(1.0).unwrap().sum();
+    let y = (&x * &c).tanh().unwrap().add(1.0).unwrap().sum().unwrap();
     drop(c);
     assert!(!c_data.is_unique(), "MulBackward keeps the tensor it saved");
     drop(y);
@@ -487,7 +487,7 @@ fn backward_frees_saved_tensors_unless_retain_graph() {
     let x = leaf_vec(&[1.0, 2.0, 3.0], &[3]);
     let c = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).unwrap();
     let c_data = data_of(&c);
-    let y = (&x * &c).sum();
+    let y = (&x * &c).sum().unwrap();
     drop(c);
     y.backward_opts(None, RETAIN).unwrap();
     assert!(!c_data.is_unique(), "retain_graph keeps the saved tensors");

@@ -233,7 +233,7 @@ struct Wrapper<T> {
 fn unwrap_sum(w: &Wrapper<Vec<Tensor>>, extra: Wrapper<i64>) -> Result<Tensor> {
     let mut total = Tensor::scalar(extra.inner as f32);
     for t in &w.inner {
-        total = total.add(&t.sum())?;
+        total = total.add(&t.sum()?)?;
     }
     Ok(total)
 }
@@ -298,7 +298,7 @@ impl<T: tensor_core::Element + GraphArg> GraphArg for Gain<T> {
 impl<T: tensor_core::Element + GraphArg + Into<Scalar>> Gain<T> {
     #[graph_fn]
     fn apply(&self, x: &Tensor) -> Result<Tensor> {
-        x.cast(T::DTYPE).mul(Into::<Scalar>::into(self.0))
+        x.cast(T::DTYPE)?.mul(Into::<Scalar>::into(self.0))
     }
 }
 
@@ -489,7 +489,7 @@ fn accumulate(acc: &Tensor, x: &Tensor) -> Result<()> {
 
 #[graph_fn(input_signature(x: f32[?]))]
 fn weighted_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let loss = w.mul(x)?.sum();
+    let loss = w.mul(x)?.sum()?;
     loss.backward()?;
     Ok(loss)
 }

@@ -39,7 +39,7 @@ impl Mlp {
             for p in self.params() {
                 let g = p.grad().ok_or_else(|| Error::ControlFlow { construct: "a parameter without a gradient".into() })?;
                 p.sub_(&g.mul(lr)?)?;
-                p.zero_grad();
+                p.zero_grad()?;
             }
             Ok(())
         })?;

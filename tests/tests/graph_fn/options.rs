@@ -24,12 +24,12 @@ use tests::capture_warnings;
 
 #[graph_fn(reduce_retracing)]
 fn relaxed_total(x: &Tensor) -> Tensor {
-    x.sum()
+    x.sum().unwrap()
 }
 
 #[graph_fn]
 fn exact_total(x: &Tensor) -> Tensor {
-    x.sum()
+    x.sum().unwrap()
 }
 
 /// As TF's `reduce_retracing`: the first shape traces exactly; a retrace caused only by
@@ -367,5 +367,5 @@ fn cache_capacity_option_bounds_the_cache() -> Result<()> {
 
 #[graph_fn(name = "exact_total_for_capacity")]
 fn default_capacity(x: &Tensor) -> Tensor {
-    x.sum()
+    x.sum().unwrap()
 }

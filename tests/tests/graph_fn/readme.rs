@@ -49,7 +49,7 @@ fn the_graph_function_snippet_matches_eager_bits() -> Result<()> {
 fn counter(first: &Tensor, second: &Tensor) -> (Tensor, Tensor) {
     let mut first = first.clone();
     let mut second = second.clone();
-    while first.lt(&second) {
+    while first.lt(&second).unwrap() {
         // a tensor condition: one `While` node when traced
         first = &first + 2;
         second = &second + 1;

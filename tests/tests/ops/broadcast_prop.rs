@@ -71,7 +71,7 @@ fn case(operands: usize) -> impl Strategy<Value = Case> {
 }
 
 fn make(values: &[f64], shape: &[usize], dtype: DType) -> Tensor {
-    Tensor::from_vec(values.to_vec(), shape).unwrap().cast(dtype)
+    Tensor::from_vec(values.to_vec(), shape).unwrap().cast(dtype).unwrap()
 }
 
 /// An op's name, its result, and the scalar function it should have applied.
@@ -96,7 +96,7 @@ fn check_binary(c: &Case, dtype: DType) -> std::result::Result<(), TestCaseError
         prop_assert_eq!(tests::as_f64(&got), want, "{} of {:?} and {:?}", name, sa, sb);
     }
     // Comparisons broadcast the same way.
-    let lt = a.lt(&b);
+    let lt = a.lt(&b)?;
     prop_assert_eq!(lt.dims(), out.clone());
     let want = reference([(va, sa), (vb, sb)], &out, |[x, y]| f64::from(u8::from(x < y)));
     prop_assert_eq!(tests::as_f64(&lt), want);
@@ -125,7 +125,7 @@ proptest! {
     fn where_matches_reference(c in case(3), dtype in prop::sample::select(vec![DType::F32, DType::F64, DType::I32, DType::I64])) {
         let (sc, sa, sb) = (&c.shapes[0], &c.shapes[1], &c.shapes[2]);
         let out = reference_shape(sc, &reference_shape(sa, sb).unwrap()).unwrap();
-        let cond = make(&c.values[0], sc, DType::F64).gt(0.0);
+        let cond = make(&c.values[0], sc, DType::F64).gt(0.0)?;
         let (a, b) = (make(&c.values[1], sa, dtype), make(&c.values[2], sb, dtype));
         let got = Tensor::where_(&cond, &a, &b).unwrap();
         prop_assert_eq!(got.dims(), out.clone(), "where of {:?}, {:?}, {:?}", sc, sa, sb);

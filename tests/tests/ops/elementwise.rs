@@ -300,24 +300,24 @@ fn maximum_minimum_propagate_nan() -> Result<()> {
 fn comparisons<T: Element>() -> Result<()> {
     let a = tensor::<T>(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     let b = tensor::<T>(&[2.0, 2.0, 5.0], &[3]);
-    assert_bools(&a.eq(&b), &[2, 3], &[false, true, false, false, false, false]);
-    assert_bools(&a.ne(&b), &[2, 3], &[true, false, true, true, true, true]);
-    assert_bools(&a.lt(&b), &[2, 3], &[true, false, true, false, false, false]);
-    assert_bools(&a.le(&b), &[2, 3], &[true, true, true, false, false, false]);
-    assert_bools(&a.gt(&b), &[2, 3], &[false, false, false, true, true, true]);
-    assert_bools(&a.ge(&b), &[2, 3], &[false, true, false, true, true, true]);
+    assert_bools(&a.eq(&b)?, &[2, 3], &[false, true, false, false, false, false]);
+    assert_bools(&a.ne(&b)?, &[2, 3], &[true, false, true, true, true, true]);
+    assert_bools(&a.lt(&b)?, &[2, 3], &[true, false, true, false, false, false]);
+    assert_bools(&a.le(&b)?, &[2, 3], &[true, true, true, false, false, false]);
+    assert_bools(&a.gt(&b)?, &[2, 3], &[false, false, false, true, true, true]);
+    assert_bools(&a.ge(&b)?, &[2, 3], &[false, true, false, true, true, true]);
     // Scalar right-hand sides (int and float literals).
-    assert_bools(&a.eq(3), &[2, 3], &[false, false, true, false, false, false]);
-    assert_bools(&a.ne(3.0), &[2, 3], &[true, true, false, true, true, true]);
-    assert_bools(&a.lt(3), &[2, 3], &[true, true, false, false, false, false]);
-    assert_bools(&a.le(3.0), &[2, 3], &[true, true, true, false, false, false]);
-    assert_bools(&a.gt(4), &[2, 3], &[false, false, false, false, true, true]);
-    assert_bools(&a.ge(4.0), &[2, 3], &[false, false, false, true, true, true]);
+    assert_bools(&a.eq(3)?, &[2, 3], &[false, false, true, false, false, false]);
+    assert_bools(&a.ne(3.0)?, &[2, 3], &[true, true, false, true, true, true]);
+    assert_bools(&a.lt(3)?, &[2, 3], &[true, true, false, false, false, false]);
+    assert_bools(&a.le(3.0)?, &[2, 3], &[true, true, true, false, false, false]);
+    assert_bools(&a.gt(4)?, &[2, 3], &[false, false, false, false, true, true]);
+    assert_bools(&a.ge(4.0)?, &[2, 3], &[false, false, false, true, true, true]);
     // compare() is the Result form.
     assert_bools(&a.compare(tensor_core::ops::CmpOp::Gt, &b)?, &[2, 3], &[false, false, false, true, true, true]);
     // 0-d against 0-d.
     let s = Tensor::scalar(T::from_f64(2.0));
-    assert_bools(&s.lt(&Tensor::scalar(T::from_f64(3.0))), &[], &[true]);
+    assert_bools(&s.lt(&Tensor::scalar(T::from_f64(3.0)))?, &[], &[true]);
     Ok(())
 }
 per_dtype!(comparisons: f32, f64, i32, i64);
@@ -325,15 +325,15 @@ per_dtype!(comparisons: f32, f64, i32, i64);
 #[test]
 fn comparisons_with_nan_and_bool() -> Result<()> {
     let a = Tensor::from_vec(vec![f32::NAN, 1.0], &[2])?;
-    assert_bools(&a.eq(&a), &[2], &[false, true]);
-    assert_bools(&a.ne(&a), &[2], &[true, false]);
-    assert_bools(&a.lt(2.0), &[2], &[false, true]);
-    assert_bools(&a.ge(f32::NEG_INFINITY), &[2], &[false, true]);
+    assert_bools(&a.eq(&a)?, &[2], &[false, true]);
+    assert_bools(&a.ne(&a)?, &[2], &[true, false]);
+    assert_bools(&a.lt(2.0)?, &[2], &[false, true]);
+    assert_bools(&a.ge(f32::NEG_INFINITY)?, &[2], &[false, true]);
     let p = Tensor::from_vec(vec![true, false, true], &[3])?;
     let q = Tensor::from_vec(vec![true, true, false], &[3])?;
-    assert_bools(&p.eq(&q), &[3], &[true, false, false]);
-    assert_bools(&p.gt(&q), &[3], &[false, false, true]);
-    assert_bools(&p.eq(true), &[3], &[true, false, true]);
+    assert_bools(&p.eq(&q)?, &[3], &[true, false, false]);
+    assert_bools(&p.gt(&q)?, &[3], &[false, false, true]);
+    assert_bools(&p.eq(true)?, &[3], &[true, false, true]);
     Ok(())
 }
 
@@ -345,7 +345,7 @@ fn where_select<T: Element>() -> Result<()> {
     let b = Tensor::scalar(T::from_f64(-1.0));
     assert_tensor::<T>(&Tensor::where_(&cond, &a, &b)?, &[2, 3], &[1.0, 2.0, 3.0, -1.0, -1.0, -1.0]);
     // Condition from a comparison; both branches tensors of the full shape.
-    let c = a.gt(3);
+    let c = a.gt(3)?;
     let z = a.neg()?;
     assert_tensor::<T>(&Tensor::where_(&c, &a, &z)?, &[2, 3], &[-1.0, -2.0, -3.0, 4.0, 5.0, 6.0]);
     // All three broadcast: cond [3], a [2, 1], b 0-d -> [2, 3].

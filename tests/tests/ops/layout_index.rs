@@ -18,23 +18,23 @@ fn iota<T: Element>(dims: &[usize]) -> Tensor {
 fn reshape_values<T: Element>() -> Result<()> {
     let x = iota::<T>(&[6]);
     let all = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0];
-    assert_tensor::<T>(&x.reshape(&[2, 3])?, &[2, 3], &all);
-    assert_tensor::<T>(&x.reshape(&[2, -1])?, &[2, 3], &all);
-    assert_tensor::<T>(&x.reshape(&[-1, 2])?, &[3, 2], &all);
-    assert_tensor::<T>(&x.reshape(&[1, -1, 1])?, &[1, 6, 1], &all);
-    assert_tensor::<T>(&x.reshape(&[3, 2])?.reshape(&[-1])?, &[6], &all);
+    assert_tensor::<T>(&x.reshape([2, 3])?, &[2, 3], &all);
+    assert_tensor::<T>(&x.reshape([2, -1])?, &[2, 3], &all);
+    assert_tensor::<T>(&x.reshape([-1, 2])?, &[3, 2], &all);
+    assert_tensor::<T>(&x.reshape([1, -1, 1])?, &[1, 6, 1], &all);
+    assert_tensor::<T>(&x.reshape([3, 2])?.reshape([-1])?, &[6], &all);
     // To and from 0-d.
     let s = Tensor::scalar(T::from_f64(7.0));
-    assert_tensor::<T>(&s.reshape(&[1, 1])?, &[1, 1], &[7.0]);
-    assert_tensor::<T>(&s.reshape(&[-1])?, &[1], &[7.0]);
-    assert_tensor::<T>(&s.reshape(&[1])?.reshape(&[])?, &[], &[7.0]);
+    assert_tensor::<T>(&s.reshape([1, 1])?, &[1, 1], &[7.0]);
+    assert_tensor::<T>(&s.reshape([-1])?, &[1], &[7.0]);
+    assert_tensor::<T>(&s.reshape([1])?.reshape(())?, &[], &[7.0]);
     // A reshape of a transposed tensor reads it in its new row-major order.
-    let t = x.reshape(&[2, 3])?.t()?;
-    assert_tensor::<T>(&t.reshape(&[-1])?, &[6], &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    let t = x.reshape([2, 3])?.t()?;
+    assert_tensor::<T>(&t.reshape([-1])?, &[6], &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
     // Empty tensors reshape too.
-    assert_tensor::<T>(&iota::<T>(&[0, 3]).reshape(&[3, 0])?, &[3, 0], &[]);
-    assert_tensor::<T>(&iota::<T>(&[0, 3]).reshape(&[-1])?, &[0], &[]);
-    assert_tensor::<T>(&iota::<T>(&[0, 3]).reshape(&[-1, 3])?, &[0, 3], &[]);
+    assert_tensor::<T>(&iota::<T>(&[0, 3]).reshape([3, 0])?, &[3, 0], &[]);
+    assert_tensor::<T>(&iota::<T>(&[0, 3]).reshape([-1])?, &[0], &[]);
+    assert_tensor::<T>(&iota::<T>(&[0, 3]).reshape([-1, 3])?, &[0, 3], &[]);
     Ok(())
 }
 per_dtype!(reshape_values: f32, f64, i32, i64);
@@ -74,7 +74,7 @@ fn permute_transpose<T: Element>() -> Result<()> {
     assert_tensor::<T>(&m.t()?.t()?, &[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
     let bt = x.t()?; // [2, 4, 3]: bt[i][k][j] = x[i][j][k]
     assert_eq!(bt.dims(), vec![2, 4, 3]);
-    assert_tensor::<T>(&bt.narrow(0, 1, 1)?.narrow(1, 2, 1)?.reshape(&[-1])?, &[3], &[14.0, 18.0, 22.0]);
+    assert_tensor::<T>(&bt.narrow(0, 1, 1)?.narrow(1, 2, 1)?.reshape([-1])?, &[3], &[14.0, 18.0, 22.0]);
     Ok(())
 }
 per_dtype!(permute_transpose: f32, f64, i32, i64);
@@ -160,7 +160,7 @@ fn concat_and_stack_bools() -> Result<()> {
     let b = Tensor::from_vec(vec![false], &[1])?;
     assert_bools(&Tensor::concat(&[&a, &b], 0)?, &[3], &[true, false, false]);
     assert_bools(&Tensor::stack(&[&a, &a], 1)?, &[2, 2], &[true, true, false, false]);
-    assert_bools(&a.reshape(&[1, 2])?.t()?, &[2, 1], &[true, false]);
+    assert_bools(&a.reshape([1, 2])?.t()?, &[2, 1], &[true, false]);
     assert_bools(&a.broadcast_to(&[2, 2])?, &[2, 2], &[true, false, true, false]);
     Ok(())
 }

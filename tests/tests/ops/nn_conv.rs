@@ -96,7 +96,7 @@ fn cross_entropy_values<T: Element>() -> Result<()> {
     // It equals the mean of -log_softmax at the labels (gather formulation).
     let x = tensor::<T>(&[0.5, -1.0, 2.0, 0.0, 3.0, 1.0, -2.0, 0.25], &[2, 4]);
     let lab = Tensor::from_vec(vec![3i64, 1], &[2])?;
-    let picked = x.log_softmax(1)?.gather(1, &lab.reshape(&[2, 1])?)?;
+    let picked = x.log_softmax(1)?.gather(1, &lab.reshape([2, 1])?)?;
     let want = -as_f64(&picked).iter().sum::<f64>() / 2.0;
     assert_tensor_close::<T>(&x.cross_entropy(&lab)?, &[], &[want], 4.0 * tol::<T>());
     Ok(())
@@ -200,7 +200,7 @@ fn conv2d_matches_naive_reference() -> Result<()> {
         let bias: Vec<f64> = (0..wd[0]).map(|i| i as f64 - 1.0).collect();
         let (want, od) = naive_conv(&x, xd, &w, wd, &bias, stride, pad);
         for dt in [DType::F32, DType::F64] {
-            let t = |v: &[f64], d: &[usize]| Tensor::from_vec(v.to_vec(), d).unwrap().cast(dt);
+            let t = |v: &[f64], d: &[usize]| Tensor::from_vec(v.to_vec(), d).unwrap().cast(dt).unwrap();
             let got = t(&x, &xd).conv2d(&t(&w, &wd), Some(&t(&bias, &[wd[0]])), stride, pad)?;
             assert_eq!(got.dims(), od.to_vec(), "{xd:?} * {wd:?} stride {stride:?} pad {pad:?}");
             // Small integers: exact in both dtypes.

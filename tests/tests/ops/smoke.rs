@@ -39,7 +39,7 @@ fn seed_example_eager_and_traced() -> Result<()> {
 fn display() {
     let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     assert_eq!(t.to_string(), "tensor([[1., 2.],\n        [3., 4.]], dtype=f32)");
-    let t = Tensor::arange(0.0f32, 2000.0).reshape(&[2, 1000]).unwrap();
+    let t = Tensor::arange(0.0f32, 2000.0).reshape([2, 1000]).unwrap();
     println!("{t}");
     println!("{}", Tensor::from_vec(vec![1.5f64, -2.25, 3.0], &[3]).unwrap());
 }

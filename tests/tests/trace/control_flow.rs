@@ -15,7 +15,7 @@ use tests::{as_f64, assert_bits_eq, assert_close};
 type Body<'a> = Box<dyn Fn() -> Result<Vec<Tensor>> + 'a>;
 
 fn counter(first: &Tensor, second: &Tensor) -> Result<Vec<Tensor>> {
-    let (a, b) = while_loop(|(a, b): &(Tensor, Tensor)| Ok(a.lt(b)), |(a, b)| Ok((&a + 2, &b + 1)), (first.clone(), second.clone()))?;
+    let (a, b) = while_loop(|(a, b): &(Tensor, Tensor)| a.lt(b), |(a, b)| Ok((&a + 2, &b + 1)), (first.clone(), second.clone()))?;
     Ok(vec![a, b])
 }
 
@@ -80,7 +80,7 @@ fn assert_clean_after_error() {
     let x = Tensor::scalar(2.0f32);
     let f = ConcreteFunction::trace("again", &[("x", &x)], || {
         assert!(!executing_eagerly());
-        let y = cond(&x.gt(0.0), || x.mul(3.0), || x.neg())?;
+        let y = cond(&x.gt(0.0)?, || x.mul(3.0), || x.neg())?;
         Ok(vec![y])
     })
     .expect("the thread traces again");
@@ -109,7 +109,7 @@ fn finite_diff(x: &Tensor, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Vec<
 
 /// Two branches with non-trivial float work (matmul, tanh, exp) picked by the data's sign.
 fn branchy(x: &Tensor, w: &Tensor, then_runs: &Cell<u32>, else_runs: &Cell<u32>) -> Result<Tensor> {
-    let p = x.sum().gt(0.0);
+    let p = x.sum()?.gt(0.0)?;
     cond(
         &p,
         || {
@@ -163,7 +163,7 @@ fn cond_on_a_bool_argument_with_tuple_outputs_and_a_trace_time_constant_predicat
     let x = f32s(&[1.0, 2.0, 3.0], &[3]);
     let flag = Tensor::scalar(true);
     let body = |flag: &Tensor, x: &Tensor| -> Result<Vec<Tensor>> {
-        let (a, b) = cond(flag, || Ok((x.add(1.0)?, x.sum())), || Ok((x.mul(x)?, x.max()?)))?;
+        let (a, b) = cond(flag, || Ok((x.add(1.0)?, x.sum()?)), || Ok((x.mul(x)?, x.max()?)))?;
         // A predicate made while tracing, as data (not by an op), is decided now: no node.
         let c = cond(&Tensor::scalar(true), || x.sigmoid(), || x.relu())?;
         Ok(vec![a, b, c])
@@ -192,9 +192,9 @@ fn cond_on_a_bool_argument_with_tuple_outputs_and_a_trace_time_constant_predicat
 /// Iterates `y <- cond(sum(y) > 0, tanh(y) * 2 - 0.5, exp(y) * 0.3 + y)` `n` times.
 fn nested(x: &Tensor, n: &Tensor) -> Result<Vec<Tensor>> {
     let (i, y) = while_loop(
-        |(i, _): &(Tensor, Tensor)| Ok(i.lt(n)),
+        |(i, _): &(Tensor, Tensor)| i.lt(n),
         |(i, y)| {
-            let y = cond(&y.sum().gt(0.0), || y.tanh()?.mul(2.0)?.sub(0.5), || y.exp()?.mul(0.3)?.add(&y))?;
+            let y = cond(&y.sum()?.gt(0.0)?, || y.tanh()?.mul(2.0)?.sub(0.5), || y.exp()?.mul(0.3)?.add(&y))?;
             Ok((&i + 1, y))
         },
         (Tensor::scalar(0i32), x.clone()),
@@ -227,7 +227,7 @@ fn a_cond_nested_in_a_while_body_matches_eager_bit_for_bit() -> Result<()> {
         // The eager loop by hand: the branch each iteration takes follows the data.
         let mut y = xv.clone();
         for _ in 0..k {
-            y = if y.sum().item::<f32>()? > 0.0 { y.tanh()?.mul(2.0)?.sub(0.5)? } else { y.exp()?.mul(0.3)?.add(&y)? };
+            y = if y.sum()?.item::<f32>()? > 0.0 { y.tanh()?.mul(2.0)?.sub(0.5)? } else { y.exp()?.mul(0.3)?.add(&y)? };
         }
         assert_eq!(eager[0].item::<i32>()?, k);
         assert_bits_eq(&eager[1], &y);
@@ -243,10 +243,10 @@ fn a_cond_nested_in_a_while_body_matches_eager_bit_for_bit() -> Result<()> {
 /// Collatz: the number of steps from `n` to 1 (a cond inside the loop picks n/2 or 3n+1).
 fn collatz(n: &Tensor) -> Result<Vec<Tensor>> {
     let (steps, last) = while_loop(
-        |(_, n): &(Tensor, Tensor)| Ok(n.ne(1i64)),
+        |(_, n): &(Tensor, Tensor)| n.ne(1i64),
         |(steps, n)| {
             let half = n.div(2i64)?;
-            let next = cond(&half.mul(2i64)?.eq(&n), || Ok(half.clone()), || n.mul(3i64)?.add(1i64))?;
+            let next = cond(&half.mul(2i64)?.eq(&n)?, || Ok(half.clone()), || n.mul(3i64)?.add(1i64))?;
             Ok((&steps + 1, next))
         },
         (Tensor::scalar(0i64), n.clone()),
@@ -256,7 +256,7 @@ fn collatz(n: &Tensor) -> Result<Vec<Tensor>> {
 
 /// Halves `x` until it is below 1, counting the halvings.
 fn halvings(x: &Tensor) -> Result<Vec<Tensor>> {
-    let (k, y) = while_loop(|(_, y): &(Tensor, Tensor)| Ok(y.ge(1.0f32)), |(k, y)| Ok((&k + 1, y.mul(0.5f32)?)), (Tensor::scalar(0i32), x.clone()))?;
+    let (k, y) = while_loop(|(_, y): &(Tensor, Tensor)| y.ge(1.0f32), |(k, y)| Ok((&k + 1, y.mul(0.5f32)?)), (Tensor::scalar(0i32), x.clone()))?;
     Ok(vec![k, y])
 }
 
@@ -292,12 +292,12 @@ fn a_loop_variable_with_an_unknown_dim_grows_through_the_loop() -> Result<()> {
     let grow = |start: &Tensor, limit: &Tensor| -> Result<Vec<Tensor>> {
         let (v, s) = while_loop_with(
             &opts,
-            |(_, s): &(Tensor, Tensor)| Ok(s.lt(limit)),
+            |(_, s): &(Tensor, Tensor)| s.lt(limit),
             |(v, s)| {
                 let s = s.mul(1.5f64)?.add(1.0f64)?;
-                Ok((Tensor::concat(&[&v, &s.reshape(&[1])?], 0)?, s))
+                Ok((Tensor::concat(&[&v, &s.reshape([1])?], 0)?, s))
             },
-            (start.reshape(&[1])?, start.clone()),
+            (start.reshape([1])?, start.clone()),
         )?;
         Ok(vec![v, s])
     };
@@ -322,7 +322,7 @@ fn max_iterations_stops_the_loop_eagerly_and_in_the_graph() -> Result<()> {
         let opts = WhileOptions { max_iterations: limit, ..WhileOptions::default() };
         let (i, acc) = while_loop_with(
             &opts,
-            |(i, _): &(Tensor, Tensor)| Ok(i.lt(n)),
+            |(i, _): &(Tensor, Tensor)| i.lt(n),
             |(i, acc)| Ok((&i + 1, acc.mul(1.25f32)?.add(0.5f32)?)),
             (Tensor::scalar(0i32), Tensor::scalar(1.0f32)),
         )?;
@@ -354,8 +354,8 @@ fn max_iterations_stops_the_loop_eagerly_and_in_the_graph() -> Result<()> {
 
 /// `sum(cond(sum(x) > 0, tanh(x @ w), exp(x) @ w * 0.5)^2)`.
 fn cond_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let y = cond(&x.sum().gt(0.0), || x.matmul(w)?.tanh(), || x.exp()?.matmul(w)?.mul(0.5))?;
-    Ok(y.mul(&y)?.sum())
+    let y = cond(&x.sum()?.gt(0.0)?, || x.matmul(w)?.tanh(), || x.exp()?.matmul(w)?.mul(0.5))?;
+    y.mul(&y)?.sum()
 }
 
 #[test]
@@ -390,11 +390,11 @@ fn gradients_through_both_branches_of_cond_match_finite_differences_and_eager() 
 /// on `x` and `w`. Returns the loss `sum(y^2)` and the trip count.
 fn loop_loss(x: &Tensor, w: &Tensor) -> Result<(Tensor, Tensor)> {
     let (trips, y) = while_loop(
-        |(_, y): &(Tensor, Tensor)| Ok(y.abs()?.sum().lt(4.0)),
+        |(_, y): &(Tensor, Tensor)| y.abs()?.sum()?.lt(4.0),
         |(k, y)| Ok((&k + 1, y.mul(1.1)?.add(&y.mul(w)?.tanh()?)?)),
         (Tensor::scalar(0i64), x.clone()),
     )?;
-    Ok((y.mul(&y)?.sum(), trips))
+    Ok((y.mul(&y)?.sum()?, trips))
 }
 
 #[test]
@@ -487,24 +487,24 @@ fn check_grads(name: &str, model: LossFn, xs: &[Tensor], w0: &Tensor) -> Result<
 /// add in the eager backward's order.
 fn reuse_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (_, y) = while_loop(
-        |(_, y): &(Tensor, Tensor)| Ok(y.abs()?.sum().lt(4.0)),
+        |(_, y): &(Tensor, Tensor)| y.abs()?.sum()?.lt(4.0),
         |(k, y)| Ok((&k + 1, y.mul(w)?.add(&y.mul(w)?.tanh()?)?.add(&y.mul(0.2)?)?)),
         (Tensor::scalar(0i64), x.clone()),
     )?;
-    Ok(y.mul(&y)?.sum())
+    y.mul(&y)?.sum()
 }
 
 /// A cond inside the loop body, whose branches use `w` (captured two levels down).
 fn nested_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (_, y) = while_loop(
-        |(i, _): &(Tensor, Tensor)| Ok(i.lt(4)),
+        |(i, _): &(Tensor, Tensor)| i.lt(4),
         |(i, y)| {
-            let y = cond(&y.sum().gt(0.0), || y.mul(w)?.tanh()?.mul(2.0), || y.exp()?.mul(w)?.sub(0.3))?;
+            let y = cond(&y.sum()?.gt(0.0)?, || y.mul(w)?.tanh()?.mul(2.0), || y.exp()?.mul(w)?.sub(0.3))?;
             Ok((&i + 1, y))
         },
         (Tensor::scalar(0i32), x.clone()),
     )?;
-    Ok(y.mul(&y)?.sum())
+    y.mul(&y)?.sum()
 }
 
 /// A while loop in a while body; the inner trip count is the outer loop's counter, and `w`
@@ -512,10 +512,10 @@ fn nested_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 fn loop_in_loop_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let scale = Tensor::full(&[3], 0.9, DType::F64);
     let (_, y) = while_loop(
-        |(i, _): &(Tensor, Tensor)| Ok(i.lt(3)),
+        |(i, _): &(Tensor, Tensor)| i.lt(3),
         |(i, y)| {
             let (_, z) = while_loop(
-                |(j, _): &(Tensor, Tensor)| Ok(j.le(&i)),
+                |(j, _): &(Tensor, Tensor)| j.le(&i),
                 |(j, z)| Ok((&j + 1, z.mul(&scale)?.tanh()?.add(&z.mul(0.5)?)?)),
                 (Tensor::scalar(0i32), y),
             )?;
@@ -523,7 +523,7 @@ fn loop_in_loop_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
         },
         (Tensor::scalar(0i32), x.clone()),
     )?;
-    Ok(y.sum())
+    y.sum()
 }
 
 #[test]
@@ -541,7 +541,7 @@ fn gradients_through_nested_control_flow_and_reused_captures_match_eager_bit_for
 fn second_order_gradients_through_cond() -> Result<()> {
     // y = x^3 for x > 0, else -x^2: y' = 3x^2 or -2x, y'' = 6x or -2.
     let body = |x: &Tensor| -> Result<Vec<Tensor>> {
-        let y = cond(&x.gt(0.0), || x.mul(x)?.mul(x), || x.mul(x)?.neg())?;
+        let y = cond(&x.gt(0.0)?, || x.mul(x)?.mul(x), || x.mul(x)?.neg())?;
         let g = tensor_core::grad(&[&y], &[x], true)?;
         let gg = tensor_core::grad(&[&g[0]], &[x], false)?;
         Ok(vec![y, g[0].clone(), gg[0].clone()])
@@ -566,10 +566,10 @@ fn second_order_gradients_through_cond() -> Result<()> {
 /// the outer loop.
 fn capture_everywhere_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (_, y) = while_loop(
-        |(i, _): &(Tensor, Tensor)| Ok(i.lt(3)),
+        |(i, _): &(Tensor, Tensor)| i.lt(3),
         |(i, y)| {
             let (_, z) = while_loop(
-                |(j, _): &(Tensor, Tensor)| Ok(j.le(&i)),
+                |(j, _): &(Tensor, Tensor)| j.le(&i),
                 |(j, z)| Ok((&j + 1, z.mul(w)?.tanh()?.add(&z.mul(0.5)?)?)),
                 (Tensor::scalar(0i32), y),
             )?;
@@ -577,7 +577,7 @@ fn capture_everywhere_loss(x: &Tensor, w: &Tensor) -> Result<Tensor> {
         },
         (Tensor::scalar(0i32), x.clone()),
     )?;
-    Ok(y.mul(w)?.sum())
+    y.mul(w)?.sum()
 }
 
 /// A custom backward node (`WhileBackward`, `CondBackward`) returns one summed gradient for
@@ -603,10 +603,10 @@ fn known_gap_gradient_sums_of_a_capture_used_outside_its_loop_match_eager_bits()
 fn known_gap_an_untaken_branch_leaves_the_grad_of_its_captures_empty() -> Result<()> {
     let x = f32s(&[1.0, 2.0], &[2]);
     let (w1, w2) = (f32s(&[0.5, 0.5], &[2]).requires_grad_(true)?, f32s(&[2.0, 2.0], &[2]).requires_grad_(true)?);
-    let model = |x: &Tensor| -> Result<Tensor> { Ok(cond(&x.sum().gt(0.0), || x.mul(&w1), || x.mul(&w2))?.sum()) };
+    let model = |x: &Tensor| -> Result<Tensor> { cond(&x.sum()?.gt(0.0)?, || x.mul(&w1), || x.mul(&w2))?.sum() };
     model(&x)?.backward()?;
     assert!(w2.grad().is_none(), "eagerly the else branch never ran");
-    w1.zero_grad();
+    w1.zero_grad()?;
     let f = ConcreteFunction::trace("untaken", &[("x", &x)], || {
         let loss = model(&x)?;
         loss.backward()?;
@@ -641,12 +641,12 @@ impl Model {
     /// A forward pass with a data-dependent branch and a data-dependent loop (which uses a
     /// parameter), then the loss, backward and one SGD step.
     fn step(&self, opt: &Sgd, x: &Tensor, target: &Tensor) -> Result<Tensor> {
-        opt.zero_grad();
+        opt.zero_grad()?;
         let h = x.matmul(&self.w)?.add(&self.b)?;
-        let h = cond(&h.sum().gt(0.0), || h.tanh(), || h.mul(0.5)?.sigmoid())?;
+        let h = cond(&h.sum()?.gt(0.0)?, || h.tanh(), || h.mul(0.5)?.sigmoid())?;
         let (_, h) = while_loop_with(
             &WhileOptions { max_iterations: Some(6), ..WhileOptions::default() },
-            |(_, h): &(Tensor, Tensor)| Ok(h.abs()?.sum().gt(1.0f32)),
+            |(_, h): &(Tensor, Tensor)| h.abs()?.sum()?.gt(1.0f32),
             |(k, h)| Ok((&k + 1, h.matmul(&self.v)?.tanh()?.mul(0.8f32)?)),
             (Tensor::scalar(0i32), h),
         )?;
@@ -687,7 +687,7 @@ fn a_training_step_with_cond_and_while_is_the_same_eagerly_and_as_a_graph() -> R
 #[test]
 fn a_loop_variable_that_changes_shape_or_dtype_is_an_error_naming_it() -> Result<()> {
     let x = f32s(&[1.0, 2.0, 3.0], &[3]);
-    let shrink = |x: &Tensor| while_loop(|(i, _): &(Tensor, Tensor)| Ok(i.lt(3)), |(i, y)| Ok((&i + 1, y.sum())), (Tensor::scalar(0i32), x.clone()));
+    let shrink = |x: &Tensor| while_loop(|(i, _): &(Tensor, Tensor)| i.lt(3), |(i, y)| Ok((&i + 1, y.sum()?)), (Tensor::scalar(0i32), x.clone()));
     let expect = |e: Error, var: &str, old: &str, new: &str| match &e {
         Error::LoopVarChanged { var: v, old: o, new: n } => {
             assert_eq!((v.as_str(), o.as_str(), n.as_str()), (var, old, new), "{e}");
@@ -703,12 +703,7 @@ fn a_loop_variable_that_changes_shape_or_dtype_is_an_error_naming_it() -> Result
     // A dtype change, with the variable named by the options.
     let opts = WhileOptions { names: Some(vec!["count".into(), "y".into()]), ..WhileOptions::default() };
     let widen = |x: &Tensor| {
-        while_loop_with(
-            &opts,
-            |(i, _): &(Tensor, Tensor)| Ok(i.lt(3)),
-            |(i, y)| Ok(((&i + 1).cast(DType::I64), y)),
-            (Tensor::scalar(0i32), x.clone()),
-        )
+        while_loop_with(&opts, |(i, _): &(Tensor, Tensor)| i.lt(3), |(i, y)| Ok(((&i + 1).cast(DType::I64)?, y)), (Tensor::scalar(0i32), x.clone()))
     };
     expect(widen(&x).expect_err("eager error"), "count", "i32[]", "i64[]");
     expect(trace_err(&[("x", &x)], || Ok(vec![widen(&x)?.1])), "count", "i32[]", "i64[]");
@@ -717,7 +712,7 @@ fn a_loop_variable_that_changes_shape_or_dtype_is_an_error_naming_it() -> Result
     // A changed number of loop variables.
     let more = |x: &Tensor| {
         while_loop(
-            |v: &Vec<Tensor>| Ok(v[0].sum().lt(10.0)),
+            |v: &Vec<Tensor>| v[0].sum()?.lt(10.0),
             |v| {
                 let mut v = v;
                 v.push(v[0].clone());
@@ -732,10 +727,10 @@ fn a_loop_variable_that_changes_shape_or_dtype_is_an_error_naming_it() -> Result
 
     // A shape invariant that does not admit the initial value.
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[4])]), ..WhileOptions::default() };
-    let e = while_loop_with(&opts, |y: &Tensor| Ok(y.sum().lt(0.0)), Ok, x.clone()).expect_err("an error");
+    let e = while_loop_with(&opts, |y: &Tensor| y.sum()?.lt(0.0), Ok, x.clone()).expect_err("an error");
     expect(e, "loop_vars[0]", "f32[4]", "f32[3]");
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[3]), Shape::new(&[3])]), ..WhileOptions::default() };
-    let e = while_loop_with(&opts, |y: &Tensor| Ok(y.sum().lt(0.0)), Ok, x.clone()).expect_err("an error");
+    let e = while_loop_with(&opts, |y: &Tensor| y.sum()?.lt(0.0), Ok, x.clone()).expect_err("an error");
     assert!(matches!(e, Error::InvalidArgument { arg: "shape_invariants", .. }), "{e:?}");
     Ok(())
 }
@@ -744,11 +739,16 @@ fn a_loop_variable_that_changes_shape_or_dtype_is_an_error_naming_it() -> Result
 fn cond_branches_that_disagree_are_an_error_saying_which_output_differs() -> Result<()> {
     let x = f32s(&[1.0, -2.0, 3.0], &[3]);
     let cases: Vec<(Body, usize, &str, &str)> = vec![
-        (Box::new(|| cond(&x.sum().gt(0.0), || Ok(vec![x.clone()]), || Ok(vec![x.cast(DType::F64)]))), 0, "f32[3]", "f64[3]"),
-        (Box::new(|| cond(&x.sum().gt(0.0), || Ok(vec![x.sum(), x.clone()]), || Ok(vec![x.sum(), x.reshape(&[3, 1])?]))), 1, "f32[3]", "f32[3, 1]"),
-        (Box::new(|| cond(&x.sum().gt(0.0), || Ok(vec![x.clone(), x.sum()]), || Ok(vec![x.clone()]))), 1, "2 tensors in all", "1 tensors in all"),
+        (Box::new(|| cond(&x.sum()?.gt(0.0)?, || Ok(vec![x.clone()]), || Ok(vec![x.cast(DType::F64)?]))), 0, "f32[3]", "f64[3]"),
         (
-            Box::new(|| Ok(cond(&x.sum().gt(0.0), || Ok(Some(x.clone())), || Ok(None))?.into_iter().collect())),
+            Box::new(|| cond(&x.sum()?.gt(0.0)?, || Ok(vec![x.sum()?, x.clone()]), || Ok(vec![x.sum()?, x.reshape([3, 1])?]))),
+            1,
+            "f32[3]",
+            "f32[3, 1]",
+        ),
+        (Box::new(|| cond(&x.sum()?.gt(0.0)?, || Ok(vec![x.clone(), x.sum()?]), || Ok(vec![x.clone()]))), 1, "2 tensors in all", "1 tensors in all"),
+        (
+            Box::new(|| Ok(cond(&x.sum()?.gt(0.0)?, || Ok(Some(x.clone())), || Ok(None))?.into_iter().collect())),
             0,
             "1 tensors in all",
             "0 tensors in all",
@@ -780,10 +780,10 @@ fn a_predicate_that_is_not_one_bool_is_an_error() -> Result<()> {
         };
         assert!(ok, "{what}: {e:?}");
     };
-    let float_cond = || cond(&x.sum(), || x.exp(), || x.tanh());
-    let vector_cond = || cond(&x.gt(0.0), || x.exp(), || x.tanh());
-    let float_loop = || while_loop(|y: &Tensor| Ok(y.sum()), |y| y.mul(0.5), x.clone());
-    let vector_loop = || while_loop(|y: &Tensor| Ok(y.gt(0.1)), |y| y.mul(0.5), x.clone());
+    let float_cond = || cond(&x.sum()?, || x.exp(), || x.tanh());
+    let vector_cond = || cond(&x.gt(0.0)?, || x.exp(), || x.tanh());
+    let float_loop = || while_loop(|y: &Tensor| y.sum(), |y| y.mul(0.5), x.clone());
+    let vector_loop = || while_loop(|y: &Tensor| y.gt(0.1), |y| y.mul(0.5), x.clone());
     check(float_cond().expect_err("eager"), "dtype");
     check(vector_cond().expect_err("eager"), "numel");
     check(float_loop().expect_err("eager"), "dtype");
@@ -801,13 +801,13 @@ fn a_predicate_whose_size_is_known_only_at_run_time_is_checked_when_the_graph_ru
     let x = f32s(&[2.0], &[1]);
     let unknown = [Shape::new(&[UNKNOWN])];
     let f =
-        ConcreteFunction::trace_with_shapes("relaxed", &[("x", &x)], &unknown, true, || Ok(vec![cond(&x.gt(0.0), || x.mul(3.0f32), || x.neg())?]))?;
+        ConcreteFunction::trace_with_shapes("relaxed", &[("x", &x)], &unknown, true, || Ok(vec![cond(&x.gt(0.0)?, || x.mul(3.0f32), || x.neg())?]))?;
     tests::assert_values(&f.call(&[&x])?[0], &[6.0]);
     tests::assert_values(&f.call(&[&f32s(&[-2.0], &[1])])?[0], &[2.0]);
     let e = f.call(&[&f32s(&[1.0, 2.0], &[2])]).expect_err("two predicate values");
     assert!(e.to_string().contains("one bool value") && e.to_string().contains("bool[2]"), "{e}");
     let g = ConcreteFunction::trace_with_shapes("relaxed_loop", &[("x", &x)], &unknown, true, || {
-        Ok(vec![while_loop(|y: &Tensor| Ok(y.gt(1.0f32)), |y| y.mul(0.5f32), x.clone())?])
+        Ok(vec![while_loop(|y: &Tensor| y.gt(1.0f32), |y| y.mul(0.5f32), x.clone())?])
     })?;
     tests::assert_values(&g.call(&[&f32s(&[5.0], &[1])])?[0], &[0.625]);
     let e = g.call(&[&f32s(&[5.0, 6.0], &[2])]).expect_err("two predicate values");
@@ -822,7 +822,7 @@ fn a_predicate_whose_size_is_known_only_at_run_time_is_checked_when_the_graph_ru
 fn a_growing_loop_over_an_input_that_requires_grad_runs_forward() -> Result<()> {
     let x = f64s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN])]), ..WhileOptions::default() };
-    let grow = |x: &Tensor| while_loop_with(&opts, |v: &Tensor| Ok(v.sum().lt(20.0)), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
+    let grow = |x: &Tensor| while_loop_with(&opts, |v: &Tensor| v.sum()?.lt(20.0), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
     let f = ConcreteFunction::trace("grow_forward", &[("x", &x)], || Ok(vec![grow(&x)?]))?;
     let out = f.call(&[&x])?;
     assert_bits_eq(&out[0], &grow(&x)?.detach());
@@ -834,16 +834,16 @@ fn a_growing_loop_over_an_input_that_requires_grad_runs_forward() -> Result<()> 
 fn a_gradient_through_a_loop_variable_of_unknown_shape_is_an_error() -> Result<()> {
     let x = f64s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN])]), ..WhileOptions::default() };
-    let grow = |x: &Tensor| while_loop_with(&opts, |v: &Tensor| Ok(v.sum().lt(20.0)), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
+    let grow = |x: &Tensor| while_loop_with(&opts, |v: &Tensor| v.sum()?.lt(20.0), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
     // Eagerly this is an ordinary chain of ops.
     let y = grow(&x)?;
     assert_eq!(y.dims(), vec![16]);
-    y.sum().backward()?;
+    y.sum()?.backward()?;
     tests::assert_values(&x.grad().expect("x.grad"), &[15.625, 15.625]);
-    x.zero_grad();
+    x.zero_grad()?;
     let e = trace_err(&[("x", &x)], || {
         let y = grow(&x)?;
-        y.sum().backward()?;
+        y.sum()?.backward()?;
         Ok(vec![y])
     });
     assert!(matches!(e, Error::NotDifferentiable { .. }) && e.to_string().contains("unknown"), "{e:?}");
@@ -868,7 +868,7 @@ fn updating_an_outer_tensor_in_place_inside_a_traced_branch_or_body_is_an_error(
     // A captured tensor, in a loop body and in a branch.
     let e = trace_err(&[("x", &x)], || {
         let (_, y) = while_loop(
-            |(i, _): &(Tensor, Tensor)| Ok(i.lt(3)),
+            |(i, _): &(Tensor, Tensor)| i.lt(3),
             |(i, y)| {
                 outer.add_(1.0f32)?;
                 Ok((&i + 1, y.add(&outer)?))
@@ -879,19 +879,19 @@ fn updating_an_outer_tensor_in_place_inside_a_traced_branch_or_body_is_an_error(
     });
     assert_control_flow_error(&e, "add_");
     assert_clean_after_error();
-    let e = trace_err(&[("x", &x)], || Ok(vec![cond(&x.sum().gt(0.0), || outer.mul_(2.0f32).map(|_| x.clone()), || Ok(x.clone()))?]));
+    let e = trace_err(&[("x", &x)], || Ok(vec![cond(&x.sum()?.gt(0.0)?, || outer.mul_(2.0f32).map(|_| x.clone()), || Ok(x.clone()))?]));
     assert_control_flow_error(&e, "mul_");
     assert_clean_after_error();
     // The failed traces changed nothing.
     assert_eq!((outer.to_vec::<f32>()?, outer.version()), (vec![10.0, 20.0], 0));
 
     // The function's argument, and a value computed in the function outside the branch.
-    let e = trace_err(&[("x", &x)], || Ok(vec![cond(&x.sum().gt(0.0), || x.sub_(1.0f32).map(|_| x.clone()), || Ok(x.clone()))?]));
+    let e = trace_err(&[("x", &x)], || Ok(vec![cond(&x.sum()?.gt(0.0)?, || x.sub_(1.0f32).map(|_| x.clone()), || Ok(x.clone()))?]));
     assert_control_flow_error(&e, "`x`");
     assert_clean_after_error();
     let e = trace_err(&[("x", &x)], || {
         let y = x.exp()?;
-        let z = cond(&x.sum().gt(0.0), || y.add_(1.0f32).map(|_| x.clone()), || Ok(x.clone()))?;
+        let z = cond(&x.sum()?.gt(0.0)?, || y.add_(1.0f32).map(|_| x.clone()), || Ok(x.clone()))?;
         Ok(vec![y, z])
     });
     assert_control_flow_error(&e, "add_");
@@ -901,7 +901,7 @@ fn updating_an_outer_tensor_in_place_inside_a_traced_branch_or_body_is_an_error(
     // the update would land on it, so the graph cannot silently update a copy.
     let e = trace_err(&[("x", &x)], || {
         let made = Tensor::zeros(&[2], DType::F32);
-        let z = cond(&x.sum().gt(0.0), || made.add_(&x).map(|_| x.clone()), || Ok(x.clone()))?;
+        let z = cond(&x.sum()?.gt(0.0)?, || made.add_(&x).map(|_| x.clone()), || Ok(x.clone()))?;
         Ok(vec![made, z])
     });
     assert_control_flow_error(&e, "add_");
@@ -910,7 +910,7 @@ fn updating_an_outer_tensor_in_place_inside_a_traced_branch_or_body_is_an_error(
     // In place on a value made inside the branch itself is fine.
     let f = ConcreteFunction::trace("local", &[("x", &x)], || {
         let z = cond(
-            &x.sum().gt(0.0),
+            &x.sum()?.gt(0.0)?,
             || {
                 let t = x.mul(2.0f32)?;
                 t.add_(1.0f32)?;
@@ -931,9 +931,9 @@ fn changing_gradient_state_inside_a_traced_branch_is_an_error() -> Result<()> {
     // backward() from a branch-local loss into a captured parameter's .grad.
     let e = trace_err(&[("x", &x)], || {
         let z = cond(
-            &x.sum().gt(0.0),
+            &x.sum()?.gt(0.0)?,
             || {
-                x.mul(&w)?.sum().backward()?;
+                x.mul(&w)?.sum()?.backward()?;
                 Ok(x.clone())
             },
             || Ok(x.clone()),
@@ -946,12 +946,12 @@ fn changing_gradient_state_inside_a_traced_branch_is_an_error() -> Result<()> {
     assert_clean_after_error();
     assert!(w.grad().is_none());
     // zero_grad() on it inside a branch: eagerly it happens only if the branch is taken.
-    w.mul(&x)?.sum().backward()?;
+    w.mul(&x)?.sum()?.backward()?;
     let e = trace_err(&[("x", &x)], || {
         let z = cond(
-            &x.sum().gt(0.0),
+            &x.sum()?.gt(0.0)?,
             || {
-                w.zero_grad();
+                w.zero_grad()?;
                 Ok(x.clone())
             },
             || Ok(x.clone()),
@@ -970,9 +970,9 @@ fn an_error_inside_a_nested_body_leaves_no_trace_behind() -> Result<()> {
     // An error deep inside: a mismatched op in a cond inside a while body.
     let e = trace_err(&[("x", &x)], || {
         let (_, y) = while_loop(
-            |(i, _): &(Tensor, Tensor)| Ok(i.lt(3)),
+            |(i, _): &(Tensor, Tensor)| i.lt(3),
             |(i, y)| {
-                let y = cond(&y.sum().gt(0.0), || y.add(&Tensor::zeros(&[3], DType::F32)), || Ok(y.clone()))?;
+                let y = cond(&y.sum()?.gt(0.0)?, || y.add(&Tensor::zeros(&[3], DType::F32)), || Ok(y.clone()))?;
                 Ok((&i + 1, y))
             },
             (Tensor::scalar(0i32), x.clone()),
@@ -985,7 +985,7 @@ fn an_error_inside_a_nested_body_leaves_no_trace_behind() -> Result<()> {
     let kept = std::cell::RefCell::new(None);
     let e = trace_err(&[("x", &x)], || {
         let y = cond(
-            &x.sum().gt(0.0),
+            &x.sum()?.gt(0.0)?,
             || {
                 let t = x.exp()?;
                 *kept.borrow_mut() = Some(t.clone());
@@ -1002,9 +1002,9 @@ fn an_error_inside_a_nested_body_leaves_no_trace_behind() -> Result<()> {
     let panicked = std::panic::catch_unwind(|| {
         let _ = ConcreteFunction::trace("panics", &[("x", &x)], || {
             let (_, y) = while_loop(
-                |(i, _): &(Tensor, Tensor)| Ok(i.lt(3)),
+                |(i, _): &(Tensor, Tensor)| i.lt(3),
                 |(i, y)| {
-                    let y = cond(&y.sum().gt(0.0), || -> Result<Tensor> { panic!("inside a branch") }, || Ok(y.clone()))?;
+                    let y = cond(&y.sum()?.gt(0.0)?, || -> Result<Tensor> { panic!("inside a branch") }, || Ok(y.clone()))?;
                     Ok((&i + 1, y))
                 },
                 (Tensor::scalar(0i32), x.clone()),
@@ -1122,7 +1122,7 @@ fn the_validator_checks_subgraphs_recursively() -> Result<()> {
 
     // A loop body whose outputs do not match the loop variables.
     let x = f32s(&[1.0, 2.0], &[2]);
-    let f = ConcreteFunction::trace("loop", &[("x", &x)], || Ok(vec![while_loop(|y: &Tensor| Ok(y.sum().lt(10.0)), |y| y.mul(2.0f32), x.clone())?]))?;
+    let f = ConcreteFunction::trace("loop", &[("x", &x)], || Ok(vec![while_loop(|y: &Tensor| y.sum()?.lt(10.0), |y| y.mul(2.0f32), x.clone())?]))?;
     let mut bad = f.traced_graph().clone();
     assert_eq!(validate(&bad), Ok(()));
     for node in &mut bad.nodes {

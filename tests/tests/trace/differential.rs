@@ -214,7 +214,7 @@ per_dtype!(unary_numeric_ops: f32, f64, i32, i64);
 
 #[test]
 fn logical_not_and_bool_sum() -> Result<()> {
-    check("logical_not", &|s| vec![mask(&[3, 4], s)], &|a| Ok(vec![a[0].logical_not()?, a[0].sum()]))
+    check("logical_not", &|s| vec![mask(&[3, 4], s)], &|a| Ok(vec![a[0].logical_not()?, a[0].sum()?]))
 }
 
 /// Operand shape pairs that broadcast in every way NumPy allows.
@@ -294,11 +294,11 @@ fn comparisons<T: Element>() -> Result<()> {
     let make = |s: u64| vec![grid::<T>(&[3, 4], s, -2.0, 2.0), grid::<T>(&[4], s + 1, -2.0, 2.0)];
     check("compare_tensors", &make, &|a| {
         let (x, y) = (&a[0], &a[1]);
-        Ok(vec![x.eq(y), x.ne(y), x.lt(y), x.le(y), x.gt(y), x.ge(y), x.compare(CmpOp::Le, y)?])
+        Ok(vec![x.eq(y)?, x.ne(y)?, x.lt(y)?, x.le(y)?, x.gt(y)?, x.ge(y)?, x.compare(CmpOp::Le, y)?])
     })?;
     check("compare_scalars", &make, &|a| {
         let x = &a[0];
-        Ok(vec![x.eq(0.5), x.ne(0.0), x.lt(1.0), x.le(-0.5), x.gt(0), x.ge(1.0), x.compare(CmpOp::Gt, -1.0)?])
+        Ok(vec![x.eq(0.5)?, x.ne(0.0)?, x.lt(1.0)?, x.le(-0.5)?, x.gt(0)?, x.ge(1.0)?, x.compare(CmpOp::Gt, -1.0)?])
     })
 }
 per_dtype!(comparisons: f32, f64, i32, i64);
@@ -306,7 +306,7 @@ per_dtype!(comparisons: f32, f64, i32, i64);
 fn where_and_clamp<T: Element>() -> Result<()> {
     let make = |s: u64| vec![mask(&[3, 1], s), data::<T>(&[3, 4], s, -3.0, 3.0), data::<T>(&[4], s + 1, -3.0, 3.0)];
     check_both::<T>("where_", &make, &|a| Tensor::where_(&a[0], &a[1], &a[2]))?;
-    check_both::<T>("where_computed_condition", &make, &|a| Tensor::where_(&a[1].gt(&a[2]), &a[1], &a[2]))?;
+    check_both::<T>("where_computed_condition", &make, &|a| Tensor::where_(&a[1].gt(&a[2])?, &a[1], &a[2]))?;
     let make = |s: u64| vec![grid::<T>(&[4, 5], s, -3.0, 3.0)];
     check_both::<T>("clamp", &make, &|a| a[0].clamp(-1.0, 1.5))?;
     check_both::<T>("clamp_min", &make, &|a| a[0].clamp_min(0.5))?;
@@ -317,13 +317,13 @@ per_dtype!(where_and_clamp: f32, f64, i32, i64);
 fn casts<T: Element>() -> Result<()> {
     let make = |s: u64| vec![data::<T>(&[3, 5], s, -6.0, 6.0), mask(&[3, 5], s)];
     check("cast", &make, &|a| {
-        let mut out: Vec<Tensor> = DType::ALL.iter().map(|&d| a[0].cast(d)).collect();
-        out.extend(DType::ALL.iter().map(|&d| a[1].cast(d)));
+        let mut out: Vec<Tensor> = DType::ALL.iter().map(|&d| a[0].cast(d)).collect::<Result<_>>()?;
+        out.extend(DType::ALL.iter().map(|&d| a[1].cast(d)).collect::<Result<Vec<_>>>()?);
         Ok(out)
     })?;
     if is_float::<T>() {
         let other = if T::DTYPE == DType::F32 { DType::F64 } else { DType::F32 };
-        check_grad("cast_float", &|s| vec![data::<T>(&[3, 5], s, -6.0, 6.0)], &|a| Ok(a[0].cast(other).mul(1.5)?.cast(T::DTYPE)))?;
+        check_grad("cast_float", &|s| vec![data::<T>(&[3, 5], s, -6.0, 6.0)], &|a| a[0].cast(other)?.mul(1.5)?.cast(T::DTYPE))?;
     }
     Ok(())
 }
@@ -338,7 +338,7 @@ fn elementwise_chains<T: Element>() -> Result<()> {
         let y = (&a[0] * 2.0 + &a[1]) * &a[2] - 1.0;
         let y = (3.0f64 - &y).maximum(&a[2])?.minimum(&(&a[1] * 4.0))?;
         let y = y.clamp(-5.0, 50.0)?.abs()?.relu()?;
-        let y = Tensor::where_(&y.gt(&a[1]), &y, &(-&y))?;
+        let y = Tensor::where_(&y.gt(&a[1])?, &y, &(-&y))?;
         Ok(&y / &a[1] + &a[0])
     })?;
     if float {
@@ -346,7 +346,7 @@ fn elementwise_chains<T: Element>() -> Result<()> {
             let y = a[0].exp()?.add(&a[1].log()?)?.tanh()?;
             let y = y.sigmoid()?.mul(&a[2].sqrt()?.add(&a[0].abs()?)?.sqrt()?)?;
             let y = y.pow(&a[1])?.sub(&a[0].neg()?.exp()?)?;
-            Ok(y.cast(DType::F64).mul(0.5)?.cast(T::DTYPE))
+            y.cast(DType::F64)?.mul(0.5)?.cast(T::DTYPE)
         })?;
         // Results shared by several consumers, and a chain feeding a reduction.
         check("chain_shared", &make, &|a| {
@@ -367,7 +367,7 @@ const AXES: [&[isize]; 7] = [&[0], &[1], &[2], &[-1], &[0, 2], &[1, 2], &[0, 1, 
 fn reductions<T: Element>() -> Result<()> {
     let float = is_float::<T>();
     let make = |s: u64| vec![grid::<T>(&[2, 3, 4], s, -3.0, 3.0)];
-    check_both::<T>("sum", &make, &|a| Ok(a[0].sum()))?;
+    check_both::<T>("sum", &make, &|a| a[0].sum())?;
     check_both::<T>("max", &make, &|a| a[0].max())?;
     check_both::<T>("min", &make, &|a| a[0].min())?;
     if float {
@@ -391,7 +391,7 @@ fn reductions<T: Element>() -> Result<()> {
     }
     // Large enough for the blocked summation order (blocks of 16 Ki elements).
     let big = |s: u64| vec![data::<T>(&[3, 20_011], s, -1.0, 1.0)];
-    check("sum_large", &big, &|a| Ok(vec![a[0].sum(), a[0].sum_axes(&[1], false)?, a[0].sum_axes(&[0], true)?, a[0].max()?]))?;
+    check("sum_large", &big, &|a| Ok(vec![a[0].sum()?, a[0].sum_axes(&[1], false)?, a[0].sum_axes(&[0], true)?, a[0].max()?]))?;
     if float {
         check_both::<T>("mean_large", &big, &|a| a[0].mean_axes(&[1], true))?;
     }
@@ -423,15 +423,15 @@ per_dtype!(matmuls: f32, f64, i32, i64);
 fn layout_ops<T: Element>() -> Result<()> {
     let x = |s: u64| vec![data::<T>(&[2, 3, 4], s, -5.0, 5.0)];
     let cases: Vec<(&str, UnaryCase)> = vec![
-        ("reshape", Box::new(|x: &Tensor| x.reshape(&[4, 6]))),
-        ("reshape_infer", Box::new(|x: &Tensor| x.reshape(&[-1, 4]))),
-        ("reshape_flat", Box::new(|x: &Tensor| x.reshape(&[24]))),
+        ("reshape", Box::new(|x: &Tensor| x.reshape([4, 6]))),
+        ("reshape_infer", Box::new(|x: &Tensor| x.reshape([-1, 4]))),
+        ("reshape_flat", Box::new(|x: &Tensor| x.reshape([24]))),
         ("permute", Box::new(|x: &Tensor| x.permute(&[2, 0, 1]))),
         ("permute_negative", Box::new(|x: &Tensor| x.permute(&[-1, 0, -2]))),
         ("transpose", Box::new(|x: &Tensor| x.transpose(0, 2))),
         ("transpose_negative", Box::new(|x: &Tensor| x.transpose(-1, -2))),
-        ("t", Box::new(|x: &Tensor| x.reshape(&[6, 4])?.t())),
-        ("permute_then_reshape", Box::new(|x: &Tensor| x.permute(&[1, 2, 0])?.reshape(&[-1]))),
+        ("t", Box::new(|x: &Tensor| x.reshape([6, 4])?.t())),
+        ("permute_then_reshape", Box::new(|x: &Tensor| x.permute(&[1, 2, 0])?.reshape([-1]))),
         ("broadcast_to", Box::new(|x: &Tensor| x.broadcast_to(&[5, 2, 3, 4]))),
         ("broadcast_to_ones", Box::new(|x: &Tensor| x.narrow(1, 0, 1)?.broadcast_to(&[2, 6, 4]))),
         ("unsqueeze", Box::new(|x: &Tensor| x.unsqueeze(0))),
@@ -592,17 +592,17 @@ per_dtype!(in_place_on_values: f32, f64, i32, i64);
 fn higher_order<T: Element>() -> Result<()> {
     // Every function goes through z = x @ w, so both inputs reach every derivative.
     let fns: Vec<(&str, BinaryCase)> = vec![
-        ("tanh", Box::new(|z: &Tensor, _: &Tensor| Ok(z.tanh()?.sum()))),
-        ("sigmoid_exp", Box::new(|z: &Tensor, x: &Tensor| Ok(z.sigmoid()?.mul(&x.exp()?)?.sum()))),
-        ("cube", Box::new(|z: &Tensor, _: &Tensor| Ok(z.powf(3.0)?.sum()))),
-        ("softmax", Box::new(|z: &Tensor, x: &Tensor| Ok(z.softmax(-1)?.mul(x)?.sum()))),
+        ("tanh", Box::new(|z: &Tensor, _: &Tensor| z.tanh()?.sum())),
+        ("sigmoid_exp", Box::new(|z: &Tensor, x: &Tensor| z.sigmoid()?.mul(&x.exp()?)?.sum())),
+        ("cube", Box::new(|z: &Tensor, _: &Tensor| z.powf(3.0)?.sum())),
+        ("softmax", Box::new(|z: &Tensor, x: &Tensor| z.softmax(-1)?.mul(x)?.sum())),
         ("log_softmax_square", Box::new(|z: &Tensor, _: &Tensor| z.log_softmax(1)?.powf(2.0)?.mean())),
         (
             "conv2d",
             Box::new(|z: &Tensor, x: &Tensor| {
-                let img = z.reshape(&[1, 1, 3, 4])?;
-                let k = x.narrow(0, 0, 2)?.narrow(1, 0, 2)?.reshape(&[1, 1, 2, 2])?;
-                Ok(img.conv2d(&k, None, [1, 1], [1, 1])?.tanh()?.sum())
+                let img = z.reshape([1, 1, 3, 4])?;
+                let k = x.narrow(0, 0, 2)?.narrow(1, 0, 2)?.reshape([1, 1, 2, 2])?;
+                img.conv2d(&k, None, [1, 1], [1, 1])?.tanh()?.sum()
             }),
         ),
     ];
@@ -612,7 +612,7 @@ fn higher_order<T: Element>() -> Result<()> {
             let (x, w) = (&a[0], &a[1]);
             let y = f(&x.matmul(w)?, x)?;
             let gs = tensor_core::grad(&[&y], &[x, w], true)?;
-            let gx_sum = gs[0].mul(&gs[0])?.sum().add(&gs[1].sum())?;
+            let gx_sum = gs[0].mul(&gs[0])?.sum()?.add(&gs[1].sum()?)?;
             let gg = tensor_core::grad(&[&gx_sum], &[x, w], false)?;
             assert!(x.grad().is_none() && w.grad().is_none(), "grad() leaves .grad untouched");
             Ok(vec![y.detach(), gs[0].detach(), gs[1].detach(), gg[0].clone(), gg[1].clone()])
@@ -630,7 +630,7 @@ fn backward_variants<T: Element>() -> Result<()> {
         let (x, b) = (&a[0], &a[1]);
         let h = x.mul(b)?.tanh()?;
         h.retain_grad()?;
-        let y = h.mul(&h)?.sum();
+        let y = h.mul(&h)?.sum()?;
         y.backward_opts(None, tensor_core::BackwardOptions { retain_graph: Some(true), create_graph: false })?;
         y.backward()?;
         let (gx, gb, gh) = (x.grad().expect("x.grad"), b.grad().expect("b.grad"), h.grad().expect("h.grad"));
@@ -681,7 +681,7 @@ fn unary(op: u8, x: &Tensor) -> Result<Tensor> {
 
 fn binary(op: u8, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     // Operands that do not broadcast meet as tensor and 0-d sum instead.
-    let b = if broadcasts(&a.dims(), &b.dims()) { b.clone() } else { b.sum() };
+    let b = if broadcasts(&a.dims(), &b.dims()) { b.clone() } else { b.sum()? };
     match op {
         0 => Ok(a + &b),
         1 => Ok(a - &b),
@@ -707,7 +707,7 @@ fn scalar(op: u8, x: &Tensor, s: f64, first: bool) -> Tensor {
 
 fn reduce(op: u8, x: &Tensor, axis: usize, keepdim: bool) -> Result<Tensor> {
     if x.rank() == 0 {
-        return Ok(x.sum());
+        return x.sum();
     }
     let axes = [(axis % x.rank()) as isize];
     match op {
@@ -724,7 +724,7 @@ fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         (2, 2) if da[1] == db[0] => a.matmul(b),
         (2, 2) if da[1] == db[1] => a.matmul(&b.t()?),
         (2, _) => a.matmul(&a.t()?),
-        _ => Ok(a * b.sum()),
+        _ => Ok(a * b.sum()?),
     }
 }
 

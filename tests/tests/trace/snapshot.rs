@@ -27,10 +27,10 @@ fn state() -> Result<State> {
 /// `loss = sum(tanh(x * w + [2, 3]))`, printed, differentiated, and a step counter bumped.
 fn trace_small(s: &State, x: &Tensor) -> Result<ConcreteFunction> {
     ConcreteFunction::trace("small", &[("x", x)], || {
-        s.unused.zero_grad();
+        s.unused.zero_grad()?;
         let k = Tensor::from_vec(vec![2.0f32, 3.0], &[2])?;
         let y = (x * &s.w + &k).tanh()?;
-        let loss = y.sum();
+        let loss = y.sum()?;
         tprint!("loss = {} at step {}", loss, s.steps);
         loss.backward()?;
         s.steps.add_(1)?;
@@ -121,8 +121,8 @@ fn the_snapshotted_graph_runs_like_the_eager_code() -> Result<()> {
     let f = trace_small(&s, &x)?;
     for _ in 0..2 {
         let loss = f.call(&[&x])?;
-        e.unused.zero_grad();
-        let want = (&x * &e.w + &Tensor::from_vec(vec![2.0f32, 3.0], &[2])?).tanh()?.sum();
+        e.unused.zero_grad()?;
+        let want = (&x * &e.w + &Tensor::from_vec(vec![2.0f32, 3.0], &[2])?).tanh()?.sum()?;
         want.backward()?;
         e.steps.add_(1)?;
         tests::assert_bits_eq(&want, &loss[0]);

@@ -84,7 +84,7 @@ fn mlp_loss(p: &[Tensor], x: &Tensor, labels: &Tensor) -> Result<Tensor> {
 
 /// One training step: zero the grads, forward, loss, backward, update.
 fn train_step(p: &[Tensor], opt: &dyn Optimizer, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
-    opt.zero_grad();
+    opt.zero_grad()?;
     let loss = mlp_loss(p, x, labels)?;
     loss.backward()?;
     opt.step()?;
@@ -118,7 +118,7 @@ fn traced_training_matches_eager(dtype: DType, make_opt: MakeOptimizer, state_te
         let e = train_step(&eager, eager_opt.as_ref(), &x, &labels)?;
         let g = f.call(&[&x, &labels])?.remove(0);
         assert_bits_eq(&e, &g);
-        losses.push(g.cast(DType::F64).item::<f64>()?);
+        losses.push(g.cast(DType::F64)?.item::<f64>()?);
         for (i, (pe, pg)) in eager.iter().zip(&graph).enumerate() {
             assert_bits_eq(pe, pg);
             assert_bits_eq(&pe.grad().unwrap(), &pg.grad().unwrap());
@@ -157,7 +157,7 @@ fn traced_manual_update_under_no_grad_matches_eager() -> Result<()> {
     let graph = mlp_params(DType::F64)?;
     let step = |p: &[Tensor]| -> Result<Tensor> {
         for t in p {
-            t.zero_grad();
+            t.zero_grad()?;
         }
         let loss = mlp_loss(p, &x, &labels)?;
         loss.backward()?;
@@ -203,7 +203,7 @@ fn a_graph_reads_the_current_value_of_a_parameter_capture() -> Result<()> {
     let w = f32s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
     let x = f32s(&[0.0, 0.0], &[2]);
     let f = trace("read_param", &[("x", &x)], || {
-        let y = (&x + &w).sum();
+        let y = (&x + &w).sum()?;
         y.backward()?;
         Ok(vec![y])
     })?;
@@ -262,7 +262,7 @@ fn in_place_updates_of_arguments_land_on_the_callers_tensor() -> Result<()> {
     let f = trace("update_arg", &[("x", &x)], || {
         x.add_(1.0)?;
         x.mul_(&c)?;
-        Ok(vec![x.sum()])
+        Ok(vec![x.sum()?])
     })?;
     assert_values(&x, &[1.0, 1.0]);
     assert_eq!(x.version(), 0, "tracing does not change the argument");
@@ -283,7 +283,7 @@ fn in_place_updates_of_arguments_land_on_the_callers_tensor() -> Result<()> {
     let p = f32s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
     let out = f32s(&[0.0, 0.0], &[2]);
     let g = trace("assign_and_grad", &[("p", &p), ("out", &out)], || {
-        let y = (&p * &p).sum();
+        let y = (&p * &p).sum()?;
         y.backward()?;
         out.assign_(&(&p * 10.0))?;
         Ok(vec![y])
@@ -313,13 +313,13 @@ fn reading_a_symbolic_value_is_an_error_that_explains_why() -> Result<()> {
     let x = f32s(&[1.0, 2.0], &[2]);
     let errors = RefCell::new(Vec::new());
     let f = trace("reads", &[("x", &x)], || {
-        let y = (&x * 2.0).sum();
+        let y = (&x * 2.0).sum()?;
         let z = &x + &c;
         let mut errs = errors.borrow_mut();
         errs.push(("item", y.item::<f32>().unwrap_err()));
         errs.push(("to_vec", z.to_vec::<f32>().unwrap_err()));
         errs.push(("to_array", z.to_array::<f32>().unwrap_err()));
-        errs.push(("item", x.sum().item::<f32>().unwrap_err()));
+        errs.push(("item", x.sum()?.item::<f32>().unwrap_err()));
         // Arguments and captures are symbolic inside the body too.
         errs.push(("to_vec", x.to_vec::<f32>().unwrap_err()));
         errs.push(("to_vec", c.to_vec::<f32>().unwrap_err()));
@@ -367,7 +367,7 @@ fn a_panic_inside_a_trace_leaves_no_trace_behind() -> Result<()> {
     let r = catch_unwind(AssertUnwindSafe(|| {
         ConcreteFunction::trace("panics", &[("x", &x)], || {
             assert!(!executing_eagerly());
-            let y = (&x * &w).sum();
+            let y = (&x * &w).sum()?;
             y.backward()?;
             x.add_(1.0)?;
             panic!("boom inside the trace");
@@ -382,7 +382,7 @@ fn a_panic_inside_a_trace_leaves_no_trace_behind() -> Result<()> {
 
     let f = trace("after_panic", &[("x", &x)], || {
         assert!(!executing_eagerly());
-        let y = (&x * &w).sum();
+        let y = (&x * &w).sum()?;
         y.backward()?;
         Ok(vec![y])
     })?;
@@ -399,7 +399,7 @@ fn an_error_returned_by_the_body_leaves_nothing_behind() -> Result<()> {
     let w = f32s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
     let x = f32s(&[3.0, 4.0], &[2]);
     let r = ConcreteFunction::trace("fails", &[("x", &x)], || {
-        let y = (&x * &w).sum();
+        let y = (&x * &w).sum()?;
         y.backward()?;
         x.mul_(0.0)?;
         let bad = x.matmul(&Tensor::zeros(&[5, 5], DType::F32))?;
@@ -414,7 +414,7 @@ fn an_error_returned_by_the_body_leaves_nothing_behind() -> Result<()> {
     assert_eq!(r.err(), Some(Error::NoGradFn { op: "mine" }));
     assert!(executing_eagerly());
 
-    let f = trace("after_error", &[("x", &x)], || Ok(vec![(&x * &w).sum()]))?;
+    let f = trace("after_error", &[("x", &x)], || Ok(vec![(&x * &w).sum()?]))?;
     assert_eq!(f.call(&[&x])?[0].item::<f32>()?, 11.0);
     assert_eq!(f.traced_graph().num_slots(), 2, "only this trace's slots");
     Ok(())
@@ -435,7 +435,7 @@ fn traces_on_four_threads_at_once_do_not_interfere() -> Result<()> {
                         assert!(!executing_eagerly());
                         barrier.wait(); // every thread is inside its trace now
                         let offset = Tensor::scalar(100.0 * k); // a constant
-                        let y = (&x * &c + &offset).sum();
+                        let y = (&x * &c + &offset).sum()?;
                         tprint!("thread {} traced", i);
                         barrier.wait();
                         assert!(!executing_eagerly());
@@ -523,7 +523,7 @@ fn a_leaked_symbolic_tensor_is_an_error_when_used_later() -> Result<()> {
     assert!(matches!(leaked.add(1.0), Err(Error::LeakedTracer { .. })));
     assert!(matches!(leaked.item::<f32>(), Err(Error::LeakedTracer { .. })));
     assert!(matches!(leaked.to_vec::<f32>(), Err(Error::LeakedTracer { .. })));
-    let e = leaked.reshape(&[1, 2]).unwrap_err();
+    let e = leaked.reshape([1, 2]).unwrap_err();
     assert!(matches!(e, Error::LeakedTracer { .. }), "{e:?}");
     assert!(e.to_string().contains("return it from the function"), "{e}");
     // Inside another trace it is an error too.
@@ -540,15 +540,15 @@ fn a_leaked_symbolic_tensor_is_an_error_when_used_later() -> Result<()> {
 #[test]
 fn a_grad_read_before_it_is_written_is_read_at_each_call_and_guarded() -> Result<()> {
     let w = f32s(&[2.0], &[1]).requires_grad_(true)?;
-    (&w * 3.0).sum().backward()?; // w.grad = [3]
+    (&w * 3.0).sum()?.backward()?; // w.grad = [3]
     let f = trace("reads_grad", &[], || {
         let g = w.grad().expect("present when traced");
         Ok(vec![&g * 2.0])
     })?;
     assert_values(&f.call(&[])?[0], &[6.0]);
-    (&w * 4.0).sum().backward()?; // w.grad = [7]: the graph reads the current .grad
+    (&w * 4.0).sum()?.backward()?; // w.grad = [7]: the graph reads the current .grad
     assert_values(&f.call(&[])?[0], &[14.0]);
-    w.zero_grad();
+    w.zero_grad()?;
     let e = f.call(&[]).unwrap_err();
     assert!(matches!(e, Error::GradPresence { .. }), "{e:?}");
     assert!(e.to_string().contains("zero_grad()"), "{e}");
@@ -556,15 +556,15 @@ fn a_grad_read_before_it_is_written_is_read_at_each_call_and_guarded() -> Result
 
     // Clearing first, then backward: no guard, any presence works, and grads do not pile up.
     let g = trace("zero_then_backward", &[], || {
-        w.zero_grad();
-        (&w * &w).sum().backward()?;
+        w.zero_grad()?;
+        (&w * &w).sum()?.backward()?;
         Ok(vec![w.grad().expect("set by backward")])
     })?;
     for _ in 0..2 {
         assert_values(&g.call(&[])?[0], &[4.0]);
         assert_values(&w.grad().unwrap(), &[4.0]);
     }
-    w.zero_grad();
+    w.zero_grad()?;
     assert_values(&g.call(&[])?[0], &[4.0]);
     Ok(())
 }
@@ -574,7 +574,7 @@ fn retain_grad_and_grad_of_intermediates_inside_a_graph_match_eager() -> Result<
     let run = |w: &Tensor, x: &Tensor| -> Result<Vec<Tensor>> {
         let a = w * x;
         a.retain_grad()?;
-        let y = (&a * &a).sum();
+        let y = (&a * &a).sum()?;
         y.backward()?;
         Ok(vec![y, a.grad().expect("retained")])
     };
@@ -618,7 +618,7 @@ fn calls_check_arguments_and_traces_check_in_place_rules() -> Result<()> {
 fn one_graph_called_from_four_threads_at_once_gives_each_its_own_results() -> Result<()> {
     let c = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], &[3])?;
     let x = Tensor::zeros(&[3], DType::F64);
-    let f = trace("shared", &[("x", &x)], || Ok(vec![(&x * &c).exp()?.sum(), &x + 1.0]))?;
+    let f = trace("shared", &[("x", &x)], || Ok(vec![(&x * &c).exp()?.sum()?, &x + 1.0]))?;
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)
             .map(|i| {
@@ -627,7 +627,7 @@ fn one_graph_called_from_four_threads_at_once_gives_each_its_own_results() -> Re
                     for k in 0..50 {
                         let v = Tensor::full(&[3], (i * 100 + k) as f64 * 0.01, DType::F64);
                         let out = f.call(&[&v])?;
-                        assert_bits_eq(&out[0], &(&v * c).exp()?.sum());
+                        assert_bits_eq(&out[0], &(&v * c).exp()?.sum()?);
                         assert_bits_eq(&out[1], &(&v + 1.0));
                     }
                     Ok(())
@@ -643,19 +643,19 @@ fn one_graph_called_from_four_threads_at_once_gives_each_its_own_results() -> Re
 #[test]
 fn detach_of_a_capture_inside_a_graph_reads_its_current_value_and_is_a_new_tensor() -> Result<()> {
     let w = f32s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
-    (&w * 3.0).sum().backward()?; // w.grad = [3, 3]
+    (&w * 3.0).sum()?.backward()?; // w.grad = [3, 3]
     let x = f32s(&[1.0, 1.0], &[2]).requires_grad_(true)?;
     let checks = RefCell::new(Vec::new());
     let f = trace("detach", &[("x", &x)], || {
         let d = w.detach(); // the first use of w in the body
         let dx = x.detach();
         checks.borrow_mut().extend([d.grad().is_none(), !d.requires_grad(), d.is_leaf(), dx.grad().is_none(), !dx.requires_grad()]);
-        d.zero_grad(); // d's own grad, not w's
-        dx.zero_grad();
+        d.zero_grad()?; // d's own grad, not w's
+        dx.zero_grad()?;
         Ok(vec![&d * &dx])
     })?;
     assert_eq!(checks.into_inner(), [true; 5], "a detached tensor is a new leaf with no grad, inside a trace as eagerly");
-    (&x * 2.0).sum().backward()?; // x.grad = [2, 2]
+    (&x * 2.0).sum()?.backward()?; // x.grad = [2, 2]
     assert_values(&f.call(&[&x])?[0], &[1.0, 2.0]);
     no_grad(|| w.add_(10.0))?;
     assert_values(&f.call(&[&x])?[0], &[11.0, 12.0]);
@@ -669,7 +669,7 @@ fn requires_grad_on_an_argument_or_capture_inside_the_body_takes_effect_in_the_g
     let run = |x: &Tensor, c: &Tensor| -> Result<Vec<Tensor>> {
         x.requires_grad_(true)?;
         c.requires_grad_(true)?;
-        let y = (x * x * c).sum();
+        let y = (x * x * c).sum()?;
         y.backward()?;
         Ok(vec![y, x.grad().expect("x.grad"), c.grad().expect("c.grad")])
     };

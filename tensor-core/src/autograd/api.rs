@@ -3,7 +3,8 @@
 use super::engine::{self, BackwardOptions, Sink};
 use super::grad_fn::GradFn;
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use crate::ops::dispatch::executor;
+use crate::tensor::{context, Tensor};
 use std::sync::atomic::Ordering;
 
 impl Tensor {
@@ -24,16 +25,14 @@ impl Tensor {
         if !on && !self.is_leaf_raw() {
             return Err(Error::invalid("requires_grad_", "on", "only a leaf can stop requiring grad; use detach() for a non-leaf"));
         }
-        if crate::trace::is_active() && self.symbol().is_none() {
-            if on && self.0.origin_trace == crate::trace::current_trace_id() {
-                return Err(Error::ParameterInTrace);
-            }
-            // An argument or a capture: the traced code sees the flag through its slot.
-            if let Ok(proxy) = crate::trace::resolve(self, "requires_grad_")
-                && proxy.is_leaf_raw()
-            {
-                proxy.0.requires_grad.store(on, Ordering::Release);
-            }
+        if on && context::is_trace_constant(self) {
+            return Err(Error::ParameterInTrace);
+        }
+        // An argument or a capture: the traced code sees the flag through its stand-in.
+        if let Some(proxy) = executor().external(self, "requires_grad_")
+            && proxy.is_leaf_raw()
+        {
+            proxy.0.requires_grad.store(on, Ordering::Release);
         }
         self.0.requires_grad.store(on, Ordering::Release);
         Ok(self.clone())
@@ -51,10 +50,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn requires_grad(&self) -> bool {
-        match crate::trace::proxy_of(self) {
-            Some(p) => p.requires_grad_raw(),
-            None => self.requires_grad_raw(),
-        }
+        self.stand_in().requires_grad_raw()
     }
 
     /// True when this tensor was not computed by a recorded op (it has no `grad_fn`).
@@ -68,10 +64,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn is_leaf(&self) -> bool {
-        match crate::trace::proxy_of(self) {
-            Some(p) => p.is_leaf_raw(),
-            None => self.is_leaf_raw(),
-        }
+        self.stand_in().is_leaf_raw()
     }
 
     /// The gradient accumulated by `backward()`: kept for leaves, and for non-leaves that
@@ -86,10 +79,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn grad(&self) -> Option<Tensor> {
-        if let Some(g) = crate::trace::read_grad(self) {
-            return g;
-        }
-        self.grad_slot().grad.clone()
+        executor().read_grad(self)
     }
 
     /// Asks a non-leaf to keep its gradient after `backward()` (a no-op on leaves).
@@ -104,7 +94,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn retain_grad(&self) -> Result<()> {
-        let t = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
+        let t = self.stand_in();
         if !t.requires_grad_raw() {
             return Err(Error::invalid("retain_grad", "self", "the tensor does not require grad"));
         }
@@ -124,7 +114,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn grad_fn(&self) -> Option<GradFn> {
-        let t = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
+        let t = self.stand_in();
         t.grad_fn_raw().map(GradFn)
     }
 
@@ -173,7 +163,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn backward_opts(&self, gradient: Option<&Tensor>, opts: BackwardOptions) -> Result<()> {
-        let root = crate::trace::proxy_of(self).unwrap_or_else(|| self.clone());
+        let root = self.stand_in();
         let g = root_gradient(&root, gradient)?;
         engine::run(&[(root, g)], opts, &mut Sink::LeafGrads)
     }
@@ -188,15 +178,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn detach(&self) -> Tensor {
-        let t = match crate::trace::proxy_of(self) {
-            Some(p) => p,
-            // While tracing, a tensor from outside is external state even on its first use:
-            // read it through its slot at each call, never as a copy baked into the graph.
-            None if crate::trace::is_active() && self.symbol().is_none() && self.0.origin_trace != crate::trace::current_trace_id() => {
-                crate::trace::resolve(self, "detach").unwrap_or_else(|_| self.clone())
-            }
-            None => self.clone(),
-        };
+        let t = executor().external(self, "detach").unwrap_or_else(|| self.clone());
         let value = match t.read_value().clone() {
             // A new tensor shares the value, not the slot: its `.grad` and in-place updates
             // are its own, as eagerly.
@@ -222,33 +204,14 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn zero_grad(&self) -> Result<()> {
-        if crate::trace::clear_grad(self)? {
-            return Ok(());
-        }
-        self.grad_slot().grad = None;
-        Ok(())
+        executor().clear_grad(self)
     }
 
     // ------------------------------------------------------------------ crate internals
 
+    /// Adds `g` into `.grad` (as the engine delivers a leaf's gradient).
     pub(crate) fn accumulate_grad(&self, g: &Tensor) -> Result<()> {
-        if let Some(r) = crate::trace::accumulate_grad(self, g) {
-            return r;
-        }
-        let old = self.grad_slot().grad.clone();
-        let new = match old {
-            Some(o) => o.add(g)?,
-            // A tensor of its own (PyTorch clones here), so `.grad` aliases neither the
-            // gradient the caller passed nor another leaf's `.grad`. With create_graph it
-            // keeps the gradient's history: the same grad_fn, or a recorded copy of a leaf.
-            None if crate::is_grad_enabled() && g.requires_grad_raw() => match g.is_leaf_raw() {
-                true => g.reshape_to(&g.0.shape)?,
-                false => g.alias(),
-            },
-            None => g.detach(),
-        };
-        self.grad_slot().grad = Some(new);
-        Ok(())
+        executor().accumulate_grad(self, g)
     }
 }
 
@@ -287,11 +250,11 @@ pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Resu
     let roots: Vec<(Tensor, Tensor)> = outputs
         .iter()
         .map(|o| {
-            let r = crate::trace::proxy_of(o).unwrap_or_else(|| (*o).clone());
+            let r = o.stand_in();
             root_gradient(&r, None).map(|g| (r, g))
         })
         .collect::<Result<_>>()?;
-    let resolved: Vec<Tensor> = inputs.iter().map(|t| crate::trace::proxy_of(t).unwrap_or_else(|| (*t).clone())).collect();
+    let resolved: Vec<Tensor> = inputs.iter().map(|t| t.stand_in()).collect();
     let targets: Vec<&Tensor> = resolved.iter().collect();
     let mut sink = Sink::Targets { targets: &targets, results: vec![None; inputs.len()] };
     engine::run(&roots, BackwardOptions { retain_graph: None, create_graph }, &mut sink)?;
@@ -314,7 +277,7 @@ pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Resu
 pub fn grad_with(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
     let mut roots = Vec::new();
     for (o, g) in outputs.iter().zip(grad_outputs) {
-        let r = crate::trace::proxy_of(o).unwrap_or_else(|| (*o).clone());
+        let r = o.stand_in();
         if r.requires_grad_raw() {
             roots.push((r.clone(), root_gradient(&r, Some(g))?));
         }
@@ -322,7 +285,7 @@ pub fn grad_with(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tenso
     if roots.is_empty() {
         return Ok(vec![None; inputs.len()]);
     }
-    let resolved: Vec<Tensor> = inputs.iter().map(|t| crate::trace::proxy_of(t).unwrap_or_else(|| (*t).clone())).collect();
+    let resolved: Vec<Tensor> = inputs.iter().map(|t| t.stand_in()).collect();
     let targets: Vec<&Tensor> = resolved.iter().collect();
     let mut sink = Sink::Targets { targets: &targets, results: vec![None; inputs.len()] };
     engine::run(&roots, BackwardOptions { retain_graph: Some(true), create_graph }, &mut sink)?;

@@ -82,3 +82,8 @@ pub(crate) fn set_stand_in(t: &Tensor, proxy: &Tensor) {
 pub(crate) fn is_known_now(t: &Tensor) -> bool {
     t.symbol().is_none() && (!is_tracing() || level_of(t.0.origin_trace).is_some())
 }
+
+/// True for a concrete tensor made inside the trace running now: a constant of its graph.
+pub(crate) fn is_trace_constant(t: &Tensor) -> bool {
+    is_tracing() && t.symbol().is_none() && t.0.origin_trace == current_trace()
+}

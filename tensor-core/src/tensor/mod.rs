@@ -238,6 +238,12 @@ impl Tensor {
         self.0.version.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// The tensor that stands for this one in the code running now: while a function is
+    /// traced, the graph value of an argument or capture it uses; otherwise itself.
+    pub(crate) fn stand_in(&self) -> Tensor {
+        context::stand_in(self).unwrap_or_else(|| self.clone())
+    }
+
     /// The symbolic value this handle holds, if any.
     pub(crate) fn symbol(&self) -> Option<Symbol> {
         match &*self.read_value() {

@@ -3,6 +3,7 @@
 //! *slots* (captures, or argument leaves bound by the caller): the graph reads their data and
 //! `.grad` at each call and writes back what the traced code changed.
 
+mod executor;
 mod print;
 mod state;
 
@@ -91,6 +92,7 @@ impl TraceGuard {
     /// Starts a trace of a graph called `name`.
     pub(crate) fn begin(name: &str) -> TraceGuard {
         let id = NEXT_TRACE.fetch_add(1, Ordering::Relaxed);
+        crate::ops::dispatch::register_tracer(&executor::TRACER);
         STACK.with(|s| s.borrow_mut().push(TraceState::new(id, name)));
         context::push_trace(id);
         TraceGuard { id, finished: false }
@@ -187,10 +189,6 @@ pub(crate) fn resolve(t: &Tensor, op: &'static str) -> Result<Tensor> {
     Ok(capture_down(0, proxy))
 }
 
-pub(crate) fn resolve_inputs(inputs: &[&Tensor], op: &'static str) -> Result<SmallVec<[Tensor; 3]>> {
-    inputs.iter().map(|t| resolve(t, op)).collect()
-}
-
 /// Appends `op` applied to resolved `inputs` to the active graph.
 pub(crate) fn append(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let types: SmallVec<[crate::ops::TypeRef; 3]> = inputs.iter().map(|t| crate::ops::TypeRef { dtype: t.0.dtype, shape: &t.0.shape }).collect();
@@ -204,38 +202,4 @@ pub(crate) fn append(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 pub(crate) fn append_node(kind: crate::graph::NodeKind, inputs: &[&Tensor], types: &[(crate::DType, crate::Shape)]) -> Vec<Tensor> {
     let ids: SmallVec<[ValueId; 3]> = inputs.iter().map(|t| t.symbol().expect("resolved inputs are symbolic").value).collect();
     with_trace(|s| s.append_multi(kind, &ids, types))
-}
-
-/// The slot proxy standing for concrete `t` in the active trace, if `t` is used there.
-pub(crate) fn proxy_of(t: &Tensor) -> Option<Tensor> {
-    context::stand_in(t)
-}
-
-pub(crate) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others: &[&Tensor], name: &'static str) -> Result<()> {
-    state::apply_in_place(op, target, reads_target, others, name)
-}
-
-/// `.grad` of `t` as the traced code sees it, if `t` is a slot of the active trace.
-pub(crate) fn read_grad(t: &Tensor) -> Option<Option<Tensor>> {
-    if !is_active() {
-        return None;
-    }
-    state::read_grad(t)
-}
-
-/// Accumulates into a slot's `.grad` inside the active trace; `None` if `t` is not a slot.
-pub(crate) fn accumulate_grad(t: &Tensor, g: &Tensor) -> Option<Result<()>> {
-    if !is_active() {
-        return None;
-    }
-    state::accumulate_grad(t, g)
-}
-
-/// Clears a slot's `.grad` inside the active trace; false if `t` is not a slot.
-pub(crate) fn clear_grad(t: &Tensor) -> Result<bool> {
-    if is_active() {
-        state::clear_grad(t)
-    } else {
-        Ok(false)
-    }
 }

@@ -4,7 +4,7 @@
 use super::{current_trace_id, resolve, with_root, with_trace, Traced};
 use crate::error::Result;
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite, ValueId};
-use crate::ops::Op;
+use crate::ops::dispatch::InPlace;
 use crate::shape::Shape;
 use crate::storage::Storage;
 use crate::tensor::Symbol;
@@ -213,7 +213,8 @@ impl TraceState {
 
 /// An in-place op while tracing: the result becomes the target's new symbolic value (for a
 /// slot, its proxy's, written back to the external tensor after the run).
-pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others: &[&Tensor], name: &'static str) -> Result<()> {
+pub(super) fn apply_in_place(u: InPlace) -> Result<()> {
+    let (target, name) = (u.target, u.name);
     // Data made in the function but outside the branch or loop body being traced resolves
     // to a constant of the nested trace: updating that copy would leave the function's
     // tensor as it was, unlike the eager run, so it is refused like any outer tensor.
@@ -228,41 +229,23 @@ pub(super) fn apply_in_place(op: Op, target: &Tensor, reads_target: bool, others
             construct: format!("{name}: the tensor{what} comes from outside this cond branch or while_loop body and cannot be updated in place there; compute the new value and return it from the branch (or carry it as a loop variable)"),
         });
     }
-    let grad_on = crate::autograd::is_grad_enabled();
-    let others: Vec<Tensor> = others.iter().map(|o| resolve(o, name)).collect::<Result<_>>()?;
-    let needs_grad = grad_on && op.is_differentiable() && (reads_target && t.requires_grad_raw() || others.iter().any(|o| o.requires_grad_raw()));
-    // As in eager dispatch: the target as an operand too (`y.mul_(&y)`) reads the old value.
-    let reads_old = reads_target || others.iter().any(|o| o.same_as(&t));
-    let alias = (reads_old && needs_grad).then(|| t.alias());
-    let mut inputs: Vec<&Tensor> = Vec::new();
-    if reads_target {
-        inputs.push(alias.as_ref().unwrap_or(&t));
-    }
-    inputs.extend(others.iter().map(|o| match &alias {
-        Some(a) if o.same_as(&t) => a,
-        _ => o,
-    }));
-    crate::ops::dispatch::check_in_place_type(&op, &inputs, &t, name)?;
-    let out = super::append(&op, &inputs)?;
-    let mut sym = out.symbol().expect("appended values are symbolic");
-    sym.slot = t.symbol().and_then(|s| s.slot);
-    sym.label = t.symbol().and_then(|s| s.label);
-    t.set_value(Value::Symbolic(sym.clone()));
-    // The handle that holds the new value (and its history) from now on.
-    let mut holder = &t;
-    if !target.same_as(&t) && target.symbol().is_none() && target.0.origin_trace == current_trace_id() {
-        // A constant made inside the trace and then updated in place is a graph value now;
-        // the user's handle gets the history too, or later ops would not see it.
-        target.set_value(Value::Symbolic(sym));
-        with_trace(|s| s.constants.remove(&target.id()));
-        holder = target;
-    }
-    if needs_grad {
-        crate::ops::dispatch::record(op, &inputs, holder);
-    } else if grad_on && !reads_target {
-        holder.detach_in_place();
-    }
-    Ok(())
+    let others: Vec<Tensor> = u.others.iter().map(|o| resolve(o, name)).collect::<Result<_>>()?;
+    let others: Vec<&Tensor> = others.iter().collect();
+    u.run(&t, &others, |op, inputs| {
+        let out = super::append(op, inputs)?;
+        let mut sym = out.symbol().expect("appended values are symbolic");
+        sym.slot = t.symbol().and_then(|s| s.slot);
+        sym.label = t.symbol().and_then(|s| s.label);
+        t.set_value(Value::Symbolic(sym.clone()));
+        if !target.same_as(&t) && target.symbol().is_none() && target.0.origin_trace == current_trace_id() {
+            // A constant made inside the trace and then updated in place is a graph value
+            // now; the user's handle gets the history too, or later ops would not see it.
+            target.set_value(Value::Symbolic(sym));
+            with_trace(|s| s.constants.remove(&target.id()));
+            return Ok(target.clone());
+        }
+        Ok(t.clone())
+    })
 }
 
 pub(super) fn read_grad(t: &Tensor) -> Option<Option<Tensor>> {

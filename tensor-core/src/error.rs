@@ -200,6 +200,13 @@ pub enum Error {
     /// A construct that cannot be carried through a graph loop or branch.
     #[error("{construct}")]
     ControlFlow { construct: String },
+
+    /// A graph that does not check (`graph::validate`): a value used before it is defined,
+    /// an op node whose type is not what its rule gives, a slot or parameter that does not
+    /// exist, a subgraph that does not match its node. Traced graphs always check; this is
+    /// for graphs built or loaded from outside.
+    #[error("graph `{graph}` is invalid: {problem}")]
+    InvalidGraph { graph: String, problem: String },
 }
 }
 

@@ -31,6 +31,8 @@
 extern crate self as tensor_core;
 
 pub mod autograd;
+/// The graph compiler (passes, plan, executor): internals behind `ConcreteFunction`.
+#[doc(hidden)]
 pub mod compile;
 pub mod control;
 pub mod dtype;
@@ -39,6 +41,8 @@ pub mod function;
 pub mod graph;
 pub mod guide;
 pub mod kernels;
+#[cfg(test)]
+mod layers;
 mod math;
 pub mod nn;
 pub mod ops;
@@ -46,7 +50,7 @@ pub mod optim;
 pub mod shape;
 pub mod storage;
 mod tensor;
-pub mod trace;
+mod trace;
 
 pub use autograd::{grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOptions, GradFn, NextFunction, NoGradGuard};
 pub use dtype::{DType, Scalar};
@@ -110,7 +114,7 @@ pub use trace::executing_eagerly;
 #[macro_export]
 macro_rules! tprint {
     ($fmt:literal $(, $arg:expr)* $(,)?) => {
-        $crate::trace::tprint_impl($fmt, &[$(&$arg as &dyn ::std::fmt::Display),*]).unwrap_or_else(|e| panic!("{}", e))
+        $crate::__private::tprint_impl($fmt, &[$(&$arg as &dyn ::std::fmt::Display),*]).unwrap_or_else(|e| panic!("{}", e))
     };
 }
 
@@ -126,5 +130,6 @@ pub mod prelude {
 pub mod __private {
     pub use crate::control::autograph;
     pub use crate::function::{Flattener, GraphArg, GraphArgField, GraphFunction, GraphReturn, Options, StaticField, TensorSpec, TracePolicy};
+    pub use crate::trace::tprint_impl;
     pub use crate::DType;
 }

@@ -547,6 +547,15 @@ fn control_flow() -> Vec<Error> {
     vec![e]
 }
 
+fn invalid_graph() -> Vec<Error> {
+    let mut g = tensor_core::graph::Graph::new("hand_made");
+    g.outputs.push(3);
+    let e = err(tensor_core::graph::validate(&g));
+    assert!(matches!(&e, Error::InvalidGraph { graph, .. } if graph == "hand_made"), "{e:?}");
+    says(&e, &["graph `hand_made` is invalid", "value 3"]);
+    vec![e]
+}
+
 fn leaked_tracer() -> Vec<Error> {
     let x = f32s(&[1.0, 2.0], &[2]);
     let leak: Mutex<Option<Tensor>> = Mutex::new(None);
@@ -689,6 +698,7 @@ mod each {
         loop_var_changed,
         branch_mismatch,
         control_flow,
+        invalid_graph,
         signature_mismatch,
         grad_presence,
         too_many_traces,

@@ -8,13 +8,22 @@ use crate::dtype::DType;
 use crate::ops::TypeRef;
 use crate::shape::{Shape, UNKNOWN};
 
-/// Checks the graph's structure; `Err` describes the first problem found.
+/// Checks the graph's structure; `Err` (`Error::InvalidGraph`) describes the first problem
+/// found.
 ///
 /// ```
-/// let g = tensor_core::graph::Graph::new("empty");
-/// assert!(tensor_core::graph::validate(&g).is_ok());
+/// use tensor_core::graph::{validate, Graph};
+/// let mut g = Graph::new("g");
+/// assert!(validate(&g).is_ok());
+/// g.outputs.push(3); // a value that does not exist
+/// assert!(validate(&g).unwrap_err().to_string().starts_with("graph `g` is invalid: "));
 /// ```
-pub fn validate(g: &Graph) -> Result<(), String> {
+pub fn validate(g: &Graph) -> crate::Result<()> {
+    check(g).map_err(|problem| crate::Error::InvalidGraph { graph: g.name.clone(), problem })
+}
+
+/// The first problem of `g`, recursing into subgraphs.
+fn check(g: &Graph) -> Result<(), String> {
     let mut defined = vec![false; g.values.len()];
     let define = |defined: &mut Vec<bool>, v: usize, what: &str| -> Result<(), String> {
         match defined.get_mut(v) {
@@ -96,7 +105,7 @@ fn type_of(g: &Graph, v: usize) -> (DType, &Shape) {
 /// Validates subgraph `sub` (named `label` in messages) and checks that each parameter it
 /// reads has the type of the node input `args[k]` that feeds it.
 fn check_subgraph(g: &Graph, label: &str, sub: &Graph, args: &[usize]) -> Result<(), String> {
-    validate(sub).map_err(|e| format!("{label}: {e}"))?;
+    check(sub).map_err(|e| format!("{label}: {e}"))?;
     if !sub.writes.is_empty() || sub.num_slots() != 0 {
         return Err(format!("{label}: a subgraph cannot read or write slots"));
     }

@@ -3,7 +3,7 @@
 
 pub(crate) mod conv;
 pub(crate) mod elementwise;
-pub mod fused;
+pub(crate) mod fused;
 pub(crate) mod index;
 pub(crate) mod layout;
 pub(crate) mod matmul;

@@ -98,6 +98,7 @@ macro_rules! multiversion {
         $vis fn $name<$($g $(: $b)?),*>($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
+                // SAFETY (of calling the two builds): the CPU must have their features.
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2<$($g $(: $b)?),*>($($arg: $ty),*) {
                     $body($($arg),*)

@@ -11,6 +11,7 @@ mod inplace;
 mod layout;
 mod linalg;
 mod nn;
+mod operators;
 mod reduce;
 
 use crate::dtype::DType;

@@ -7,7 +7,6 @@ mod create;
 mod display;
 pub(crate) mod grad_mode;
 pub(crate) mod grad_node;
-mod operators;
 mod symbol;
 
 use crate::dtype::DType;

@@ -1100,12 +1100,12 @@ fn the_validator_checks_subgraphs_recursively() -> Result<()> {
         let node = t.nodes.iter().find(|n| n.kind_name() == "tanh").expect("tanh in then").clone();
         t.values[node.outputs[0]].dtype = DType::F64;
     })?;
-    let e = validate(&bad).expect_err("a wrong type deep inside");
+    let e = validate(&bad).expect_err("a wrong type deep inside").to_string();
     assert!(e.contains("tanh") && e.contains("then"), "{e}");
 
     // A branch reading a parameter its node does not pass.
     let (_, bad) = broken_nested(|_, o| o.num_params += 1)?;
-    let e = validate(&bad).expect_err("a parameter count mismatch");
+    let e = validate(&bad).expect_err("a parameter count mismatch").to_string();
     assert!(e.contains("parameter"), "{e}");
 
     // A branch whose output type differs from the node's.
@@ -1117,7 +1117,7 @@ fn the_validator_checks_subgraphs_recursively() -> Result<()> {
 
     // A branch using a value it never defines.
     let (_, bad) = broken_nested(|t, _| t.outputs[0] = t.values.len() + 3)?;
-    let e = validate(&bad).expect_err("an undefined output");
+    let e = validate(&bad).expect_err("an undefined output").to_string();
     assert!(e.contains("never defined") || e.contains("does not exist"), "{e}");
 
     // A loop body whose outputs do not match the loop variables.

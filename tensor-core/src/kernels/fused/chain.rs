@@ -128,6 +128,10 @@ pub(super) unsafe fn chain_body<T: Num>(k: &Kernel, p: *const *mut u8, len: usiz
 const WIDE: usize = 64;
 
 /// Applies the steps to `[start, end)` in blocks of `B` values (the last one may be short).
+///
+/// # Safety
+/// `src` and `dst` must be valid for reads and writes of `end` values of `T` (they may be
+/// the same buffer: each block is read whole before it is written).
 #[inline(always)]
 unsafe fn blocks<T: Num, const B: usize>(src: *const T, dst: *mut T, mut start: usize, end: usize, steps: &[Step]) {
     unsafe {

@@ -29,12 +29,18 @@ pub struct Kernel {
     pub chain: (*const super::chain::Step, usize),
 }
 
-// SAFETY: a kernel is immutable data plus a function pointer.
+// SAFETY: a kernel is immutable data plus a function pointer — and, for a chain, a pointer
+// to its steps: a boxed slice owned by the same `FusedProgram` as the kernel, never mutated
+// and never moved while the program lives (it is boxed once when the program is built). Any
+// thread holding the kernel holds the program, so the steps are alive and shared read-only.
 unsafe impl Send for Kernel {}
 unsafe impl Sync for Kernel {}
 
 impl Kernel {
     /// Where operand `i` is: a frame slot, or this kernel's immediate.
+    ///
+    /// # Safety
+    /// `p` must point to the frame's table, with an entry for every slot this kernel names.
     #[inline(always)]
     pub(super) unsafe fn src(&self, p: *const *mut u8, i: usize) -> *const u8 {
         unsafe {
@@ -47,6 +53,10 @@ impl Kernel {
 
     /// The destination chunk. The slice borrows the frame behind `p`, not `self`; the frame
     /// gives each kernel's destination to one writer at a time.
+    ///
+    /// # Safety
+    /// `p`'s entry for `self.dst` must point to room for `len` values of `U` that nothing
+    /// else reads or writes while the slice lives.
     #[inline(always)]
     #[allow(clippy::mut_from_ref)]
     unsafe fn dst<U>(&self, p: *const *mut u8, len: usize) -> &mut [MaybeUninit<U>] {
@@ -63,6 +73,13 @@ pub enum Mode {
 
 // ---------------------------------------------------------------------------- the loops
 
+/// `dst[i] = F(a[i])` over a chunk.
+///
+/// # Safety
+/// `p` must be the run's frame: a table of chunk pointers, one per slot, where every slot
+/// `k` reads holds at least `len` values of the operand's type (or one value, for an operand
+/// read as one value), and `k.dst`'s slot has room for `len` values of the result type that
+/// nothing else reads or writes while this runs. Immediates are the bits of the operand's type.
 #[inline(always)]
 unsafe fn map1_body<T: Copy, U, F: Fn1<T, U>, const SLICE: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
     unsafe {
@@ -82,6 +99,13 @@ unsafe fn map1_body<T: Copy, U, F: Fn1<T, U>, const SLICE: bool>(k: &Kernel, p: 
     }
 }
 
+/// `dst[i] = F(a[i], b[i])` over a chunk.
+///
+/// # Safety
+/// `p` must be the run's frame: a table of chunk pointers, one per slot, where every slot
+/// `k` reads holds at least `len` values of the operand's type (or one value, for an operand
+/// read as one value), and `k.dst`'s slot has room for `len` values of the result type that
+/// nothing else reads or writes while this runs. Immediates are the bits of the operand's type.
 #[inline(always)]
 unsafe fn map2_body<T: Copy, U, F: Fn2<T, U>, const A: bool, const B: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
     unsafe {
@@ -116,6 +140,13 @@ unsafe fn map2_body<T: Copy, U, F: Fn2<T, U>, const A: bool, const B: bool>(k: &
     }
 }
 
+/// `dst[i] = clamp(a[i], lo, hi)` over a chunk, the bounds as immediates (`flags` says which).
+///
+/// # Safety
+/// `p` must be the run's frame: a table of chunk pointers, one per slot, where every slot
+/// `k` reads holds at least `len` values of the operand's type (or one value, for an operand
+/// read as one value), and `k.dst`'s slot has room for `len` values of the result type that
+/// nothing else reads or writes while this runs. Immediates are the bits of the operand's type.
 #[inline(always)]
 unsafe fn clamp_body<T: Num, const SLICE: bool>(k: &Kernel, p: *const *mut u8, len: usize) {
     unsafe {
@@ -137,6 +168,12 @@ unsafe fn clamp_body<T: Num, const SLICE: bool>(k: &Kernel, p: *const *mut u8, l
 }
 
 /// `where`: operand modes checked per element (rare enough not to specialize).
+///
+/// # Safety
+/// `p` must be the run's frame: a table of chunk pointers, one per slot, where every slot
+/// `k` reads holds at least `len` values of the operand's type (or one value, for an operand
+/// read as one value), and `k.dst`'s slot has room for `len` values of the result type that
+/// nothing else reads or writes while this runs. Immediates are the bits of the operand's type.
 #[inline(always)]
 unsafe fn select_body<T: Copy>(k: &Kernel, p: *const *mut u8, len: usize) {
     unsafe {
@@ -152,7 +189,8 @@ unsafe fn select_body<T: Copy>(k: &Kernel, p: *const *mut u8, len: usize) {
 }
 
 /// Three builds of each loop: the baseline, AVX2 with FMA, and AVX-512 (the same bits: see
-/// `simd`).
+/// `simd`). Each build has its body's safety contract; the AVX builds also need a CPU with
+/// their features, which `pick!` checks (`simd::level`) before choosing one.
 macro_rules! builds {
     ($base:ident, $avx2:ident, $avx512:ident, $body:ident, <$($g:ident $(: $b:path)?),*>, <$(const $c:ident),*>) => {
         unsafe fn $base<$($g $(: $b)?,)* $(const $c: bool),*>(k: &Kernel, p: *const *mut u8, len: usize) { unsafe {

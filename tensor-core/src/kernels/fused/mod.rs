@@ -25,17 +25,6 @@ use std::mem::MaybeUninit;
 
 /// A program input: shared (still used later), or owned by the caller and dying here, so its
 /// buffer may become an output's.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::kernels::fused::{FusedProgram, Input, Instr, Operand};
-/// use tensor_core::ops::{ElementwiseOp, UnaryOp};
-/// let p = FusedProgram::new(Shape::new(&[3]), vec![(DType::F32, Shape::new(&[3]))], vec![Instr { op: ElementwiseOp::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 }], vec![0]);
-/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?.to_storage()?;
-/// let out = p.run([Input::Dying(x)]); // nothing else holds x: its buffer becomes the output's
-/// assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &[-1.0, -2.0, -3.0]);
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
 pub enum Input<'a> {
     /// Read only: something later still needs it.
     Shared(&'a Storage),
@@ -44,25 +33,11 @@ pub enum Input<'a> {
 }
 
 /// Elements per chunk: 8 KiB of f64 per register.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// assert!(tensor_core::kernels::fused::FUSED_CHUNK * 8 <= 16 * 1024); // a chunk of f64 stays in L1
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
 pub const FUSED_CHUNK: usize = 1024;
+// A chunk of f64 stays in a 16 KiB L1.
+const _: () = assert!(FUSED_CHUNK * 8 <= 16 * 1024);
 
 /// Where an instruction's operand comes from.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::kernels::fused::{Instr, Operand};
-/// use tensor_core::ops::{BinaryOp, ElementwiseOp};
-/// // `input 0 + result 0`
-/// let add = Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: [Operand::Input(0), Operand::Result(0)].into_iter().collect(), dtype: DType::F32 };
-/// assert_eq!(add.args.len(), 2);
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operand {
     /// Program input `i`.
@@ -72,15 +47,6 @@ pub enum Operand {
 }
 
 /// One elementwise op of a program.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::kernels::fused::{Instr, Operand};
-/// use tensor_core::ops::{ElementwiseOp, UnaryOp};
-/// let exp = Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 };
-/// assert_eq!(exp.op.name(), "exp");
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Instr {
     /// The elementwise op.
@@ -92,17 +58,6 @@ pub struct Instr {
 }
 
 /// A fused elementwise program over one output shape.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::function::ConcreteFunction;
-/// use tensor_core::graph::NodeKind;
-/// let x = Tensor::ones(&[16], DType::F32);
-/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.exp()?]))?;
-/// let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!("{}", f.to_text()) };
-/// assert_eq!((p.summary(), p.shape.dims()), ("mul,exp".to_string(), &[16][..]));
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
 pub struct FusedProgram {
     /// The shape every instruction computes over (the outputs' shape).
     pub shape: Shape,
@@ -127,23 +82,6 @@ impl std::fmt::Debug for FusedProgram {
 
 impl FusedProgram {
     /// A program; assigns scratch registers and compiles every instruction.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// use tensor_core::kernels::fused::{FusedProgram, Input, Instr, Operand};
-    /// use tensor_core::ops::{BinaryOp, ElementwiseOp, UnaryOp};
-    /// // exp(x) * y over [2]
-    /// let instrs = vec![
-    ///     Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 },
-    ///     Instr { op: ElementwiseOp::Binary(BinaryOp::Mul), args: [Operand::Result(0), Operand::Input(1)].into_iter().collect(), dtype: DType::F64 },
-    /// ];
-    /// let s = Shape::new(&[2]);
-    /// let p = FusedProgram::new(s.clone(), vec![(DType::F64, s.clone()), (DType::F64, s)], instrs, vec![1]);
-    /// let (x, y) = (Tensor::zeros(&[2], DType::F64).to_storage()?, Tensor::from_vec(vec![3.0f64, 4.0], &[2])?.to_storage()?);
-    /// let out = p.run([Input::Shared(&x), Input::Shared(&y)]);
-    /// assert_eq!(out[0].array::<f64>().unwrap().as_slice().unwrap(), &[3.0, 4.0]);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn new(shape: Shape, inputs: Vec<(DType, Shape)>, instrs: Vec<Instr>, outputs: Vec<usize>) -> FusedProgram {
         let (regs, num_regs) = assign_registers(&instrs, &outputs);
         let n_in = inputs.len();
@@ -190,33 +128,11 @@ impl FusedProgram {
     }
 
     /// How many loops a chunk calls (runs of scalar ops share one).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// use tensor_core::function::ConcreteFunction;
-    /// use tensor_core::graph::NodeKind;
-    /// let x = Tensor::ones(&[4], DType::F32);
-    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.add(1.0)?.mul(3.0)?.exp()?]))?;
-    /// let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
-    /// assert_eq!((p.instrs.len(), p.num_kernels()), (4, 2)); // the three scalar ops run as one chain
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn num_kernels(&self) -> usize {
         self.kernels.len()
     }
 
     /// The names of the fused ops, for printing (`mul,add,tanh`).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// use tensor_core::function::ConcreteFunction;
-    /// use tensor_core::graph::NodeKind;
-    /// let x = Tensor::ones(&[4], DType::F32);
-    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.tanh()?.mul(&x.sigmoid()?)?]))?;
-    /// let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
-    /// assert_eq!(p.summary(), "tanh,sigmoid,mul");
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn summary(&self) -> String {
         let names: Vec<&str> = self.instrs.iter().map(|i| i.op.name()).collect();
         if names.len() <= 8 {
@@ -229,19 +145,6 @@ impl FusedProgram {
     /// Runs the program; an output takes over the buffer of a dying input of its dtype and
     /// size when nothing else holds it. Allocates nothing but the outputs' buffers (a
     /// chunk's frame and registers live in per-thread scratch).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// use tensor_core::function::ConcreteFunction;
-    /// use tensor_core::graph::NodeKind;
-    /// use tensor_core::kernels::fused::Input;
-    /// let x = Tensor::from_vec(vec![0.0f32, 1.0], &[2])?;
-    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.add(1.0)?]))?;
-    /// let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
-    /// let out = p.run([Input::Shared(&x.to_storage()?)]);
-    /// assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &[1.0, 3.0]);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn run<'a>(&'a self, inputs: impl IntoIterator<Item = Input<'a>>) -> SmallVec<[Storage; 1]> {
         let run = self.begin(inputs);
         let n = self.shape.numel();
@@ -263,24 +166,6 @@ impl FusedProgram {
     /// Prepares a run whose positions the caller computes range by range (`FusedRun::range`),
     /// then collects with `FusedRun::finish`: how an epilogue runs the program on each block of
     /// its anchor's output right after the block is made. Inputs as for [`run`](Self::run).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// use tensor_core::function::ConcreteFunction;
-    /// use tensor_core::graph::NodeKind;
-    /// use tensor_core::kernels::fused::Input;
-    /// let x = Tensor::arange(0.0f32, 10.0);
-    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.neg()?]))?;
-    /// let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
-    /// let data = x.to_storage()?;
-    /// let run = p.begin([Input::Shared(&data)]);
-    /// run.range(0, 4); // two blocks, in any order, from any thread
-    /// run.range(4, 6);
-    /// // SAFETY: the two ranges covered all ten positions.
-    /// let out = unsafe { run.finish() };
-    /// assert_eq!(out[0].array::<f32>().unwrap()[[9]], -18.0);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn begin<'a>(&'a self, inputs: impl IntoIterator<Item = Input<'a>>) -> FusedRun<'a> {
         let n = self.shape.numel();
         let mut sources: SmallVec<[Source; 4]> = SmallVec::new();
@@ -344,22 +229,6 @@ impl FusedProgram {
 
 /// A program run in progress (see [`FusedProgram::begin`]). Its inputs are read through
 /// pointers: shared ones are borrowed for `'a`, dying ones are held here.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::function::ConcreteFunction;
-/// use tensor_core::graph::NodeKind;
-/// use tensor_core::kernels::fused::Input;
-/// let x = Tensor::ones(&[3], DType::F32);
-/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.add(1.0)?.sqrt()?]))?;
-/// let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
-/// let data = x.to_storage()?;
-/// let run = p.begin([Input::Shared(&data)]);
-/// run.range(0, 3);
-/// // SAFETY: every position was computed.
-/// assert_eq!(unsafe { run.finish() }[0].len(), 3);
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
 pub struct FusedRun<'a> {
     program: &'a FusedProgram,
     sources: SmallVec<[Source; 4]>,
@@ -373,26 +242,6 @@ impl FusedRun<'_> {
     /// Computes output positions `start..start + len`, on the calling thread, in chunks.
     /// Ranges run from several threads at once must not overlap, and the inputs' values at
     /// these positions must be final.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// use tensor_core::function::ConcreteFunction;
-    /// use tensor_core::graph::NodeKind;
-    /// use tensor_core::kernels::fused::Input;
-    /// let x = Tensor::ones(&[4], DType::F32);
-    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(3.0)?.exp()?]))?;
-    /// let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
-    /// let data = x.to_storage()?;
-    /// let run = p.begin([Input::Shared(&data)]);
-    /// std::thread::scope(|s| {
-    ///     s.spawn(|| run.range(0, 2)); // disjoint ranges may run at once
-    ///     s.spawn(|| run.range(2, 2));
-    /// });
-    /// // SAFETY: both halves were computed.
-    /// let out = unsafe { run.finish() };
-    /// assert_eq!(out[0].len(), 4);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn range(&self, start: usize, len: usize) {
         let end = start + len;
         debug_assert!(end <= self.program.shape.numel());
@@ -411,24 +260,7 @@ impl FusedRun<'_> {
     ///
     /// # Safety
     /// `range` must have covered every position.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// use tensor_core::function::ConcreteFunction;
-    /// use tensor_core::graph::NodeKind;
-    /// use tensor_core::kernels::fused::Input;
-    /// let x = Tensor::ones(&[2], DType::F64);
-    /// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?.neg()?]))?;
-    /// let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
-    /// let data = x.to_storage()?;
-    /// let run = p.begin([Input::Shared(&data)]);
-    /// run.range(0, 2);
-    /// // SAFETY: the range covered both positions.
-    /// let out = unsafe { run.finish() };
-    /// assert_eq!(out[0].dtype(), DType::F64);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
-    pub unsafe fn finish(self) -> SmallVec<[Storage; 1]> {
+    pub(crate) unsafe fn finish(self) -> SmallVec<[Storage; 1]> {
         unsafe {
             let dims = self.program.shape.dims();
             self.outs.into_iter().map(|o| o.finish(dims)).collect()
@@ -729,6 +561,196 @@ fn load_input(reg: &mut [u64], src: &Source, start: usize, len: usize) -> *mut u
 
 #[cfg(test)]
 mod tests {
+    // How the items above are used (they are crate-private, so these are not doc tests).
+    #[test]
+    fn a_dying_input_lends_its_buffer_to_the_output() -> crate::Result<()> {
+        use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
+        use crate::ops::{ElementwiseOp, UnaryOp};
+        use crate::prelude::*;
+        let p = FusedProgram::new(
+            Shape::new(&[3]),
+            vec![(DType::F32, Shape::new(&[3]))],
+            vec![Instr { op: ElementwiseOp::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 }],
+            vec![0],
+        );
+        let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?.to_storage()?;
+        let out = p.run([Input::Dying(x)]); // nothing else holds x: its buffer becomes the output's
+        assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &[-1.0, -2.0, -3.0]);
+        Ok(())
+    }
+
+    #[test]
+    fn an_instruction_reads_inputs_and_earlier_results() -> crate::Result<()> {
+        use crate::kernels::fused::{Instr, Operand};
+        use crate::ops::{BinaryOp, ElementwiseOp};
+        use crate::prelude::*;
+        // `input 0 + result 0`
+        let add = Instr {
+            op: ElementwiseOp::Binary(BinaryOp::Add),
+            args: [Operand::Input(0), Operand::Result(0)].into_iter().collect(),
+            dtype: DType::F32,
+        };
+        assert_eq!(add.args.len(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn an_instruction_names_its_op() -> crate::Result<()> {
+        use crate::kernels::fused::{Instr, Operand};
+        use crate::ops::{ElementwiseOp, UnaryOp};
+        use crate::prelude::*;
+        let exp = Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 };
+        assert_eq!(exp.op.name(), "exp");
+        Ok(())
+    }
+
+    #[test]
+    fn a_traced_chain_becomes_one_program() -> crate::Result<()> {
+        use crate::function::ConcreteFunction;
+        use crate::graph::NodeKind;
+        use crate::prelude::*;
+        let x = Tensor::ones(&[16], DType::F32);
+        let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.exp()?]))?;
+        let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!("{}", f.to_text()) };
+        assert_eq!((p.summary(), p.shape.dims()), ("mul,exp".to_string(), &[16][..]));
+        Ok(())
+    }
+
+    #[test]
+    fn a_program_built_by_hand_runs() -> crate::Result<()> {
+        use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
+        use crate::ops::{BinaryOp, ElementwiseOp, UnaryOp};
+        use crate::prelude::*;
+        // exp(x) * y over [2]
+        let instrs = vec![
+            Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 },
+            Instr {
+                op: ElementwiseOp::Binary(BinaryOp::Mul),
+                args: [Operand::Result(0), Operand::Input(1)].into_iter().collect(),
+                dtype: DType::F64,
+            },
+        ];
+        let s = Shape::new(&[2]);
+        let p = FusedProgram::new(s.clone(), vec![(DType::F64, s.clone()), (DType::F64, s)], instrs, vec![1]);
+        let (x, y) = (Tensor::zeros(&[2], DType::F64).to_storage()?, Tensor::from_vec(vec![3.0f64, 4.0], &[2])?.to_storage()?);
+        let out = p.run([Input::Shared(&x), Input::Shared(&y)]);
+        assert_eq!(out[0].array::<f64>().unwrap().as_slice().unwrap(), &[3.0, 4.0]);
+        Ok(())
+    }
+
+    #[test]
+    fn scalar_steps_run_as_one_chain() -> crate::Result<()> {
+        use crate::function::ConcreteFunction;
+        use crate::graph::NodeKind;
+        use crate::prelude::*;
+        let x = Tensor::ones(&[4], DType::F32);
+        let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.add(1.0)?.mul(3.0)?.exp()?]))?;
+        let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        assert_eq!((p.instrs.len(), p.num_kernels()), (4, 2)); // the three scalar ops run as one chain
+        Ok(())
+    }
+
+    #[test]
+    fn the_summary_lists_the_ops() -> crate::Result<()> {
+        use crate::function::ConcreteFunction;
+        use crate::graph::NodeKind;
+        use crate::prelude::*;
+        let x = Tensor::ones(&[4], DType::F32);
+        let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.tanh()?.mul(&x.sigmoid()?)?]))?;
+        let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        assert_eq!(p.summary(), "tanh,sigmoid,mul");
+        Ok(())
+    }
+
+    #[test]
+    fn a_shared_input_is_read_not_taken() -> crate::Result<()> {
+        use crate::function::ConcreteFunction;
+        use crate::graph::NodeKind;
+        use crate::kernels::fused::Input;
+        use crate::prelude::*;
+        let x = Tensor::from_vec(vec![0.0f32, 1.0], &[2])?;
+        let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.add(1.0)?]))?;
+        let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let out = p.run([Input::Shared(&x.to_storage()?)]);
+        assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &[1.0, 3.0]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_computes_ranges_in_any_order() -> crate::Result<()> {
+        use crate::function::ConcreteFunction;
+        use crate::graph::NodeKind;
+        use crate::kernels::fused::Input;
+        use crate::prelude::*;
+        let x = Tensor::arange(0.0f32, 10.0);
+        let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.neg()?]))?;
+        let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let data = x.to_storage()?;
+        let run = p.begin([Input::Shared(&data)]);
+        run.range(0, 4); // two blocks, in any order, from any thread
+        run.range(4, 6);
+        // SAFETY: the two ranges covered all ten positions.
+        let out = unsafe { run.finish() };
+        assert_eq!(out[0].array::<f32>().unwrap()[[9]], -18.0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_finishes_into_its_outputs() -> crate::Result<()> {
+        use crate::function::ConcreteFunction;
+        use crate::graph::NodeKind;
+        use crate::kernels::fused::Input;
+        use crate::prelude::*;
+        let x = Tensor::ones(&[3], DType::F32);
+        let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.add(1.0)?.sqrt()?]))?;
+        let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let data = x.to_storage()?;
+        let run = p.begin([Input::Shared(&data)]);
+        run.range(0, 3);
+        // SAFETY: every position was computed.
+        assert_eq!(unsafe { run.finish() }[0].len(), 3);
+        Ok(())
+    }
+
+    #[test]
+    fn ranges_run_from_several_threads() -> crate::Result<()> {
+        use crate::function::ConcreteFunction;
+        use crate::graph::NodeKind;
+        use crate::kernels::fused::Input;
+        use crate::prelude::*;
+        let x = Tensor::ones(&[4], DType::F32);
+        let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(3.0)?.exp()?]))?;
+        let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let data = x.to_storage()?;
+        let run = p.begin([Input::Shared(&data)]);
+        std::thread::scope(|s| {
+            s.spawn(|| run.range(0, 2)); // disjoint ranges may run at once
+            s.spawn(|| run.range(2, 2));
+        });
+        // SAFETY: both halves were computed.
+        let out = unsafe { run.finish() };
+        assert_eq!(out[0].len(), 4);
+        Ok(())
+    }
+
+    #[test]
+    fn finish_hands_back_the_outputs() -> crate::Result<()> {
+        use crate::function::ConcreteFunction;
+        use crate::graph::NodeKind;
+        use crate::kernels::fused::Input;
+        use crate::prelude::*;
+        let x = Tensor::ones(&[2], DType::F64);
+        let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?.neg()?]))?;
+        let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let data = x.to_storage()?;
+        let run = p.begin([Input::Shared(&data)]);
+        run.range(0, 2);
+        // SAFETY: the range covered both positions.
+        let out = unsafe { run.finish() };
+        assert_eq!(out[0].dtype(), DType::F64);
+        Ok(())
+    }
+
     use super::*;
     use ndarray::{ArrayD, IxDyn};
 

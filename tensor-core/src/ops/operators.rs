@@ -2,9 +2,9 @@
 //! side. Like ndarray's operators they panic on mismatched shapes or dtypes, with the message
 //! the `Result` methods (`add`, `sub`, ...) return as an `Err`.
 
-use super::Tensor;
+use super::BinaryOp;
 use crate::dtype::Scalar;
-use crate::ops::BinaryOp;
+use crate::tensor::Tensor;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 fn or_panic(r: crate::Result<Tensor>) -> Tensor {

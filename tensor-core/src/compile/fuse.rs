@@ -161,15 +161,21 @@ pub(super) fn fused_node(g: &Graph, members: &[usize]) -> Node {
 
 /// The members' values read by anything outside the group: other nodes, outputs, writes.
 fn used_outside(g: &Graph, members: &[usize]) -> Vec<ValueId> {
-    let mine: Vec<ValueId> = members.iter().map(|&m| g.nodes[m].outputs[0]).collect();
+    // Masks by node and by value, so a group of any size costs one pass over the graph.
+    let mut member = vec![false; g.nodes.len()];
+    let mut mine = vec![false; g.values.len()];
+    for &m in members {
+        member[m] = true;
+        mine[g.nodes[m].outputs[0]] = true;
+    }
     let mut used: Vec<ValueId> = Vec::new();
     let mut mark = |v: ValueId| {
-        if mine.contains(&v) && !used.contains(&v) {
+        if std::mem::take(&mut mine[v]) {
             used.push(v);
         }
     };
     for (i, node) in g.nodes.iter().enumerate() {
-        if !members.contains(&i) {
+        if !member[i] {
             node.inputs.iter().for_each(|&v| mark(v));
         }
     }

@@ -105,6 +105,53 @@ pub(crate) struct GradNode<F: ?Sized + Backward = dyn Backward> {
     pub(crate) formula: F,
 }
 
+/// Frees a node's part of the graph without recursion: the nodes and tensors only it kept
+/// alive are taken apart one at a time from an explicit stack (as PyTorch's `deleteNode`
+/// does), so a chain of any length drops on any stack.
+impl<F: ?Sized + Backward> Drop for GradNode<F> {
+    fn drop(&mut self) {
+        let mut stack = Vec::new();
+        self.take_children(&mut stack);
+        while let Some(mut node) = stack.pop() {
+            // The last handle to a node: empty it before it drops, so its own drop is shallow.
+            if let Some(n) = Arc::get_mut(&mut node) {
+                n.take_children(&mut stack);
+            }
+        }
+    }
+}
+
+impl<F: ?Sized + Backward> GradNode<F> {
+    /// Moves the nodes this node links to (through its edges and saved tensors) onto `stack`.
+    fn take_children(&mut self, stack: &mut Vec<Arc<GradNode>>) {
+        for edge in std::mem::take(&mut self.edges) {
+            match edge {
+                Edge::Node(n, _) => stack.push(n),
+                Edge::Leaf(t) => take_history(t, stack),
+                Edge::None => {}
+            }
+        }
+        if let Saved::Live(values) = std::mem::replace(self.saved.get_mut().unwrap_or_else(|e| e.into_inner()), Saved::Released) {
+            values.inputs.into_iter().flatten().for_each(|s| take_history(s.tensor, stack));
+        }
+    }
+}
+
+/// Drops `t`; if this was its last handle, its grad_fn (and its `.grad`'s) go onto `stack`
+/// instead of being dropped inside it.
+fn take_history(t: Tensor, stack: &mut Vec<Arc<GradNode>>) {
+    if Arc::strong_count(&t.0) == 1 {
+        let (grad_fn, grad) = {
+            let mut slot = t.grad_slot();
+            (slot.grad_fn.take(), slot.grad.take())
+        };
+        stack.extend(grad_fn);
+        if let Some(g) = grad {
+            take_history(g, stack);
+        }
+    }
+}
+
 fn output_of(t: &Tensor) -> Output {
     Output { tensor: Mutex::new(Arc::downgrade(&t.0)), dtype: t.0.dtype, shape: t.0.shape.clone() }
 }

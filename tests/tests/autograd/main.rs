@@ -1,4 +1,5 @@
 //! Autograd: PyTorch's semantics and every gradient against finite differences.
 
+mod deep;
 mod gradcheck;
 mod semantics;

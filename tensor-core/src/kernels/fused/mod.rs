@@ -293,17 +293,26 @@ fn assign_registers(instrs: &[Instr], outputs: &[usize]) -> (Vec<usize>, usize) 
             }
         }
     }
+    // The results whose last use is each instruction, so freeing costs nothing per step.
+    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); instrs.len()];
+    for (j, &k) in last_use.iter().enumerate() {
+        dying[k].push(j);
+    }
+    let mut is_output = vec![false; instrs.len()];
+    outputs.iter().for_each(|&o| is_output[o] = true);
     let mut regs = vec![usize::MAX; instrs.len()];
     let mut free: Vec<usize> = Vec::new();
     let mut count = 0;
     for k in 0..instrs.len() {
         // Registers of results whose last use was the previous instruction are free again.
-        for j in 0..k {
-            if regs[j] != usize::MAX && last_use[j] + 1 == k && !outputs.contains(&j) {
-                free.push(regs[j]);
+        if k > 0 {
+            for &j in &dying[k - 1] {
+                if j < k && regs[j] != usize::MAX && !is_output[j] {
+                    free.push(regs[j]);
+                }
             }
         }
-        if !outputs.contains(&k) {
+        if !is_output[k] {
             regs[k] = free.pop().unwrap_or_else(|| {
                 count += 1;
                 count - 1

@@ -122,6 +122,7 @@ macro_rules! num_fn2 {
     )*};
 }
 num_fn2!(Add => add, Sub => sub, Mul => mul, Div => div, Pow => pow, Maximum => maximum, Minimum => minimum);
+num_fn2!(AddPlain => add_plain, MulPlain => mul_plain);
 
 macro_rules! cmp_fn2 {
     ($($name:ident => $op:tt),*) => {$(
@@ -386,6 +387,16 @@ fn binary<T: Num>(b: BinaryOp, x: bool, y: bool) -> KernelFn {
     }
 }
 
+/// `binary`, for an operand that is a scalar other than NaN: `+` and `*` need not choose
+/// between two NaNs (see `Num::add_plain`).
+fn binary_by_scalar<T: Num>(b: BinaryOp, x: bool, y: bool) -> KernelFn {
+    match b {
+        BinaryOp::Add => map2::<T, T, AddPlain>(x, y),
+        BinaryOp::Mul => map2::<T, T, MulPlain>(x, y),
+        other => binary::<T>(other, x, y),
+    }
+}
+
 fn compare<T: Element>(c: CmpOp, x: bool, y: bool) -> KernelFn {
     match c {
         CmpOp::Eq => map2::<T, bool, Eq>(x, y),
@@ -439,7 +450,11 @@ pub fn compile(op: &Op, srcs: &[Src], dst: u16) -> Kernel {
             k.srcs[s] = IMM;
             k.imm[s] = imm_bits(scalar.0, dtype);
             let modes = if *scalar_first { (false, slice(0)) } else { (slice(0), false) };
-            by_num!(dtype, binary, *b, modes.0, modes.1)
+            if scalar.0.as_f64().is_nan() {
+                by_num!(dtype, binary, *b, modes.0, modes.1)
+            } else {
+                by_num!(dtype, binary_by_scalar, *b, modes.0, modes.1)
+            }
         }
         Op::Compare(c) => by_any!(dtype, compare, *c, slice(0), slice(1)),
         Op::CompareScalar { op: c, scalar } => {

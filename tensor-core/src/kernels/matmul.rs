@@ -67,22 +67,32 @@ fn row_major_matrices<T: Num>(a: &Array<T>) -> Array<T> {
     }
     let (m, k) = last_two(a);
     let lead = &a.shape()[..a.ndim() - 2];
-    let mut data = vec![T::zero(); a.len()];
-    for (matrix, dst) in as_batches(a, lead).iter().zip(data.chunks_mut((m * k).max(1))) {
-        copy_tiled(matrix, dst);
+    let mut data: Vec<T> = Vec::with_capacity(a.len());
+    for (b, matrix) in as_batches(a, lead).iter().enumerate() {
+        // SAFETY: matrix `b` fills elements [b*m*k, (b+1)*m*k) of the capacity.
+        unsafe { copy_tiled(matrix, data.as_mut_ptr().add(b * m * k)) };
     }
+    // SAFETY: the loop above wrote every element.
+    unsafe { data.set_len(a.len()) };
     Array::from_shape_vec(a.raw_dim(), data).expect("length matches dims")
 }
 
-/// Copies `src` row-major into `dst`, in `TILE x TILE` blocks.
-fn copy_tiled<T: Copy>(src: &ArrayView2<T>, dst: &mut [T]) {
+/// Copies `src` row-major to `dst`, in `TILE x TILE` blocks (both the rows read and the rows
+/// written of a block stay in cache, whichever way `src` is laid out).
+///
+/// # Safety
+/// `dst` must be valid for writing `src.len()` elements.
+unsafe fn copy_tiled<T: Copy>(src: &ArrayView2<T>, dst: *mut T) {
     const TILE: usize = 32;
     let (m, k) = src.dim();
+    let (rs, cs) = (src.strides()[0], src.strides()[1]);
+    let p = src.as_ptr();
     for i0 in (0..m).step_by(TILE) {
         for j0 in (0..k).step_by(TILE) {
             for i in i0..(i0 + TILE).min(m) {
                 for j in j0..(j0 + TILE).min(k) {
-                    dst[i * k + j] = src[[i, j]];
+                    // SAFETY: (i, j) is inside the view, and i*k + j inside dst.
+                    unsafe { *dst.add(i * k + j) = *p.offset(i as isize * rs + j as isize * cs) };
                 }
             }
         }

@@ -9,9 +9,6 @@ use tensor_core::DType;
 /// `p` as Rust code: `fn program(x: &[Tensor])` and a `#[test]` that checks it.
 pub fn to_rust(p: &Program) -> String {
     let mut s = String::new();
-    s.push_str("use tensor_core::control::{cond, while_loop_with, WhileOptions};\n");
-    s.push_str("use tensor_core::ops::CmpOp;\nuse tensor_core::prelude::*;\n");
-    s.push_str("use tests::fuzz::{check, Agreement, Dist, Fallible, GradMode, InputSpec};\n\n");
     s.push_str("#[allow(unused_variables, clippy::redundant_clone)]\nfn program(x: &[Tensor]) -> Result<Vec<Tensor>> {\n");
     for (k, (id, _)) in p.inputs.iter().enumerate() {
         let _ = writeln!(s, "    let v{id} = x[{k}].clone();");
@@ -23,7 +20,35 @@ pub fn to_rust(p: &Program) -> String {
         let _ = writeln!(s, "        {},", input_spec(spec));
     }
     let _ = writeln!(s, "    ];\n    assert_eq!(check(&inputs, {}, {}, &program), Ok(Agreement::Same));\n}}", grad_mode(p.grad), p.preset_grads);
-    s
+    imports(&s) + &s
+}
+
+/// The `use` lines the code `s` needs.
+fn imports(s: &str) -> String {
+    let mut control = Vec::new();
+    if s.contains("cond(") {
+        control.push("cond");
+    }
+    if s.contains("while_loop_with(") {
+        control.extend(["while_loop_with", "WhileOptions"]);
+    }
+    let mut out = String::new();
+    match control[..] {
+        [] => {}
+        [one] => {
+            let _ = writeln!(out, "use tensor_core::control::{one};");
+        }
+        _ => {
+            let _ = writeln!(out, "use tensor_core::control::{{{}}};", control.join(", "));
+        }
+    }
+    if s.contains("CmpOp::") {
+        out.push_str("use tensor_core::ops::CmpOp;\n");
+    }
+    out.push_str("use tensor_core::prelude::*;\n");
+    let fallible = if s.contains(".fallible()") { "Fallible, " } else { "" };
+    let _ = writeln!(out, "use tests::fuzz::{{check, Agreement, Dist, {fallible}GradMode, InputSpec}};\n");
+    out
 }
 
 fn input_spec(spec: &InputSpec) -> String {
@@ -51,8 +76,10 @@ fn grad_mode(g: GradMode) -> String {
     }
 }
 
+/// Values as the elements of a returned `vec!` (cloned: a value may be returned twice, or
+/// be captured by both branches of a `cond`).
 fn list(ids: &[usize]) -> String {
-    ids.iter().map(|i| format!("v{i}")).collect::<Vec<_>>().join(", ")
+    ids.iter().map(|i| format!("v{i}.clone()")).collect::<Vec<_>>().join(", ")
 }
 
 fn refs(ids: &[usize]) -> String {
@@ -111,7 +138,7 @@ fn closure(s: &mut String, head: &str, ret: &str, b: &Block, depth: usize, many:
     if many {
         let _ = writeln!(s, "{pad}    Ok(vec![{}])", list(&b.results));
     } else {
-        let _ = writeln!(s, "{pad}    Ok(v{})", b.results[0]);
+        let _ = writeln!(s, "{pad}    Ok(v{}.clone())", b.results[0]);
     }
     let _ = writeln!(s, "{pad}}},");
 }

@@ -20,7 +20,7 @@ fn a_slice_of_the_fuzz_finds_no_difference_at_any_level() {
     let widest = level();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let opts = Options { seed: 20_260_101, programs: SLICE, threads, max_failures: 1, fingerprints: true, ..Options::default() };
-    let mut baseline: Option<Vec<u64>> = None;
+    let mut baseline: Option<Vec<Option<u64>>> = None;
     for cap in [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= widest) {
         set_max_level(cap);
         two_nans_sum_to_the_first(cap);
@@ -35,7 +35,7 @@ fn a_slice_of_the_fuzz_finds_no_difference_at_any_level() {
         match &baseline {
             None => baseline = Some(r.fingerprints),
             Some(base) => {
-                let differ = base.iter().zip(&r.fingerprints).position(|(a, b)| a != b);
+                let differ = base.iter().zip(&r.fingerprints).position(|(a, b)| a.is_none() || a != b);
                 assert_eq!(differ, None, "eager results of program {differ:?} differ between the baseline and {cap:?}");
             }
         }

@@ -107,7 +107,7 @@ fn run(args: &Args) -> ExitCode {
     let opts = &args.opts;
     println!("fuzz: seed {}, programs {}..{}, {} threads, levels {:?}", opts.seed, opts.start, opts.start + opts.programs, opts.threads, args.levels);
     let mut failed = false;
-    let mut baseline: Option<Vec<u64>> = None;
+    let mut baseline: Option<Vec<Option<u64>>> = None;
     let (mut programs, mut ops, mut time) = (0u64, 0u64, Duration::ZERO);
     for &l in &args.levels {
         set_max_level(l);
@@ -136,8 +136,14 @@ fn run(args: &Args) -> ExitCode {
         match &baseline {
             None => baseline = Some(r.fingerprints.clone()),
             Some(base) => {
-                let differ: Vec<u64> =
-                    base.iter().zip(&r.fingerprints).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| opts.start + i as u64).collect();
+                // Programs that ran at both levels (a level stops after `max_failures`).
+                let differ: Vec<u64> = base
+                    .iter()
+                    .zip(&r.fingerprints)
+                    .enumerate()
+                    .filter(|(_, (a, b))| a.is_some() && b.is_some() && a != b)
+                    .map(|(i, _)| opts.start + i as u64)
+                    .collect();
                 println!("  eager results differing from the first level's: {}", differ.len());
                 for i in differ.iter().take(5) {
                     failed = true;

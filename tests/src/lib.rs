@@ -14,6 +14,8 @@
 //! per_dtype!(doubles: f32, f64, i32, i64);
 //! ```
 
+pub mod fuzz;
+
 use std::cell::RefCell;
 use std::sync::Once;
 use tensor_core::{Element, Tensor};

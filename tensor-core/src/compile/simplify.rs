@@ -1,6 +1,6 @@
-//! Algebraic simplification that keeps every bit: `x * 1`, `x / 1`, `x ^ 1`, `x - 0`, integer
-//! `x + 0` and float `x + (-0.0)` become `x` (float `x + 0.0` is not `x` when `x` is -0.0, so
-//! it stays); `-(-x)` is `x`; a reshape of a reshape is one reshape; a permute of a permute is
+//! Algebraic simplification that keeps every bit: `x * 1`, `x / 1`, `x - 0`, integer `x ^ 1`
+//! and `x + 0`, and float `x + (-0.0)` become `x` (float `x + 0.0` is not `x` when `x` is -0.0,
+//! and float `x ^ 1` not when `x` is a negative NaN, so they stay); `-(-x)` is `x`; a reshape of a reshape is one reshape; a permute of a permute is
 //! one permute, and the identity permute, a reshape or broadcast to the same shape vanish.
 
 use super::pass::{substitute, use_counts, Pass};
@@ -92,7 +92,13 @@ fn rewrite<'a>(g: &Graph, op: &Op, inputs: &[ValueId], out: ValueId, input_op: i
                 return Some(Rewrite::Forward(x));
             }
             match input_op(0) {
-                Some((Op::Layout(LayoutOp::Reshape(_)), inner)) => Some(Rewrite::Replace(LayoutOp::Reshape(spec.clone()).into(), vec![inner])),
+                Some((Op::Layout(LayoutOp::Reshape(_)), inner)) => {
+                    // The outer spec may infer a dim (-1) from a size the inner reshape fixed
+                    // but `inner` leaves unknown; its known output dims say the same exactly.
+                    let out_shape = &g.values[out].shape;
+                    let spec = if out_shape.is_known() { out_shape.dims().iter().map(|&d| d as isize).collect() } else { spec.clone() };
+                    Some(Rewrite::Replace(LayoutOp::Reshape(spec).into(), vec![inner]))
+                }
                 _ => None,
             }
         }
@@ -119,7 +125,10 @@ fn is_identity(op: BinaryOp, s: Scalar, float: bool) -> bool {
     let v = s.as_f64();
     let negative_zero = matches!(s, Scalar::Float(f) if f == 0.0 && f.is_sign_negative());
     match op {
-        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow => v == 1.0,
+        BinaryOp::Mul | BinaryOp::Div => v == 1.0,
+        // A float `x ^ 1` is `powf(x, 1)`, which gives a NaN without `x`'s sign (-NaN ^ 1
+        // is +NaN); integer powers are exact.
+        BinaryOp::Pow => v == 1.0 && !float,
         BinaryOp::Sub => v == 0.0 && !negative_zero,
         BinaryOp::Add => v == 0.0 && (negative_zero || !float),
         _ => false,
@@ -160,5 +169,7 @@ mod tests {
         assert!(is_identity(BinaryOp::Sub, Scalar::Float(0.0), true));
         assert!(!is_identity(BinaryOp::Sub, Scalar::Float(-0.0), true));
         assert!(is_identity(BinaryOp::Mul, Scalar::Int(1), false));
+        assert!(!is_identity(BinaryOp::Pow, Scalar::Float(1.0), true));
+        assert!(is_identity(BinaryOp::Pow, Scalar::Int(1), false));
     }
 }

@@ -68,6 +68,8 @@ macro_rules! num_fn2 {
     )*};
 }
 num_fn2!(Add => add, Sub => sub, Mul => mul, Div => div, Pow => pow, Maximum => maximum, Minimum => minimum);
+// `+` and `*` for an operand known not to be NaN (see `Num::add_plain`).
+num_fn2!(AddPlain => add_plain, MulPlain => mul_plain);
 
 macro_rules! cmp_fn2 {
     ($($name:ident => $op:tt),*) => {$(

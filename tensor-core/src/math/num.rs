@@ -7,9 +7,22 @@ use crate::storage::Element;
 
 /// Arithmetic on every numeric element type.
 pub(crate) trait Num: Element + PartialOrd {
+    /// `self + o`; for floats, `self`'s NaN when it is one (see `quieted!`).
     fn add(self, o: Self) -> Self;
     fn sub(self, o: Self) -> Self;
+    /// `self * o`; for floats, `self`'s NaN when it is one (see `quieted!`).
     fn mul(self, o: Self) -> Self;
+    /// `self + o` as the CPU adds: the bits of `add` whenever at most one operand is NaN.
+    /// For kernels whose other operand is a scalar known, when they are built, not to be NaN
+    /// (they skip `add`'s select).
+    fn add_plain(self, o: Self) -> Self {
+        self.add(o)
+    }
+    /// `self * o` as the CPU multiplies: the bits of `mul` whenever at most one operand is
+    /// NaN (see `add_plain`).
+    fn mul_plain(self, o: Self) -> Self {
+        self.mul(o)
+    }
     fn div(self, o: Self) -> Self;
     fn neg(self) -> Self;
     fn abs(self) -> Self;
@@ -81,12 +94,30 @@ fn int_pow(base: i64, exp: i64) -> i64 {
     }
 }
 
+// Why float `add` and `mul` return `self`'s NaN when `self` is one: given two NaNs, the CPU
+// returns its first operand's; `+` and `*` commute, so which operand comes first is the
+// compiler's choice, and an eager loop and a fused loop (or two SIMD builds of one loop) can
+// choose differently: the sum of `-NaN` and `+NaN` had either sign. Returning `self`'s NaN
+// (quieted, as the CPU would) makes it one. With one NaN operand, or none, the result was one
+// already, so kernels whose other operand is a scalar that is not NaN use `add_plain` and
+// `mul_plain`, which skip the select. (`-` and `/` do not commute: their order is fixed.)
+//
+// `quieted!(x, T)`: the NaN `x` with its quiet bit set.
+macro_rules! quieted {
+    ($x:expr, $t:ty) => {
+        <$t>::from_bits($x.to_bits() | (1 << (<$t>::MANTISSA_DIGITS - 2)))
+    };
+}
+
 macro_rules! impl_num_float {
     ($($t:ty),*) => {$(
         impl Num for $t {
-            #[inline(always)] fn add(self, o: Self) -> Self { self + o }
+            // `self`'s NaN when it is one (see `quieted!`).
+            #[inline(always)] fn add(self, o: Self) -> Self { if self.is_nan() { quieted!(self, $t) } else { self + o } }
             #[inline(always)] fn sub(self, o: Self) -> Self { self - o }
-            #[inline(always)] fn mul(self, o: Self) -> Self { self * o }
+            #[inline(always)] fn mul(self, o: Self) -> Self { if self.is_nan() { quieted!(self, $t) } else { self * o } }
+            #[inline(always)] fn add_plain(self, o: Self) -> Self { self + o }
+            #[inline(always)] fn mul_plain(self, o: Self) -> Self { self * o }
             #[inline(always)] fn div(self, o: Self) -> Self { self / o }
             #[inline(always)] fn neg(self) -> Self { -self }
             #[inline(always)] fn abs(self) -> Self { <$t>::abs(self) }

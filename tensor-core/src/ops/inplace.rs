@@ -59,6 +59,9 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn assign_(&self, src: &Tensor) -> Result<()> {
+        if src.0.shape != self.0.shape {
+            self.known_shape("assign_")?;
+        }
         apply_in_place(LayoutOp::BroadcastTo(self.0.shape.clone()).into(), self, false, &[src], "assign_").map_err(|e| match e {
             // Name the method the user called, not the op it runs on.
             Error::ShapeMismatch { op: "broadcast_to", lhs, rhs, .. } => {
@@ -80,7 +83,23 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn zero_(&self) -> Result<()> {
+        self.known_shape("zero_")?;
         let zero = Tensor::zeros(&[], self.dtype());
         apply_in_place(LayoutOp::BroadcastTo(self.0.shape.clone()).into(), self, false, &[&zero], "zero_")
+    }
+
+    /// `assign_` and `zero_` broadcast to the target's shape, which the graph must know:
+    /// with a dim unknown in the trace (`reduce_retracing`, `input_signature` with `?`) the
+    /// broadcast would have no size to run with (unless the source has the same shape,
+    /// unknown dims included: then it gives them).
+    fn known_shape(&self, op: &'static str) -> Result<()> {
+        if self.0.shape.is_known() {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument {
+            op,
+            arg: "self",
+            reason: format!("its shape {} has dims unknown in this trace; trace it with known dims (a fixed input_signature), or compute the new value out of place", self.0.shape),
+        })
     }
 }

@@ -3,8 +3,8 @@
 //! instructions that each combine the previous result with an immediate (`+ - * /` by a
 //! scalar, either side), with no other reader of the intermediate results, becomes one kernel
 //! that keeps a block of values in registers and applies every step to it. Each step is the
-//! same `Num` function the eager kernel calls, one rounding per op, in the same order — so the
-//! bits do not change.
+//! `Num` function the eager kernel calls (or its `_plain` form, the same bits for a scalar
+//! that is not NaN), one rounding per op, in the same order — so the bits do not change.
 
 use super::compiled::{self, Kernel, KernelFn, Mode, Src, IMM};
 use super::{Instr, Operand};
@@ -23,10 +23,14 @@ pub struct Step {
 /// Values per block: one AVX2 register of f32.
 const BLOCK: usize = 8;
 
-/// The scalar step of instruction `instr`, if it is one a chain can hold.
+/// The scalar step of instruction `instr`, if it is one a chain can hold. A NaN scalar is
+/// left to the general loops: a chain's `+` and `*` skip the choice between two NaNs
+/// (`Num::add_plain`).
 pub fn step_of(instr: &Instr) -> Option<Step> {
     match &instr.op {
-        ElementwiseOp::BinaryScalar { op, scalar, scalar_first } if matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div) => {
+        ElementwiseOp::BinaryScalar { op, scalar, scalar_first }
+            if matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div) && !scalar.0.as_f64().is_nan() =>
+        {
             Some(Step { op: *op, imm_first: *scalar_first, imm: compiled::imm_bits(scalar.0, instr.dtype) })
         }
         _ => None,
@@ -90,9 +94,9 @@ pub fn runs(instrs: &[Instr], outputs: &[usize]) -> Vec<(usize, usize)> {
 fn apply<T: Num>(x: T, s: &Step, c: T) -> T {
     let (a, b) = if s.imm_first { (c, x) } else { (x, c) };
     match s.op {
-        BinaryOp::Add => a.add(b),
+        BinaryOp::Add => a.add_plain(b),
         BinaryOp::Sub => a.sub(b),
-        BinaryOp::Mul => a.mul(b),
+        BinaryOp::Mul => a.mul_plain(b),
         BinaryOp::Div => a.div(b),
         _ => unreachable!("only + - * / are chained"),
     }
@@ -146,8 +150,8 @@ unsafe fn blocks<T: Num, const B: usize>(src: *const T, dst: *mut T, mut start: 
                 let c = imm::<T>(step);
                 // One op over the whole block: vector instructions, the branch taken once.
                 match (step.op, step.imm_first) {
-                    (BinaryOp::Add, false) => block.iter_mut().for_each(|x| *x = x.add(c)),
-                    (BinaryOp::Mul, false) => block.iter_mut().for_each(|x| *x = x.mul(c)),
+                    (BinaryOp::Add, false) => block.iter_mut().for_each(|x| *x = x.add_plain(c)),
+                    (BinaryOp::Mul, false) => block.iter_mut().for_each(|x| *x = x.mul_plain(c)),
                     _ => block.iter_mut().for_each(|x| *x = apply(*x, step, c)),
                 }
             }

@@ -5,7 +5,7 @@
 //! nanoseconds per op. The loops call the same scalar functions as the eager kernels.
 
 use crate::dtype::{DType, Scalar};
-use crate::math::{clamp_value, Cast, CastToAll, ElementwiseOp, Fn1, Fn2, Neg, Not, Num, Visit1, Visit2};
+use crate::math::{clamp_value, AddPlain, Cast, CastToAll, ElementwiseOp, Fn1, Fn2, MulPlain, Neg, Not, Num, Visit1, Visit2};
 use crate::storage::Element;
 use std::mem::MaybeUninit;
 
@@ -355,6 +355,16 @@ fn compare<T: PartialOrd + Copy + 'static>(c: crate::math::CmpOp, x: bool, y: bo
     c.visit::<T, _>(Loop2(x, y))
 }
 
+/// `binary`, for an operand that is a scalar other than NaN: `+` and `*` need not choose
+/// between two NaNs (see `Num::add_plain`).
+fn binary_by_scalar<T: Num>(b: crate::math::BinaryOp, x: bool, y: bool) -> KernelFn {
+    match b {
+        crate::math::BinaryOp::Add => map2::<T, T, AddPlain>(x, y),
+        crate::math::BinaryOp::Mul => map2::<T, T, MulPlain>(x, y),
+        other => binary::<T>(other, x, y),
+    }
+}
+
 fn clamp<T: Num>(slice: bool) -> KernelFn {
     if slice {
         pick!(clamp_base, clamp_avx2, clamp_avx512, [T], [true])
@@ -397,7 +407,11 @@ pub fn compile(op: &ElementwiseOp, srcs: &[Src], dst: u16) -> Kernel {
             k.srcs[s] = IMM;
             k.imm[s] = imm_bits(scalar.0, dtype);
             let modes = if *scalar_first { (false, slice(0)) } else { (slice(0), false) };
-            by_num!(dtype, binary, *b, modes.0, modes.1)
+            if scalar.0.as_f64().is_nan() {
+                by_num!(dtype, binary, *b, modes.0, modes.1)
+            } else {
+                by_num!(dtype, binary_by_scalar, *b, modes.0, modes.1)
+            }
         }
         ElementwiseOp::Compare(c) => by_any!(dtype, compare, *c, slice(0), slice(1)),
         ElementwiseOp::CompareScalar { op: c, scalar } => {

@@ -188,10 +188,15 @@ impl FusedProgram {
             let dtype = self.instrs[k].dtype;
             let donor =
                 (0..sources.len()).find(|&i| dying[i].as_ref().is_some_and(|s| s.dtype() == dtype && s.len() == n) && sources[i].is_direct_slice());
-            match donor.and_then(|i| OutBuf::reclaim(dying[i].take().expect("checked"), n).map(|b| (i, b))) {
-                Some((i, buf)) => {
+            match donor.map(|i| (i, OutBuf::reclaim(dying[i].take().expect("checked"), n))) {
+                Some((i, Ok(buf))) => {
                     aliased[i] = true;
                     outs.push(buf);
+                }
+                Some((i, Err(kept))) => {
+                    // Not reclaimable: keep it alive, as `sources[i]` still reads it.
+                    dying[i] = Some(kept);
+                    outs.push(OutBuf::new(dtype, n));
                 }
                 None => outs.push(OutBuf::new(dtype, n)),
             }
@@ -444,19 +449,22 @@ fn uninit<T>(n: usize) -> Vec<MaybeUninit<T>> {
     v
 }
 
-/// The buffer of a uniquely held, standard-layout array of `n` elements, as writable memory.
-fn reclaim_vec<T>(a: Array<T>, n: usize) -> Option<Vec<MaybeUninit<T>>> {
-    let owned = a.try_into_owned_nocopy().ok()?;
-    if !owned.is_standard_layout() {
-        return None;
+/// The buffer of a uniquely held, standard-layout array of `n` elements, as writable memory;
+/// else `Err` with what still owns that memory (the array, or its whole buffer when it was a
+/// part of a larger one), which the caller must keep alive while its sources read it.
+fn reclaim_vec<T>(a: Array<T>, n: usize) -> Result<Vec<MaybeUninit<T>>, Array<T>> {
+    if !a.is_standard_layout() {
+        return Err(a);
     }
+    let owned = a.try_into_owned_nocopy()?;
     let (v, offset) = owned.into_raw_vec_and_offset();
     if offset.unwrap_or(0) != 0 || v.len() != n {
-        return None;
+        let len = v.len();
+        return Err(Array::from_shape_vec(ndarray::IxDyn(&[len]), v).expect("a 1-d array of the whole buffer"));
     }
     let mut v = std::mem::ManuallyDrop::new(v);
     // SAFETY: same allocation, element type wrapped in MaybeUninit (same layout).
-    Some(unsafe { Vec::from_raw_parts(v.as_mut_ptr() as *mut MaybeUninit<T>, v.len(), v.capacity()) })
+    Ok(unsafe { Vec::from_raw_parts(v.as_mut_ptr() as *mut MaybeUninit<T>, v.len(), v.capacity()) })
 }
 
 /// A finished buffer as an array.
@@ -481,14 +489,15 @@ impl OutBuf {
         }
     }
 
-    /// The buffer of a dying input, if nothing else holds it.
-    fn reclaim(s: Storage, n: usize) -> Option<OutBuf> {
+    /// The buffer of a dying input, if nothing else holds it; else what keeps its memory
+    /// alive (see `reclaim_vec`).
+    fn reclaim(s: Storage, n: usize) -> Result<OutBuf, Storage> {
         match s {
-            Storage::F32(a) => reclaim_vec(a, n).map(OutBuf::F32),
-            Storage::F64(a) => reclaim_vec(a, n).map(OutBuf::F64),
-            Storage::I32(a) => reclaim_vec(a, n).map(OutBuf::I32),
-            Storage::I64(a) => reclaim_vec(a, n).map(OutBuf::I64),
-            Storage::Bool(a) => reclaim_vec(a, n).map(OutBuf::Bool),
+            Storage::F32(a) => reclaim_vec(a, n).map(OutBuf::F32).map_err(Storage::F32),
+            Storage::F64(a) => reclaim_vec(a, n).map(OutBuf::F64).map_err(Storage::F64),
+            Storage::I32(a) => reclaim_vec(a, n).map(OutBuf::I32).map_err(Storage::I32),
+            Storage::I64(a) => reclaim_vec(a, n).map(OutBuf::I64).map_err(Storage::I64),
+            Storage::Bool(a) => reclaim_vec(a, n).map(OutBuf::Bool).map_err(Storage::Bool),
         }
     }
 
@@ -789,5 +798,25 @@ mod tests {
         check_gather(&data.t().into_dyn(), &[4, 3]); // a transpose: inner stride 4
         check_gather(&row.view(), &[2, 3, 4]); // broadcast over two outer dims
         check_gather(&col.view().insert_axis(ndarray::Axis(0)), &[2, 3, 4]);
+    }
+
+    #[test]
+    fn a_dying_input_that_cannot_become_an_output_stays_alive_while_the_program_reads_it() {
+        use crate::math::{BinaryOp, ElementwiseOp, ScalarAttr, UnaryOp};
+        // The first half of a 4 MiB buffer nothing else holds: a donor candidate, but not
+        // reclaimable (its buffer is larger than the output). Its memory was freed before
+        // the program read it (a large buffer is unmapped: the read faulted).
+        let n = 1 << 19;
+        let whole = Array::from_shape_vec(IxDyn(&[2, n]), (0..2 * n).map(|v| v as f32).collect()).expect("2n values");
+        let mut half = whole;
+        half.slice_axis_inplace(ndarray::Axis(0), ndarray::Slice::from(0..1));
+        let half = Storage::F32(half.into_shape_with_order(IxDyn(&[n])).expect("n values"));
+        let neg = Instr { op: ElementwiseOp::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 };
+        let twice = ElementwiseOp::BinaryScalar { op: BinaryOp::Mul, scalar: ScalarAttr(crate::dtype::Scalar::Float(2.0)), scalar_first: false };
+        let double = Instr { op: twice, args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 };
+        let p = FusedProgram::new(Shape::new(&[n]), vec![(DType::F32, Shape::new(&[n]))], vec![neg, double], vec![0, 1]);
+        let out = p.run([Input::Dying(half)]);
+        let (a, b) = (out[0].array::<f32>().expect("f32"), out[1].array::<f32>().expect("f32"));
+        assert!((0..n).step_by(997).all(|i| a[[i]] == -(i as f32) && b[[i]] == 2.0 * i as f32));
     }
 }

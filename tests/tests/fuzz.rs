@@ -93,7 +93,7 @@ fn matmul_result_does_not_depend_on_the_layout_fusion_hands_it() -> Result<()> {
 #[test]
 fn a_fused_program_reads_a_dying_input_it_cannot_reuse() {
     let program = |x: &[Tensor]| -> Result<Vec<Tensor>> {
-        let row = Tensor::ones(&[2, 6], DType::F32).mul(&x[1])?.narrow(0, 0, 1)?.reshape(&[6])?;
+        let row = Tensor::ones(&[2, 6], DType::F32).mul(&x[1])?.narrow(0, 0, 1)?.reshape([6])?;
         let c = Tensor::from_vec(vec![0.75f32], &[])?;
         let gt = c.compare(CmpOp::Gt, &x[0])?.cast(DType::F32).fallible()?;
         let g = (1.0 - &gt).mul(&row)?;
@@ -131,7 +131,7 @@ fn zeroing_a_tensor_of_unknown_shape_is_an_error_when_traced() {
         Ok(vec![y])
     };
     let relaxed = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[Shape::new(&[UNKNOWN, UNKNOWN])], true, || f(&x));
-    let err = relaxed.err().expect("zero_ on a value of unknown shape").to_string();
+    let err = relaxed.expect_err("zero_ on a value of unknown shape").to_string();
     assert!(err.contains("zero_") && err.contains("unknown"), "{err}");
     assert_eq!(f(&x).expect("eagerly it works")[0].to_vec::<f32>().expect("f32"), vec![0.0; 6]);
     let g = |x: &Tensor| -> Result<Vec<Tensor>> {
@@ -149,7 +149,7 @@ fn zeroing_a_tensor_of_unknown_shape_is_an_error_when_traced() {
 fn merged_reshapes_keep_their_known_dims_in_a_relaxed_trace() -> Result<()> {
     use tensor_core::shape::UNKNOWN;
     let x = Tensor::from_vec(vec![1i32, 2, 3], &[1, 3, 1])?;
-    let f = |x: &Tensor| -> Result<Vec<Tensor>> { Ok(vec![x.reshape(&[3, 1, 1, 1])?.flatten_from(2)?]) };
+    let f = |x: &Tensor| -> Result<Vec<Tensor>> { Ok(vec![x.reshape([3, 1, 1, 1])?.flatten_from(2)?]) };
     let relaxed = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[Shape::new(&[UNKNOWN; 3])], true, || f(&x))?;
     assert_eq!(same_bits(&f(&x)?[0], &relaxed.call(&[&x])?[0]), Ok(()));
     Ok(())

@@ -100,7 +100,8 @@ fn check_layout(op: &LayoutOp, inputs: &[TypeRef], axis_ok: impl Fn(usize) -> Re
                 _ => Err(format!("reshape to {spec:?} is larger than a loaded graph may hold")),
             }
         }
-        LayoutOp::Permute(_) | LayoutOp::BroadcastTo(_) => Ok(()),
+        LayoutOp::Permute(perm) => perm.iter().try_for_each(|&p| axis_ok(p)),
+        LayoutOp::BroadcastTo(_) => Ok(()),
         LayoutOp::SumTo(target) => {
             need_known("sum_to", inputs)?;
             match target.rank() <= x.rank() && broadcast_shapes(target, x).as_ref() == Some(x) {

@@ -5,7 +5,7 @@
 use tensor_core::function::ConcreteFunction;
 use tensor_core::nn::{Conv2d, Linear, MaxPool2d, Module};
 use tensor_core::prelude::*;
-use tract_onnx::prelude::{tvec, Framework, InferenceModelExt, IntoTensor};
+use tract_onnx::prelude::{Framework, InferenceModelExt, IntoTensor};
 
 /// Runs ONNX model bytes in tract on `inputs`; returns every output as f32 values (ints
 /// and bools converted) with its dims.
@@ -115,7 +115,7 @@ fn layout_reduction_and_elementwise_ops_map_to_onnx() -> Result<()> {
         let clamped = n.clamp(-0.5f32, 0.5f32)?.sqrt()?;
         let picked = Tensor::where_(&n.gt(0.0f32)?, &clamped, &n.abs()?.neg()?)?;
         let big = picked.max_axes(&[2], false)?.sum_axes(&[1], false)?; // [2]
-        let reshaped = n.reshape([2, 16])?.cast(DType::F64)?.sigmoid()?.cast(DType::F32)?;
+        let reshaped = n.reshape([2, 16])?.cast(DType::F64)?.mul(2.0)?.cast(DType::F32)?.sigmoid()?;
         let hot = labels.one_hot(4, DType::F32)?; // [2, 4]
         let logits = x.sum_axes(&[1], false)?; // [2, 4]
         let loss = logits.cross_entropy(&labels)?;

@@ -12,7 +12,7 @@
 //! | `sum`, `mean`, `max`, `min` over axes, `argmax` | `ReduceSum`, `ReduceMean`, `ReduceMax`, `ReduceMin`, `ArgMax` |
 //! | `reshape`, `permute`, `broadcast_to`, `concat`, `narrow`, `pad` | `Reshape`, `Transpose`, `Expand`, `Concat`, `Slice`, `Pad` |
 //! | `matmul`, `conv2d`, `max_pool2d` | `MatMul`, `Conv`, `MaxPool` |
-//! | `softmax`, `log_softmax`, `cross_entropy` | `Softmax`, `LogSoftmax`, `SoftmaxCrossEntropyLoss` |
+//! | `softmax`, `log_softmax`, `cross_entropy` | `Softmax`, `LogSoftmax`, and `LogSoftmax` + `GatherElements` + `ReduceMean` + `Neg` |
 //! | `index_select`, `gather`, `one_hot` | `Gather`, `GatherElements`, `OneHot` |
 //!
 //! Training graphs do not map: a gradient op (`conv2d_input_grad`, `max_pool2d_grad`,

@@ -208,7 +208,17 @@ fn nn(b: &mut Builder, n: &NnOp, ins: Vec<String>, y: String) -> Result<()> {
     match n {
         NnOp::Softmax { axis } => b.node("Softmax", ins, vec![y], vec![int("axis", *axis as i64)]),
         NnOp::LogSoftmax { axis } => b.node("LogSoftmax", ins, vec![y], vec![int("axis", *axis as i64)]),
-        NnOp::CrossEntropy => b.node("SoftmaxCrossEntropyLoss", ins, vec![y], vec![string("reduction", "mean")]),
+        // -mean(log_softmax(logits)[i, label_i]) in operators every runtime has (tract, for
+        // one, lacks SoftmaxCrossEntropyLoss).
+        NnOp::CrossEntropy => {
+            let (log_probs, column, picked, mean) = (b.fresh("log_probs"), b.fresh("labels"), b.fresh("picked"), b.fresh("mean"));
+            b.node("LogSoftmax", vec![ins[0].clone()], vec![log_probs.clone()], vec![int("axis", 1)]);
+            let shape = b.i64s(&[-1, 1]);
+            b.node("Reshape", vec![ins[1].clone(), shape], vec![column.clone()], vec![]);
+            b.node("GatherElements", vec![log_probs, column], vec![picked.clone()], vec![int("axis", 1)]);
+            b.node("ReduceMean", vec![picked], vec![mean.clone()], vec![ints("axes", &[0, 1]), int("keepdims", 0)]);
+            b.node("Neg", vec![mean], vec![y], vec![]);
+        }
     }
     Ok(())
 }

@@ -219,3 +219,69 @@ fn while_loop_counts_to_twenty_both_ways_with_one_trace() {
         ],
     );
 }
+
+/// The part of an epoch line before its time (which differs between runs).
+fn epoch_results(out: &str, epoch: &str) -> String {
+    let line = out.lines().find(|l| l.starts_with(epoch)).unwrap_or_else(|| panic!("no line {epoch:?} in:\n{out}"));
+    line.split(", time").next().unwrap().to_string()
+}
+
+#[test]
+fn lenet5_resumed_from_a_checkpoint_trains_as_if_it_had_never_stopped() {
+    let dir = std::env::temp_dir().join(format!("tensor-core-lenet5-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (plot, checkpoint) = (dir.join("loss.svg"), dir.join("ck.safetensors"));
+    let common = ["--limit", "48", "--batch-size", "16", "--mode", "graph", "--threads", "2", "--plot", plot.to_str().unwrap()];
+    let straight = run(env!("CARGO_BIN_EXE_lenet5"), &[&common[..], &["--epochs", "2"]].concat());
+    let first = run(env!("CARGO_BIN_EXE_lenet5"), &[&common[..], &["--epochs", "1", "--save", checkpoint.to_str().unwrap()]].concat());
+    assert_contains(&first, &["checkpoint after epoch 1: "]);
+    let resumed = run(env!("CARGO_BIN_EXE_lenet5"), &[&common[..], &["--epochs", "1", "--resume", checkpoint.to_str().unwrap()]].concat());
+    assert_contains(&resumed, &["resumed from ", "after epoch 1"]);
+    assert_eq!(epoch_results(&first, "epoch  1/1"), epoch_results(&straight, "epoch  1/2").replace("1/2", "1/1"));
+    assert_eq!(epoch_results(&resumed, "epoch  2/2"), epoch_results(&straight, "epoch  2/2"), "the same loss and accuracy after resuming");
+    // A missing checkpoint is refused before training.
+    let stderr = lenet5_refuses(&["--resume", dir.join("missing.safetensors").to_str().unwrap()]);
+    assert!(stderr.contains("missing.safetensors: cannot read"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn serve_classifies_with_the_accuracy_lenet5_printed_for_its_export() {
+    let dir = std::env::temp_dir().join(format!("tensor-core-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (plot, model, onnx) = (dir.join("loss.svg"), dir.join("lenet5.tcg"), dir.join("lenet5.onnx"));
+    let args = ["--epochs", "1", "--limit", "96", "--batch-size", "16", "--mode", "graph", "--plot", plot.to_str().unwrap()];
+    let out = run(env!("CARGO_BIN_EXE_lenet5"), &[&args[..], &["--export", model.to_str().unwrap(), "--onnx", onnx.to_str().unwrap()]].concat());
+    let exported = out.lines().find(|l| l.starts_with("exported the forward pass for one image")).unwrap_or_else(|| panic!("{out}"));
+    let accuracy = exported.split("(test accuracy ").nth(1).unwrap().trim_end_matches(')').to_string();
+    assert!(out.contains(&format!("test accuracy {:>5}", accuracy.trim_end_matches('%'))), "the epoch line printed {accuracy}:\n{out}");
+    assert!(std::fs::metadata(&onnx).unwrap().len() > 200_000, "the ONNX holds the weights");
+    let served = run(env!("CARGO_BIN_EXE_serve"), &["--model", model.to_str().unwrap(), "--threads", "2"]);
+    assert_contains(&served, &["loaded ", "`lenet5`", "argument `image`", "10 weight tensors", &format!("test accuracy {accuracy} (")]);
+    assert_contains(&served, &["360 images, one at a time", "latency per image: median "]);
+    // The serve program holds no model code: it knows nothing of layers or weights.
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/bin/serve.rs")).unwrap();
+    // Whole identifiers only: `prelude` contains the letters of `relu`.
+    let words: Vec<&str> = source.split(|c: char| !(c.is_alphanumeric() || c == '_')).collect();
+    for word in ["conv2d", "matmul", "Linear", "Conv2d", "relu", "max_pool2d"] {
+        assert!(!words.contains(&word), "serve.rs mentions {word}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn serve_refuses_a_damaged_model_with_its_reason() {
+    let path = std::env::temp_dir().join(format!("tensor-core-serve-bad-{}.tcg", std::process::id()));
+    std::fs::write(&path, b"TCGRAPH\0 cut short").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_serve")).args(["--model", path.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && !stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("not a valid tensor-core graph file") && stderr.contains("truncated"), "{stderr}");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn bench_w8_serves_the_loaded_graph_and_times_the_load() {
+    let out = run(env!("CARGO_BIN_EXE_bench"), &["--workload", "W8", "--mode", "graph", "--threads", "1", "--calls", "3", "--min-time", "0"]);
+    assert_contains(&out, &["\"workload\":\"W8\"", "\"mode\":\"graph\"", "\"load_us\":", "\"file_bytes\":"]);
+}

@@ -207,6 +207,34 @@ pub enum Error {
     /// for graphs built or loaded from outside.
     #[error("graph `{graph}` is invalid: {problem}")]
     InvalidGraph { graph: String, problem: String },
+
+    // ---------------------------------------------------------------- saving and loading
+    /// A file could not be read or written. Fix: check the path, its directory and the
+    /// permissions.
+    #[error("{path}: cannot {action}: {reason}")]
+    Io { path: String, action: &'static str, reason: String },
+
+    /// A file is not a valid file of its kind: truncated, changed since it was written, or
+    /// not of that format at all. The reason says what does not check. Fix: write the file
+    /// again (save or export it anew).
+    #[error("{path}: not a valid {format} file: {reason}")]
+    BadFile { path: String, format: &'static str, reason: String },
+
+    /// A file written by a newer version of its format than this build reads.
+    /// Fix: load it with a newer tensor-core, or write it again with this one.
+    #[error("{path}: {format} version {found} is newer than this build reads (up to version {supported}); load it with a newer tensor-core or write it again with this one")]
+    FileVersion { path: String, format: &'static str, found: u32, supported: u32 },
+
+    /// Named tensors do not fit what they are loaded into: a missing or unexpected name, or
+    /// another dtype or shape. Nothing was changed. Fix: load the state dict of the same
+    /// model (names as `state_dict()` gives them), or build the model with the saved shapes.
+    #[error("{op}: tensor `{name}`{problem}; nothing was loaded")]
+    StateDict { op: &'static str, name: String, problem: String },
+
+    /// An op in a graph has no ONNX operator to become. Fix: export a graph without it (a
+    /// forward pass for inference, without the loss's gradient or an optimizer step).
+    #[error("onnx export: {op} has no ONNX mapping{detail}")]
+    OnnxUnsupported { op: String, detail: String },
 }
 }
 

@@ -3,7 +3,9 @@
 //! imports must not form a cycle. A new module must be given a layer here.
 //!
 //! ```text
-//! models      nn  optim               layers, losses, optimizers
+//! deploy      export  onnx            graphs that run without the source; ONNX
+//! models      nn  optim               layers, losses, optimizers (and their state dicts)
+//! saving      io                      state dicts, safetensors checkpoints
 //! control     control                 cond, while_loop, the macro's if/while
 //! function    function                #[graph_fn]: signatures, cache, ConcreteFunction
 //! compile     compile                 passes, plan, executor
@@ -28,7 +30,9 @@ const LAYERS: &[&[&str]] = &[
     &["compile"],
     &["function"],
     &["control"],
+    &["io"],
     &["nn", "optim"],
+    &["export", "onnx"],
 ];
 
 #[cfg(test)]

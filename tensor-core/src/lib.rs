@@ -37,14 +37,17 @@ pub mod compile;
 pub mod control;
 pub mod dtype;
 pub mod error;
+pub mod export;
 pub mod function;
 pub mod graph;
 pub mod guide;
+pub mod io;
 pub mod kernels;
 #[cfg(test)]
 mod layers;
 mod math;
 pub mod nn;
+pub mod onnx;
 pub mod ops;
 pub mod optim;
 pub mod shape;
@@ -120,6 +123,7 @@ macro_rules! tprint {
 
 /// What most programs need: `use tensor_core::prelude::*;`.
 pub mod prelude {
+    pub use crate::io::StateDict;
     pub use crate::{
         executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Error, GraphArg, NoGradGuard, Result, Shape, Tensor,
     };

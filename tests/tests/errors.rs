@@ -654,6 +654,58 @@ fn too_many_traces() -> Vec<Error> {
         .clone()
 }
 
+fn io() -> Vec<Error> {
+    let path = std::env::temp_dir().join(format!("tensor-core-errors-missing-{}.safetensors", std::process::id()));
+    let e = err(tensor_core::io::load_tensors(&path));
+    assert!(matches!(&e, Error::Io { action: "read", .. }), "{e:?}");
+    says(&e, &[&path.display().to_string(), "cannot read"]);
+    vec![e]
+}
+
+/// A small traced function to export.
+fn exportable() -> ConcreteFunction {
+    let x = f32s(&[1.0, -2.0], &[2]);
+    ConcreteFunction::trace("exportable", &[("x", &x)], || Ok(vec![x.tanh()?])).unwrap()
+}
+
+fn bad_file() -> Vec<Error> {
+    let e = err(tensor_core::export::load_bytes(b"TCGRAPH\0 cut short"));
+    assert!(matches!(&e, Error::BadFile { format: "tensor-core graph", .. }), "{e:?}");
+    says(&e, &["not a valid tensor-core graph file"]);
+    vec![e]
+}
+
+fn file_version() -> Vec<Error> {
+    let mut file = exportable().export_bytes().unwrap();
+    file[8..12].copy_from_slice(&(tensor_core::export::VERSION + 1).to_le_bytes());
+    let e = err(tensor_core::export::load_bytes(&file));
+    assert!(matches!(&e, Error::FileVersion { found, supported, .. } if *found == supported + 1), "{e:?}");
+    says(&e, &["is newer than this build reads", "load it with a newer tensor-core"]);
+    vec![e]
+}
+
+fn state_dict() -> Vec<Error> {
+    let mut model = vec![f32s(&[1.0, 2.0], &[2])];
+    let e = err(model.load_state_dict(&[("0".to_string(), f32s(&[1.0, 2.0, 3.0], &[3]))]));
+    assert!(matches!(&e, Error::StateDict { name, .. } if name == "0"), "{e:?}");
+    says(&e, &["tensor `0`", "[3]", "nothing was loaded"]);
+    assert_eq!(model[0].to_vec::<f32>().unwrap(), vec![1.0, 2.0], "unchanged");
+    vec![e]
+}
+
+fn onnx_unsupported() -> Vec<Error> {
+    let x = f32s(&[1.0, -2.0], &[2]);
+    let step = ConcreteFunction::trace("step", &[("x", &x)], || {
+        x.sub_(1.0f32)?;
+        Ok(vec![])
+    })
+    .unwrap();
+    let e = err(tensor_core::onnx::to_bytes(&step));
+    assert!(matches!(&e, Error::OnnxUnsupported { .. }), "{e:?}");
+    says(&e, &["onnx export", "no ONNX mapping", "export an inference graph"]);
+    vec![e]
+}
+
 // ------------------------------------------------------------------------------ the tests
 
 macro_rules! variant_tests {
@@ -702,6 +754,11 @@ mod each {
         signature_mismatch,
         grad_presence,
         too_many_traces,
+        io,
+        bad_file,
+        file_version,
+        state_dict,
+        onnx_unsupported,
     );
 
     #[test]

@@ -29,4 +29,4 @@ impl Mode {
 }
 
 /// The workload ids, in order.
-pub const WORKLOADS: [&str; 6] = ["W1", "W2", "W3", "W4", "W5", "W6"];
+pub const WORKLOADS: [&str; 7] = ["W1", "W2", "W3", "W4", "W5", "W6", "W8"];

@@ -1,6 +1,10 @@
 //! The workloads as tensor-core code. Each is written once, as ordinary eager code; graph
 //! mode traces the very same function.
 
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tensor_core::export::LoadedFunction;
+use tensor_core::function::ConcreteFunction;
 use tensor_core::prelude::*;
 
 /// W1: 100 times `x = x * 1.0001 + 0.0001` on f32[16].
@@ -115,4 +119,22 @@ pub fn w5_graph(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 #[graph_fn]
 pub fn w6_graph(x: &Tensor) -> Result<Tensor> {
     w6(x)
+}
+
+// ----------------------------------------------------------------------------- W8: serving
+
+/// W8's function: W4's LeNet-5 forward pass on one image f32[1, 1, 28, 28], traced with the
+/// weights captured (so they travel in the exported file).
+pub fn w8_forward(model: &super::lenet::LeNet) -> Result<ConcreteFunction> {
+    let image = Tensor::zeros(&[1, 1, 28, 28], DType::F32);
+    no_grad(|| ConcreteFunction::trace("lenet5", &[("image", &image)], || Ok(vec![model.forward(&image)?])))
+}
+
+/// W8 as served: `w8_forward` exported to `path`, then loaded back; with the time the load
+/// took (read, check, rebuild, compile).
+pub fn w8_loaded(model: &super::lenet::LeNet, path: &Path) -> Result<(LoadedFunction, Duration)> {
+    w8_forward(model)?.export(path)?;
+    let start = Instant::now();
+    let loaded = tensor_core::export::load(path)?;
+    Ok((loaded, start.elapsed()))
 }

@@ -1,10 +1,14 @@
 //! The benchmark binary of `docs/WORKLOADS.md`: one JSON line per (workload, mode).
 //!
 //! cargo run --release -p examples --bin bench -- --workload W3 --mode graph [--threads N] [--calls K] [--allocs]
+//!
+//! W8 runs LeNet-5's forward pass on one image as exported and loaded back (`graph`) or
+//! eagerly; `--onnx FILE` writes the same model as ONNX, for ONNX Runtime beside it.
 
 use clap::Parser;
 use examples::bench::{alloc, baseline, lenet, timing, workloads as w, Mode, WORKLOADS};
 use std::hint::black_box;
+use std::path::PathBuf;
 use std::time::Duration;
 use tensor_core::optim::Adam;
 use tensor_core::prelude::*;
@@ -15,7 +19,7 @@ static ALLOC: alloc::Counting = alloc::Counting;
 #[derive(Parser)]
 #[command(about = "Runs the benchmark workloads of docs/WORKLOADS.md and prints one JSON line per run")]
 struct Args {
-    /// W1..W6, or all.
+    /// W1..W6, W8, or all.
     #[arg(long, default_value = "all")]
     workload: String,
     /// eager, graph, ndarray, or all.
@@ -33,6 +37,9 @@ struct Args {
     /// Also count heap allocations per call (the mean of 10 calls, all threads).
     #[arg(long)]
     allocs: bool,
+    /// Write W8's model (W4's LeNet-5, forward pass on one image) as ONNX to FILE and exit.
+    #[arg(long, value_name = "FILE")]
+    onnx: Option<PathBuf>,
 }
 
 type Call = Box<dyn FnMut()>;
@@ -44,6 +51,11 @@ fn main() -> Result<()> {
     // SAFETY: the program is still single-threaded here (no kernel or pool has started).
     unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
     tensor_core::set_num_threads(threads);
+    if let Some(path) = &args.onnx {
+        tensor_core::onnx::export(&w::w8_forward(&lenet::LeNet::new(7)?)?, path)?;
+        eprintln!("W8's model as ONNX: {}", path.display());
+        return Ok(());
+    }
     let workloads: Vec<&str> = if args.workload == "all" { WORKLOADS.to_vec() } else { vec![args.workload.as_str()] };
     let modes: Vec<Mode> = match args.mode.as_str() {
         "all" => vec![Mode::Eager, Mode::Graph, Mode::Ndarray],
@@ -51,7 +63,11 @@ fn main() -> Result<()> {
     };
     for workload in &workloads {
         for &mode in &modes {
-            let Some(mut call) = make(workload, mode)? else {
+            let made = match *workload {
+                "W8" => make_w8(mode)?,
+                _ => make(workload, mode)?.map(|call| (call, String::new())),
+            };
+            let Some((mut call, extra)) = made else {
                 if args.workload != "all" && args.mode != "all" {
                     eprintln!("{workload} has no {} mode", mode.name());
                 }
@@ -60,7 +76,7 @@ fn main() -> Result<()> {
             let t = timing::time(&mut call, 3, args.calls, Duration::from_secs_f64(args.min_time));
             let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
             println!(
-                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}}}",
+                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}{extra}}}",
                 mode.name(),
                 t.median_us,
                 t.min_us,
@@ -71,6 +87,26 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// W8's call in `mode` with the extra JSON fields of its line: `graph` is the forward pass
+/// exported, loaded back and called on one image (with the load's time); `eager` the model
+/// itself on one image.
+fn make_w8(mode: Mode) -> Result<Option<(Call, String)>> {
+    let model = lenet::LeNet::new(7)?;
+    let image = Tensor::randn(&[1, 1, 28, 28], DType::F32, 8);
+    Ok(Some(match mode {
+        Mode::Graph => {
+            let path = std::env::temp_dir().join(format!("bench-w8-{}.tcg", std::process::id()));
+            let (loaded, load) = w::w8_loaded(&model, &path)?;
+            let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            std::fs::remove_file(&path).ok();
+            let extra = format!(",\"load_us\":{:.1},\"file_bytes\":{bytes}", load.as_secs_f64() * 1e6);
+            (Box::new(move || drop(black_box(loaded.call(&[&image]).expect("W8")))), extra)
+        }
+        Mode::Eager => (Box::new(move || drop(black_box(no_grad(|| model.forward(&image)).expect("W8")))), String::new()),
+        Mode::Ndarray => return Ok(None),
+    }))
 }
 
 /// One call of `workload` in `mode`, or `None` if that mode is not defined for it.

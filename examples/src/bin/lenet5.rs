@@ -5,6 +5,12 @@
 //!
 //! cargo run --release -p examples --bin lenet5
 //! cargo run --release -p examples --bin lenet5 -- --data ~/mnist --epochs 3   # MNIST IDX files
+//! cargo run --release -p examples --bin lenet5 -- --epochs 5 --save ck.safetensors
+//! cargo run --release -p examples --bin lenet5 -- --epochs 5 --resume ck.safetensors --export lenet5.tcg
+//!
+//! `--save` writes a checkpoint (the model, Adam's state and the epoch, in safetensors);
+//! `--resume` continues from one exactly as if training had never stopped; `--export` writes
+//! the trained forward pass for one image, weights included, for the `serve` example.
 //!
 //! The default data are the UCI optical digits shipped in `examples/data/digits/` (8x8 images
 //! upscaled to LeNet's 28x28, see `examples::data::digits`).
@@ -16,6 +22,8 @@ use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use tensor_core::function::ConcreteFunction;
+use tensor_core::io::{self, prefixed, unprefixed};
 use tensor_core::nn::{Conv2d, Linear, Module};
 use tensor_core::optim::{Adam, Optimizer};
 use tensor_core::prelude::*;
@@ -52,6 +60,22 @@ struct Args {
     /// Where to write the plot of the loss per step (SVG), relative to the current directory.
     #[arg(long, value_name = "FILE", default_value = "lenet5_loss.svg")]
     plot: PathBuf,
+    /// After training, save a checkpoint to FILE: the model, Adam's state and the epoch
+    /// count, in safetensors.
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// Resume from a checkpoint written by --save: load the model and Adam's state and
+    /// train --epochs more epochs, continuing the epoch count (and the shuffles) where it
+    /// stopped, as if training had never stopped.
+    #[arg(long, value_name = "FILE")]
+    resume: Option<PathBuf>,
+    /// After training, export the forward pass for one image [1, 1, 28, 28], with the
+    /// trained weights, to FILE (for the serve example).
+    #[arg(long, value_name = "FILE")]
+    export: Option<PathBuf>,
+    /// After training, export the same forward pass as ONNX (opset 17) to FILE.
+    #[arg(long, value_name = "FILE")]
+    onnx: Option<PathBuf>,
 }
 
 const AFTER_HELP: &str = "\
@@ -59,7 +83,10 @@ Examples:
   lenet5                                  15 epochs on the shipped digits, eager and graph
   lenet5 --epochs 2 --mode graph          only the traced training step
   lenet5 --data ~/mnist --epochs 3        MNIST: train-images-idx3-ubyte, train-labels-idx1-ubyte,
-                                          t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (or .gz)";
+                                          t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (or .gz)
+  lenet5 --epochs 5 --save ck.safetensors                 a checkpoint after 5 epochs
+  lenet5 --epochs 5 --resume ck.safetensors               epochs 6 to 10, as if never stopped
+  lenet5 --export lenet5.tcg                              then: serve --model lenet5.tcg";
 
 /// A count that must be at least 1 (epochs, batch size, threads, limit).
 fn at_least_one(text: &str) -> Result<usize, String> {
@@ -207,6 +234,20 @@ impl Run {
         Ok(sum / batches.len() as f32)
     }
 
+    /// Loads the model and Adam's state of a checkpoint written by `save`.
+    fn resume(&mut self, checkpoint: &[(String, Tensor)]) -> Result<()> {
+        self.model.load_state_dict(&unprefixed("model", checkpoint))?;
+        self.model.opt.load_state_dict(&unprefixed("optimizer", checkpoint))
+    }
+
+    /// Saves the model, Adam's state and the number of epochs trained.
+    fn save(&self, path: &Path, epochs: usize) -> Result<()> {
+        let mut named = prefixed("model", self.model.state_dict());
+        named.extend(prefixed("optimizer", self.model.opt.state_dict()));
+        named.push(("epoch".to_string(), Tensor::scalar(epochs as i64)));
+        io::save_tensors(path, &named)
+    }
+
     fn mean_epoch(&self) -> Duration {
         self.epoch_times.iter().sum::<Duration>() / self.epoch_times.len().max(1) as u32
     }
@@ -217,6 +258,22 @@ fn progress_bar(len: usize, label: String) -> ProgressBar {
         .expect("a valid template")
         .progress_chars("=> ");
     ProgressBar::new(len as u64).with_style(style).with_prefix(label)
+}
+
+/// The forward pass for one image, traced with the weights captured (so they travel in the
+/// exported file and the caller passes only the image).
+fn forward_function(model: &LeNet5) -> Result<ConcreteFunction> {
+    let image = Tensor::zeros(&[1, 1, 28, 28], DType::F32);
+    no_grad(|| ConcreteFunction::trace("lenet5", &[("image", &image)], || Ok(vec![model.forward(&image)?])))
+}
+
+/// The epoch a checkpoint was saved after.
+fn saved_epoch(checkpoint: &[(String, Tensor)], path: &Path) -> Result<usize, Box<dyn StdError>> {
+    let epoch = checkpoint
+        .iter()
+        .find(|(name, _)| name == "epoch")
+        .ok_or_else(|| format!("{}: not a lenet5 checkpoint (it has no `epoch`)", path.display()))?;
+    Ok(epoch.1.item::<i64>()?.max(0) as usize)
 }
 
 /// The share of `batches` the model classifies right, in percent.
@@ -269,6 +326,13 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
     if let Some(n) = args.threads {
         tensor_core::set_num_threads(n);
     }
+    // A checkpoint is read first, so a bad one is refused before any training output.
+    let checkpoint = args.resume.as_ref().map(io::load_tensors).transpose()?;
+    let first_epoch = match (&checkpoint, &args.resume) {
+        (Some(named), Some(path)) => saved_epoch(named, path)? + 1,
+        _ => 1,
+    };
+    let last_epoch = first_epoch + args.epochs - 1;
     let split = load(&args)?;
     let steps = split.train.len() / args.batch_size;
     if steps == 0 {
@@ -290,11 +354,15 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
     };
     // Two copies of the model, from the same seed: the same initial parameters.
     let mut runs = modes.iter().map(|&m| Run::new(m, args.seed)).collect::<Result<Vec<_>>>()?;
+    if let (Some(named), Some(path)) = (&checkpoint, &args.resume) {
+        runs.iter_mut().try_for_each(|run| run.resume(named))?;
+        println!("resumed from {} after epoch {}", path.display(), first_epoch - 1);
+    }
     let test = test_batches(&split.test)?;
     let wall = Instant::now();
-    for epoch in 1..=args.epochs {
+    for epoch in first_epoch..=last_epoch {
         let batches = train_batches(&split.train, args.batch_size, args.seed, epoch)?;
-        let mut line = format!("epoch {epoch:>2}/{}", args.epochs);
+        let mut line = format!("epoch {epoch:>2}/{last_epoch}");
         for run in &mut runs {
             let loss = run.epoch(&batches, format!("epoch {epoch} {}", run.mode.name()))?;
             run.accuracy = accuracy(&run.model, &test)?;
@@ -318,6 +386,22 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
     print_table(&runs, wall);
     let plot_path = plot(&args.plot, &runs)?;
     println!("loss plot: {}", plot_path.display());
+    let last = runs.last().expect("at least one mode");
+    if let Some(path) = &args.save {
+        last.save(path, last_epoch)?;
+        println!("checkpoint after epoch {last_epoch}: {}", path.display());
+    }
+    if args.export.is_some() || args.onnx.is_some() {
+        let forward = forward_function(&last.model)?;
+        if let Some(path) = &args.export {
+            forward.export(path)?;
+            println!("exported the forward pass for one image to {} (test accuracy {:.1}%)", path.display(), last.accuracy);
+        }
+        if let Some(path) = &args.onnx {
+            tensor_core::onnx::export(&forward, path)?;
+            println!("exported the forward pass as ONNX to {}", path.display());
+        }
+    }
     if !same {
         return Err("eager and graph training diverged (see above)".into());
     }

@@ -93,7 +93,11 @@ impl<T: GraphArg + ?Sized> GraphArg for Box<T> {
 impl<T: GraphArg> GraphArg for [T] {
     fn flatten(&self, f: &mut Flattener) {
         f.len(self.len());
-        self.iter().for_each(|x| x.flatten(f));
+        for (i, x) in self.iter().enumerate() {
+            f.element(i);
+            x.flatten(f);
+            f.end_field();
+        }
     }
 }
 
@@ -127,7 +131,13 @@ macro_rules! tuple_args {
             #[allow(non_snake_case)]
             fn flatten(&self, f: &mut Flattener) {
                 let ($($name,)+) = self;
-                $($name.flatten(f);)+
+                let mut _index = 0;
+                $(
+                    f.element(_index);
+                    $name.flatten(f);
+                    f.end_field();
+                    _index += 1;
+                )+
             }
         }
     )*};

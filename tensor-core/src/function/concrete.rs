@@ -122,6 +122,17 @@ impl ConcreteFunction {
         }
     }
 
+    /// The `.grad` presence guards: (slot, present when traced).
+    pub(crate) fn grad_guards(&self) -> &[(usize, bool)] {
+        &self.grad_guards
+    }
+
+    /// Whether the graph that runs was optimized (its `cond`/`while` subgraphs are then
+    /// optimized when planned).
+    pub(crate) fn is_optimized(&self) -> bool {
+        self.optimized
+    }
+
     /// The order of creation (for listing cached functions in trace order).
     pub(crate) fn serial(&self) -> u64 {
         self.serial

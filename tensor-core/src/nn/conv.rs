@@ -21,10 +21,25 @@ use rand::Rng;
 /// assert_eq!(y.dims(), vec![2, 8, 4, 4]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+///
+/// A `Conv2d` is a [`GraphArg`](crate::GraphArg) (stride and padding keyed by value) with
+/// state dict entries `weight` and `bias`, PyTorch's names and layout:
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::Conv2d;
+/// let conv = Conv2d::new(1, 6, [5, 5], DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// let state = conv.state_dict();
+/// assert_eq!((state[0].0.as_str(), state[0].1.dims()), ("weight", vec![6, 1, 5, 5]));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+#[derive(crate::GraphArg)]
 pub struct Conv2d {
     weight: Tensor,
     bias: Option<Tensor>,
+    #[graph_arg(static)]
     stride: [usize; 2],
+    #[graph_arg(static)]
     padding: [usize; 2],
 }
 

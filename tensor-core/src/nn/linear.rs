@@ -24,6 +24,23 @@ use rand::Rng;
 /// assert_eq!(y.to_vec::<f32>()?, vec![5.5, 7.0, 8.5]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+///
+/// A `Linear` is a [`GraphArg`](crate::GraphArg): a field of a `#[derive(GraphArg)]` model
+/// (its tensors are then leaves of the model's graph functions) whose state dict entries are
+/// `weight` and `bias`:
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::Linear;
+/// #[derive(GraphArg)]
+/// struct Net { fc1: Linear, fc2: Linear }
+/// let rng = &mut tensor_core::seeded_rng(0);
+/// let net = Net { fc1: Linear::new(4, 8, DType::F32, rng)?, fc2: Linear::new_without_bias(8, 2, DType::F32, rng)? };
+/// let names: Vec<String> = net.state_dict().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight"]);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+#[derive(crate::GraphArg)]
 pub struct Linear {
     weight: Tensor,
     bias: Option<Tensor>,

@@ -161,6 +161,72 @@ impl Adam {
     }
 }
 
+impl Adam {
+    /// The optimizer's state as named tensors, PyTorch's names for parameter `i` (in the
+    /// order the parameters were given): `state.{i}.step`, `state.{i}.exp_avg`,
+    /// `state.{i}.exp_avg_sq`. Snapshots (later steps do not change them). The
+    /// hyperparameters are Rust values, not part of it.
+    ///
+    /// Saved beside the model's state dict, it makes a checkpoint from which training
+    /// resumes exactly as if it had never stopped:
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Adam, Optimizer};
+    /// let step = |w: &Tensor, opt: &Adam| -> Result<f32> {
+    ///     opt.zero_grad()?;
+    ///     let loss = (w * w).sum()?;
+    ///     loss.backward()?;
+    ///     opt.step()?;
+    ///     loss.item::<f32>()
+    /// };
+    /// let w = Tensor::from_vec(vec![1.0f32, -2.0], &[2])?.requires_grad_(true)?;
+    /// let opt = Adam::new(vec![w.clone()], 0.1)?;
+    /// step(&w, &opt)?;
+    /// let (saved_w, saved_opt) = (w.detach(), opt.state_dict());
+    /// let expected = step(&w, &opt)?;
+    ///
+    /// // A new run, resumed from the saved state:
+    /// let w2 = saved_w.requires_grad_(true)?;
+    /// let mut opt2 = Adam::new(vec![w2.clone()], 0.1)?;
+    /// opt2.load_state_dict(&saved_opt)?;
+    /// assert_eq!(step(&w2, &opt2)?.to_bits(), expected.to_bits());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn state_dict(&self) -> Vec<(String, Tensor)> {
+        self.named_state().into_iter().map(|(n, t)| (n, t.detach())).collect()
+    }
+
+    /// Loads a state dict made by [`state_dict`](Self::state_dict) of an `Adam` over
+    /// parameters of the same dtypes and shapes: every entry is checked first (a missing or
+    /// unexpected name, another dtype or shape is an `Err` naming it, and nothing changes),
+    /// then the state tensors take the values in place.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::Adam;
+    /// let mut opt = Adam::new(vec![Tensor::zeros(&[3], DType::F32).requires_grad_(true)?], 0.1)?;
+    /// let other = Adam::new(vec![Tensor::zeros(&[4], DType::F32).requires_grad_(true)?], 0.1)?;
+    /// let err = opt.load_state_dict(&other.state_dict()).unwrap_err();
+    /// assert!(err.to_string().contains("state.0.exp_avg"), "{err}");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn load_state_dict(&mut self, named: &[(String, Tensor)]) -> Result<()> {
+        crate::io::assign_named("Adam::load_state_dict", &self.named_state(), named)
+    }
+
+    /// The state tensors with their names (live handles).
+    fn named_state(&self) -> Vec<(String, Tensor)> {
+        let mut named = Vec::with_capacity(3 * self.state.len());
+        for (i, s) in self.state.iter().enumerate() {
+            named.push((format!("state.{i}.step"), s.step.clone()));
+            named.push((format!("state.{i}.exp_avg"), s.exp_avg.clone()));
+            named.push((format!("state.{i}.exp_avg_sq"), s.exp_avg_sq.clone()));
+        }
+        named
+    }
+}
+
 impl Optimizer for Adam {
     fn step(&self) -> Result<()> {
         // The update must not be recorded for backward (and an in-place op on a leaf that

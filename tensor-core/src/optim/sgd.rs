@@ -127,6 +127,53 @@ impl Sgd {
     }
 }
 
+impl Sgd {
+    /// The optimizer's state as named tensors: with momentum, PyTorch's
+    /// `state.{i}.momentum_buffer` for parameter `i`; without, none. Snapshots (later steps
+    /// do not change them). The hyperparameters are Rust values, not part of it.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Optimizer, Sgd, SgdConfig};
+    /// let w = Tensor::scalar(1.0f64).requires_grad_(true)?;
+    /// let opt = Sgd::with_config(vec![w.clone()], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() })?;
+    /// (&w * 3.0).backward()?;
+    /// opt.step()?;
+    /// let state = opt.state_dict();
+    /// assert_eq!(state[0].0, "state.0.momentum_buffer");
+    /// assert_eq!(state[0].1.item::<f64>()?, 3.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn state_dict(&self) -> Vec<(String, Tensor)> {
+        self.named_state().into_iter().map(|(n, t)| (n, t.detach())).collect()
+    }
+
+    /// Loads a state dict made by [`state_dict`](Self::state_dict) of an `Sgd` with the same
+    /// momentum setting over parameters of the same dtypes and shapes: all checked first
+    /// (an `Err` names the first mismatch, and nothing changes), then loaded in place.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Sgd, SgdConfig};
+    /// let config = SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() };
+    /// let p = || Tensor::zeros(&[2], DType::F32).requires_grad_(true);
+    /// let saved = Sgd::with_config(vec![p()?], config)?.state_dict();
+    /// let mut opt = Sgd::with_config(vec![p()?], config)?;
+    /// opt.load_state_dict(&saved)?;
+    /// let mut plain = Sgd::new(vec![p()?], 0.1)?; // no momentum: no buffers to load
+    /// assert!(plain.load_state_dict(&saved).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn load_state_dict(&mut self, named: &[(String, Tensor)]) -> Result<()> {
+        crate::io::assign_named("Sgd::load_state_dict", &self.named_state(), named)
+    }
+
+    /// The momentum buffers with their names (live handles).
+    fn named_state(&self) -> Vec<(String, Tensor)> {
+        self.buffers.iter().enumerate().map(|(i, b)| (format!("state.{i}.momentum_buffer"), b.clone())).collect()
+    }
+}
+
 impl Optimizer for Sgd {
     fn step(&self) -> Result<()> {
         // The update must not be recorded for backward (and an in-place op on a leaf that

@@ -1,7 +1,8 @@
 //! Prints from eager code, from a `#[graph_fn]` and from a traced `ConcreteFunction`, so
 //! `tests/trace_print.rs` can check, line by line, what appears on standard output and in
 //! which order: `tprint!` on every call with the run-time values, `println!` only while
-//! tracing, and `tprint!` at once when eager.
+//! tracing, and `tprint!` at once when eager; and the same lines from a function loaded
+//! from its exported bytes.
 
 use tensor_core::function::ConcreteFunction;
 use tensor_core::prelude::*;
@@ -78,11 +79,46 @@ fn capture_printed_first() -> Result<()> {
     Ok(())
 }
 
+/// One function called as traced, then as loaded from its exported bytes (with its own
+/// copy of the captured state): the same lines, from `tprint!`s in the body and in branches.
+fn exported_calls() -> Result<()> {
+    let x = Tensor::scalar(0.0f32);
+    let total = Tensor::scalar(0.0f32);
+    let f = ConcreteFunction::trace("exported_demo", &[("x", &x)], || {
+        tprint!("x = {:.1}", x);
+        total.add_(&x)?;
+        tprint!("total {:>6.2}", total);
+        let y = tensor_core::control::cond(
+            &x.gt(0.0)?,
+            || {
+                tprint!("positive {}", x);
+                x.mul(2.0)
+            },
+            || {
+                tprint!("not positive");
+                x.neg()
+            },
+        )?;
+        Ok(vec![y])
+    })?;
+    let loaded = tensor_core::export::load_bytes(&f.export_bytes()?)?;
+    println!("== original");
+    for v in [1.0f32, -2.5, 3.0] {
+        f.call(&[&Tensor::scalar(v)])?;
+    }
+    println!("== loaded");
+    for v in [1.0f32, -2.5, 3.0] {
+        loaded.call(&[&Tensor::scalar(v)])?;
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     eager()?;
     graph_fn_calls()?;
     concrete_calls()?;
     capture_printed_first()?;
+    exported_calls()?;
     println!("== end");
     Ok(())
 }

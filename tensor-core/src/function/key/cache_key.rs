@@ -21,33 +21,56 @@ impl Hash for CacheKey {
     }
 }
 
-/// Field scopes: (word position, `Some(name)` entering a field or `None` leaving one).
-pub(crate) type Fields = SmallVec<[(u16, Option<&'static str>); 16]>;
+/// What labels a part of an argument: a struct field's name, or an element's index in a
+/// collection (so leaves are named `layers.0.weight`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Label {
+    Field(&'static str),
+    Index(u32),
+}
+
+impl std::fmt::Display for Label {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Label::Field(name) => f.write_str(name),
+            Label::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// Label scopes: (word position, `Some(label)` entering a field or element, `None` leaving
+/// one).
+pub(crate) type Fields = SmallVec<[(u16, Option<Label>); 16]>;
 
 /// Key words, the static values they refer to, and the field scopes that name their parts.
 #[derive(Clone, Copy)]
 pub(crate) struct KeyRef<'a> {
     pub(crate) words: &'a [u64],
     pub(crate) statics: &'a [StaticValue],
-    pub(crate) fields: &'a [(u16, Option<&'static str>)],
+    pub(crate) fields: &'a [(u16, Option<Label>)],
 }
 
 impl<'a> KeyRef<'a> {
-    pub(crate) fn new(key: &'a CacheKey, fields: &'a [(u16, Option<&'static str>)]) -> KeyRef<'a> {
+    pub(crate) fn new(key: &'a CacheKey, fields: &'a [(u16, Option<Label>)]) -> KeyRef<'a> {
         KeyRef { words: &key.words, statics: &key.statics, fields }
     }
 }
 
-/// The fields enclosing the word at `pos`, outermost first.
-pub(super) fn field_path(fields: &[(u16, Option<&'static str>)], pos: usize) -> Vec<&'static str> {
+/// The labels enclosing the word at `pos`, outermost first.
+pub(super) fn field_path(fields: &[(u16, Option<Label>)], pos: usize) -> Vec<Label> {
     let mut path = Vec::new();
     for &(_, event) in fields.iter().take_while(|(at, _)| *at as usize <= pos) {
         match event {
-            Some(name) => path.push(name),
+            Some(label) => path.push(label),
             None => drop(path.pop()),
         }
     }
     path
+}
+
+/// The labels enclosing the word at `pos` as one name: `layers.0.weight`.
+pub(super) fn field_path_text(fields: &[(u16, Option<Label>)], pos: usize) -> String {
+    field_path(fields, pos).iter().map(Label::to_string).collect::<Vec<_>>().join(".")
 }
 
 #[cfg(test)]

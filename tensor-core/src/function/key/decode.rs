@@ -2,7 +2,7 @@
 //! scalar's value, a length, ...), each labeled with its field path. Only the miss path
 //! (retrace reasons, signature text) decodes.
 
-use super::cache_key::{field_path, KeyRef};
+use super::cache_key::{field_path_text, KeyRef};
 use super::statics::StaticValue;
 use super::words::{read_tensor_header, Tag, PAYLOAD_MASK};
 use crate::dtype::DType;
@@ -113,7 +113,7 @@ pub(crate) fn decode(key: KeyRef) -> Decoded {
             }
             None => Part::Structure("?".into()),
         };
-        let labeled = (field_path(key.fields, start).join("."), part);
+        let labeled = (field_path_text(key.fields, start), part);
         match d.args.last_mut() {
             Some(a) => a.push(labeled),
             None => d.args.push(vec![labeled]),

@@ -26,8 +26,16 @@ pub(crate) fn describe(names: &[&str], key: KeyRef) -> String {
     }
 }
 
-/// Parts as text, each with its field path (`x: f32[2], step: 1`).
+/// Parts as text, each with its field path (`x: f32[2], step: 1`). Element indices are left
+/// out of the path: a sequence's parts are already in order (`(f32[1], f32[1])`).
 pub(super) fn join(parts: &[&Labeled]) -> String {
-    let text = |(path, part): &Labeled| if path.is_empty() { part.to_string() } else { format!("{path}: {part}") };
+    let text = |(path, part): &Labeled| {
+        let named: Vec<&str> = path.split('.').filter(|s| !s.is_empty() && !s.bytes().all(|b| b.is_ascii_digit())).collect();
+        if named.is_empty() {
+            part.to_string()
+        } else {
+            format!("{}: {part}", named.join("."))
+        }
+    };
     parts.iter().map(|p| text(p)).collect::<Vec<_>>().join(", ")
 }

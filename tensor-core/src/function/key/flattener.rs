@@ -1,7 +1,7 @@
 //! `Flattener`: what `GraphArg` implementations write a call's arguments into — key words
 //! (see `words.rs`), static values, tensor leaves, and the field names that label them.
 
-use super::cache_key::{CacheKey, Fields};
+use super::cache_key::{CacheKey, Fields, Label};
 use super::signature::Signature;
 use super::statics::{StaticValue, Statics};
 use super::words::{hash_of, tagged, tensor_header, KeyWords, Tag};
@@ -108,10 +108,28 @@ impl Flattener {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn field(&mut self, name: &'static str) {
-        self.fields.push((self.words.len() as u16, Some(name)));
+        self.fields.push((self.words.len() as u16, Some(Label::Field(name))));
     }
 
-    /// Ends the innermost field.
+    /// Starts element `index` of a collection: what is flattened until
+    /// [`end_field`](Self::end_field) belongs to it (names like `layers.0.weight`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.len(1);
+    /// f.element(0); // the leaf below is named `xs.0` for an argument `xs`
+    /// f.tensor(&Tensor::zeros(&[2], DType::F32));
+    /// f.end_field();
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn element(&mut self, index: usize) {
+        self.fields.push((self.words.len() as u16, Some(Label::Index(index as u32))));
+    }
+
+    /// Ends the innermost field or element.
     ///
     /// ```
     /// use tensor_core::prelude::*;

@@ -1,7 +1,7 @@
 //! `Signature`: a call's flattened arguments — its key and tensor leaves — and the keys
 //! derived from it (without dims, with other shapes) and names for its leaves.
 
-use super::cache_key::{field_path, CacheKey, Fields};
+use super::cache_key::{field_path, field_path_text, CacheKey, Fields, Label};
 use super::words::KeyWords;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
@@ -74,8 +74,8 @@ impl Signature {
         key
     }
 
-    /// A name per leaf: the argument's name and field path (`batch.x`), with an index when
-    /// several leaves would share it (`xs_0`, `xs_1`).
+    /// A name per leaf: the argument's name and label path (`batch.x`, `layers.0.weight`),
+    /// with an index when several leaves would share it (`x_0`, `x_1`).
     pub(crate) fn leaf_names(&self, arg_names: &[&str]) -> Vec<String> {
         let base: Vec<String> = self
             .leaf_args
@@ -83,16 +83,18 @@ impl Signature {
             .zip(&self.leaf_pos)
             .map(|(&a, &pos)| {
                 let name = arg_names.get(a as usize).copied().unwrap_or("arg");
-                std::iter::once(name).chain(field_path(&self.fields, pos as usize)).collect::<Vec<_>>().join(".")
+                let path = field_path(&self.fields, pos as usize);
+                std::iter::once(name.to_string()).chain(path.iter().map(Label::to_string)).collect::<Vec<_>>().join(".")
             })
             .collect();
-        base.iter()
-            .enumerate()
-            .map(|(i, name)| match base.iter().filter(|n| *n == name).count() {
-                1 => name.clone(),
-                _ => format!("{name}_{}", base[..i].iter().filter(|n| *n == name).count()),
-            })
-            .collect()
+        dedup_names(base)
+    }
+
+    /// A name per leaf of a value flattened on its own (no argument): its label path
+    /// (`fc1.weight`, `layers.0.bias`), with an index when several leaves would share it.
+    pub(crate) fn leaf_paths(&self) -> Vec<String> {
+        let base = self.leaf_pos.iter().map(|&pos| field_path_text(&self.fields, pos as usize)).collect();
+        dedup_names(base)
     }
 
     /// The leaves that get a slot: each tensor once, in first-seen order.
@@ -104,6 +106,17 @@ impl Signature {
     pub(crate) fn shapes(&self) -> Vec<Shape> {
         self.leaves.iter().map(|t| t.0.shape.clone()).collect()
     }
+}
+
+/// The names, with `_k` appended to each of several equal ones (`x_0`, `x_1`).
+fn dedup_names(base: Vec<String>) -> Vec<String> {
+    base.iter()
+        .enumerate()
+        .map(|(i, name)| match base.iter().filter(|n| *n == name).count() {
+            1 => name.clone(),
+            _ => format!("{name}_{}", base[..i].iter().filter(|n| *n == name).count()),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,374 @@
+//! The serialized form of ops and their attributes: serde's remote derives mirror the op
+//! enums here, so the IR files stay free of serialization. A new op variant fails to compile
+//! here until it is given its serialized form (and its arity and checks in `check.rs`).
+//!
+//! JSON shapes: an op is `{"family": {"op": {attributes}}}` (`{"conv": {"conv2d": {"stride":
+//! [1, 1], "padding": [2, 2]}}}`), unit ops are their name (`{"linalg": "matmul"}`), dtypes
+//! are `"f32"`, a shape is a list of dims with `-1` for an unknown dim, and a scalar is
+//! `{"float": 0.5}` (`"inf"`, `"-inf"`, `"nan"` for the non-finite, with the exact bits of
+//! any other NaN as `"nan:0x..."`), `{"int": 3}` or `{"bool": true}`.
+
+use crate::dtype::{DType, Scalar};
+use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, ScalarAttr, UnaryOp};
+use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, ReductionOp};
+use crate::shape::{Shape, UNKNOWN};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use smallvec::SmallVec;
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Op", rename_all = "snake_case")]
+pub(super) enum OpDef {
+    Elementwise(#[serde(with = "ElementwiseOpDef")] ElementwiseOp),
+    Reduction(#[serde(with = "ReductionOpDef")] ReductionOp),
+    Layout(#[serde(with = "LayoutOpDef")] LayoutOp),
+    Index(#[serde(with = "IndexOpDef")] IndexOp),
+    Linalg(#[serde(with = "LinalgOpDef")] LinalgOp),
+    Nn(#[serde(with = "NnOpDef")] NnOp),
+    Conv(#[serde(with = "ConvOpDef")] ConvOp),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "ElementwiseOp", rename_all = "snake_case")]
+pub(super) enum ElementwiseOpDef {
+    Unary(#[serde(with = "UnaryOpDef")] UnaryOp),
+    Binary(#[serde(with = "BinaryOpDef")] BinaryOp),
+    BinaryScalar {
+        #[serde(with = "BinaryOpDef")]
+        op: BinaryOp,
+        #[serde(with = "scalar_attr")]
+        scalar: ScalarAttr,
+        scalar_first: bool,
+    },
+    Compare(#[serde(with = "CmpOpDef")] CmpOp),
+    CompareScalar {
+        #[serde(with = "CmpOpDef")]
+        op: CmpOp,
+        #[serde(with = "scalar_attr")]
+        scalar: ScalarAttr,
+    },
+    Where,
+    Clamp {
+        #[serde(with = "opt_scalar_attr")]
+        min: Option<ScalarAttr>,
+        #[serde(with = "opt_scalar_attr")]
+        max: Option<ScalarAttr>,
+    },
+    Cast(#[serde(with = "DTypeDef")] DType),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "UnaryOp", rename_all = "snake_case")]
+pub(super) enum UnaryOpDef {
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Tanh,
+    Sigmoid,
+    Relu,
+    Abs,
+    Sign,
+    Not,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "BinaryOp", rename_all = "snake_case")]
+pub(super) enum BinaryOpDef {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "CmpOp", rename_all = "snake_case")]
+pub(super) enum CmpOpDef {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "ReduceOp", rename_all = "snake_case")]
+pub(super) enum ReduceOpDef {
+    Sum,
+    Mean,
+    Max,
+    Min,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "ReductionOp", rename_all = "snake_case")]
+pub(super) enum ReductionOpDef {
+    Reduce {
+        #[serde(with = "ReduceOpDef")]
+        op: ReduceOp,
+        #[serde(with = "small_list")]
+        axes: SmallVec<[usize; 4]>,
+        keepdim: bool,
+    },
+    Argmax {
+        axis: usize,
+        keepdim: bool,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "LayoutOp", rename_all = "snake_case")]
+pub(super) enum LayoutOpDef {
+    Reshape(#[serde(with = "small_list")] SmallVec<[isize; 4]>),
+    Permute(#[serde(with = "small_list")] SmallVec<[usize; 4]>),
+    BroadcastTo(#[serde(with = "shape_def")] Shape),
+    SumTo(#[serde(with = "shape_def")] Shape),
+    Concat { axis: usize },
+    Narrow { axis: usize, start: usize, len: usize },
+    Pad { axis: usize, before: usize, after: usize },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "IndexOp", rename_all = "snake_case")]
+pub(super) enum IndexOpDef {
+    IndexSelect {
+        axis: usize,
+    },
+    IndexAdd {
+        axis: usize,
+        size: usize,
+    },
+    Gather {
+        axis: usize,
+    },
+    ScatterAdd {
+        axis: usize,
+        size: usize,
+    },
+    OneHot {
+        classes: usize,
+        #[serde(with = "DTypeDef")]
+        dtype: DType,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "LinalgOp", rename_all = "snake_case")]
+pub(super) enum LinalgOpDef {
+    Matmul,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "NnOp", rename_all = "snake_case")]
+pub(super) enum NnOpDef {
+    Softmax { axis: usize },
+    LogSoftmax { axis: usize },
+    CrossEntropy,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "ConvOp", rename_all = "snake_case")]
+pub(super) enum ConvOpDef {
+    Conv2d { stride: [usize; 2], padding: [usize; 2] },
+    Conv2dInputGrad { stride: [usize; 2], padding: [usize; 2], input_hw: [usize; 2] },
+    Conv2dWeightGrad { stride: [usize; 2], padding: [usize; 2], kernel_hw: [usize; 2] },
+    MaxPool2d { kernel: [usize; 2], stride: [usize; 2] },
+    MaxPool2dGrad { kernel: [usize; 2], stride: [usize; 2] },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "DType", rename_all = "lowercase")]
+pub(super) enum DTypeDef {
+    F32,
+    F64,
+    I32,
+    I64,
+    Bool,
+}
+
+/// A dtype as a value of its own (for lists and struct fields of wire types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(super) struct WireDType(#[serde(with = "DTypeDef")] pub DType);
+
+/// A shape as a value of its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(super) struct WireShape(#[serde(with = "shape_def")] pub Shape);
+
+/// A `SmallVec` as a JSON list.
+pub(super) mod small_list {
+    use super::*;
+
+    pub fn serialize<T: Serialize, const N: usize, S: Serializer>(v: &SmallVec<[T; N]>, s: S) -> Result<S::Ok, S::Error>
+    where
+        [T; N]: smallvec::Array<Item = T>,
+    {
+        v.as_slice().serialize(s)
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, const N: usize, D: Deserializer<'de>>(d: D) -> Result<SmallVec<[T; N]>, D::Error>
+    where
+        [T; N]: smallvec::Array<Item = T>,
+    {
+        Ok(SmallVec::from_vec(Vec::<T>::deserialize(d)?))
+    }
+}
+
+/// A shape as a list of dims, `-1` for an unknown one.
+pub(super) mod shape_def {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(shape: &Shape, s: S) -> Result<S::Ok, S::Error> {
+        let dims: Vec<i64> = shape.dims().iter().map(|&d| if d == UNKNOWN { -1 } else { d as i64 }).collect();
+        dims.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Shape, D::Error> {
+        let dims = Vec::<i64>::deserialize(d)?;
+        let dims: Result<Vec<usize>, String> = dims
+            .into_iter()
+            .map(|d| match d {
+                -1 => Ok(UNKNOWN),
+                d if d >= 0 && (d as u64) < UNKNOWN as u64 => Ok(d as usize),
+                d => Err(format!("dim {d} is neither a size nor -1 (unknown)")),
+            })
+            .collect();
+        dims.map(Shape::from).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A scalar attribute, with the exact bits of floats.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum WireScalar {
+    Float(WireFloat),
+    Int(i64),
+    Bool(bool),
+}
+
+/// A float: a JSON number when finite, else a name (`"inf"`, `"-inf"`, `"nan"`, or
+/// `"nan:0x…"` with the bits of a NaN other than the usual one).
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum WireFloat {
+    Finite(f64),
+    Named(String),
+}
+
+impl From<Scalar> for WireScalar {
+    fn from(s: Scalar) -> WireScalar {
+        match s {
+            Scalar::Float(v) if v.is_finite() => WireScalar::Float(WireFloat::Finite(v)),
+            Scalar::Float(v) if v == f64::INFINITY => WireScalar::Float(WireFloat::Named("inf".into())),
+            Scalar::Float(v) if v == f64::NEG_INFINITY => WireScalar::Float(WireFloat::Named("-inf".into())),
+            Scalar::Float(v) if v.to_bits() == f64::NAN.to_bits() => WireScalar::Float(WireFloat::Named("nan".into())),
+            Scalar::Float(v) => WireScalar::Float(WireFloat::Named(format!("nan:{:#018x}", v.to_bits()))),
+            Scalar::Int(i) => WireScalar::Int(i),
+            Scalar::Bool(b) => WireScalar::Bool(b),
+        }
+    }
+}
+
+impl TryFrom<WireScalar> for Scalar {
+    type Error = String;
+    fn try_from(w: WireScalar) -> Result<Scalar, String> {
+        Ok(match w {
+            WireScalar::Float(WireFloat::Finite(v)) => Scalar::Float(v),
+            WireScalar::Float(WireFloat::Named(name)) => Scalar::Float(named_float(&name)?),
+            WireScalar::Int(i) => Scalar::Int(i),
+            WireScalar::Bool(b) => Scalar::Bool(b),
+        })
+    }
+}
+
+fn named_float(name: &str) -> Result<f64, String> {
+    let bits = |hex: &str| u64::from_str_radix(hex, 16).ok().map(f64::from_bits).filter(|v| v.is_nan());
+    match name {
+        "inf" => Ok(f64::INFINITY),
+        "-inf" => Ok(f64::NEG_INFINITY),
+        "nan" => Ok(f64::NAN),
+        _ => name.strip_prefix("nan:0x").and_then(bits).ok_or_else(|| format!("`{name}` is not a float (a number, inf, -inf, nan or nan:0x<bits>)")),
+    }
+}
+
+pub(super) mod scalar_attr {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(v: &ScalarAttr, s: S) -> Result<S::Ok, S::Error> {
+        WireScalar::from(v.0).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ScalarAttr, D::Error> {
+        Scalar::try_from(WireScalar::deserialize(d)?).map(ScalarAttr).map_err(serde::de::Error::custom)
+    }
+}
+
+pub(super) mod opt_scalar_attr {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(v: &Option<ScalarAttr>, s: S) -> Result<S::Ok, S::Error> {
+        v.map(|a| WireScalar::from(a.0)).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ScalarAttr>, D::Error> {
+        Option::<WireScalar>::deserialize(d)?.map(|w| Scalar::try_from(w).map(ScalarAttr).map_err(serde::de::Error::custom)).transpose()
+    }
+}
+
+/// An op as a value of its own.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(super) struct WireOp(#[serde(with = "OpDef")] pub Op);
+
+/// An elementwise op as a value of its own (the instructions of fused programs).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(super) struct WireElementwise(#[serde(with = "ElementwiseOpDef")] pub ElementwiseOp);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(op: Op) -> (String, Op) {
+        let text = serde_json::to_string(&WireOp(op)).unwrap();
+        let back: WireOp = serde_json::from_str(&text).unwrap();
+        (text, back.0)
+    }
+
+    #[test]
+    fn ops_read_as_their_family_and_attributes() {
+        let (text, back) = round_trip(Op::Conv(ConvOp::Conv2d { stride: [1, 1], padding: [2, 2] }));
+        assert_eq!(text, r#"{"conv":{"conv2d":{"stride":[1,1],"padding":[2,2]}}}"#);
+        assert_eq!(back, Op::Conv(ConvOp::Conv2d { stride: [1, 1], padding: [2, 2] }));
+        assert_eq!(round_trip(Op::Linalg(LinalgOp::Matmul)).0, r#"{"linalg":"matmul"}"#);
+        let (text, _) = round_trip(Op::Layout(LayoutOp::BroadcastTo(Shape::new(&[UNKNOWN, 3]))));
+        assert_eq!(text, r#"{"layout":{"broadcast_to":[-1,3]}}"#);
+    }
+
+    #[test]
+    fn scalar_attributes_keep_their_bits() {
+        let odd_nan = f64::from_bits(0x7ff8_0000_0000_0123);
+        for v in [0.1, -0.0, 1e300, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, odd_nan, f64::MIN_POSITIVE / 4.0] {
+            let op = Op::Elementwise(ElementwiseOp::BinaryScalar { op: BinaryOp::Mul, scalar: ScalarAttr(Scalar::Float(v)), scalar_first: false });
+            let (text, back) = round_trip(op.clone());
+            assert_eq!(back, op, "{text}");
+        }
+        let clamp = Op::Elementwise(ElementwiseOp::Clamp { min: Some(ScalarAttr(Scalar::Int(-3))), max: None });
+        assert_eq!(round_trip(clamp.clone()), (r#"{"elementwise":{"clamp":{"min":{"int":-3},"max":null}}}"#.to_string(), clamp));
+    }
+
+    #[test]
+    fn malformed_attributes_are_errors() {
+        for bad in [
+            r#"{"layout":{"broadcast_to":[-2]}}"#,
+            r#"{"elementwise":{"binary_scalar":{"op":"mul","scalar":{"float":"nan:0x1"},"scalar_first":false}}}"#,
+            r#"{"linalg":"dot"}"#,
+        ] {
+            assert!(serde_json::from_str::<WireOp>(bad).is_err(), "{bad}");
+        }
+    }
+}

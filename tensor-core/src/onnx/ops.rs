@@ -1,0 +1,239 @@
+//! Each op as ONNX nodes (opset 17). An op without a mapping (the gradient-only ops) is an
+//! `Err` naming it.
+
+use super::builder::{int, ints, string, Builder};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::ValueId;
+use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, UnaryOp};
+use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, ReductionOp};
+use crate::shape::UNKNOWN;
+
+/// Adds the nodes computing op node `op` from `inputs` into `out`.
+pub(super) fn map_op(b: &mut Builder, op: &Op, inputs: &[ValueId], out: ValueId) -> Result<()> {
+    let ins: Vec<String> = inputs.iter().map(|&v| b.name(v)).collect();
+    let y = b.name(out);
+    match op {
+        Op::Elementwise(e) => elementwise(b, e, ins, y, b.g.values[inputs[0]].dtype),
+        Op::Reduction(r) => reduction(b, r, ins, y, b.g.values[inputs[0]].shape.rank()),
+        Op::Layout(l) => layout(b, l, inputs, ins, y, out),
+        Op::Index(i) => index(b, i, ins, y),
+        Op::Linalg(LinalgOp::Matmul) => {
+            b.node("MatMul", ins, vec![y], vec![]);
+            Ok(())
+        }
+        Op::Nn(n) => nn(b, n, ins, y),
+        Op::Conv(c) => conv(b, c, ins, y),
+    }
+}
+
+fn unsupported(op: &str, detail: &str) -> Error {
+    Error::OnnxUnsupported { op: op.to_string(), detail: detail.to_string() }
+}
+
+fn unary_name(u: UnaryOp) -> &'static str {
+    match u {
+        UnaryOp::Neg => "Neg",
+        UnaryOp::Exp => "Exp",
+        UnaryOp::Log => "Log",
+        UnaryOp::Sqrt => "Sqrt",
+        UnaryOp::Tanh => "Tanh",
+        UnaryOp::Sigmoid => "Sigmoid",
+        UnaryOp::Relu => "Relu",
+        UnaryOp::Abs => "Abs",
+        UnaryOp::Sign => "Sign",
+        UnaryOp::Not => "Not",
+    }
+}
+
+fn binary_name(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "Add",
+        BinaryOp::Sub => "Sub",
+        BinaryOp::Mul => "Mul",
+        BinaryOp::Div => "Div",
+        BinaryOp::Pow => "Pow",
+        BinaryOp::Maximum => "Max",
+        BinaryOp::Minimum => "Min",
+    }
+}
+
+/// A comparison `a op b` into `y` (`ne` is `Not(Equal)`).
+fn compare(b: &mut Builder, op: CmpOp, lhs: String, rhs: String, y: String) {
+    let name = match op {
+        CmpOp::Eq | CmpOp::Ne => "Equal",
+        CmpOp::Lt => "Less",
+        CmpOp::Le => "LessOrEqual",
+        CmpOp::Gt => "Greater",
+        CmpOp::Ge => "GreaterOrEqual",
+    };
+    if op == CmpOp::Ne {
+        let eq = b.fresh("eq");
+        b.node(name, vec![lhs, rhs], vec![eq.clone()], vec![]);
+        b.node("Not", vec![eq], vec![y], vec![]);
+    } else {
+        b.node(name, vec![lhs, rhs], vec![y], vec![]);
+    }
+}
+
+fn elementwise(b: &mut Builder, e: &ElementwiseOp, ins: Vec<String>, y: String, dtype: DType) -> Result<()> {
+    match e {
+        ElementwiseOp::Unary(u) => b.node(unary_name(*u), ins, vec![y], vec![]),
+        ElementwiseOp::Binary(op) => {
+            if *op == BinaryOp::Div && dtype.is_int() {
+                return Err(unsupported("div", " for integers (tensor-core gives 0 for a zero divisor, ONNX leaves it undefined)"));
+            }
+            b.node(binary_name(*op), ins, vec![y], vec![])
+        }
+        ElementwiseOp::BinaryScalar { op, scalar, scalar_first } => {
+            if *op == BinaryOp::Div && dtype.is_int() {
+                return Err(unsupported("div", " for integers (tensor-core gives 0 for a zero divisor, ONNX leaves it undefined)"));
+            }
+            let s = b.scalar(scalar.0, dtype);
+            let x = ins[0].clone();
+            let pair = if *scalar_first { vec![s, x] } else { vec![x, s] };
+            b.node(binary_name(*op), pair, vec![y], vec![]);
+        }
+        ElementwiseOp::Compare(op) => compare(b, *op, ins[0].clone(), ins[1].clone(), y),
+        ElementwiseOp::CompareScalar { op, scalar } => {
+            let s = b.scalar(scalar.0, dtype);
+            compare(b, *op, ins[0].clone(), s, y);
+        }
+        ElementwiseOp::Where => b.node("Where", ins, vec![y], vec![]),
+        ElementwiseOp::Clamp { min, max } => {
+            let bound = |b: &mut Builder, s: &Option<crate::math::ScalarAttr>| s.map(|s| b.scalar(s.0, dtype)).unwrap_or_default();
+            let (lo, hi) = (bound(b, min), bound(b, max));
+            b.node("Clip", vec![ins[0].clone(), lo, hi], vec![y], vec![]);
+        }
+        ElementwiseOp::Cast(to) => b.node("Cast", ins, vec![y], vec![int("to", super::builder::elem_type(*to) as i64)]),
+    }
+    Ok(())
+}
+
+fn reduction(b: &mut Builder, r: &ReductionOp, ins: Vec<String>, y: String, rank: usize) -> Result<()> {
+    match r {
+        ReductionOp::Reduce { axes, .. } if axes.is_empty() => b.node("Identity", ins, vec![y], vec![]),
+        ReductionOp::Reduce { op, axes, keepdim } => {
+            let keep = int("keepdims", *keepdim as i64);
+            match op {
+                // Opset 13 moved ReduceSum's axes to an input; the others follow in opset 18.
+                ReduceOp::Sum => {
+                    let axes = b.i64s(&axes.iter().map(|&a| a as i64).collect::<Vec<_>>());
+                    b.node("ReduceSum", vec![ins[0].clone(), axes], vec![y], vec![keep]);
+                }
+                ReduceOp::Mean => b.node("ReduceMean", ins, vec![y], vec![ints("axes", axes), keep]),
+                ReduceOp::Max => b.node("ReduceMax", ins, vec![y], vec![ints("axes", axes), keep]),
+                ReduceOp::Min => b.node("ReduceMin", ins, vec![y], vec![ints("axes", axes), keep]),
+            }
+        }
+        ReductionOp::Argmax { axis, keepdim } => {
+            debug_assert!(*axis < rank);
+            b.node("ArgMax", ins, vec![y], vec![int("axis", *axis as i64), int("keepdims", *keepdim as i64)]);
+        }
+    }
+    Ok(())
+}
+
+fn layout(b: &mut Builder, l: &LayoutOp, inputs: &[ValueId], ins: Vec<String>, y: String, out: ValueId) -> Result<()> {
+    let out_shape = b.g.values[out].shape.clone();
+    let x_shape = b.g.values[inputs[0]].shape.clone();
+    match l {
+        LayoutOp::Reshape(spec) => {
+            // The traced output shape when known (no -1 to resolve), else the requested dims.
+            let dims: Vec<i64> = match out_shape.is_known() {
+                true => out_shape.dims().iter().map(|&d| d as i64).collect(),
+                false => spec.iter().map(|&d| d as i64).collect(),
+            };
+            let allow_zero = dims.contains(&0) as i64;
+            let shape = b.i64s(&dims);
+            b.node("Reshape", vec![ins[0].clone(), shape], vec![y], vec![int("allowzero", allow_zero)]);
+        }
+        LayoutOp::Permute(perm) => b.node("Transpose", ins, vec![y], vec![ints("perm", perm)]),
+        LayoutOp::BroadcastTo(target) => {
+            // Expand broadcasts a 1 against the input's dim: an unknown target dim stays as is.
+            let dims: Vec<i64> = target.dims().iter().map(|&d| if d == UNKNOWN { 1 } else { d as i64 }).collect();
+            let shape = b.i64s(&dims);
+            b.node("Expand", vec![ins[0].clone(), shape], vec![y], vec![]);
+        }
+        LayoutOp::SumTo(target) => {
+            if !x_shape.is_known() || !target.is_known() {
+                return Err(unsupported("sum_to", " with unknown dims"));
+            }
+            let lead = x_shape.rank() - target.rank();
+            let axes: Vec<i64> = (0..x_shape.rank()).filter(|&d| d < lead || (target[d - lead] == 1 && x_shape[d] != 1)).map(|d| d as i64).collect();
+            let summed = b.fresh("summed");
+            let axes = b.i64s(&axes);
+            b.node("ReduceSum", vec![ins[0].clone(), axes], vec![summed.clone()], vec![int("keepdims", 1)]);
+            let shape = b.i64s(&target.dims().iter().map(|&d| d as i64).collect::<Vec<_>>());
+            b.node("Reshape", vec![summed, shape], vec![y], vec![]);
+        }
+        LayoutOp::Concat { axis } => b.node("Concat", ins, vec![y], vec![int("axis", *axis as i64)]),
+        LayoutOp::Narrow { axis, start, len } => {
+            let (starts, ends, axes) = (b.i64s(&[*start as i64]), b.i64s(&[(*start + *len) as i64]), b.i64s(&[*axis as i64]));
+            b.node("Slice", vec![ins[0].clone(), starts, ends, axes], vec![y], vec![]);
+        }
+        LayoutOp::Pad { axis, before, after } => {
+            let rank = x_shape.rank();
+            let mut pads = vec![0i64; 2 * rank];
+            pads[*axis] = *before as i64;
+            pads[rank + *axis] = *after as i64;
+            let pads = b.i64s(&pads);
+            b.node("Pad", vec![ins[0].clone(), pads], vec![y], vec![string("mode", "constant")]);
+        }
+    }
+    Ok(())
+}
+
+fn index(b: &mut Builder, i: &IndexOp, ins: Vec<String>, y: String) -> Result<()> {
+    match i {
+        IndexOp::IndexSelect { axis } => b.node("Gather", ins, vec![y], vec![int("axis", *axis as i64)]),
+        IndexOp::Gather { axis } => b.node("GatherElements", ins, vec![y], vec![int("axis", *axis as i64)]),
+        IndexOp::OneHot { classes, dtype } => {
+            let depth = b.i64s(&[*classes as i64]);
+            let values = crate::storage::Storage::full(&crate::Shape::new(&[2]), *dtype, crate::Scalar::Int(0));
+            let values = crate::map_array!(&values, a => {
+                let mut a = a.clone();
+                a[[1]] = crate::storage::Element::one();
+                a
+            });
+            let name = b.fresh("one_hot_values");
+            let values = b.initializer(name, &values);
+            b.node("OneHot", vec![ins[0].clone(), depth, values], vec![y], vec![int("axis", -1)]);
+        }
+        IndexOp::IndexAdd { .. } | IndexOp::ScatterAdd { .. } => {
+            return Err(unsupported(crate::ops::Op::Index(i.clone()).name(), " (a gradient op; export the forward pass)"))
+        }
+    }
+    Ok(())
+}
+
+fn nn(b: &mut Builder, n: &NnOp, ins: Vec<String>, y: String) -> Result<()> {
+    match n {
+        NnOp::Softmax { axis } => b.node("Softmax", ins, vec![y], vec![int("axis", *axis as i64)]),
+        NnOp::LogSoftmax { axis } => b.node("LogSoftmax", ins, vec![y], vec![int("axis", *axis as i64)]),
+        // -mean(log_softmax(logits)[i, label_i]) in operators every runtime has (tract, for
+        // one, lacks SoftmaxCrossEntropyLoss).
+        NnOp::CrossEntropy => {
+            let (log_probs, column, picked, mean) = (b.fresh("log_probs"), b.fresh("labels"), b.fresh("picked"), b.fresh("mean"));
+            b.node("LogSoftmax", vec![ins[0].clone()], vec![log_probs.clone()], vec![int("axis", 1)]);
+            let shape = b.i64s(&[-1, 1]);
+            b.node("Reshape", vec![ins[1].clone(), shape], vec![column.clone()], vec![]);
+            b.node("GatherElements", vec![log_probs, column], vec![picked.clone()], vec![int("axis", 1)]);
+            b.node("ReduceMean", vec![picked], vec![mean.clone()], vec![ints("axes", &[0, 1]), int("keepdims", 0)]);
+            b.node("Neg", vec![mean], vec![y], vec![]);
+        }
+    }
+    Ok(())
+}
+
+fn conv(b: &mut Builder, c: &ConvOp, ins: Vec<String>, y: String) -> Result<()> {
+    match c {
+        ConvOp::Conv2d { stride, padding } => {
+            let pads = [padding[0], padding[1], padding[0], padding[1]];
+            b.node("Conv", ins, vec![y], vec![ints("strides", stride), ints("pads", &pads)]);
+        }
+        ConvOp::MaxPool2d { kernel, stride } => b.node("MaxPool", ins, vec![y], vec![ints("kernel_shape", kernel), ints("strides", stride)]),
+        other => return Err(unsupported(Op::Conv(other.clone()).name(), " (a gradient op; export the forward pass)")),
+    }
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! The part of ONNX's protobuf schema (`onnx.proto`, IR version 8) an exported model uses,
+//! as prost messages with the schema's field numbers.
+
+/// `ModelProto`: the file.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ModelProto {
+    #[prost(int64, tag = "1")]
+    pub ir_version: i64,
+    #[prost(message, repeated, tag = "8")]
+    pub opset_import: Vec<OperatorSetIdProto>,
+    #[prost(string, tag = "2")]
+    pub producer_name: String,
+    #[prost(string, tag = "3")]
+    pub producer_version: String,
+    #[prost(string, tag = "6")]
+    pub doc_string: String,
+    #[prost(message, optional, tag = "7")]
+    pub graph: Option<GraphProto>,
+}
+
+/// `OperatorSetIdProto`: an opset the model uses.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OperatorSetIdProto {
+    #[prost(string, tag = "1")]
+    pub domain: String,
+    #[prost(int64, tag = "2")]
+    pub version: i64,
+}
+
+/// `GraphProto`: nodes in topological order, initializers, inputs and outputs.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GraphProto {
+    #[prost(message, repeated, tag = "1")]
+    pub node: Vec<NodeProto>,
+    #[prost(string, tag = "2")]
+    pub name: String,
+    #[prost(message, repeated, tag = "5")]
+    pub initializer: Vec<TensorProto>,
+    #[prost(message, repeated, tag = "11")]
+    pub input: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "12")]
+    pub output: Vec<ValueInfoProto>,
+}
+
+/// `NodeProto`: one operator application.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeProto {
+    #[prost(string, repeated, tag = "1")]
+    pub input: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    pub output: Vec<String>,
+    #[prost(string, tag = "3")]
+    pub name: String,
+    #[prost(string, tag = "4")]
+    pub op_type: String,
+    #[prost(message, repeated, tag = "5")]
+    pub attribute: Vec<AttributeProto>,
+}
+
+/// `AttributeProto`: a named attribute of a node (the kinds used here).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AttributeProto {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(int32, tag = "20")]
+    pub r#type: i32,
+    #[prost(float, tag = "2")]
+    pub f: f32,
+    #[prost(int64, tag = "3")]
+    pub i: i64,
+    #[prost(bytes = "vec", tag = "4")]
+    pub s: Vec<u8>,
+    #[prost(message, optional, tag = "5")]
+    pub t: Option<TensorProto>,
+    #[prost(int64, repeated, tag = "8")]
+    pub ints: Vec<i64>,
+}
+
+/// `AttributeProto.AttributeType` values.
+pub mod attribute_type {
+    pub const INT: i32 = 2;
+    pub const STRING: i32 = 3;
+    pub const INTS: i32 = 7;
+}
+
+/// `TensorProto`: an initializer or attribute value, data little-endian in `raw_data`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TensorProto {
+    #[prost(int64, repeated, tag = "1")]
+    pub dims: Vec<i64>,
+    #[prost(int32, tag = "2")]
+    pub data_type: i32,
+    #[prost(string, tag = "8")]
+    pub name: String,
+    #[prost(bytes = "vec", tag = "9")]
+    pub raw_data: Vec<u8>,
+}
+
+/// `TensorProto.DataType` values.
+pub mod data_type {
+    pub const FLOAT: i32 = 1;
+    pub const INT32: i32 = 6;
+    pub const INT64: i32 = 7;
+    pub const BOOL: i32 = 9;
+    pub const DOUBLE: i32 = 11;
+}
+
+/// `ValueInfoProto`: a graph input's or output's name and type.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValueInfoProto {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub r#type: Option<TypeProto>,
+}
+
+/// `TypeProto`, tensor types only.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TypeProto {
+    #[prost(oneof = "type_proto::Value", tags = "1")]
+    pub value: Option<type_proto::Value>,
+}
+
+/// `TypeProto`'s kinds.
+pub mod type_proto {
+    /// The kind of a type.
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Value {
+        /// A tensor.
+        #[prost(message, tag = "1")]
+        TensorType(super::TensorTypeProto),
+    }
+}
+
+/// `TypeProto.Tensor`: element type and shape.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TensorTypeProto {
+    #[prost(int32, tag = "1")]
+    pub elem_type: i32,
+    #[prost(message, optional, tag = "2")]
+    pub shape: Option<TensorShapeProto>,
+}
+
+/// `TensorShapeProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TensorShapeProto {
+    #[prost(message, repeated, tag = "1")]
+    pub dim: Vec<Dimension>,
+}
+
+/// `TensorShapeProto.Dimension`: a size, or a symbolic name for an unknown one.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Dimension {
+    #[prost(oneof = "dimension::Value", tags = "1, 2")]
+    pub value: Option<dimension::Value>,
+}
+
+/// `Dimension`'s kinds.
+pub mod dimension {
+    /// A dim: known, or named.
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Value {
+        /// A known size.
+        #[prost(int64, tag = "1")]
+        DimValue(i64),
+        /// A symbolic (unknown) size.
+        #[prost(string, tag = "2")]
+        DimParam(String),
+    }
+}

@@ -43,6 +43,7 @@ mod math;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod random;
 pub mod shape;
 pub mod storage;
 mod tensor;
@@ -53,6 +54,7 @@ pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, GraphOutput};
 pub use kernels::parallel::{num_threads, set_num_threads};
+pub use random::{manual_seed, Generator};
 pub use shape::Shape;
 pub use storage::Element;
 pub use tensor::{seeded_rng, Tensor};
@@ -117,7 +119,7 @@ macro_rules! tprint {
 /// What most programs need: `use tensor_core::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Error, GraphArg, NoGradGuard, Result, Shape, Tensor,
+        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Error, Generator, GraphArg, NoGradGuard, Result, Shape, Tensor,
     };
 }
 

@@ -3,7 +3,8 @@
 //! cargo run --release -p examples --bin bench -- --workload W3 --mode graph [--threads N] [--calls K] [--allocs]
 
 use clap::Parser;
-use examples::bench::{alloc, baseline, lenet, timing, workloads as w, Mode, WORKLOADS};
+use examples::bench::{alloc, baseline, lenet, timing, w7, workloads as w, Mode, WORKLOADS};
+use examples::gpt;
 use std::hint::black_box;
 use std::time::Duration;
 use tensor_core::optim::Adam;
@@ -15,7 +16,7 @@ static ALLOC: alloc::Counting = alloc::Counting;
 #[derive(Parser)]
 #[command(about = "Runs the benchmark workloads of docs/WORKLOADS.md and prints one JSON line per run")]
 struct Args {
-    /// W1..W6, or all.
+    /// W1..W7, or all.
     #[arg(long, default_value = "all")]
     workload: String,
     /// eager, graph, ndarray, or all.
@@ -155,6 +156,14 @@ fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
         ("W6", Mode::Eager) => {
             let x = Tensor::zeros(&[1], DType::F32);
             Box::new(move || drop(black_box(w::w6(&x).expect("W6"))))
+        }
+        ("W7", Mode::Eager) => {
+            let ((model, opt), (tokens, targets)) = (w7::setup(7)?, w7::batch(8)?);
+            Box::new(move || drop(black_box(gpt::train_step(&model, &opt, &tokens, &targets).expect("W7"))))
+        }
+        ("W7", Mode::Graph) => {
+            let ((model, opt), (tokens, targets)) = (w7::setup(7)?, w7::batch(8)?);
+            Box::new(move || drop(black_box(gpt::train_step_graph(&model, &opt, &tokens, &targets).expect("W7"))))
         }
         _ => return Ok(None),
     }))

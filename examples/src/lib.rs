@@ -1,4 +1,6 @@
-//! Shared code of the example programs: the benchmark workloads and the data loaders.
+//! Shared code of the example programs: the benchmark workloads, the data loaders and the
+//! GPT model.
 
 pub mod bench;
 pub mod data;
+pub mod gpt;

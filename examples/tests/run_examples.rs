@@ -285,3 +285,59 @@ fn bench_w8_serves_the_loaded_graph_and_times_the_load() {
     let out = run(env!("CARGO_BIN_EXE_bench"), &["--workload", "W8", "--mode", "graph", "--threads", "1", "--calls", "3", "--min-time", "0"]);
     assert_contains(&out, &["\"workload\":\"W8\"", "\"mode\":\"graph\"", "\"load_us\":", "\"file_bytes\":"]);
 }
+
+#[test]
+fn gpt_trains_both_modes_identically_with_dropout_and_samples_text() {
+    let args = [
+        "--steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--context",
+        "16",
+        "--layers",
+        "1",
+        "--d-model",
+        "32",
+        "--heads",
+        "2",
+        "--sample",
+        "60",
+        "--threads",
+        "2",
+    ];
+    let out = run(env!("CARGO_BIN_EXE_gpt"), &args);
+    assert_contains(
+        &out,
+        &[
+            "character-level GPT on The Devil's Dictionary: 383069 characters, vocabulary 84",
+            "dropout 0.1",
+            "eager: train loss ",
+            "graph: train loss ",
+            "losses identical across 4 steps (eager vs graph, bit for bit, dropout on)",
+            "final parameters identical",
+            "train_step_graph traced 1 time(s)",
+            "| eager |",
+            "| graph |",
+            "speed-up of the graph",
+            "sampled from the graph model (60 characters after a newline, temperature 0.8):",
+        ],
+    );
+    // The sample: at most 60 characters between the markers (trailing whitespace trimmed).
+    let sample = out.split(">>>\n").nth(1).and_then(|s| s.split("\n<<<").next()).expect("a sample between >>> and <<<");
+    assert!(sample.chars().count() <= 60 && !sample.trim().is_empty(), "{sample:?}");
+}
+
+#[test]
+fn gpt_refuses_bad_flags() {
+    for (args, expected) in [
+        (&["--dropout", "1.5"][..], "is not in [0, 1)"),
+        (&["--steps", "0"][..], "must be at least 1"),
+        (&["--d-model", "30", "--heads", "4"][..], "--d-model 30 is not a multiple of --heads 4"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpt")).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(expected), "{args:?}:\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+    }
+}

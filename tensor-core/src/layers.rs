@@ -11,7 +11,7 @@
 //! compile     compile                 passes, plan, executor
 //! trace       trace                   the tracer: builds graphs, implements the executor seam
 //! graph IR    graph  autograd         the IR the tracer writes; backward engine and API
-//! ops         ops                     Op families, dispatch (the executor seam)
+//! ops         ops  random             Op families, dispatch (the executor seam); generators
 //! tensor      tensor                  the handle, thread context, grad nodes
 //! kernels     kernels                 CPU loops, fused programs
 //! values      math  error  storage  dtype  shape
@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["math"],
     &["kernels"],
     &["tensor"],
-    &["ops"],
+    &["ops", "random"],
     &["graph", "autograd"],
     &["trace"],
     &["compile"],

@@ -50,6 +50,7 @@ pub mod nn;
 pub mod onnx;
 pub mod ops;
 pub mod optim;
+pub mod random;
 pub mod shape;
 pub mod storage;
 mod tensor;
@@ -60,6 +61,7 @@ pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, GraphOutput};
 pub use kernels::parallel::{num_threads, set_num_threads};
+pub use random::{manual_seed, Generator};
 pub use shape::Shape;
 pub use storage::Element;
 pub use tensor::{seeded_rng, Tensor};
@@ -125,7 +127,7 @@ macro_rules! tprint {
 pub mod prelude {
     pub use crate::io::StateDict;
     pub use crate::{
-        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Error, GraphArg, NoGradGuard, Result, Shape, Tensor,
+        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Error, Generator, GraphArg, NoGradGuard, Result, Shape, Tensor,
     };
 }
 

@@ -5,7 +5,7 @@
 
 use tensor_core::function::ConcreteFunction;
 use tensor_core::nn::{self, init, Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential};
-use tensor_core::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use tensor_core::optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
 use tensor_core::prelude::*;
 use tests::{assert_bits_eq, assert_close, assert_values, tensor};
 
@@ -460,9 +460,10 @@ type MakeOptimizer = Box<dyn Fn(Vec<Tensor>) -> Result<Box<dyn Optimizer>>>;
 #[test]
 fn traced_optimizer_steps_match_eager_on_every_call() -> Result<()> {
     let start = || tensor::<f32>(&[1.0, -2.0, 0.5], &[3]).requires_grad_(true);
-    let steps: [MakeOptimizer; 2] = [
+    let steps: [MakeOptimizer; 3] = [
         Box::new(|p| Ok(Box::new(Sgd::with_config(p, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 0.01 })?))),
         Box::new(|p| Ok(Box::new(Adam::with_config(p, AdamConfig { lr: 0.1, weight_decay: 0.01, ..Default::default() })?))),
+        Box::new(|p| Ok(Box::new(AdamW::with_config(p, AdamConfig { lr: 0.1, betas: (0.9, 0.95), weight_decay: 0.1, ..Default::default() })?))),
     ];
     for make in &steps {
         let (p_graph, p_eager) = (start()?, start()?);
@@ -511,5 +512,115 @@ fn traced_training_step_matches_eager() -> Result<()> {
             assert_bits_eq(&p.grad().unwrap(), &q.grad().unwrap());
         }
     }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------ transformer layers
+
+/// AdamW on one f64 value, written out from PyTorch's `_single_tensor_adamw`: the decay
+/// multiplies the parameter before the Adam step, which sees the plain gradient.
+fn adamw_reference(mut p: f64, grad: impl Fn(f64) -> f64, c: AdamConfig, steps: usize) -> Vec<f64> {
+    let ((b1, b2), (mut m, mut v)) = (c.betas, (0.0, 0.0));
+    (1..=steps as i32)
+        .map(|t| {
+            let g = grad(p);
+            p *= 1.0 - c.lr * c.weight_decay;
+            m = b1 * m + (1.0 - b1) * g;
+            v = b2 * v + (1.0 - b2) * g * g;
+            let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
+            p -= c.lr / bc1 * m / (v.sqrt() / bc2.sqrt() + c.eps);
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn adamw_steps_match_pytorch_rule() -> Result<()> {
+    let config = AdamConfig { lr: 0.05, betas: (0.9, 0.95), eps: 1e-8, weight_decay: 0.1 };
+    let expected = adamw_reference(1.5, |p| 2.0 * p, config, 5);
+    // Not Adam's L2 penalty: the two rules part after the first step.
+    assert!((adam_reference(1.5, |p| 2.0 * p, config, 5)[4] - expected[4]).abs() > 1e-4);
+    for dtype in [DType::F64, DType::F32] {
+        let p = Tensor::scalar(1.5f64).cast(dtype)?.requires_grad_(true)?;
+        let opt = AdamW::with_config(vec![p.clone()], config)?;
+        for e in &expected {
+            opt.zero_grad()?;
+            (&p * &p).backward()?;
+            opt.step()?;
+            assert_close(&p, &[*e], if dtype == DType::F64 { 1e-12 } else { 1e-6 });
+        }
+        assert_eq!(opt.step_count(0).unwrap().item::<f64>()?, 5.0);
+    }
+    // A parameter without a grad is neither decayed nor stepped.
+    let (a, b) = (Tensor::scalar(1.0f32).requires_grad_(true)?, Tensor::scalar(1.0f32).requires_grad_(true)?);
+    let opt = AdamW::new(vec![a.clone(), b.clone()], 0.1)?;
+    (&a * 2.0).backward()?;
+    opt.step()?;
+    assert_eq!(b.item::<f32>()?, 1.0);
+    assert_ne!(a.item::<f32>()?, 1.0);
+    Ok(())
+}
+
+#[test]
+fn embedding_layer_norm_gelu_dropout_layers() -> Result<()> {
+    use tensor_core::nn::{Dropout, Embedding, Gelu, LayerNorm};
+    let emb = Embedding::from_tensor(tensor::<f64>(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], &[3, 2]))?;
+    let tokens = Tensor::from_vec(vec![2i64, 2, 0], &[3])?;
+    let e = emb.forward(&tokens)?;
+    assert_values(&e, &[4.0, 5.0, 4.0, 5.0, 0.0, 1.0]);
+    e.sum()?.backward()?;
+    assert_values(&emb.weight().grad().unwrap(), &[1.0, 1.0, 0.0, 0.0, 2.0, 2.0]);
+    assert!(emb.forward(&tensor::<f64>(&[1.0], &[1])).is_err(), "float indices");
+    assert!(emb.forward(&Tensor::from_vec(vec![3i64], &[1])?).is_err(), "out of range");
+
+    let ln = LayerNorm::new(4, 1e-5, DType::F64)?;
+    no_grad(|| -> Result<()> {
+        ln.weight().assign_(&tensor::<f64>(&[1.0, 2.0, 1.0, 1.0], &[4]))?;
+        ln.bias().assign_(&tensor::<f64>(&[0.0, 0.0, 0.0, 1.0], &[4]))
+    })?;
+    let y = ln.forward(&tensor::<f64>(&[1.0, 2.0, 3.0, 4.0], &[1, 4]))?;
+    // mean 2.5, biased variance 1.25
+    let s = (1.25f64 + 1e-5).sqrt();
+    assert_close(&y, &[-1.5 / s, 2.0 * -0.5 / s, 0.5 / s, 1.5 / s + 1.0], 1e-12);
+    assert!(ln.forward(&Tensor::zeros(&[2, 3], DType::F64)).is_err(), "last dim 3, not 4");
+
+    let x = tensor::<f32>(&[-2.0, 0.0, 2.0], &[3]);
+    assert_close(&Gelu::new().forward(&x)?, &[-0.0455002638963584, 0.0, 1.9544997361036416], 1e-6);
+    assert_close(&Gelu::tanh().forward(&x)?, &[-0.04540230591222, 0.0, 1.95459769408778], 1e-6);
+
+    let mut drop = Dropout::new(0.5, &Generator::new(1))?;
+    let ones = Tensor::ones(&[64], DType::F32);
+    let a = drop.forward(&ones)?.to_vec::<f32>()?;
+    assert!(a.iter().all(|&v| v == 0.0 || v == 2.0) && a.contains(&0.0) && a.contains(&2.0));
+    drop.set_training(false);
+    assert_bits_eq(&drop.forward(&ones)?, &ones);
+    Ok(())
+}
+
+#[test]
+fn causal_self_attention_sees_only_the_past() -> Result<()> {
+    use tensor_core::nn::CausalSelfAttention;
+    let attn = CausalSelfAttention::new(8, 2, DType::F64, &mut tensor_core::seeded_rng(5))?;
+    let x = Tensor::randn(&[2, 6, 8], DType::F64, 6).requires_grad_(true)?;
+    let y = attn.forward(&x)?;
+    assert_eq!(y.dims(), vec![2, 6, 8]);
+    // The output at position 2 depends on positions 0..=2 only.
+    y.narrow(1, 2, 1)?.sum()?.backward()?;
+    let g = x.grad().unwrap().abs()?.sum_axes(&[0, 2], false)?.to_vec::<f64>()?;
+    assert!(g[..3].iter().all(|&v| v > 0.0) && g[3..].iter().all(|&v| v == 0.0), "{g:?}");
+    // The same block written out by hand: one head of 4 dims at a time.
+    let p = attn.parameters();
+    let qkv = x.matmul(&p[0])?.add(&p[1])?;
+    let mut heads = Vec::new();
+    for h in 0..2 {
+        let part = |i: usize| qkv.narrow(2, i * 8 + h * 4, 4);
+        let scores = part(0)?.matmul(&part(1)?.transpose(1, 2)?)?.div(2.0)?;
+        let w = scores.masked_fill(&Tensor::causal_mask(6), f64::NEG_INFINITY)?.softmax(-1)?;
+        heads.push(w.matmul(&part(2)?)?);
+    }
+    let expected = Tensor::concat(&[&heads[0], &heads[1]], 2)?.matmul(&p[2])?.add(&p[3])?;
+    let (got, want) = (y.to_vec::<f64>()?, expected.to_vec::<f64>()?);
+    assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-12));
+    assert!(CausalSelfAttention::new(8, 3, DType::F32, &mut tensor_core::seeded_rng(0)).is_err());
     Ok(())
 }

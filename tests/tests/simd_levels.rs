@@ -25,6 +25,9 @@ fn eager_ops(x: &Tensor) -> Result<Vec<Tensor>> {
         x.relu()?,
         x.abs()?.sqrt()?,
         x.abs()?.add(1.0)?.log()?,
+        x.gelu()?,
+        x.gelu_tanh()?,
+        x.erf()?,
         x.mul(&y)?,
         x.sub(&y)?.div(&y)?,
         x.maximum(&y)?,
@@ -48,7 +51,8 @@ fn traced_ops(x: &Tensor) -> Result<Vec<Tensor>> {
         let a = x.mul(1.5)?.add(0.5)?.tanh()?;
         let w2 = a.mul(&x.sigmoid()?)?.sub(&x.mul(0.5)?)?;
         let chain = x.mul(1.0001)?.add(0.0001)?.mul(1.0001)?.add(0.0001)?.clamp(-3.0, 3.0)?.exp()?;
-        Ok(vec![w2, chain])
+        let gelus = x.gelu_tanh()?.add(&x.gelu()?)?.add(&x.erf()?)?;
+        Ok(vec![w2, chain, gelus])
     })?;
     f.call(&[x])
 }

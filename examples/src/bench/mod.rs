@@ -5,6 +5,7 @@ pub mod alloc;
 pub mod baseline;
 pub mod lenet;
 pub mod timing;
+pub mod w7;
 pub mod workloads;
 
 /// How a workload runs.
@@ -29,4 +30,4 @@ impl Mode {
 }
 
 /// The workload ids, in order.
-pub const WORKLOADS: [&str; 7] = ["W1", "W2", "W3", "W4", "W5", "W6", "W8"];
+pub const WORKLOADS: [&str; 8] = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"];

@@ -6,7 +6,8 @@
 //! eagerly; `--onnx FILE` writes the same model as ONNX, for ONNX Runtime beside it.
 
 use clap::Parser;
-use examples::bench::{alloc, baseline, lenet, timing, workloads as w, Mode, WORKLOADS};
+use examples::bench::{alloc, baseline, lenet, timing, w7, workloads as w, Mode, WORKLOADS};
+use examples::gpt;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,7 +20,7 @@ static ALLOC: alloc::Counting = alloc::Counting;
 #[derive(Parser)]
 #[command(about = "Runs the benchmark workloads of docs/WORKLOADS.md and prints one JSON line per run")]
 struct Args {
-    /// W1..W6, W8, or all.
+    /// W1..W8, or all.
     #[arg(long, default_value = "all")]
     workload: String,
     /// eager, graph, ndarray, or all.
@@ -191,6 +192,14 @@ fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
         ("W6", Mode::Eager) => {
             let x = Tensor::zeros(&[1], DType::F32);
             Box::new(move || drop(black_box(w::w6(&x).expect("W6"))))
+        }
+        ("W7", Mode::Eager) => {
+            let ((model, opt), (tokens, targets)) = (w7::setup(7)?, w7::batch(8)?);
+            Box::new(move || drop(black_box(gpt::train_step(&model, &opt, &tokens, &targets).expect("W7"))))
+        }
+        ("W7", Mode::Graph) => {
+            let ((model, opt), (tokens, targets)) = (w7::setup(7)?, w7::batch(8)?);
+            Box::new(move || drop(black_box(gpt::train_step_graph(&model, &opt, &tokens, &targets).expect("W7"))))
         }
         _ => return Ok(None),
     }))

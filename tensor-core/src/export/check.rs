@@ -6,7 +6,7 @@
 
 use crate::dtype::DType;
 use crate::math::ElementwiseOp;
-use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, ReductionOp, TypeRef};
+use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp, TypeRef};
 use crate::shape::{broadcast_shapes, Shape, UNKNOWN};
 
 /// The largest value a loaded graph may declare: 4 GiB.
@@ -53,6 +53,8 @@ fn arity(op: &Op) -> std::ops::RangeInclusive<usize> {
         Op::Conv(ConvOp::Conv2d { .. }) => return 2..=3,
         Op::Conv(ConvOp::MaxPool2d { .. }) => 1,
         Op::Conv(_) => 2,
+        // The generator state, and for a draw shaped like another tensor that tensor.
+        Op::Random(_) => return 1..=2,
     };
     n..=n
 }
@@ -79,6 +81,10 @@ pub(super) fn check_op(op: &Op, inputs: &[TypeRef]) -> Result<(), String> {
         Op::Layout(l) => check_layout(l, inputs, axis_ok),
         Op::Index(i) => check_index(i, inputs, axis_ok),
         Op::Conv(c) => check_conv(c, inputs),
+        Op::Random(RandomOp::Uniform { dtype, shape } | RandomOp::Normal { dtype, shape }) => match shape {
+            Some(shape) => check_value(*dtype, shape),
+            None => Ok(()),
+        },
     }
 }
 

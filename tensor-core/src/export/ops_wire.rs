@@ -10,7 +10,7 @@
 
 use crate::dtype::{DType, Scalar};
 use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, ScalarAttr, UnaryOp};
-use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, ReductionOp};
+use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp};
 use crate::shape::{Shape, UNKNOWN};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use smallvec::SmallVec;
@@ -25,6 +25,7 @@ pub(super) enum OpDef {
     Linalg(#[serde(with = "LinalgOpDef")] LinalgOp),
     Nn(#[serde(with = "NnOpDef")] NnOp),
     Conv(#[serde(with = "ConvOpDef")] ConvOp),
+    Random(#[serde(with = "RandomOpDef")] RandomOp),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -69,6 +70,9 @@ pub(super) enum UnaryOpDef {
     Abs,
     Sign,
     Not,
+    Erf,
+    GeluTanh,
+    GeluErf,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -215,6 +219,53 @@ pub(super) mod small_list {
         [T; N]: smallvec::Array<Item = T>,
     {
         Ok(SmallVec::from_vec(Vec::<T>::deserialize(d)?))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "RandomOp", rename_all = "snake_case")]
+pub(super) enum RandomOpDef {
+    Uniform {
+        #[serde(with = "DTypeDef")]
+        dtype: DType,
+        #[serde(with = "opt_shape")]
+        shape: Option<Shape>,
+    },
+    Normal {
+        #[serde(with = "DTypeDef")]
+        dtype: DType,
+        #[serde(with = "opt_shape")]
+        shape: Option<Shape>,
+    },
+}
+
+/// A shape, or `null` for "the shape of another input".
+pub(super) mod opt_shape {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(shape: &Option<Shape>, s: S) -> Result<S::Ok, S::Error> {
+        match shape {
+            Some(shape) => s.serialize_some(&Wrapped(shape)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Shape>, D::Error> {
+        Ok(Option::<Unwrapped>::deserialize(d)?.map(|u| u.0))
+    }
+
+    struct Wrapped<'a>(&'a Shape);
+    impl Serialize for Wrapped<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            shape_def::serialize(self.0, s)
+        }
+    }
+
+    struct Unwrapped(Shape);
+    impl<'de> Deserialize<'de> for Unwrapped {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Unwrapped, D::Error> {
+            shape_def::deserialize(d).map(Unwrapped)
+        }
     }
 }
 

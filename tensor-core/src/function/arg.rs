@@ -4,6 +4,7 @@
 //! and enums.
 
 use super::key::Flattener;
+use crate::random::Generator;
 use crate::tensor::Tensor;
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -75,6 +76,13 @@ impl<T: Hash + Eq + Clone + Debug + Send + Sync + 'static> StaticField for T {
 impl GraphArg for Tensor {
     fn flatten(&self, f: &mut Flattener) {
         f.tensor(self);
+    }
+}
+
+/// A generator is one tensor leaf: its state, read and written back by the graph.
+impl GraphArg for Generator {
+    fn flatten(&self, f: &mut Flattener) {
+        f.tensor(self.state());
     }
 }
 

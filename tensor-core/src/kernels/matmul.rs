@@ -25,11 +25,18 @@ const PARALLEL_FLOPS: usize = 1 << 21;
 /// `a @ b` for a of shape `[..., m, k]` and b of `[..., k, n]`; `batch` is the broadcast of
 /// their batch dims (checked by the op's shape rule).
 pub fn matmul<T: Num>(a: &Array<T>, b: &Array<T>, batch: &[usize]) -> Array<T> {
+    // Row-major first, whatever the layout: the path below, and so the bits, must depend on
+    // the shapes alone.
+    let (a, b) = (row_major_matrices(a), row_major_matrices(b));
+    let (a, b) = (&a, &b);
+    if b.ndim() == 2 && a.ndim() > 2 {
+        // One matrix for every batch (a layer's weight): a single product with the batch
+        // dims folded into the rows, which a GEMM runs far better than many small ones.
+        return matmul_rows(a, b);
+    }
     let (m, k) = last_two(a);
     let n = b.shape()[b.ndim() - 1];
     let count: usize = batch.iter().product();
-    let (a, b) = (row_major_matrices(a), row_major_matrices(b));
-    let (a, b) = (&a, &b);
     let mut out: Vec<T> = Vec::with_capacity(count * m * n);
     {
         let dst = out.spare_capacity_mut();
@@ -50,6 +57,23 @@ pub fn matmul<T: Num>(a: &Array<T>, b: &Array<T>, batch: &[usize]) -> Array<T> {
     unsafe { out.set_len(count * m * n) };
     let mut dims = batch.to_vec();
     dims.extend([m, n]);
+    Array::from_shape_vec(IxDyn(&dims), out).expect("length matches dims")
+}
+
+/// `a @ b` for a standard-layout `a` `[..., m, k]` and a standard-layout 2-d `b`, as one
+/// `[rows, k] @ [k, n]` product.
+fn matmul_rows<T: Num>(a: &Array<T>, b: &Array<T>) -> Array<T> {
+    let k = a.shape()[a.ndim() - 1];
+    let rows = a.shape()[..a.ndim() - 1].iter().product();
+    let a2 = a.view().into_shape_with_order((rows, k)).expect("standard layout");
+    let b2 = b.view().into_dimensionality::<Ix2>().expect("2-d");
+    let n = b2.dim().1;
+    let mut out: Vec<T> = Vec::with_capacity(rows * n);
+    matmul_2d(&a2, &b2, &mut out.spare_capacity_mut()[..rows * n], num_threads());
+    // SAFETY: matmul_2d writes all rows * n outputs.
+    unsafe { out.set_len(rows * n) };
+    let mut dims = a.shape().to_vec();
+    *dims.last_mut().expect("rank > 2") = n;
     Array::from_shape_vec(IxDyn(&dims), out).expect("length matches dims")
 }
 

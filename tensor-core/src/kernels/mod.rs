@@ -9,6 +9,7 @@ pub(crate) mod layout;
 pub(crate) mod matmul;
 pub(crate) mod parallel;
 pub(crate) mod pool;
+pub(crate) mod random;
 pub(crate) mod reduce;
 pub mod simd;
 pub(crate) mod softmax;

@@ -27,7 +27,7 @@ macro_rules! float_fn1 {
         }
     )*};
 }
-float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid);
+float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid, Erf => erf, GeluTanh => gelu_tanh, GeluErf => gelu_erf);
 
 macro_rules! num_fn1 {
     ($($name:ident => $method:ident),*) => {$(
@@ -104,6 +104,9 @@ impl UnaryOp {
             UnaryOp::Sqrt => v.visit::<Sqrt>(),
             UnaryOp::Tanh => v.visit::<Tanh>(),
             UnaryOp::Sigmoid => v.visit::<Sigmoid>(),
+            UnaryOp::Erf => v.visit::<Erf>(),
+            UnaryOp::GeluTanh => v.visit::<GeluTanh>(),
+            UnaryOp::GeluErf => v.visit::<GeluErf>(),
             _ => self.visit_num(v),
         }
     }

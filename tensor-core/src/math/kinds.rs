@@ -32,6 +32,12 @@ pub enum UnaryOp {
     Sign,
     /// Logical not (bool).
     Not,
+    /// The error function.
+    Erf,
+    /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    GeluTanh,
+    /// GELU, exact (erf) form: `0.5 x (1 + erf(x / sqrt(2)))`.
+    GeluErf,
 }
 
 /// Elementwise functions of two operands (broadcast).
@@ -165,6 +171,9 @@ names!(UnaryOp {
     Abs => "abs", "AbsBackward";
     Sign => "sign", "NoBackward";
     Not => "not", "NoBackward";
+    Erf => "erf", "ErfBackward";
+    GeluTanh => "gelu_tanh", "GeluBackward";
+    GeluErf => "gelu", "GeluBackward";
 });
 
 names!(BinaryOp {
@@ -205,7 +214,9 @@ impl UnaryOp {
     /// The element types the op is defined on.
     pub(crate) fn domain(self) -> Domain {
         match self {
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid => Domain::Float,
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf => {
+                Domain::Float
+            }
             UnaryOp::Neg | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Sign => Domain::Numeric,
             UnaryOp::Not => Domain::Bool,
         }

@@ -13,4 +13,4 @@ pub use elementwise::ElementwiseOp;
 pub(crate) use functions::{clamp_value, AddPlain, Cast, CastToAll, Fn1, Fn2, MulPlain, Neg, Not, Visit1, Visit2};
 pub(crate) use kinds::Domain;
 pub use kinds::{BinaryOp, CmpOp, ReduceOp, ScalarAttr, UnaryOp};
-pub(crate) use num::{Float, Num};
+pub(crate) use num::{Float, Num, GELU_C, GELU_K};

@@ -57,7 +57,18 @@ pub(crate) trait Float: Num {
     fn sqrt(self) -> Self;
     fn tanh(self) -> Self;
     fn sigmoid(self) -> Self;
+    /// The error function.
+    fn erf(self) -> Self;
+    /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    fn gelu_tanh(self) -> Self;
+    /// GELU, exact form: `0.5 x (1 + erf(x / sqrt(2)))`.
+    fn gelu_erf(self) -> Self;
 }
+
+/// `sqrt(2 / pi)`, the scale inside the tanh form of GELU.
+pub(crate) const GELU_K: f64 = 0.797_884_560_802_865_4;
+/// The cubic coefficient of the tanh form of GELU.
+pub(crate) const GELU_C: f64 = 0.044_715;
 
 macro_rules! impl_num_int {
     ($($t:ty),*) => {$(
@@ -161,6 +172,19 @@ impl Float for f32 {
     fn sigmoid(self) -> Self {
         super::fastmath::sigmoid_f32(self)
     }
+    #[inline(always)]
+    fn erf(self) -> Self {
+        libm::erff(self)
+    }
+    #[inline(always)]
+    fn gelu_tanh(self) -> Self {
+        let inner = (self + GELU_C as f32 * self * self * self) * GELU_K as f32;
+        0.5 * self * (1.0 + super::fastmath::tanh_f32(inner))
+    }
+    #[inline(always)]
+    fn gelu_erf(self) -> Self {
+        0.5 * self * (1.0 + libm::erff(self * std::f32::consts::FRAC_1_SQRT_2))
+    }
 }
 
 impl Float for f64 {
@@ -188,5 +212,18 @@ impl Float for f64 {
             let e = self.exp();
             e / (1.0 + e)
         }
+    }
+    #[inline(always)]
+    fn erf(self) -> Self {
+        libm::erf(self)
+    }
+    #[inline(always)]
+    fn gelu_tanh(self) -> Self {
+        let inner = (self + GELU_C * self * self * self) * GELU_K;
+        0.5 * self * (1.0 + inner.tanh())
+    }
+    #[inline(always)]
+    fn gelu_erf(self) -> Self {
+        0.5 * self * (1.0 + libm::erf(self * std::f64::consts::FRAC_1_SQRT_2))
     }
 }

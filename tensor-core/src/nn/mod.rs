@@ -23,9 +23,14 @@
 //! ```
 
 mod activation;
+mod attention;
 mod conv;
+mod dropout;
+mod embedding;
 mod flatten;
+mod gelu;
 pub mod init;
+mod layer_norm;
 mod linear;
 mod loss;
 mod module;
@@ -33,8 +38,13 @@ mod pool;
 mod sequential;
 
 pub use activation::ReLU;
+pub use attention::CausalSelfAttention;
 pub use conv::Conv2d;
+pub use dropout::Dropout;
+pub use embedding::Embedding;
 pub use flatten::Flatten;
+pub use gelu::Gelu;
+pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use loss::cross_entropy;
 pub use module::Module;

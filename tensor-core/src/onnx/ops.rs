@@ -2,11 +2,11 @@
 //! `Err` naming it.
 
 use super::builder::{int, ints, string, Builder};
-use crate::dtype::DType;
+use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::graph::ValueId;
 use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, UnaryOp};
-use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, ReductionOp};
+use crate::ops::{ConvOp, Family, IndexOp, LayoutOp, LinalgOp, NnOp, Op, ReductionOp};
 use crate::shape::UNKNOWN;
 
 /// Adds the nodes computing op node `op` from `inputs` into `out`.
@@ -24,6 +24,7 @@ pub(super) fn map_op(b: &mut Builder, op: &Op, inputs: &[ValueId], out: ValueId)
         }
         Op::Nn(n) => nn(b, n, ins, y),
         Op::Conv(c) => conv(b, c, ins, y),
+        Op::Random(r) => Err(unsupported(r.name(), " (a draw from a generator: export an inference graph, with dropout off)")),
     }
 }
 
@@ -43,7 +44,46 @@ fn unary_name(u: UnaryOp) -> &'static str {
         UnaryOp::Abs => "Abs",
         UnaryOp::Sign => "Sign",
         UnaryOp::Not => "Not",
+        UnaryOp::Erf => "Erf",
+        UnaryOp::GeluTanh | UnaryOp::GeluErf => unreachable!("GELU is composed (opset 17 has no Gelu)"),
     }
+}
+
+/// `fresh = op(a, scalar)`, returning `fresh`.
+fn with_scalar(b: &mut Builder, op: &str, a: String, v: f64, dtype: DType) -> String {
+    let (s, out) = (b.scalar(Scalar::Float(v), dtype), b.fresh("gelu"));
+    b.node(op, vec![a, s], vec![out.clone()], vec![]);
+    out
+}
+
+/// `y = 0.5 x (1 + t)`, the last steps of both GELU forms.
+fn gelu_tail(b: &mut Builder, x: String, t: String, y: String, dtype: DType) {
+    let one_plus = with_scalar(b, "Add", t, 1.0, dtype);
+    let times_x = b.fresh("gelu");
+    b.node("Mul", vec![x, one_plus], vec![times_x.clone()], vec![]);
+    let half = b.scalar(Scalar::Float(0.5), dtype);
+    b.node("Mul", vec![times_x, half], vec![y], vec![]);
+}
+
+/// GELU, exact form, from ONNX operators: `0.5 x (1 + erf(x / sqrt(2)))`.
+fn gelu_erf(b: &mut Builder, x: String, y: String, dtype: DType) {
+    let scaled = with_scalar(b, "Mul", x.clone(), std::f64::consts::FRAC_1_SQRT_2, dtype);
+    let erf = b.fresh("gelu");
+    b.node("Erf", vec![scaled], vec![erf.clone()], vec![]);
+    gelu_tail(b, x, erf, y, dtype);
+}
+
+/// GELU, tanh form, from ONNX operators: `0.5 x (1 + tanh(k (x + c x^3)))`.
+fn gelu_tanh(b: &mut Builder, x: String, y: String, dtype: DType) {
+    let (sq, cube, sum) = (b.fresh("gelu"), b.fresh("gelu"), b.fresh("gelu"));
+    b.node("Mul", vec![x.clone(), x.clone()], vec![sq.clone()], vec![]);
+    b.node("Mul", vec![sq, x.clone()], vec![cube.clone()], vec![]);
+    let c_cube = with_scalar(b, "Mul", cube, crate::math::GELU_C, dtype);
+    b.node("Add", vec![x.clone(), c_cube], vec![sum.clone()], vec![]);
+    let inner = with_scalar(b, "Mul", sum, crate::math::GELU_K, dtype);
+    let tanh = b.fresh("gelu");
+    b.node("Tanh", vec![inner], vec![tanh.clone()], vec![]);
+    gelu_tail(b, x, tanh, y, dtype);
 }
 
 fn binary_name(op: BinaryOp) -> &'static str {
@@ -78,6 +118,8 @@ fn compare(b: &mut Builder, op: CmpOp, lhs: String, rhs: String, y: String) {
 
 fn elementwise(b: &mut Builder, e: &ElementwiseOp, ins: Vec<String>, y: String, dtype: DType) -> Result<()> {
     match e {
+        ElementwiseOp::Unary(UnaryOp::GeluTanh) => gelu_tanh(b, ins[0].clone(), y, dtype),
+        ElementwiseOp::Unary(UnaryOp::GeluErf) => gelu_erf(b, ins[0].clone(), y, dtype),
         ElementwiseOp::Unary(u) => b.node(unary_name(*u), ins, vec![y], vec![]),
         ElementwiseOp::Binary(op) => {
             if *op == BinaryOp::Div && dtype.is_int() {

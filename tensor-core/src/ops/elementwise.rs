@@ -100,6 +100,33 @@ unary_methods! {
     sign => Sign;
     /// Logical not (bool).
     logical_not => Not;
+    /// The error function (float dtypes).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// assert!((Tensor::scalar(1.0f64).erf()?.item::<f64>()? - 0.842_700_792_949_714_9).abs() < 1e-15);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    erf => Erf;
+    /// GELU, the exact form `0.5 x (1 + erf(x / sqrt(2)))` (PyTorch's `gelu`, float dtypes).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let y = Tensor::from_vec(vec![-1.0f64, 0.0, 1.0], &[3])?.gelu()?.to_vec::<f64>()?;
+    /// assert!((y[0] + 0.158_655_253_931_457_05).abs() < 1e-15 && y[1] == 0.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    gelu => GeluErf;
+    /// GELU, the tanh form `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (PyTorch's
+    /// `gelu(approximate="tanh")`, GPT-2's; float dtypes).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let y = Tensor::from_vec(vec![1.0f64], &[1])?.gelu_tanh()?.item::<f64>()?;
+    /// assert!((y - 0.841_191_990_608_276_8).abs() < 1e-15);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    gelu_tanh => GeluTanh;
 }
 
 macro_rules! binary_methods {
@@ -306,7 +333,9 @@ impl Family for ElementwiseOp {
     fn saves(&self) -> Saves {
         match self {
             ElementwiseOp::Unary(UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid) => Saves::output(),
-            ElementwiseOp::Unary(UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs) => Saves::inputs(0b1),
+            ElementwiseOp::Unary(UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf) => {
+                Saves::inputs(0b1)
+            }
             ElementwiseOp::Binary(BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum) => Saves::inputs(0b11),
             ElementwiseOp::BinaryScalar { op: BinaryOp::Mul | BinaryOp::Add | BinaryOp::Sub, .. } => Saves::default(),
             ElementwiseOp::BinaryScalar { .. } | ElementwiseOp::Clamp { .. } | ElementwiseOp::Where => Saves::inputs(0b1),
@@ -539,8 +568,33 @@ fn unary_grad(u: UnaryOp, ctx: &BackwardCtx, g: &Tensor) -> Result<Tensor> {
             g.mul(&x.gt(0)?.cast(x.dtype())?)
         }
         UnaryOp::Abs => g.mul(&ctx.input(0)?.sign()?),
+        UnaryOp::Erf => {
+            // d erf(x) / dx = 2 / sqrt(pi) e^(-x^2)
+            let x = ctx.input(0)?;
+            g.mul(&x.mul(&x)?.neg()?.exp()?.mul(std::f64::consts::FRAC_2_SQRT_PI)?)
+        }
+        UnaryOp::GeluTanh => g.mul(&gelu_tanh_derivative(&ctx.input(0)?)?),
+        UnaryOp::GeluErf => g.mul(&gelu_erf_derivative(&ctx.input(0)?)?),
         UnaryOp::Sign | UnaryOp::Not => Err(Error::NotDifferentiable { op: u.name(), detail: "" }),
     }
+}
+
+/// d gelu_tanh(x) / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), with
+/// t = tanh(k (x + c x^3)), written with tensor ops (so it traces and differentiates again).
+fn gelu_tanh_derivative(x: &Tensor) -> Result<Tensor> {
+    use crate::math::{GELU_C, GELU_K};
+    let x2 = x.mul(x)?;
+    let t = x.mul(&x2.mul(GELU_C)?.add(1.0)?)?.mul(GELU_K)?.tanh()?;
+    let inner = x2.mul(3.0 * GELU_C)?.add(1.0)?.mul(GELU_K)?;
+    let sech2 = t.mul(&t)?.scalar_lhs(BinaryOp::Sub, Scalar::Float(1.0))?;
+    t.add(1.0)?.mul(0.5)?.add(&x.mul(0.5)?.mul(&sech2)?.mul(&inner)?)
+}
+
+/// d gelu(x) / dx = Phi(x) + x phi(x): `0.5 (1 + erf(x / sqrt(2))) + x e^(-x^2 / 2) / sqrt(2 pi)`.
+fn gelu_erf_derivative(x: &Tensor) -> Result<Tensor> {
+    let cdf = x.mul(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add(1.0)?.mul(0.5)?;
+    let pdf = x.mul(x)?.mul(-0.5)?.exp()?.mul(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2)?;
+    cdf.add(&x.mul(&pdf)?)
 }
 
 fn binary_grad(b: BinaryOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {

@@ -116,6 +116,18 @@ fn compute(inputs: &[&Storage]) -> Result<Storage> {
 fn backward(ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let ga = if ctx.needs_grad(0) { Some(g.matmul(&b.t()?)?.sum_to(ctx.input_shape(0))?) } else { None };
-    let gb = if ctx.needs_grad(1) { Some(a.t()?.matmul(g)?.sum_to(ctx.input_shape(1))?) } else { None };
+    let gb = if ctx.needs_grad(1) { Some(rhs_grad(ctx, &a, g)?) } else { None };
     Ok(smallvec![ga, gb])
+}
+
+/// `a^T @ g` summed over the batch dims. For a 2-d `b` (a layer's weight) and a batched `a`,
+/// that is one product over all rows: `a` as `[rows, k]`, transposed, times `g` as `[rows, n]`
+/// — a GEMM with a long inner dim rather than a product per batch and a sum.
+fn rhs_grad(ctx: &BackwardCtx, a: &Tensor, g: &Tensor) -> Result<Tensor> {
+    let (sa, sb) = (ctx.input_shape(0), ctx.input_shape(1));
+    let (k, n) = (sb[0], sb[sb.rank().saturating_sub(1)]);
+    if sb.rank() == 2 && sa.rank() > 2 && k != UNKNOWN && n != UNKNOWN {
+        return a.reshape([-1, k as isize])?.t()?.matmul(&g.reshape([-1, n as isize])?);
+    }
+    a.t()?.matmul(g)?.sum_to(sb)
 }

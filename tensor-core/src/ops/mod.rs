@@ -12,7 +12,9 @@ mod layout;
 mod linalg;
 mod nn;
 mod operators;
+mod random;
 mod reduce;
+mod transformer;
 
 use crate::dtype::DType;
 use crate::error::Result;
@@ -31,7 +33,9 @@ pub use index::IndexOp;
 pub use layout::{Dim, LayoutOp, ReshapeDims};
 pub use linalg::LinalgOp;
 pub use nn::NnOp;
+pub use random::RandomOp;
 pub use reduce::ReductionOp;
+pub use transformer::AttentionOptions;
 
 /// A list of axes.
 pub(crate) type Axes = SmallVec<[usize; 4]>;
@@ -66,6 +70,8 @@ pub enum Op {
     Nn(NnOp),
     /// Convolution and pooling.
     Conv(ConvOp),
+    /// Random draws from a generator's state.
+    Random(RandomOp),
 }
 
 /// One family of ops: everything an op needs to run eagerly, trace, and differentiate.
@@ -100,6 +106,7 @@ macro_rules! each_family {
             Op::Linalg($f) => $body,
             Op::Nn($f) => $body,
             Op::Conv($f) => $body,
+            Op::Random($f) => $body,
         }
     };
 }
@@ -113,7 +120,7 @@ macro_rules! into_op {
         }
     )*};
 }
-into_op!(ElementwiseOp => Elementwise, ReductionOp => Reduction, LayoutOp => Layout, IndexOp => Index, LinalgOp => Linalg, NnOp => Nn, ConvOp => Conv);
+into_op!(ElementwiseOp => Elementwise, ReductionOp => Reduction, LayoutOp => Layout, IndexOp => Index, LinalgOp => Linalg, NnOp => Nn, ConvOp => Conv, RandomOp => Random);
 
 /// The dtype and shape of an op's input or output.
 #[derive(Clone, Copy, Debug)]

@@ -1,4 +1,5 @@
-//! Optimizers: SGD (with momentum and weight decay) and Adam, with PyTorch's update rules.
+//! Optimizers: SGD (with momentum and weight decay), Adam and AdamW, with PyTorch's update
+//! rules.
 //!
 //! An optimizer holds handles to the parameters (leaves that require grad) and updates them
 //! **in place** from their `.grad`, with tensor ops under `no_grad`. Nothing is read back
@@ -26,9 +27,11 @@
 //! ```
 
 mod adam;
+mod adamw;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig};
+pub use adamw::AdamW;
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::error::{Error, Result};

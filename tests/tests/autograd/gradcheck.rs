@@ -653,3 +653,86 @@ fn double_backward_conv2d() {
     // Third order through the conv adjoints: the gradient of a gradient of a gradient.
     gradcheck(first_order(first_order(|x| x[0].conv2d(&x[1], None, [2, 1], [1, 0])?.tanh())), &[g.normal(&[1, 2, 4, 4]), g.normal(&[2, 2, 2, 2])]);
 }
+
+// ------------------------------------------------------------------------------ transformer ops
+
+#[test]
+fn gelu_both_forms_and_erf() {
+    let mut g = Gen(30);
+    // Both tails and the bend around 0.
+    let x = from(vec![-5.0, -2.5, -1.0, -0.3, 0.0, 0.2, 0.9, 1.7, 3.0, 6.0], &[2, 5]);
+    gradcheck(|x| x[0].gelu(), one(&x));
+    gradcheck(|x| x[0].gelu_tanh(), one(&x));
+    gradcheck(|x| x[0].erf(), one(&x));
+    gradcheck(|x| x[0].gelu_tanh()?.mul(&x[0]), &[g.normal(&[3, 4])]);
+    gradcheck(first_order(|x| x[0].gelu()), &[g.normal(&[3, 4])]);
+    gradcheck(first_order(|x| x[0].gelu_tanh()), &[g.normal(&[3, 4])]);
+    gradcheck(first_order(|x| x[0].erf()), &[g.normal(&[3, 4])]);
+}
+
+#[test]
+fn layer_norm_with_and_without_affine() {
+    let mut g = Gen(31);
+    let x = g.normal(&[2, 3, 5]);
+    let (w, b) = (g.normal(&[5]), g.normal(&[5]));
+    gradcheck(|x| x[0].layer_norm(&[5], Some(&x[1]), Some(&x[2]), 1e-5), &[x.clone(), w.clone(), b.clone()]);
+    gradcheck(|x| x[0].layer_norm(&[5], None, None, 1e-5), one(&x));
+    gradcheck(|x| x[0].layer_norm(&[3, 5], Some(&x[1]), None, 1e-3), &[x.clone(), g.normal(&[3, 5])]);
+    gradcheck(first_order(|x| x[0].layer_norm(&[5], Some(&x[1]), Some(&x[2]), 1e-5)), &[x, w, b]);
+}
+
+#[test]
+fn embedding_with_repeated_indices() {
+    let mut g = Gen(32);
+    let table = g.normal(&[6, 4]);
+    let tokens = Tensor::from_vec(vec![5i64, 0, 5, 2, 2, 2], &[2, 3]).unwrap();
+    gradcheck(|x| x[0].embedding(&x[1]), &[table.clone(), tokens.clone()]);
+    gradcheck(|x| x[0].embedding(&x[1].cast(DType::I32)?)?.tanh(), &[table, tokens]);
+}
+
+#[test]
+fn masked_fill_and_softmax_over_hidden_entries() {
+    let mut g = Gen(33);
+    let x = g.normal(&[2, 4, 4]);
+    let mask = Tensor::causal_mask(4);
+    gradcheck(|x| x[0].masked_fill(&x[1], 0.5), &[x.clone(), mask.clone()]);
+    gradcheck(|x| x[0].masked_fill(&x[1], f64::NEG_INFINITY)?.softmax(-1), &[x.clone(), mask.clone()]);
+    // The hidden entries' weights are exact zeros, and so are their gradients.
+    let leaf = x.detach().requires_grad_(true).unwrap();
+    let p = leaf.masked_fill(&mask, f64::NEG_INFINITY).unwrap().softmax(-1).unwrap();
+    p.mul(&g.normal(&[2, 4, 4])).unwrap().sum().unwrap().backward().unwrap();
+    let (pv, gv, m) = (as_f64(&p), as_f64(&leaf.grad().unwrap()), mask.broadcast_to(&[2, 4, 4]).unwrap().to_vec::<bool>().unwrap());
+    for i in 0..m.len() {
+        if m[i] {
+            assert_eq!((pv[i].to_bits(), gv[i].to_bits()), (0, 0), "entry {i}");
+        }
+    }
+}
+
+#[test]
+fn scaled_dot_product_attention_causal_masked_and_scaled() {
+    use tensor_core::ops::AttentionOptions;
+    let mut g = Gen(34);
+    let (q, k, v) = (g.normal(&[2, 3, 4]), g.normal(&[2, 3, 4]), g.normal(&[2, 3, 5]));
+    gradcheck(|x| x[0].scaled_dot_product_attention(&x[1], &x[2], AttentionOptions::default()), &[q.clone(), k.clone(), v.clone()]);
+    gradcheck(
+        |x| x[0].scaled_dot_product_attention(&x[1], &x[2], AttentionOptions { causal: true, ..Default::default() }),
+        &[q.clone(), k.clone(), v.clone()],
+    );
+    // A key-padding mask broadcast over the queries, a custom scale and more keys than queries.
+    let mask = Tensor::from_vec(vec![false, false, true, false, false, false, false, true], &[2, 1, 4]).unwrap();
+    gradcheck(
+        move |x| x[0].scaled_dot_product_attention(&x[1], &x[2], AttentionOptions { mask: Some(&mask), scale: Some(0.3), ..Default::default() }),
+        &[q.clone(), g.normal(&[2, 4, 4]), g.normal(&[2, 4, 5])],
+    );
+    gradcheck(first_order(|x| x[0].scaled_dot_product_attention(&x[1], &x[2], AttentionOptions { causal: true, ..Default::default() })), &[q, k, v]);
+}
+
+#[test]
+fn dropout_with_a_fixed_mask() {
+    let mut g = Gen(35);
+    let x = g.normal(&[4, 6]);
+    // Every evaluation draws from a fresh generator with the same seed: the same mask.
+    gradcheck(|x| x[0].dropout(0.3, &Generator::new(9)), one(&x));
+    gradcheck(|x| x[0].dropout(0.3, &Generator::new(9))?.tanh()?.dropout(0.5, &Generator::new(10)), one(&x));
+}

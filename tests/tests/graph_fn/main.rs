@@ -1,4 +1,4 @@
-//! #[graph_fn]: arguments, the trace cache, options, introspection, models.
+//! #[graph_fn]: arguments, the trace cache, options, introspection, models, random numbers.
 
 mod acceptance;
 mod args;
@@ -6,4 +6,5 @@ mod cache;
 mod introspection;
 mod model;
 mod options;
+mod random;
 mod readme;

@@ -505,6 +505,60 @@ fn nn_ops<T: Element>() -> Result<()> {
 }
 per_dtype!(nn_ops: f32, f64);
 
+// ------------------------------------------------------------------------------ transformer ops
+
+/// A generator state `[key, counter]` as a tensor argument (so the harness compares it after
+/// the eager and graph runs: the draws must advance it alike).
+fn rng_state(seed: u64) -> Tensor {
+    Tensor::from_vec(vec![seed as i64 + 11, 3], &[2]).expect("two values")
+}
+
+fn transformer_ops<T: Element>() -> Result<()> {
+    use tensor_core::ops::AttentionOptions;
+    // An odd length, so vectorized kernels also run their tails.
+    let x = |s: u64| vec![data::<T>(&[5, 37], s, -6.0, 6.0)];
+    check_both::<T>("gelu", &x, &|a| a[0].gelu())?;
+    check_both::<T>("gelu_tanh", &x, &|a| a[0].gelu_tanh())?;
+    check_both::<T>("erf", &x, &|a| a[0].erf())?;
+    check_both::<T>("gelu_chain", &x, &|a| a[0].mul(1.5)?.gelu_tanh()?.add(&a[0])?.gelu())?;
+    let ln = |s: u64| vec![data::<T>(&[3, 4, 9], s, -3.0, 3.0), data::<T>(&[9], s + 1, 0.5, 2.0), data::<T>(&[9], s + 2, -1.0, 1.0)];
+    check_both::<T>("layer_norm", &ln, &|a| a[0].layer_norm(&[9], Some(&a[1]), Some(&a[2]), 1e-5))?;
+    check_both::<T>("layer_norm_plain", &ln, &|a| a[0].layer_norm(&[4, 9], None, None, 1e-5))?;
+    for dt in [DType::I64, DType::I32] {
+        let emb = |s: u64| vec![data::<T>(&[7, 5], s, -2.0, 2.0), index(&[3, 4], s, 7, dt)];
+        check_both::<T>(&format!("embedding {dt}"), &emb, &|a| a[0].embedding(&a[1]))?;
+    }
+    let scores = |s: u64| vec![data::<T>(&[2, 6, 6], s, -4.0, 4.0), mask(&[6, 6], s)];
+    check_both::<T>("masked_fill", &scores, &|a| a[0].masked_fill(&a[1], -1.5))?;
+    check_both::<T>("causal_softmax", &scores, &|a| a[0].masked_fill(&Tensor::causal_mask(6), f64::NEG_INFINITY)?.softmax(-1))?;
+    let qkv =
+        |s: u64| vec![data::<T>(&[2, 3, 5, 8], s, -2.0, 2.0), data::<T>(&[2, 3, 5, 8], s + 1, -2.0, 2.0), data::<T>(&[2, 3, 5, 8], s + 2, -2.0, 2.0)];
+    check_both::<T>("sdpa", &qkv, &|a| a[0].scaled_dot_product_attention(&a[1], &a[2], AttentionOptions::default()))?;
+    check_both::<T>("sdpa_causal", &qkv, &|a| {
+        a[0].scaled_dot_product_attention(&a[1], &a[2], AttentionOptions { causal: true, ..Default::default() })
+    })?;
+    // Heads split by reshape and transpose, as a model does: the matmuls read transposed views.
+    check_both::<T>("sdpa_heads", &qkv, &|a| {
+        let heads = |t: &Tensor| t.reshape([2, 5, 3, 8])?.transpose(1, 2);
+        let y =
+            heads(&a[0])?.scaled_dot_product_attention(&heads(&a[1])?, &heads(&a[2])?, AttentionOptions { causal: true, ..Default::default() })?;
+        y.transpose(1, 2)?.reshape([2, 5, 24])
+    })?;
+    // Random draws from a state passed as an argument: the same numbers and the same advanced
+    // state eagerly and in the graph, on every call.
+    let with_state = |s: u64| vec![data::<T>(&[4, 33], s, -2.0, 2.0), rng_state(s)];
+    check("draws", &with_state, &|a| {
+        let g = Generator::from_state(a[1].clone())?;
+        Ok(vec![Tensor::rand_gen(&[3, 5], T::DTYPE, &g)?, Tensor::randn_gen(&[7], T::DTYPE, &g)?, a[0].rand_like_gen(&g)?, a[0].randn_like_gen(&g)?])
+    })?;
+    check_both::<T>("dropout", &with_state, &|a| a[0].dropout(0.4, &Generator::from_state(a[1].clone())?))?;
+    check_both::<T>("sdpa_dropout", &qkv, &|a| {
+        let g = Generator::new(5);
+        a[0].scaled_dot_product_attention(&a[1], &a[2], AttentionOptions { causal: true, dropout: 0.2, generator: Some(&g), ..Default::default() })
+    })
+}
+per_dtype!(transformer_ops: f32, f64);
+
 // ------------------------------------------------------------------------------ in place
 
 fn in_place_on_arguments<T: Element>() -> Result<()> {

@@ -1,0 +1,91 @@
+//! `Embedding`: a table of vectors looked up by integer index.
+
+use super::init::need_float;
+use super::module::Module;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::function::{Flattener, GraphArg};
+use crate::tensor::Tensor;
+use rand::Rng;
+
+/// A lookup table `[num_embeddings, dim]` (PyTorch's `nn.Embedding`): `forward` takes
+/// integer indices of any shape (i64 or i32) and gives their rows, shape
+/// `indices.dims() + [dim]`. Its gradient adds each looked-up row's gradient into the table.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::nn::{Embedding, Module};
+/// let emb = Embedding::new(10, 4, DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// let tokens = Tensor::from_vec(vec![1i64, 7, 7], &[1, 3])?;
+/// let x = emb.forward(&tokens)?;
+/// assert_eq!(x.dims(), vec![1, 3, 4]);
+/// x.sum()?.backward()?;
+/// let g = emb.weight().grad().unwrap().to_vec::<f32>()?;
+/// assert_eq!((g[4], g[28], g[0]), (1.0, 2.0, 0.0)); // row 1 once, row 7 twice, row 0 never
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub struct Embedding {
+    weight: Tensor,
+}
+
+impl Embedding {
+    /// A table drawn from the standard normal distribution (PyTorch's default), requiring
+    /// grad. `dtype` must be f32 or f64.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let emb = tensor_core::nn::Embedding::new(5, 3, DType::F64, &mut tensor_core::seeded_rng(1))?;
+    /// assert_eq!(emb.weight().dims(), vec![5, 3]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new(num_embeddings: usize, dim: usize, dtype: DType, rng: &mut impl Rng) -> Result<Embedding> {
+        need_float("Embedding", dtype)?;
+        Embedding::from_tensor(Tensor::randn_with(&[num_embeddings, dim], dtype, rng))
+    }
+
+    /// A layer holding `weight` (`[num_embeddings, dim]`, float), marked
+    /// `requires_grad_(true)`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::Embedding;
+    /// assert!(Embedding::from_tensor(Tensor::zeros(&[4], DType::F32)).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn from_tensor(weight: Tensor) -> Result<Embedding> {
+        need_float("Embedding", weight.dtype())?;
+        if weight.rank() != 2 {
+            return Err(Error::invalid("Embedding", "weight", format!("must be 2-d [num_embeddings, dim], found shape {}", weight.shape())));
+        }
+        Ok(Embedding { weight: weight.requires_grad_(true)? })
+    }
+
+    /// The table, `[num_embeddings, dim]`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let emb = tensor_core::nn::Embedding::new(2, 3, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// assert!(emb.weight().requires_grad());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+}
+
+impl Module for Embedding {
+    fn forward(&self, indices: &Tensor) -> Result<Tensor> {
+        self.weight.embedding(indices)
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        vec![self.weight.clone()]
+    }
+}
+
+/// The table is the one leaf.
+impl GraphArg for Embedding {
+    fn flatten(&self, f: &mut Flattener) {
+        self.weight.flatten(f);
+    }
+}

@@ -235,6 +235,12 @@ pub enum Error {
     /// forward pass for inference, without the loss's gradient or an optimizer step).
     #[error("onnx export: {op} has no ONNX mapping{detail}")]
     OnnxUnsupported { op: String, detail: String },
+
+    /// A collective op (all-reduce, broadcast, all-gather) could not run: no communicator,
+    /// an error from MPI, or a rank that did not answer in time (it probably died; the
+    /// message names the timeout). Fix: as the message says.
+    #[error("{op}: {reason}")]
+    Distributed { op: &'static str, reason: String },
 }
 }
 

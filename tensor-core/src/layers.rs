@@ -3,7 +3,7 @@
 //! imports must not form a cycle. A new module must be given a layer here.
 //!
 //! ```text
-//! deploy      export  onnx            graphs that run without the source; ONNX
+//! deploy      export  onnx  distributed  graphs that run without the source; ONNX; MPI jobs
 //! models      nn  optim               layers, losses, optimizers (and their state dicts)
 //! saving      io                      state dicts, safetensors checkpoints
 //! control     control                 cond, while_loop, the macro's if/while
@@ -32,7 +32,7 @@ const LAYERS: &[&[&str]] = &[
     &["control"],
     &["io"],
     &["nn", "optim"],
-    &["export", "onnx"],
+    &["export", "onnx", "distributed"],
 ];
 
 #[cfg(test)]

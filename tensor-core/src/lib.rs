@@ -35,6 +35,7 @@ pub mod autograd;
 #[doc(hidden)]
 pub mod compile;
 pub mod control;
+pub mod distributed;
 pub mod dtype;
 pub mod error;
 pub mod export;

@@ -706,6 +706,15 @@ fn onnx_unsupported() -> Vec<Error> {
     vec![e]
 }
 
+fn distributed() -> Vec<Error> {
+    // No communicator: this process never joined a job (distributed::init or init_single).
+    let x = f32s(&[1.0, -2.0], &[2]);
+    let e = err(tensor_core::distributed::all_reduce(&x, tensor_core::distributed::Reduce::Sum));
+    assert!(matches!(&e, Error::Distributed { op: "all_reduce", .. }), "{e:?}");
+    says(&e, &["all_reduce", "no communicator", "mpi", "mpirun"]);
+    vec![e]
+}
+
 // ------------------------------------------------------------------------------ the tests
 
 macro_rules! variant_tests {
@@ -759,6 +768,7 @@ mod each {
         file_version,
         state_dict,
         onnx_unsupported,
+        distributed,
     );
 
     #[test]

@@ -26,6 +26,7 @@ use tensor_core::function::ConcreteFunction;
 use tensor_core::io::{self, prefixed, unprefixed};
 use tensor_core::nn::{Conv2d, Linear, Module};
 use tensor_core::optim::{Adam, Optimizer};
+use tensor_core::distributed::{self, DataParallel, Reduce, ShardSampler};
 use tensor_core::prelude::*;
 
 /// Train LeNet-5 eagerly and as a traced graph, from the same seed, and compare.
@@ -76,6 +77,25 @@ struct Args {
     /// After training, export the same forward pass as ONNX (opset 17) to FILE.
     #[arg(long, value_name = "FILE")]
     onnx: Option<PathBuf>,
+    /// Data-parallel training across the processes of `mpirun -np N` (needs the `mpi`
+    /// feature): each rank trains on its 1/N of every global batch of --batch-size and the
+    /// gradients are averaged (eagerly in overlapped buckets, in the graph as all-reduce
+    /// nodes), so the loss curve is the single-process one. Rank 0 prints.
+    #[arg(long)]
+    distributed: bool,
+    /// Write every step's loss of the last mode to FILE, one a line (its f32 bits in hex, then
+    /// the value), for comparing runs.
+    #[arg(long, value_name = "FILE")]
+    losses: Option<PathBuf>,
+}
+
+/// Prints on rank 0 only (every rank of a --distributed run computes the same numbers).
+macro_rules! say {
+    ($($t:tt)*) => {
+        if tensor_core::distributed::rank() == 0 {
+            println!($($t)*);
+        }
+    };
 }
 
 const AFTER_HELP: &str = "\
@@ -151,12 +171,19 @@ struct LeNet5 {
     fc3_b: Tensor,
     #[graph_arg(skip)]
     opt: Adam,
+    /// Average the gradients and the loss across the ranks of a distributed job.
+    #[graph_arg(static)]
+    distributed: bool,
+    /// Eagerly, the gradients are averaged by this (overlapped buckets); in the graph, by
+    /// one all-reduce node per gradient.
+    #[graph_arg(skip)]
+    ddp: Option<DataParallel>,
 }
 
 impl LeNet5 {
     /// Parameters drawn as PyTorch initializes `nn.Conv2d` and `nn.Linear`, from `seed`;
     /// Adam with lr 1e-3.
-    fn new(seed: u64) -> Result<LeNet5> {
+    fn new(seed: u64, distributed: bool) -> Result<LeNet5> {
         let rng = &mut tensor_core::seeded_rng(seed);
         let conv1 = Conv2d::new(1, 6, [5, 5], DType::F32, rng)?;
         let conv2 = Conv2d::new(6, 16, [5, 5], DType::F32, rng)?;
@@ -166,7 +193,12 @@ impl LeNet5 {
         let params = [conv1.parameters(), conv2.parameters(), fc1.parameters(), fc2.parameters(), fc3.parameters()].concat();
         let opt = Adam::new(params.clone(), 1e-3)?;
         let [conv1_w, conv1_b, conv2_w, conv2_b, fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b] = params.try_into().expect("ten parameters");
-        Ok(LeNet5 { conv1_w, conv1_b, conv2_w, conv2_b, fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b, opt })
+        let model = LeNet5 { conv1_w, conv1_b, conv2_w, conv2_b, fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b, opt, distributed, ddp: None };
+        if distributed {
+            // Every rank starts from rank 0's parameters.
+            distributed::broadcast_parameters(&model.parameters().into_iter().cloned().collect::<Vec<_>>(), 0)?;
+        }
+        Ok(model)
     }
 
     /// Logits `[n, 10]` of images `[n, 1, 28, 28]`.
@@ -188,8 +220,18 @@ impl LeNet5 {
         self.opt.zero_grad()?;
         let loss = self.forward(x)?.cross_entropy(y)?;
         loss.backward()?;
+        if !self.distributed {
+            self.opt.step()?;
+            return Ok(loss);
+        }
+        match &self.ddp {
+            // Eagerly: the buckets' all-reduces started during backward; wait for them.
+            Some(ddp) if tensor_core::executing_eagerly() => drop(ddp.finish()?),
+            // Traced: one all-reduce node per gradient, in the graph.
+            _ => distributed::average_gradients(&self.parameters().into_iter().cloned().collect::<Vec<_>>())?,
+        }
         self.opt.step()?;
-        Ok(loss)
+        distributed::all_reduce(&loss, Reduce::Mean)
     }
 
     fn parameters(&self) -> Vec<&Tensor> {
@@ -208,8 +250,14 @@ struct Run {
 }
 
 impl Run {
-    fn new(mode: Mode, seed: u64) -> Result<Run> {
-        Ok(Run { mode, model: LeNet5::new(seed)?, losses: Vec::new(), epoch_times: Vec::new(), first_step: Duration::ZERO, accuracy: 0.0 })
+    fn new(mode: Mode, seed: u64, distributed: bool) -> Result<Run> {
+        let mut model = LeNet5::new(seed, distributed)?;
+        if distributed && mode == Mode::Eager {
+            // 64 KiB buckets: LeNet-5's 62k parameters make 4, the first sent while backward
+            // is still in the convolutions.
+            model.ddp = Some(DataParallel::new(model.parameters().into_iter().cloned().collect(), 64 << 10)?);
+        }
+        Ok(Run { mode, model, losses: Vec::new(), epoch_times: Vec::new(), first_step: Duration::ZERO, accuracy: 0.0 })
     }
 
     /// One pass over `batches`; returns the mean loss.
@@ -219,7 +267,15 @@ impl Run {
         let start = Instant::now();
         let mut sum = 0.0;
         for (x, y) in batches {
-            let loss = self.model.train_step(x, y)?.item::<f32>()?;
+            let (x, y) = match self.model.distributed {
+                // This rank's rows of the global batch.
+                true => {
+                    let rows = ShardSampler::current().batch_range(x.dims()[0])?;
+                    (x.narrow(0, rows.start, rows.len())?, y.narrow(0, rows.start, rows.len())?)
+                }
+                false => (x.clone(), y.clone()),
+            };
+            let loss = self.model.train_step(&x, &y)?.item::<f32>()?;
             if self.losses.is_empty() {
                 self.first_step = start.elapsed();
             }
@@ -257,7 +313,10 @@ fn progress_bar(len: usize, label: String) -> ProgressBar {
     let style = ProgressStyle::with_template("{prefix:>16} [{bar:32}] {pos:>4}/{len} {elapsed_precise} {msg}")
         .expect("a valid template")
         .progress_chars("=> ");
-    ProgressBar::new(len as u64).with_style(style).with_prefix(label)
+    match distributed::rank() {
+        0 => ProgressBar::new(len as u64).with_style(style).with_prefix(label),
+        _ => ProgressBar::hidden(),
+    }
 }
 
 /// The forward pass for one image, traced with the weights captured (so they travel in the
@@ -323,6 +382,15 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn StdError>> {
+    #[cfg(feature = "mpi")]
+    let _world = args.distributed.then(distributed::init).transpose()?;
+    #[cfg(not(feature = "mpi"))]
+    if args.distributed {
+        return Err("--distributed needs MPI: build with `--features mpi` and start with `mpirun -np N` (see README)".into());
+    }
+    if args.distributed && args.batch_size % distributed::size() != 0 {
+        return Err(format!("--batch-size {} does not split over {} ranks", args.batch_size, distributed::size()).into());
+    }
     if let Some(n) = args.threads {
         tensor_core::set_num_threads(n);
     }
@@ -338,14 +406,15 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
     if steps == 0 {
         return Err(format!("{} training images make no batch of {}; lower --batch-size", split.train.len(), args.batch_size).into());
     }
-    println!(
-        "LeNet-5 on {}: {} train / {} test images; batch {}, {steps} steps per epoch (last partial batch dropped); Adam lr 1e-3; seed {}; {} threads",
+    say!(
+        "LeNet-5 on {}: {} train / {} test images; batch {}, {steps} steps per epoch (last partial batch dropped); Adam lr 1e-3; seed {}; {} threads; {} process(es)",
         split.name,
         split.train.len(),
         split.test.len(),
         args.batch_size,
         args.seed,
-        tensor_core::num_threads()
+        tensor_core::num_threads(),
+        distributed::size()
     );
     let modes: &[Mode] = match args.mode {
         Modes::Eager => &[Mode::Eager],
@@ -353,10 +422,10 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
         Modes::Both => &[Mode::Eager, Mode::Graph],
     };
     // Two copies of the model, from the same seed: the same initial parameters.
-    let mut runs = modes.iter().map(|&m| Run::new(m, args.seed)).collect::<Result<Vec<_>>>()?;
+    let mut runs = modes.iter().map(|&m| Run::new(m, args.seed, args.distributed)).collect::<Result<Vec<_>>>()?;
     if let (Some(named), Some(path)) = (&checkpoint, &args.resume) {
         runs.iter_mut().try_for_each(|run| run.resume(named))?;
-        println!("resumed from {} after epoch {}", path.display(), first_epoch - 1);
+        say!("resumed from {} after epoch {}", path.display(), first_epoch - 1);
     }
     let test = test_batches(&split.test)?;
     let wall = Instant::now();
@@ -369,7 +438,7 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
             let secs = run.epoch_times.last().map_or(0.0, Duration::as_secs_f64);
             line += &format!("  | {}: mean train loss {loss:.4}, test accuracy {:5.1}%, time {secs:5.2} s", run.mode.name(), run.accuracy);
         }
-        println!("{line}");
+        say!("{line}");
     }
     let wall = wall.elapsed();
     let same = match &runs[..] {
@@ -377,29 +446,36 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
         _ => true,
     };
     if let Some(f) = tensor_core::function::lookup("LeNet5::train_step") {
-        println!(
+        say!(
             "LeNet5::train_step traced {} time(s); graph: {} nodes",
             f.trace_count(),
             f.concrete_functions().first().map_or(0, |c| c.graph().nodes.len())
         );
     }
     print_table(&runs, wall);
+    if let Some(path) = &args.losses {
+        let text: String = runs.last().expect("a mode").losses.iter().map(|l| format!("{:08x} {l:e}\n", l.to_bits())).collect();
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if distributed::rank() != 0 {
+        return if same { Ok(()) } else { Err("eager and graph training diverged".into()) };
+    }
     let plot_path = plot(&args.plot, &runs)?;
-    println!("loss plot: {}", plot_path.display());
+    say!("loss plot: {}", plot_path.display());
     let last = runs.last().expect("at least one mode");
     if let Some(path) = &args.save {
         last.save(path, last_epoch)?;
-        println!("checkpoint after epoch {last_epoch}: {}", path.display());
+        say!("checkpoint after epoch {last_epoch}: {}", path.display());
     }
     if args.export.is_some() || args.onnx.is_some() {
         let forward = forward_function(&last.model)?;
         if let Some(path) = &args.export {
             forward.export(path)?;
-            println!("exported the forward pass for one image to {} (test accuracy {:.1}%)", path.display(), last.accuracy);
+            say!("exported the forward pass for one image to {} (test accuracy {:.1}%)", path.display(), last.accuracy);
         }
         if let Some(path) = &args.onnx {
             tensor_core::onnx::export(&forward, path)?;
-            println!("exported the forward pass as ONNX to {}", path.display());
+            say!("exported the forward pass as ONNX to {}", path.display());
         }
     }
     if !same {
@@ -412,30 +488,30 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
 fn compare(eager: &Run, graph: &Run) -> Result<bool> {
     let first_diff = eager.losses.iter().zip(&graph.losses).position(|(a, b)| a.to_bits() != b.to_bits());
     match first_diff {
-        None => println!("losses identical across {} steps (eager vs graph, bit for bit)", eager.losses.len()),
-        Some(i) => println!("losses differ first at step {}: eager {:e} vs graph {:e}", i + 1, eager.losses[i], graph.losses[i]),
+        None => say!("losses identical across {} steps (eager vs graph, bit for bit)", eager.losses.len()),
+        Some(i) => say!("losses differ first at step {}: eager {:e} vs graph {:e}", i + 1, eager.losses[i], graph.losses[i]),
     }
     let mut params_same = true;
     for (p, q) in eager.model.parameters().into_iter().zip(graph.model.parameters()) {
         let bits = |t: &Tensor| t.to_vec::<f32>().map(|v| v.into_iter().map(f32::to_bits).collect::<Vec<_>>());
         params_same &= bits(p)? == bits(q)?;
     }
-    println!("final parameters {}", if params_same { "identical" } else { "DIFFER" });
+    say!("final parameters {}", if params_same { "identical" } else { "DIFFER" });
     Ok(first_diff.is_none() && params_same)
 }
 
 fn print_table(runs: &[Run], wall: Duration) {
-    println!();
-    println!("| mode  | time per epoch | first step | test accuracy |");
-    println!("|-------|----------------|------------|---------------|");
+    say!();
+    say!("| mode  | time per epoch | first step | test accuracy |");
+    say!("|-------|----------------|------------|---------------|");
     for run in runs {
         let first = run.first_step.as_secs_f64() * 1e3;
-        println!("| {} | {:>12.3} s | {:>7.1} ms | {:>12.1}% |", run.mode.name(), run.mean_epoch().as_secs_f64(), first, run.accuracy);
+        say!("| {} | {:>12.3} s | {:>7.1} ms | {:>12.1}% |", run.mode.name(), run.mean_epoch().as_secs_f64(), first, run.accuracy);
     }
     if let [eager, graph] = runs {
-        println!("speed-up of the graph: {:.2}x per epoch", eager.mean_epoch().as_secs_f64() / graph.mean_epoch().as_secs_f64());
+        say!("speed-up of the graph: {:.2}x per epoch", eager.mean_epoch().as_secs_f64() / graph.mean_epoch().as_secs_f64());
     }
-    println!("(the graph's first step includes tracing and optimizing it; total training and evaluation time {:.1} s)", wall.as_secs_f64());
+    say!("(the graph's first step includes tracing and optimizing it; total training and evaluation time {:.1} s)", wall.as_secs_f64());
 }
 
 /// Plots each run's loss per step to an SVG file; returns its path.

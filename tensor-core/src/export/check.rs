@@ -6,7 +6,7 @@
 
 use crate::dtype::DType;
 use crate::math::ElementwiseOp;
-use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp, TypeRef};
+use crate::ops::{CollectiveOp, ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp, TypeRef};
 use crate::shape::{broadcast_shapes, Shape, UNKNOWN};
 
 /// The largest value a loaded graph may declare: 4 GiB.
@@ -55,6 +55,7 @@ fn arity(op: &Op) -> std::ops::RangeInclusive<usize> {
         Op::Conv(_) => 2,
         // The generator state, and for a draw shaped like another tensor that tensor.
         Op::Random(_) => return 1..=2,
+        Op::Collective(_) => 1,
     };
     n..=n
 }
@@ -85,6 +86,9 @@ pub(super) fn check_op(op: &Op, inputs: &[TypeRef]) -> Result<(), String> {
             Some(shape) => check_value(*dtype, shape),
             None => Ok(()),
         },
+        Op::Collective(CollectiveOp::AllReduce { world, .. } | CollectiveOp::AllGather { world }) if (1..=1 << 20).contains(world) => Ok(()),
+        Op::Collective(CollectiveOp::Broadcast { root, world }) if (1..=1 << 20).contains(world) && root < world => Ok(()),
+        Op::Collective(c) => Err(format!("{c:?}: the world must be 1 to 2^20 ranks and the root one of them")),
     }
 }
 

@@ -10,7 +10,7 @@
 
 use crate::dtype::{DType, Scalar};
 use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, ScalarAttr, UnaryOp};
-use crate::ops::{ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp};
+use crate::ops::{CollectiveOp, ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp};
 use crate::shape::{Shape, UNKNOWN};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use smallvec::SmallVec;
@@ -26,6 +26,7 @@ pub(super) enum OpDef {
     Nn(#[serde(with = "NnOpDef")] NnOp),
     Conv(#[serde(with = "ConvOpDef")] ConvOp),
     Random(#[serde(with = "RandomOpDef")] RandomOp),
+    Collective(#[serde(with = "CollectiveOpDef")] CollectiveOp),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -422,4 +423,12 @@ mod tests {
             assert!(serde_json::from_str::<WireOp>(bad).is_err(), "{bad}");
         }
     }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "CollectiveOp", rename_all = "snake_case")]
+pub(super) enum CollectiveOpDef {
+    AllReduce { mean: bool, world: usize },
+    Broadcast { root: usize, world: usize },
+    AllGather { world: usize },
 }

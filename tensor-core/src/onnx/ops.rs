@@ -25,6 +25,7 @@ pub(super) fn map_op(b: &mut Builder, op: &Op, inputs: &[ValueId], out: ValueId)
         Op::Nn(n) => nn(b, n, ins, y),
         Op::Conv(c) => conv(b, c, ins, y),
         Op::Random(r) => Err(unsupported(r.name(), " (a draw from a generator: export an inference graph, with dropout off)")),
+        Op::Collective(c) => Err(unsupported(c.name(), " (a collective across processes: export the forward pass of one rank)")),
     }
 }
 

@@ -168,13 +168,29 @@ impl Executor for Eager {
     }
 
     fn accumulate_grad(&self, t: &Tensor, g: &Tensor) -> Result<()> {
-        accumulate_into(t, g)
+        accumulate_into(t, g)?;
+        let hook = GRAD_HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(hook) = hook {
+            hook(t);
+        }
+        Ok(())
     }
 
     fn clear_grad(&self, t: &Tensor) -> Result<()> {
         t.set_grad_raw(None);
         Ok(())
     }
+}
+
+/// Told, eagerly, of each tensor whose `.grad` a gradient was just added to (the
+/// distributed module starts a bucket's all-reduce from here, overlapping the rest of backward).
+pub(crate) type GradHook = std::sync::Arc<dyn Fn(&Tensor) + Send + Sync>;
+
+static GRAD_HOOK: std::sync::RwLock<Option<GradHook>> = std::sync::RwLock::new(None);
+
+/// Installs (or with `None` removes) the gradient hook; returns the one it replaces.
+pub(crate) fn set_grad_hook(hook: Option<GradHook>) -> Option<GradHook> {
+    std::mem::replace(&mut *GRAD_HOOK.write().unwrap_or_else(|e| e.into_inner()), hook)
 }
 
 /// `t.grad += g` on the tensor's own `.grad` slot.

@@ -3,6 +3,7 @@
 //! (methods on `Tensor`), and implements [`Family`]: shape and dtype rule, kernel call,
 //! gradient, what the gradient saves. This file routes an `Op` to its family, once.
 
+pub(crate) mod collective;
 mod conv;
 pub(crate) mod dispatch;
 pub(crate) mod elementwise;
@@ -27,6 +28,7 @@ use smallvec::SmallVec;
 
 pub use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, ScalarAttr, UnaryOp};
 pub(crate) use conv::conv2d_into;
+pub use collective::{set_transport, transport, CollectiveOp, Job, Pending, Transport};
 pub use conv::ConvOp;
 pub use elementwise::Operand;
 pub use index::IndexOp;
@@ -72,6 +74,8 @@ pub enum Op {
     Conv(ConvOp),
     /// Random draws from a generator's state.
     Random(RandomOp),
+    /// All-reduce, broadcast and all-gather across the ranks of a distributed job.
+    Collective(CollectiveOp),
 }
 
 /// One family of ops: everything an op needs to run eagerly, trace, and differentiate.
@@ -107,6 +111,7 @@ macro_rules! each_family {
             Op::Nn($f) => $body,
             Op::Conv($f) => $body,
             Op::Random($f) => $body,
+            Op::Collective($f) => $body,
         }
     };
 }
@@ -120,7 +125,7 @@ macro_rules! into_op {
         }
     )*};
 }
-into_op!(ElementwiseOp => Elementwise, ReductionOp => Reduction, LayoutOp => Layout, IndexOp => Index, LinalgOp => Linalg, NnOp => Nn, ConvOp => Conv, RandomOp => Random);
+into_op!(ElementwiseOp => Elementwise, ReductionOp => Reduction, LayoutOp => Layout, IndexOp => Index, LinalgOp => Linalg, NnOp => Nn, ConvOp => Conv, RandomOp => Random, CollectiveOp => Collective);
 
 /// The dtype and shape of an op's input or output.
 #[derive(Clone, Copy, Debug)]

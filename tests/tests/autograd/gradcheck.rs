@@ -365,6 +365,18 @@ fn matmul_2d_and_batched_with_broadcast_batch_dims() {
     gradcheck(|x| x[0].t()?.matmul(&x[0]), &[g.normal(&[4, 3])]);
 }
 
+#[test]
+fn matmul_vector_forms() {
+    let mut g = Gen(12);
+    let cases: [(&[usize], &[usize]); 6] =
+        [(&[3, 4], &[4]), (&[4], &[4, 5]), (&[4], &[4]), (&[2, 3, 4], &[4]), (&[4], &[2, 4, 3]), (&[2, 1, 3, 4], &[2, 4, 2])];
+    for (sa, sb) in cases {
+        gradcheck(|x| x[0].matmul(&x[1]), &[g.normal(sa), g.normal(sb)]);
+    }
+    // v^T A v: one vector on both sides.
+    gradcheck(|x| x[0].matmul(&x[1])?.matmul(&x[0]), &[g.normal(&[3]), g.normal(&[3, 3])]);
+}
+
 // ------------------------------------------------------------------------------ layout
 
 #[test]

@@ -3,6 +3,7 @@
 mod broadcast_prop;
 mod elementwise;
 mod layout_index;
+mod matmul_forms;
 mod nn_conv;
 mod reduce_linalg;
 mod smoke;

@@ -2,6 +2,7 @@
 
 mod broadcast_prop;
 mod elementwise;
+mod indexing_forms;
 mod layout_index;
 mod matmul_forms;
 mod nn_conv;

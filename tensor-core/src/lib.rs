@@ -57,7 +57,9 @@ pub mod storage;
 mod tensor;
 mod trace;
 
-pub use autograd::{grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOptions, GradFn, NextFunction, NoGradGuard};
+pub use autograd::{
+    enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOptions, EnableGradGuard, GradFn, NextFunction, NoGradGuard,
+};
 pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, GraphOutput};

@@ -431,3 +431,23 @@ proptest! {
         prop_assert!(file == *original || export::load_bytes(&file).is_err());
     }
 }
+
+// ----------------------------------------------------------------------------- matmul forms
+
+/// Matrix × vector, vector × matrix, vector · vector and broadcast batches export, load and
+/// run with the bits the traced function gives.
+#[test]
+fn matmul_vector_and_batched_forms_survive_the_round_trip() -> Result<()> {
+    let (m, v) = (Tensor::randn(&[3, 4], DType::F32, 1), Tensor::randn(&[4], DType::F32, 2));
+    let (a, b) = (Tensor::randn(&[2, 1, 3, 4], DType::F32, 3), Tensor::randn(&[5, 4, 2], DType::F32, 4));
+    let args = [("m", &m), ("v", &v), ("a", &a), ("b", &b)];
+    let f = ConcreteFunction::trace("forms", &args, || Ok(vec![m.matmul(&v)?, v.matmul(&m.t()?)?, v.matmul(&v)?, a.matmul(&b)?, a.matmul(&v)?]))?;
+    let loaded = round_trip(&f);
+    let (ours, theirs) = (f.call(&[&m, &v, &a, &b])?, loaded.call(&[&m, &v, &a, &b])?);
+    let dims: Vec<Vec<usize>> = theirs.iter().map(|t| t.dims()).collect();
+    assert_eq!(dims, vec![vec![3], vec![3], vec![], vec![2, 5, 3, 2], vec![2, 1, 3]]);
+    for (x, y) in ours.iter().zip(&theirs) {
+        tests::assert_bits_eq(x, y);
+    }
+    Ok(())
+}

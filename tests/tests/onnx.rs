@@ -103,6 +103,18 @@ fn an_mlp_with_softmax_runs_in_tract_with_the_same_outputs() -> Result<()> {
     Ok(())
 }
 
+/// The vector forms of matmul and broadcast batches run in tract with our values.
+#[test]
+fn matmul_vector_and_batched_forms_run_in_tract() -> Result<()> {
+    let (m, v) = (Tensor::randn(&[3, 4], DType::F32, 1), Tensor::randn(&[4], DType::F32, 2));
+    let (a, b) = (Tensor::randn(&[2, 1, 3, 4], DType::F32, 3), Tensor::randn(&[5, 4, 2], DType::F32, 4));
+    let args = [("m", &m), ("v", &v), ("a", &a), ("b", &b)];
+    let f = ConcreteFunction::trace("forms", &args, || Ok(vec![m.matmul(&v)?, v.matmul(&m.t()?)?, v.matmul(&v)?, a.matmul(&b)?, a.matmul(&v)?]))?;
+    let bytes = tensor_core::onnx::to_bytes(&f)?;
+    assert_close(&run_tract(&bytes, &[&m, &v, &a, &b]), &f.call(&[&m, &v, &a, &b])?);
+    Ok(())
+}
+
 #[test]
 fn layout_reduction_and_elementwise_ops_map_to_onnx() -> Result<()> {
     let x = Tensor::randn(&[2, 3, 4], DType::F32, 4);

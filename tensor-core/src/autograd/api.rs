@@ -191,6 +191,34 @@ impl Tensor {
         Tensor::from_value(value, t.0.dtype, t.0.shape.clone())
     }
 
+    /// Cuts this tensor from the backward graph in place, as PyTorch's `detach_()`: it
+    /// becomes a leaf that does not require grad (every handle to it sees that). Inside a
+    /// traced function, a tensor from outside it (an argument or a capture) is an `Err`: the
+    /// graph could not replay the cut on the caller's tensor; use `detach()` there.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let y = &w * 2.0;
+    /// y.detach_()?;
+    /// assert!(!y.requires_grad() && y.is_leaf());
+    /// w.detach_()?;
+    /// assert!(!w.requires_grad());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn detach_(&self) -> Result<()> {
+        if executor().external(self, "detach_").is_some() {
+            return Err(Error::invalid(
+                "detach_",
+                "self",
+                "the tensor comes from outside the traced function, where a graph cannot cut its history; use `let x = x.detach();` instead",
+            ));
+        }
+        self.grad_slot().grad_fn = None;
+        self.0.requires_grad.store(false, Ordering::Release);
+        Ok(())
+    }
+
     /// Clears the accumulated gradient (sets it to `None`, as PyTorch's default).
     ///
     /// ```
@@ -231,6 +259,42 @@ fn root_gradient(root: &Tensor, gradient: Option<&Tensor>) -> Result<Tensor> {
         None if shape.is_known() && shape.numel() == 1 => Ok(Tensor::ones(shape.dims(), root.0.dtype)),
         None => Err(Error::BackwardNonScalar { shape }),
     }
+}
+
+/// Backward from several roots in one pass, each with its own seed gradient, as PyTorch's
+/// `torch.autograd.backward(tensors, grad_tensors)`: the leaves' `.grad` receive the
+/// gradient of `sum(tensors[i] * grad_tensors[i])`. A `None` seed (or an empty
+/// `grad_tensors`) means ones, for a one-element root. Roots may depend on each other: a
+/// root's gradient is its seed plus what flows into it from the roots computed from it.
+///
+/// ```
+/// # use tensor_core::prelude::*;
+/// use tensor_core::autograd::{backward, BackwardOptions};
+/// let x = Tensor::scalar(3.0f64).requires_grad_(true)?;
+/// let y1 = &x * &x;   // dy1/dx = 6
+/// let y2 = &y1 * 2.0; // depends on y1: dy2/dx = 12
+/// backward(&[&y1, &y2], &[Some(&Tensor::scalar(1.0f64)), Some(&Tensor::scalar(10.0f64))], BackwardOptions::default())?;
+/// assert_eq!(x.grad().unwrap().item::<f64>()?, 6.0 + 120.0);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn backward(tensors: &[&Tensor], grad_tensors: &[Option<&Tensor>], opts: BackwardOptions) -> Result<()> {
+    if !grad_tensors.is_empty() && grad_tensors.len() != tensors.len() {
+        let reason =
+            format!("{} seed gradients for {} roots; pass one per root (None for a one-element root), or none", grad_tensors.len(), tensors.len());
+        return Err(Error::invalid("backward", "grad_tensors", reason));
+    }
+    if tensors.is_empty() {
+        return Err(Error::invalid("backward", "tensors", "no roots; pass at least one tensor to differentiate"));
+    }
+    let roots: Vec<(Tensor, Tensor)> = tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let r = t.stand_in();
+            root_gradient(&r, grad_tensors.get(i).copied().flatten()).map(|g| (r, g))
+        })
+        .collect::<Result<_>>()?;
+    engine::run(&roots, opts, &mut Sink::LeafGrads)
 }
 
 /// The gradients of the sum of `outputs` (each a one-element tensor) with respect to

@@ -1,4 +1,5 @@
-//! Matrix multiplication: 2-d and batched, batch dims broadcast as in NumPy.
+//! Matrix multiplication as NumPy defines it: 2-d, batched with batch dims broadcast, and the
+//! vector forms (matrix × vector, vector × matrix, vector · vector).
 
 use super::dispatch::apply;
 use super::{need_numeric, Family, InputGrads, Saves, TypeRef};
@@ -12,18 +13,50 @@ use crate::tensor::Tensor;
 use smallvec::smallvec;
 
 impl Tensor {
-    /// The matrix product `self @ rhs` over the last two dims; leading (batch) dims broadcast.
+    /// The matrix product `self @ rhs` as NumPy and PyTorch define it: over the last two dims,
+    /// with leading (batch) dims broadcast. A 1-d operand is a vector: on the left it is a row
+    /// `[1, k]`, on the right a column `[k, 1]`, and that added dim is dropped from the result,
+    /// so matrix × vector is `[m]`, vector × matrix is `[n]` and vector · vector is a scalar.
     ///
     /// ```
     /// # use tensor_core::prelude::*;
     /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
     /// let b = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2])?;
     /// assert_eq!(a.matmul(&b)?.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0]);
+    /// let v = Tensor::from_vec(vec![1.0f32, 1.0], &[2])?;
+    /// assert_eq!(a.matmul(&v)?.to_vec::<f32>()?, vec![3.0, 7.0]);
+    /// assert_eq!(v.matmul(&a)?.to_vec::<f32>()?, vec![4.0, 6.0]);
+    /// assert_eq!(v.matmul(&v)?.item::<f32>()?, 2.0);
     /// assert!(a.matmul(&Tensor::zeros(&[3, 2], DType::F32)).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
-        apply(LinalgOp::Matmul, &[self, rhs])
+        let (row, col) = (self.rank() == 1, rhs.rank() == 1);
+        if !row && !col {
+            return apply(LinalgOp::Matmul, &[self, rhs]);
+        }
+        // The vector forms are the matrix product of a row or column, less the added dim: the
+        // graph holds only rank >= 2 products (ONNX MatMul, export and fusion see no new case),
+        // and gradients come from reshape's.
+        let a = if row { self.unsqueeze(0)? } else { self.clone() };
+        let b = if col { rhs.unsqueeze(1)? } else { rhs.clone() };
+        let y = apply(LinalgOp::Matmul, &[&a, &b]).map_err(|e| vector_operands(e, self, rhs))?;
+        let y = if col { y.squeeze(-1)? } else { y };
+        // The row's dim is second to last, or last once the column's is gone.
+        if row {
+            y.squeeze(if col { -1 } else { -2 })
+        } else {
+            Ok(y)
+        }
+    }
+}
+
+/// A shape error from a vector form names the user's operands, not the row or column made
+/// from them.
+fn vector_operands(e: Error, a: &Tensor, b: &Tensor) -> Error {
+    match e {
+        Error::ShapeMismatch { hint, .. } => Error::shapes("matmul", &a.shape(), &b.shape(), hint),
+        other => other,
     }
 }
 
@@ -76,7 +109,7 @@ impl Family for LinalgOp {
 /// (batch dims, m, k, n) of a matmul, or the error.
 fn split(a: &Shape, b: &Shape) -> Result<(Shape, usize, usize, usize)> {
     if a.rank() < 2 || b.rank() < 2 {
-        return Err(Error::shapes("matmul", a, b, "both operands need at least 2 dims; unsqueeze a vector to [1, k] or [k, 1]"));
+        return Err(Error::shapes("matmul", a, b, "both operands need at least 1 dim; a scalar operand is a multiplication: use `*`"));
     }
     let (m, k) = (a[a.rank() - 2], a[a.rank() - 1]);
     let (k2, n) = (b[b.rank() - 2], b[b.rank() - 1]);

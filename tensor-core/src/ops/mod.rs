@@ -8,6 +8,7 @@ mod conv;
 pub(crate) mod dispatch;
 pub(crate) mod elementwise;
 mod index;
+mod indexing;
 mod inplace;
 mod layout;
 mod linalg;

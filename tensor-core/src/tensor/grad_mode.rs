@@ -1,4 +1,5 @@
-//! Grad mode, per thread: while off (`no_grad`), ops record nothing for backward.
+//! Grad mode, per thread: while off (`no_grad`), ops record nothing for backward;
+//! `enable_grad` turns it back on inside.
 
 use std::cell::Cell;
 
@@ -76,6 +77,54 @@ impl NoGradGuard {
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         NoGradGuard { _restore: GradModeGuard::set(false) }
+    }
+}
+
+/// Runs `f` with grad mode on on this thread, also inside `no_grad`, as PyTorch's
+/// `torch.enable_grad()`.
+///
+/// ```
+/// # use tensor_core::prelude::*;
+/// let w = Tensor::scalar(1.0f32).requires_grad_(true)?;
+/// let y = no_grad(|| tensor_core::enable_grad(|| &w * 2.0));
+/// assert!(y.requires_grad());
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn enable_grad<R>(f: impl FnOnce() -> R) -> R {
+    let _guard = EnableGradGuard::new();
+    f()
+}
+
+/// Turns grad mode on until dropped (restoring the previous mode, also on panic).
+///
+/// ```
+/// # use tensor_core::prelude::*;
+/// no_grad(|| {
+///     let _g = tensor_core::EnableGradGuard::new();
+///     assert!(tensor_core::is_grad_enabled());
+/// });
+/// ```
+pub struct EnableGradGuard {
+    _restore: GradModeGuard,
+}
+
+impl EnableGradGuard {
+    /// Turns grad mode on for this thread.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let _off = NoGradGuard::new();
+    /// {
+    ///     let _on = tensor_core::EnableGradGuard::new();
+    ///     assert!(x.mul(2.0)?.grad_fn().is_some());
+    /// }
+    /// assert!(x.mul(2.0)?.grad_fn().is_none());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        EnableGradGuard { _restore: GradModeGuard::set(true) }
     }
 }
 

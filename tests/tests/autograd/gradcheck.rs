@@ -365,6 +365,56 @@ fn matmul_2d_and_batched_with_broadcast_batch_dims() {
     gradcheck(|x| x[0].t()?.matmul(&x[0]), &[g.normal(&[4, 3])]);
 }
 
+#[test]
+fn matmul_vector_forms() {
+    let mut g = Gen(12);
+    let cases: [(&[usize], &[usize]); 6] =
+        [(&[3, 4], &[4]), (&[4], &[4, 5]), (&[4], &[4]), (&[2, 3, 4], &[4]), (&[4], &[2, 4, 3]), (&[2, 1, 3, 4], &[2, 4, 2])];
+    for (sa, sb) in cases {
+        gradcheck(|x| x[0].matmul(&x[1]), &[g.normal(sa), g.normal(sb)]);
+    }
+    // v^T A v: one vector on both sides.
+    gradcheck(|x| x[0].matmul(&x[1])?.matmul(&x[0]), &[g.normal(&[3]), g.normal(&[3, 3])]);
+}
+
+// ------------------------------------------------------------------------------ indexing
+
+#[test]
+fn chunk_split_masks_and_integer_array_indexing() {
+    let mut g = Gen(13);
+    let weights = |n: usize| Tensor::arange(1.0f64, 1.0 + n as f64);
+    // Every piece used with its own weight, so a misplaced gradient shows.
+    gradcheck(
+        |x| {
+            let parts = x[0].chunk(3, 1)?;
+            let mut acc = parts[0].sum()?;
+            for (i, p) in parts.iter().enumerate().skip(1) {
+                acc = acc.add(&p.mul((i + 2) as f64)?.sum()?)?;
+            }
+            let s = x[0].split_sizes(&[1, 2], 0)?;
+            acc.add(&s[1].exp()?.sum()?)?.add(&s[0].mul(&weights(7).reshape([1, 7])?)?.sum()?)
+        },
+        &[g.normal(&[3, 7])],
+    );
+    let mask = Tensor::from_vec(vec![true, false, true, true, false, true], &[2, 3]).unwrap();
+    gradcheck(|x| x[0].masked_select(&mask)?.mul(&weights(4)), &[g.normal(&[2, 3])]);
+    // Repeated indices: the gradient adds every use (a scatter-add).
+    let idx = Tensor::from_vec(vec![2i64, 0, 2, 2], &[2, 2]).unwrap();
+    gradcheck(|x| x[0].index(&idx)?.tanh(), &[g.normal(&[3, 2])]);
+    // Assignment through a mask, on a non-leaf: the gradient goes to the source where the
+    // mask is true and to the old value elsewhere.
+    let rows = Tensor::from_vec(vec![true, false, true], &[3, 1]).unwrap();
+    gradcheck(
+        |x| {
+            let y = x[0].mul(2.0)?;
+            y.masked_assign_(&rows, &x[1])?;
+            y.masked_fill_(&mask.reshape([3, 2])?.logical_not()?, 0.5)?;
+            y.exp()
+        },
+        &[g.normal(&[3, 2]), g.normal(&[2])],
+    );
+}
+
 // ------------------------------------------------------------------------------ layout
 
 #[test]

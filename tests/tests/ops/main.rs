@@ -2,7 +2,9 @@
 
 mod broadcast_prop;
 mod elementwise;
+mod indexing_forms;
 mod layout_index;
+mod matmul_forms;
 mod nn_conv;
 mod reduce_linalg;
 mod smoke;

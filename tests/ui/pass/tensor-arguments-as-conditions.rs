@@ -84,6 +84,20 @@ fn through(gate: &Gate, x: &Tensor) -> Result<Tensor> {
     Ok(y)
 }
 
+/// A method of a tensor argument (`if x.gt(..)?`) and of a `GraphArg` argument (`while
+/// gate.below(..)?`) as conditions.
+#[graph_fn]
+fn methods(x: &Tensor, gate: &Gate) -> Result<Tensor> {
+    let mut y = x.clone();
+    if x.gt(5.0f32)? {
+        y = &y * 0.5;
+    }
+    while gate.below(&y)? {
+        y = &y + 2.0;
+    }
+    Ok(y)
+}
+
 fn above(x: &Tensor, limit: &Tensor) -> Result<Tensor> {
     x.compare(CmpOp::Gt, limit)
 }
@@ -105,5 +119,8 @@ fn main() -> Result<()> {
     assert_eq!(shut.apply(&x).item::<f32>()?, 10.0);
     assert_eq!(through(&open, &Tensor::scalar(20.0f32))?.item::<f32>()?, 10.0);
     assert_eq!(through(&shut, &x)?.item::<f32>()?, 4.0);
+    // 4 -> 6 -> 8 -> 10; 7 * 0.5 = 3.5 -> 5.5 -> 7.5 -> 9.5 -> 11.5.
+    assert_eq!(methods(&x, &open)?.item::<f32>()?, 10.0);
+    assert_eq!(methods(&Tensor::scalar(7.0f32), &open)?.item::<f32>()?, 11.5);
     Ok(())
 }

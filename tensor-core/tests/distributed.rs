@@ -45,9 +45,8 @@ fn collectives_and_data_parallel_across_ranks() -> Result<()> {
     // all_reduce: sum and mean of values that differ per rank; the same bits everywhere.
     let x = Tensor::from_vec(vec![0.1f32 + r, 1.0 / (r + 3.0), -2.5 * r], &[3])?;
     let sum = distributed::all_reduce(&x, Reduce::Sum)?;
-    let expect: Vec<f32> = (0..3)
-        .map(|i| (0..n).map(|k| [0.1f32 + k as f32, 1.0 / (k as f32 + 3.0), -2.5 * k as f32][i]).fold(0.0f32, |a, v| a + v))
-        .collect();
+    let expect: Vec<f32> =
+        (0..3).map(|i| (0..n).map(|k| [0.1f32 + k as f32, 1.0 / (k as f32 + 3.0), -2.5 * k as f32][i]).fold(0.0f32, |a, v| a + v)).collect();
     assert_eq!(sum.to_vec::<f32>()?, expect);
     same_on_every_rank(&sum)?;
     let mean = distributed::all_reduce(&x, Reduce::Mean)?;

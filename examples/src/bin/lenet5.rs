@@ -22,11 +22,11 @@ use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use tensor_core::distributed::{self, DataParallel, Reduce, ShardSampler};
 use tensor_core::function::ConcreteFunction;
 use tensor_core::io::{self, prefixed, unprefixed};
 use tensor_core::nn::{Conv2d, Linear, Module};
 use tensor_core::optim::{Adam, Optimizer};
-use tensor_core::distributed::{self, DataParallel, Reduce, ShardSampler};
 use tensor_core::prelude::*;
 
 /// Train LeNet-5 eagerly and as a traced graph, from the same seed, and compare.
@@ -388,7 +388,7 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
     if args.distributed {
         return Err("--distributed needs MPI: build with `--features mpi` and start with `mpirun -np N` (see README)".into());
     }
-    if args.distributed && args.batch_size % distributed::size() != 0 {
+    if args.distributed && !args.batch_size.is_multiple_of(distributed::size()) {
         return Err(format!("--batch-size {} does not split over {} ranks", args.batch_size, distributed::size()).into());
     }
     if let Some(n) = args.threads {

@@ -48,9 +48,11 @@ pub struct StepStats {
     pub started_in_backward: usize,
     /// Time the transport spent moving the buckets (summed over buckets).
     pub communication: Duration,
-    /// Time `finish` waited for them (communication not hidden behind backward) plus the
-    /// time it took to reduce and write the means.
-    pub exposed: Duration,
+    /// Time `finish` was blocked waiting for them: the communication not hidden behind
+    /// backward.
+    pub waited: Duration,
+    /// All of `finish`: the wait, summing the ranks' buckets and writing the means.
+    pub finish: Duration,
 }
 
 impl StepStats {
@@ -59,7 +61,7 @@ impl StepStats {
     pub fn overlap(&self) -> f64 {
         match self.communication.is_zero() {
             true => 0.0,
-            false => (1.0 - self.exposed.as_secs_f64() / self.communication.as_secs_f64()).clamp(0.0, 1.0),
+            false => (1.0 - self.waited.as_secs_f64() / self.communication.as_secs_f64()).clamp(0.0, 1.0),
         }
     }
 }
@@ -138,7 +140,9 @@ impl DataParallel {
         let world = transport("DataParallel::finish")?.size();
         let mut means = Vec::new();
         for b in 0..s.members.len() {
+            let waiting = Instant::now();
             let (bytes, took) = s.pending[b].take().expect("launched above").wait()?;
+            stats.waited += waiting.elapsed();
             stats.communication += took;
             means.push(match s.dtype {
                 DType::F32 => Means::F32(reduce_ranks::<f32, 4>(&bytes, world, true, f32::from_ne_bytes)),
@@ -163,7 +167,7 @@ impl DataParallel {
         });
         s.reset();
         writes?;
-        stats.exposed = start.elapsed();
+        stats.finish = start.elapsed();
         Ok(stats)
     }
 

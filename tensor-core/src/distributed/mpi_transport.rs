@@ -9,8 +9,8 @@ use crate::error::{Error, Result};
 use crate::ops::{Job, Pending, Transport};
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{channel, Sender};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -66,7 +66,13 @@ impl MpiTransport {
             })
             .map_err(|e| failed("init", &format!("cannot start the MPI thread: {e}")))?;
         let (rank, size) = started.recv().map_err(|_| failed("init", "MPI failed to initialize"))??;
-        Ok(MpiTransport { rank, size, timeout_ms: AtomicU64::new(timeout.as_millis() as u64), jobs: Mutex::new(jobs), thread: Mutex::new(Some(thread)) })
+        Ok(MpiTransport {
+            rank,
+            size,
+            timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
+            jobs: Mutex::new(jobs),
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
     fn timeout(&self) -> Duration {

@@ -50,8 +50,12 @@ impl ShardSampler {
     /// rank 0 first. Fails when the batch does not split evenly (the ranks' shard means would
     /// then not average to the batch mean).
     pub fn batch_range(&self, batch: usize) -> Result<Range<usize>> {
-        if batch % self.world != 0 {
-            return Err(Error::invalid("ShardSampler::batch_range", "batch", format!("a global batch of {batch} does not split evenly over {} ranks", self.world)));
+        if !batch.is_multiple_of(self.world) {
+            return Err(Error::invalid(
+                "ShardSampler::batch_range",
+                "batch",
+                format!("a global batch of {batch} does not split evenly over {} ranks", self.world),
+            ));
         }
         let n = batch / self.world;
         Ok(self.rank * n..(self.rank + 1) * n)

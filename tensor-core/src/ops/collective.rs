@@ -331,7 +331,10 @@ pub(crate) fn to_bytes(x: &Storage) -> Vec<u8> {
 /// Values of `like`'s dtype read from `bytes`, shaped `dims`.
 fn from_bytes(bytes: &[u8], like: &Storage, dims: &[usize]) -> Result<Storage> {
     if bytes.len() != dims.iter().product::<usize>() * like.dtype().size_of() {
-        return Err(Error::Distributed { op: "collective", reason: format!("received {} bytes for a {:?} {dims:?}: the ranks called different collectives", bytes.len(), like.dtype()) });
+        return Err(Error::Distributed {
+            op: "collective",
+            reason: format!("received {} bytes for a {:?} {dims:?}: the ranks called different collectives", bytes.len(), like.dtype()),
+        });
     }
     fn read<T, const N: usize>(bytes: &[u8], f: fn([u8; N]) -> T) -> Vec<T> {
         bytes.chunks_exact(N).map(|c| f(c.try_into().expect("N bytes"))).collect()

@@ -28,8 +28,8 @@ use crate::tensor::Tensor;
 use smallvec::SmallVec;
 
 pub use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, ScalarAttr, UnaryOp};
-pub(crate) use conv::conv2d_into;
 pub use collective::{set_transport, transport, CollectiveOp, Job, Pending, Transport};
+pub(crate) use conv::conv2d_into;
 pub use conv::ConvOp;
 pub use elementwise::Operand;
 pub use index::IndexOp;

@@ -108,7 +108,14 @@ impl BackwardCache {
     }
 
     /// The entry for this key, traced if there is none.
-    fn get_or_trace(&self, forward: &ConcreteFunction, needs: &[bool], outs: &[bool], slots: &[&Tensor], gys: &[&Tensor]) -> Result<Arc<BackwardEntry>> {
+    fn get_or_trace(
+        &self,
+        forward: &ConcreteFunction,
+        needs: &[bool],
+        outs: &[bool],
+        slots: &[&Tensor],
+        gys: &[&Tensor],
+    ) -> Result<Arc<BackwardEntry>> {
         let same = |e: &BackwardEntry| e.needs == needs && e.outs == outs && e.shapes.iter().zip(slots).all(|(s, t)| *s == t.shape());
         if let Some(e) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|e| same(e)) {
             return Ok(e.clone());
@@ -144,7 +151,12 @@ fn trace_backward(forward: &ConcreteFunction, needs: &[bool], outs: &[bool], slo
         gives = found.iter().map(Option::is_some).collect();
         Ok(found.into_iter().flatten().collect())
     })?;
-    let reads = function.graph().inputs.iter().filter_map(|(_, s)| if let InputSource::Data(i) = s { (*i < slots.len()).then_some(*i) } else { None }).collect();
+    let reads = function
+        .graph()
+        .inputs
+        .iter()
+        .filter_map(|(_, s)| if let InputSource::Data(i) = s { (*i < slots.len()).then_some(*i) } else { None })
+        .collect();
     Ok(BackwardEntry { needs: needs.to_vec(), outs: outs.to_vec(), shapes: slots.iter().map(|t| t.shape()).collect(), function, gives, reads })
 }
 

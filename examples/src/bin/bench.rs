@@ -23,7 +23,8 @@ struct Args {
     /// W1..W8, or all.
     #[arg(long, default_value = "all")]
     workload: String,
-    /// eager, graph, ndarray, or all.
+    /// eager, graph, graph-forward (W3, W4: forward and loss a graph call, backward and the
+    /// optimizer eager), ndarray, or all.
     #[arg(long, default_value = "all")]
     mode: String,
     /// Worker threads for kernels (default: all cores).

@@ -15,6 +15,9 @@ pub enum Mode {
     Eager,
     /// tensor-core, the same code traced once into a graph and replayed.
     Graph,
+    /// tensor-core, the forward pass and loss as a graph function, backward and the
+    /// optimizer eager (W3, W4): gradients flow through the graph call.
+    GraphForward,
     /// Hand-written ndarray code (W1, W2, W3, W5).
     Ndarray,
 }
@@ -24,6 +27,7 @@ impl Mode {
         match self {
             Mode::Eager => "eager",
             Mode::Graph => "graph",
+            Mode::GraphForward => "graph-forward",
             Mode::Ndarray => "ndarray",
         }
     }

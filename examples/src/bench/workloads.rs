@@ -103,6 +103,44 @@ pub fn w3_graph(model: &Mlp, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
     model.train_step(x, labels, 0.01)
 }
 
+/// W3's forward pass and loss as a graph function (backward and SGD stay eager).
+#[graph_fn]
+pub fn w3_forward_graph(model: &Mlp, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    model.forward(x)?.cross_entropy(labels)
+}
+
+/// W3 with the forward pass and loss as a graph call, the backward through it and the SGD
+/// update eager.
+pub fn w3_graph_forward(model: &Mlp, x: &Tensor, labels: &Tensor, lr: f32) -> Result<Tensor> {
+    model.params.iter().try_for_each(Tensor::zero_grad)?;
+    let loss = w3_forward_graph(model, x, labels)?;
+    loss.backward()?;
+    no_grad(|| -> Result<()> {
+        for p in &model.params {
+            let g = p.grad().expect("every parameter gets a gradient");
+            p.sub_(&(g * lr))?;
+        }
+        Ok(())
+    })?;
+    Ok(loss)
+}
+
+/// W4's LeNet-5 forward pass and loss as a graph function.
+#[graph_fn]
+pub fn w4_forward_graph(model: &super::lenet::LeNet, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    tensor_core::nn::cross_entropy(&model.forward(x)?, labels)
+}
+
+/// W4 with the forward pass and loss as a graph call, backward and Adam eager.
+pub fn w4_graph_forward(model: &super::lenet::LeNet, opt: &tensor_core::optim::Adam, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    use tensor_core::optim::Optimizer;
+    opt.zero_grad()?;
+    let loss = w4_forward_graph(model, x, labels)?;
+    loss.backward()?;
+    opt.step()?;
+    Ok(loss)
+}
+
 /// W4 as a graph function: LeNet-5 forward, backward and Adam in one graph.
 #[graph_fn]
 pub fn w4_graph(model: &super::lenet::LeNet, opt: &tensor_core::optim::Adam, x: &Tensor, labels: &Tensor) -> Result<Tensor> {

@@ -23,7 +23,8 @@ struct Args {
     /// W1..W8, or all.
     #[arg(long, default_value = "all")]
     workload: String,
-    /// eager, graph, ndarray, or all.
+    /// eager, graph, graph-forward (W3, W4: forward and loss a graph call, backward and the
+    /// optimizer eager), ndarray, or all.
     #[arg(long, default_value = "all")]
     mode: String,
     /// Worker threads for kernels (default: all cores).
@@ -59,7 +60,7 @@ fn main() -> Result<()> {
     }
     let workloads: Vec<&str> = if args.workload == "all" { WORKLOADS.to_vec() } else { vec![args.workload.as_str()] };
     let modes: Vec<Mode> = match args.mode.as_str() {
-        "all" => vec![Mode::Eager, Mode::Graph, Mode::Ndarray],
+        "all" => vec![Mode::Eager, Mode::Graph, Mode::GraphForward, Mode::Ndarray],
         m => vec![<Mode as clap::ValueEnum>::from_str(m, true).map_err(|e| Error::InvalidArgument { op: "bench", arg: "mode", reason: e })?],
     };
     for workload in &workloads {
@@ -106,7 +107,7 @@ fn make_w8(mode: Mode) -> Result<Option<(Call, String)>> {
             (Box::new(move || drop(black_box(loaded.call(&[&image]).expect("W8")))), extra)
         }
         Mode::Eager => (Box::new(move || drop(black_box(no_grad(|| model.forward(&image)).expect("W8")))), String::new()),
-        Mode::Ndarray => return Ok(None),
+        Mode::Ndarray | Mode::GraphForward => return Ok(None),
     }))
 }
 
@@ -160,6 +161,16 @@ fn make(workload: &str, mode: Mode) -> Result<Option<Call>> {
             let opt = Adam::new(model.parameters(), 1e-3)?;
             let (x, labels) = lenet::batch(8)?;
             Box::new(move || drop(black_box(w::w4_graph(&model, &opt, &x, &labels).expect("W4"))))
+        }
+        ("W3", Mode::GraphForward) => {
+            let (model, (x, labels)) = (w::Mlp::new(3)?, w::w3_batch(4)?);
+            Box::new(move || drop(black_box(w::w3_graph_forward(&model, &x, &labels, 0.01).expect("W3"))))
+        }
+        ("W4", Mode::GraphForward) => {
+            let model = lenet::LeNet::new(7)?;
+            let opt = Adam::new(model.parameters(), 1e-3)?;
+            let (x, labels) = lenet::batch(8)?;
+            Box::new(move || drop(black_box(w::w4_graph_forward(&model, &opt, &x, &labels).expect("W4"))))
         }
         ("W3", Mode::Ndarray) => {
             let (model, (x, labels)) = (w::Mlp::new(3)?, w::w3_batch(4)?);

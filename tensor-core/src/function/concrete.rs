@@ -1,6 +1,7 @@
 //! A concrete function: one traced graph for one input signature, with the tensors it
 //! captured. This is the plain-Rust entry point to tracing; `#[graph_fn]` builds on it.
 
+use super::differentiable::{self, BackwardCache};
 use crate::compile::{Executable, PassLog};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -36,6 +37,12 @@ pub struct ConcreteFunction {
     optimized: bool,
     /// The pass log, made on first request (see `pass_log`).
     pass_log: Arc<OnceLock<PassLog>>,
+    /// Whether a call can record a grad node (see `differentiable.rs`).
+    differentiable: bool,
+    /// The grad_fn name of its calls (`nameBackward`).
+    grad_fn_name: &'static str,
+    /// The traced backward functions.
+    backward: Arc<BackwardCache>,
 }
 
 impl std::fmt::Debug for ConcreteFunction {
@@ -108,6 +115,7 @@ impl ConcreteFunction {
     /// Wraps a finished trace.
     pub(crate) fn from_traced(name: &str, traced: Traced, optimize: bool) -> ConcreteFunction {
         debug_assert_eq!(crate::graph::validate(&traced.graph), Ok(()), "traced graph of {name}");
+        let differentiable = differentiable::is_differentiable(&traced.graph);
         let graph = Arc::new(traced.graph);
         let executable = Arc::new(Executable::new(&graph, optimize));
         ConcreteFunction {
@@ -119,6 +127,9 @@ impl ConcreteFunction {
             grad_guards: traced.grad_guards.into(),
             optimized: optimize,
             pass_log: Arc::new(OnceLock::new()),
+            differentiable,
+            grad_fn_name: differentiable::grad_fn_name(name),
+            backward: Arc::new(BackwardCache::default()),
         }
     }
 
@@ -161,7 +172,45 @@ impl ConcreteFunction {
         slots.extend_from_slice(args);
         slots.extend(self.captures.iter());
         self.check_guards(&slots)?;
-        self.executable.run(&slots)
+        let outputs = self.executable.run(&slots)?;
+        if self.differentiable && differentiable::needs_record(&slots) {
+            differentiable::record_call(self, &slots, &outputs);
+        }
+        Ok(outputs)
+    }
+
+    /// The name of its calls' grad_fn.
+    pub(crate) fn grad_fn_name(&self) -> &'static str {
+        self.grad_fn_name
+    }
+
+    /// The traced backward functions (see `backward_functions`).
+    pub(crate) fn backward_cache(&self) -> &BackwardCache {
+        &self.backward
+    }
+
+    /// The backward functions traced so far for calls of this one, in trace order: one per
+    /// combination of which inputs needed a gradient, which outputs received one, and the
+    /// input shapes. A call whose inputs require grad (with grad mode on) records a grad
+    /// node named `<name>Backward`; its first `backward()` traces the vector-Jacobian
+    /// product of this graph into a function called `<name>_backward`, and later ones reuse it.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?.requires_grad_(true)?;
+    /// let f = ConcreteFunction::trace("sq", &[("x", &x)], || Ok(vec![x.mul(&x)?.sum()?]))?;
+    /// let y = f.call(&[&x])?;
+    /// assert_eq!(y[0].grad_fn().unwrap().name(), "sqBackward");
+    /// y[0].backward()?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![2.0, 4.0]);
+    /// f.call(&[&x])?[0].backward()?; // the backward graph is reused
+    /// assert_eq!(f.backward_functions().len(), 1);
+    /// assert_eq!(f.backward_functions()[0].name(), "sq_backward");
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn backward_functions(&self) -> Vec<ConcreteFunction> {
+        self.backward.functions()
     }
 
     fn check_args(&self, args: &[&Tensor]) -> Result<()> {

@@ -4,6 +4,7 @@
 
 mod arg;
 mod concrete;
+mod differentiable;
 mod graph_function;
 mod key;
 mod options;

@@ -6,7 +6,11 @@
 //! is not differentiable (ties for max/relu/abs/clamp, non-positive arguments of log/sqrt,
 //! negative bases of pow). Second-order gradients are checked the same way, by running
 //! `gradcheck` on a function that itself returns a gradient computed with `create_graph`.
+//!
+//! Every check runs both ways: the body eagerly, and the body traced into a graph whose call
+//! is differentiated from outside; the two must give the same output and gradient bits.
 
+use tensor_core::function::ConcreteFunction;
 use tensor_core::prelude::*;
 use tests::as_f64;
 
@@ -61,6 +65,7 @@ fn gradcheck_with(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], to
     let r = Tensor::randn(&out.dims(), out.dtype(), WEIGHT_SEED);
     let loss = out.mul(&r).unwrap().sum().unwrap();
     loss.backward().expect("backward");
+    assert_graph_call_same_gradients(&f, inputs, &xs, &out, &r);
     let r = as_f64(&r);
     let mut any_nonzero = false;
     for (i, x) in inputs.iter().enumerate().filter(|(_, x)| x.dtype().is_float()) {
@@ -86,6 +91,28 @@ fn gradcheck_with(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], to
         }
     }
     assert!(any_nonzero, "every numeric gradient is zero: the check proves nothing");
+}
+
+/// The second way: `f`'s body traced into a graph, called, and differentiated from outside
+/// (eager `backward()` through the call's grad node). The output and every gradient must
+/// have the bits of the eager run (`xs` holds its gradients, `out` its output).
+#[track_caller]
+fn assert_graph_call_same_gradients(f: &impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], xs: &[Tensor], out: &Tensor, r: &Tensor) {
+    let ys = leaves(inputs);
+    let names: Vec<String> = (0..ys.len()).map(|i| format!("x{i}")).collect();
+    let args: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&ys).collect();
+    let graph = ConcreteFunction::trace("gradcheck_body", &args, || Ok(vec![f(&ys)?])).expect("trace");
+    let out_graph = graph.call(&ys.iter().collect::<Vec<_>>()).expect("graph call").remove(0);
+    assert_eq!(bit_vec(&out_graph), bit_vec(out), "the graph call's output");
+    assert_eq!(out_graph.grad_fn().map(|g| g.name()), Some("gradcheck_bodyBackward"));
+    out_graph.mul(r).unwrap().sum().unwrap().backward().expect("backward through the graph call");
+    for (i, (x, y)) in xs.iter().zip(&ys).enumerate().filter(|(_, (x, _))| x.dtype().is_float()) {
+        assert_eq!(x.grad().map(|g| bit_vec(&g)), y.grad().map(|g| bit_vec(&g)), "input {i}: graph call vs eager gradient bits");
+    }
+}
+
+fn bit_vec(t: &Tensor) -> Vec<u64> {
+    as_f64(t).iter().map(|v| v.to_bits()).collect()
 }
 
 /// `f` turned into the function `x -> d sum(f(x) * R1) / dx` (all float inputs, flattened

@@ -3,6 +3,7 @@
 mod acceptance;
 mod args;
 mod cache;
+mod gradients;
 mod introspection;
 mod model;
 mod options;

@@ -147,6 +147,50 @@ impl GraphFunction {
         self.entries().iter().map(|e| e.function.clone()).collect()
     }
 
+    /// The backward functions traced for calls of the cached concrete functions (see
+    /// `ConcreteFunction::backward_functions`): the vector-Jacobian products a `backward()`
+    /// through a call runs, each a graph with `to_text()`, `to_dot()` and `pass_log()`.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// #[graph_fn]
+    /// fn energy(x: &Tensor) -> Result<Tensor> {
+    ///     x.mul(x)?.sum()
+    /// }
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?.requires_grad_(true)?;
+    /// energy(&x)?.backward()?;
+    /// energy(&x)?.backward()?; // the backward graph is cached
+    /// let f = tensor_core::function::lookup("energy").unwrap();
+    /// assert_eq!(f.backward_trace_count(), 1);
+    /// let b = &f.backward_functions()[0];
+    /// assert!(b.to_text().starts_with("graph energy_backward(x: f32[2], grad_output0: f32[]) {"), "{}", b.to_text());
+    /// assert!(b.to_dot().starts_with("digraph"));
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![4.0, 8.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn backward_functions(&self) -> Vec<ConcreteFunction> {
+        let mut all: Vec<ConcreteFunction> = self.concrete_functions().iter().flat_map(ConcreteFunction::backward_functions).collect();
+        all.sort_by_key(ConcreteFunction::serial);
+        all
+    }
+
+    /// How many backward functions the cached concrete functions have traced.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// #[graph_fn]
+    /// fn twice(x: &Tensor) -> Result<Tensor> {
+    ///     x.mul(2.0)
+    /// }
+    /// let x = Tensor::ones(&[2], DType::F32).requires_grad_(true)?;
+    /// twice(&x)?; // no backward yet: nothing traced
+    /// assert_eq!(tensor_core::function::lookup("twice").unwrap().backward_trace_count(), 0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn backward_trace_count(&self) -> usize {
+        self.concrete_functions().iter().map(|c| c.backward_functions().len()).sum()
+    }
+
     fn entries(&self) -> Vec<Arc<Entry>> {
         self.state.get().map_or_else(Vec::new, |s| s.cache.entries())
     }
@@ -231,13 +275,14 @@ impl GraphFunction {
 }
 
 impl std::fmt::Debug for GraphFunction {
-    /// The name, module, trace count, cached signatures and options.
+    /// The name, module, trace count, cached signatures, backward traces and options.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GraphFunction")
             .field("name", &self.name())
             .field("module", &self.module)
             .field("trace_count", &self.trace_count())
             .field("cached_signatures", &self.cached_signatures())
+            .field("backward_trace_count", &self.backward_trace_count())
             .field("options", &self.options)
             .finish()
     }

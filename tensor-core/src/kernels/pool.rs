@@ -127,7 +127,7 @@ fn pool_2x2_grad_body<T: Float>(plane: &[T], gy: &[T], w: usize, ow: usize, dx: 
             gr.iter().zip(r0.chunks_exact(2)).zip(r1.chunks_exact(2)).zip(d0.chunks_exact_mut(2)).zip(d1.chunks_exact_mut(2))
         {
             let at = first_max_of_4(p[0], p[1], q[0], q[1]).1;
-            let v = T::zero().add(g);
+            let v = T::zero().add_plain(g); // zero is not NaN: the plain sum has add's bits
             e[0] = if at == 0 { v } else { T::zero() };
             e[1] = if at == 1 { v } else { T::zero() };
             f[0] = if at == 2 { v } else { T::zero() };

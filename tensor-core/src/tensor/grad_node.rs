@@ -27,6 +27,12 @@ pub(crate) struct Saves {
 }
 
 impl Saves {
+    /// Whether input `i` is saved (a node may have more inputs than the mask has bits, as a
+    /// graph call does: those are never saved).
+    pub(crate) fn saves_input(&self, i: usize) -> bool {
+        i < u8::BITS as usize && self.inputs & (1 << i) != 0
+    }
+
     /// The inputs whose bits are set in `mask`.
     pub(crate) fn inputs(mask: u8) -> Saves {
         Saves { inputs: mask, output: false }
@@ -181,7 +187,7 @@ impl<F: Backward> GradNode<F> {
         let saved_inputs = inputs
             .iter()
             .enumerate()
-            .map(|(i, t)| (saves.inputs & (1 << i) != 0).then(|| SavedTensor { tensor: (*t).clone(), version: t.version() }))
+            .map(|(i, t)| saves.saves_input(i).then(|| SavedTensor { tensor: (*t).clone(), version: t.version() }))
             .collect();
         let out = outputs[0];
         let output = saves.output.then(|| SavedOutput { value: out.read_value().clone(), version: out.version(), tensor: Arc::downgrade(&out.0) });

@@ -268,7 +268,19 @@ impl Family for CollectiveOp {
 /// Every rank's values summed in rank order (so every rank adds the same floats in the same
 /// order and gets the same bits), divided by `world` for the mean.
 fn all_reduce(t: &dyn Transport, x: &Storage, mean: bool, world: usize) -> Result<Storage> {
-    let gathered = t.all_gather(&to_bytes(x))?;
+    let mine = to_bytes(x);
+    let gathered = t.all_gather(&mine)?;
+    if gathered.len() != mine.len() * world {
+        return Err(Error::Distributed {
+            op: "all_reduce",
+            reason: format!(
+                "received {} bytes from {world} ranks for a {:?} {}: the ranks passed tensors of different shapes",
+                gathered.len(),
+                x.dtype(),
+                x.shape()
+            ),
+        });
+    }
     let dims = x.shape().dims().to_vec();
     Ok(match x {
         Storage::F32(_) => Storage::F32(array(&dims, reduce_ranks::<f32, 4>(&gathered, world, mean, f32::from_ne_bytes))),
@@ -346,4 +358,40 @@ fn from_bytes(bytes: &[u8], like: &Storage, dims: &[usize]) -> Result<Storage> {
         Storage::I64(_) => Storage::I64(array(dims, read(bytes, i64::from_ne_bytes))),
         Storage::Bool(_) => Storage::Bool(array(dims, bytes.iter().map(|&b| b != 0).collect())),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transport whose other rank sent `extra` more or fewer bytes than this one.
+    struct Uneven(isize);
+
+    impl Transport for Uneven {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            2
+        }
+        fn all_gather(&self, bytes: &[u8]) -> Result<Vec<u8>> {
+            let mut all = bytes.to_vec();
+            all.resize((2 * bytes.len() as isize + self.0) as usize, 0);
+            Ok(all)
+        }
+        fn broadcast(&self, _: &mut [u8], _: usize) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn all_reduce_of_tensors_of_different_shapes_is_an_error() {
+        let x = Storage::F32(Array::from_shape_vec(IxDyn(&[3]), vec![1.0f32, 2.0, 3.0]).expect("3 values"));
+        for extra in [-4, 4, 8] {
+            let e = all_reduce(&Uneven(extra), &x, true, 2).expect_err("the other rank sent another shape");
+            assert!(e.to_string().contains("the ranks passed tensors of different shapes"), "{e}");
+        }
+        let same = all_reduce(&Uneven(0), &x, false, 2).expect("equal shapes");
+        assert!(matches!(same, Storage::F32(a) if a.iter().copied().collect::<Vec<_>>() == [1.0, 2.0, 3.0]));
+    }
 }

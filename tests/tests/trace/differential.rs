@@ -1,4 +1,4 @@
-//! Eager == graph, bit for bit (DESIGN §3.3): every public op on `Tensor`, run eagerly and
+//! Eager == graph, bit for bit: every public op on `Tensor`, run eagerly and
 //! traced with `ConcreteFunction::trace` then called — with the inputs it was traced with and
 //! with new inputs of the same shapes — gives the same dtype, shape and bits; so does every
 //! op's gradient, with `backward` inside the traced body and `.grad` read after the call

@@ -1,4 +1,4 @@
-//! `tprint!` and host side effects (DESIGN §4): in a graph function, `tprint!` prints on
+//! `tprint!` and host side effects: in a graph function, `tprint!` prints on
 //! every call with the run-time values, in program order with other `tprint!`s, while a host
 //! `println!` runs only while tracing (so on a tracing call all trace-time output comes
 //! first); eagerly, `tprint!` prints at once. Standard output is captured by running the

@@ -1,4 +1,4 @@
-//! Traced graphs and external state (DESIGN §3.5, §4): captures are read by reference at
+//! Traced graphs and external state: captures are read by reference at
 //! each call, in-place updates and `.grad`s written inside the graph land on the caller's
 //! tensors (arguments and captures alike), a whole training step traced once matches the
 //! eager steps bit for bit; and the trace context itself: symbolic values that cannot be read

@@ -169,9 +169,12 @@ impl Executor for Eager {
 
     fn accumulate_grad(&self, t: &Tensor, g: &Tensor) -> Result<()> {
         accumulate_into(t, g)?;
-        let hook = GRAD_HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(hook) = hook {
-            hook(t);
+        // Without a hook (every run but a distributed one), no lock and no Arc clone.
+        if HOOK_INSTALLED.load(std::sync::atomic::Ordering::Acquire) {
+            let hook = GRAD_HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(hook) = hook {
+                hook(t);
+            }
         }
         Ok(())
     }
@@ -187,10 +190,14 @@ impl Executor for Eager {
 pub(crate) type GradHook = std::sync::Arc<dyn Fn(&Tensor) + Send + Sync>;
 
 static GRAD_HOOK: std::sync::RwLock<Option<GradHook>> = std::sync::RwLock::new(None);
+/// Whether `GRAD_HOOK` holds a hook, read first on every accumulation.
+static HOOK_INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Installs (or with `None` removes) the gradient hook; returns the one it replaces.
 pub(crate) fn set_grad_hook(hook: Option<GradHook>) -> Option<GradHook> {
-    std::mem::replace(&mut *GRAD_HOOK.write().unwrap_or_else(|e| e.into_inner()), hook)
+    let mut slot = GRAD_HOOK.write().unwrap_or_else(|e| e.into_inner());
+    HOOK_INSTALLED.store(hook.is_some(), std::sync::atomic::Ordering::Release);
+    std::mem::replace(&mut *slot, hook)
 }
 
 /// `t.grad += g` on the tensor's own `.grad` slot.

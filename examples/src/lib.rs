@@ -4,3 +4,4 @@
 pub mod bench;
 pub mod data;
 pub mod gpt;
+pub mod run_mode;

@@ -8,8 +8,9 @@
 //! cargo run --release -p examples --bin gpt
 //! cargo run --release -p examples --bin gpt -- --steps 2000 --d-model 256 --layers 4
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use examples::gpt::{self, Gpt, GptConfig};
+use examples::run_mode::{Mode, Modes};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::error::Error as StdError;
 use std::path::PathBuf;
@@ -79,28 +80,6 @@ fn probability(text: &str) -> Result<f64, String> {
         Ok(p) if (0.0..1.0).contains(&p) => Ok(p),
         Ok(p) => Err(format!("{p} is not in [0, 1)")),
         Err(e) => Err(format!("{e}: expected a probability in [0, 1)")),
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Modes {
-    Eager,
-    Graph,
-    Both,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Eager,
-    Graph,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Eager => "eager",
-            Mode::Graph => "graph",
-        }
     }
 }
 
@@ -292,11 +271,7 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
         args.seed,
         tensor_core::num_threads()
     );
-    let modes: &[Mode] = match args.mode {
-        Modes::Eager => &[Mode::Eager],
-        Modes::Graph => &[Mode::Graph],
-        Modes::Both => &[Mode::Eager, Mode::Graph],
-    };
+    let modes = args.mode.runs();
     let mut runs = Vec::new();
     for &mode in modes {
         let mut run = Run::new(mode, config, &args)?;

@@ -15,8 +15,9 @@
 //! The default data are the UCI optical digits shipped in `examples/data/digits/` (8x8 images
 //! upscaled to LeNet's 28x28, see `examples::data::digits`).
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use examples::data::{self, Dataset, Split};
+use examples::run_mode::{Mode, Modes};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
@@ -126,28 +127,6 @@ fn mnist_dir(text: &str) -> Result<PathBuf, String> {
             "no such directory; --data takes a directory holding MNIST's IDX files ({}), raw or gzipped (.gz)",
             data::idx::MNIST_FILES.join(", ")
         )),
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Modes {
-    Eager,
-    Graph,
-    Both,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Eager,
-    Graph,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Eager => "eager",
-            Mode::Graph => "graph",
-        }
     }
 }
 
@@ -416,11 +395,7 @@ fn run(args: Args) -> Result<(), Box<dyn StdError>> {
         tensor_core::num_threads(),
         distributed::size()
     );
-    let modes: &[Mode] = match args.mode {
-        Modes::Eager => &[Mode::Eager],
-        Modes::Graph => &[Mode::Graph],
-        Modes::Both => &[Mode::Eager, Mode::Graph],
-    };
+    let modes = args.mode.runs();
     // Two copies of the model, from the same seed: the same initial parameters.
     let mut runs = modes.iter().map(|&m| Run::new(m, args.seed, args.distributed)).collect::<Result<Vec<_>>>()?;
     if let (Some(named), Some(path)) = (&checkpoint, &args.resume) {

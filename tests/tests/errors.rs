@@ -534,15 +534,12 @@ fn branch_mismatch() -> Vec<Error> {
 fn control_flow() -> Vec<Error> {
     let x = f32s(&[1.0, 2.0], &[2]);
     let outer = f32s(&[10.0, 20.0], &[2]);
-    let e = err(ConcreteFunction::trace("updates_outer", &[("x", &x)], || {
-        let update = || {
-            outer.add_(&x)?;
-            Ok(vec![outer.clone()])
-        };
-        cond(&x.sum()?.gt(0.0)?, update, || Ok(vec![outer.clone()]))
+    let e = err(ConcreteFunction::trace("updates_in_condition", &[("x", &x)], || {
+        let y = while_loop(|y: &Tensor| outer.add_(&x).and_then(|_| y.sum()?.lt(10.0f32)), |y| y.mul(2.0f32), x.clone())?;
+        Ok(vec![y])
     }));
     assert!(matches!(&e, Error::ControlFlow { .. }), "{e:?}");
-    says(&e, &["in place", "return"]);
+    says(&e, &["in-place update", "condition", "body"]);
     assert_eq!(outer.to_vec::<f32>().unwrap(), vec![10.0, 20.0], "the failed trace changed nothing");
     vec![e]
 }

@@ -631,3 +631,130 @@ fn what_a_graph_cannot_carry_is_an_err_at_trace_time_naming_it() {
     assert!(tensor_core::executing_eagerly());
     assert_eq!(pair(&counter(&Tensor::scalar(0), &Tensor::scalar(10))), (20, 20));
 }
+
+// ------------------------------------------------- state changed under a tensor condition
+
+/// A captured counter: a tensor made outside every function, read and updated by reference.
+static HITS: std::sync::LazyLock<Tensor> = std::sync::LazyLock::new(|| Tensor::scalar(0.0f32));
+
+/// Counts calls with a positive sum in a captured tensor, and the others in an argument.
+#[graph_fn]
+fn count_signs(x: &Tensor, misses: &Tensor) -> Result<Tensor> {
+    if x.sum()?.gt(0.0)? {
+        HITS.add_(1.0f32)?;
+    } else {
+        misses.add_(1.0f32)?;
+    }
+    Ok(x * 2.0)
+}
+
+#[test]
+fn a_counter_updated_under_a_tensor_if_holds_what_eager_leaves_at_every_call() -> Result<()> {
+    let _serial = serial();
+    let misses = Tensor::scalar(0.0f32);
+    let (pos, neg) = (f32s(&[1.0, 2.0], &[2]), f32s(&[-1.0, -2.0], &[2]));
+    let calls = [&pos, &pos, &neg, &pos, &neg];
+    HITS.assign_(&Tensor::scalar(0.0f32))?;
+    for (n, x) in calls.iter().enumerate() {
+        let (hits_before, misses_before) = (HITS.version(), misses.version());
+        tests::assert_values(&count_signs(x, &misses)?, &tests::as_f64(&(*x * 2.0)));
+        // Each call reads what the previous one wrote: the counts so far.
+        let hits = calls[..=n].iter().filter(|x| x.sum().unwrap().item::<f32>().unwrap() > 0.0).count();
+        assert_eq!((HITS.item::<f32>()?, misses.item::<f32>()?), (hits as f32, (n + 1 - hits) as f32), "after call {n}");
+        // A graph call writes each updated tensor once; the branch not taken writes back the
+        // value it passed through, as a state write does for any updated slot.
+        assert!(HITS.version() > hits_before || misses.version() > misses_before);
+    }
+    let f = lookup("count_signs").unwrap();
+    assert_eq!(f.trace_count(), 1);
+    let concrete = &f.concrete_functions()[0];
+    assert_eq!(concrete.traced_graph().count_op("cond"), 1, "{}", concrete.to_text());
+    // Eagerly (run_functions_eagerly), from the same start: the same bits in both counters.
+    let (graph_hits, graph_misses) = (HITS.detach(), misses.detach());
+    HITS.assign_(&Tensor::scalar(0.0f32))?;
+    let misses_eager = Tensor::scalar(0.0f32);
+    for x in calls {
+        eagerly(|| count_signs(x, &misses_eager))?;
+    }
+    assert_bits_eq(&HITS, &graph_hits);
+    assert_bits_eq(&misses_eager, &graph_misses);
+    Ok(())
+}
+
+/// A running statistic updated `n` times in a tensor `while` (an exponential moving average),
+/// with a step counted under a nested tensor `if`.
+#[graph_fn]
+fn running_mean(x: &Tensor, n: &Tensor, stat: &Tensor, big_steps: &Tensor) -> Result<Tensor> {
+    let mut i = Tensor::scalar(0i32);
+    while i.lt(n)? {
+        stat.mul_(0.9f32)?;
+        stat.add_(&(x * 0.1))?;
+        if stat.sum()?.gt(1.0f32)? {
+            big_steps.add_(1i32)?;
+        }
+        i = &i + 1;
+    }
+    stat.sum()
+}
+
+#[test]
+fn a_running_statistic_updated_in_a_tensor_while_matches_eager_bits_over_repeated_calls() -> Result<()> {
+    let _serial = serial();
+    let x = f32s(&[0.7, 1.3, 2.9], &[3]);
+    let fresh = || (f32s(&[0.0, 0.5, 1.0], &[3]), Tensor::scalar(0i32));
+    let (stat, big) = fresh();
+    let (stat_eager, big_eager) = fresh();
+    for n in [3, 0, 1, 5, 2] {
+        let n = Tensor::scalar(n);
+        let sum = running_mean(&x, &n, &stat, &big)?;
+        let sum_eager = eagerly(|| running_mean(&x, &n, &stat_eager, &big_eager))?;
+        assert_bits_eq(&sum, &sum_eager);
+        assert_bits_eq(&stat, &stat_eager);
+        assert_bits_eq(&big, &big_eager);
+    }
+    // Plain Rust on the same numbers: the statistic after 11 steps, and how many had a sum above 1.
+    let mut s = [0.0f32, 0.5, 1.0];
+    let mut steps = 0;
+    for _ in 0..11 {
+        for (v, xv) in s.iter_mut().zip([0.7f32, 1.3, 2.9]) {
+            *v = *v * 0.9 + xv * 0.1;
+        }
+        steps += i32::from(s.iter().sum::<f32>() > 1.0);
+    }
+    tests::assert_close(&stat, &s.map(f64::from), 1e-6);
+    assert_eq!(big.item::<i32>()?, steps);
+    let f = lookup("running_mean").unwrap();
+    assert_eq!(f.trace_count(), 1);
+    let text = f.concrete_functions()[0].to_text();
+    assert_eq!(f.concrete_functions()[0].traced_graph().count_op("while"), 1, "{text}");
+    Ok(())
+}
+
+/// Updating a leaf that requires grad is refused under a tensor condition as everywhere else,
+/// and a failed call changes nothing; under `no_grad` it is an update like any other.
+#[graph_fn]
+fn nudge(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    if x.sum()?.gt(0.0)? {
+        w.sub_(&(x * 0.5))?;
+    }
+    x.mul(w)
+}
+
+#[test]
+fn a_leaf_that_requires_grad_is_not_updated_under_a_tensor_condition() -> Result<()> {
+    let _serial = serial();
+    let x = f32s(&[1.0, 2.0], &[2]);
+    let w = f32s(&[0.5, -0.5], &[2]).requires_grad_(true)?;
+    let eager = eagerly(|| nudge(&x, &w)).unwrap_err();
+    let graph = nudge(&x, &w).unwrap_err();
+    assert!(matches!(graph, Error::InPlaceOnLeaf { op: "sub_" }), "{graph:?}");
+    assert_eq!(graph.to_string(), eager.to_string());
+    assert_eq!((w.to_vec::<f32>()?, w.version()), (vec![0.5, -0.5], 0), "the failed calls changed nothing");
+    let y = tensor_core::no_grad(|| nudge(&x, &w))?;
+    let w_eager = f32s(&[0.5, -0.5], &[2]).requires_grad_(true)?;
+    let y_eager = tensor_core::no_grad(|| eagerly(|| nudge(&x, &w_eager)))?;
+    assert_bits_eq(&y, &y_eager);
+    assert_bits_eq(&w, &w_eager);
+    tests::assert_values(&w, &[0.0, -1.5]);
+    Ok(())
+}

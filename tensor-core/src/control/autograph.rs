@@ -15,7 +15,7 @@
 //! implementation for `Tensor` (and `()`, for an `if` used as a statement) and a fallback for
 //! every other type, which reports the variable at trace time.
 
-use super::{check_predicate, cond::cond_graphs, while_loop};
+use super::{check_predicate, cond::cond_nodes, while_loop};
 use crate::error::{Error, Result};
 use crate::function::GraphReturn;
 use crate::trace::{self, TraceGuard};
@@ -356,8 +356,8 @@ struct GraphIf {
     other: Option<TracedBranch>,
 }
 
-/// A traced branch: its graph, the outer values it captured, its outputs' types.
-type TracedBranch = (crate::graph::Graph, Vec<Tensor>, Vec<(DType, Shape)>);
+/// A traced branch: its graph with the outer values it captured and updated, its outputs' types.
+type TracedBranch = (trace::Nested, Vec<(DType, Shape)>);
 
 impl GraphIf {
     /// Starts tracing the then-branch. `carried` holds each assigned variable's current value.
@@ -371,8 +371,8 @@ impl GraphIf {
     /// Ends the branch being traced with its value and carried variables.
     fn branch_done(&mut self, outputs: Leaves) -> Result<TracedBranch> {
         let outs = gather(outputs)?;
-        let (graph, captured) = self.guard.take().expect("a branch is being traced").finish_nested(&outs)?;
-        Ok((graph, captured, super::types_of(&outs)))
+        let nested = self.guard.take().expect("a branch is being traced").finish_nested(&outs)?;
+        Ok((nested, super::types_of(&outs)))
     }
 
     /// Ends the then-branch; starts the else-branch.
@@ -391,8 +391,8 @@ impl GraphIf {
     /// Checks that the branches agree and adds the `Cond` node; its outputs are the value's
     /// leaves then the carried variables.
     fn finish(mut self) -> Result<Vec<Tensor>> {
-        let (then_graph, then_in, then_types) = self.then.take().expect("the then-branch was traced");
-        let (else_graph, else_in, else_types) = self.other.take().expect("the else-branch was traced");
+        let (then, then_types) = self.then.take().expect("the then-branch was traced");
+        let (other, else_types) = self.other.take().expect("the else-branch was traced");
         for (i, (a, b)) in then_types.iter().zip(&else_types).enumerate() {
             if a != b {
                 return Err(Error::BranchMismatch {
@@ -402,7 +402,7 @@ impl GraphIf {
                 });
             }
         }
-        cond_graphs(&self.pred, then_graph, else_graph, &then_in, &else_in)
+        cond_nodes(&self.pred, then, other)
     }
 
     /// The name of output `i` of `n`: the carried variables are the last ones.
@@ -513,7 +513,7 @@ struct GraphLoop {
     types: Vec<(DType, Shape)>,
     guard: Option<TraceGuard>,
     params: Vec<Tensor>,
-    cond: Option<(crate::graph::Graph, Vec<Tensor>)>,
+    cond: Option<trace::Nested>,
 }
 
 impl GraphLoop {
@@ -543,9 +543,9 @@ impl GraphLoop {
     fn finish(mut self, outputs: Leaves) -> Result<Vec<Tensor>> {
         let outs = gather(outputs)?;
         while_loop::check_loop_vars(&outs, &self.types, &self.names)?;
-        let (body_graph, body_in) = self.guard.take().expect("the body is being traced").finish_nested(&outs)?;
-        let (cond_graph, cond_in) = self.cond.take().expect("the condition was traced");
-        while_loop::while_graphs(&self.inits, cond_graph, body_graph, &cond_in, &body_in, None, &self.types)
+        let body = self.guard.take().expect("the body is being traced").finish_nested(&outs)?;
+        let cond = self.cond.take().expect("the condition was traced");
+        while_loop::while_nodes(&self.inits, cond, body, None, &self.types)
     }
 }
 

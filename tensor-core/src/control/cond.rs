@@ -1,12 +1,13 @@
 //! `cond(pred, then_fn, else_fn)`.
 
+use super::carried_state::{merge_branch_updates, unalias, write_back};
 use super::grad::CondGrad;
 use super::{check_predicate, describe, is_trace_constant, types_of};
 use crate::error::{Error, Result};
 use crate::function::GraphOutput;
 use crate::graph::{Graph, NodeKind};
 use crate::tensor::Tensor;
-use crate::trace::{self, TraceGuard};
+use crate::trace::{self, Nested, TraceGuard};
 use std::sync::Arc;
 
 /// `then_fn()` if the scalar bool `pred` is true, else `else_fn()`. Eagerly only the chosen
@@ -30,16 +31,15 @@ pub fn cond<T: GraphOutput>(pred: &Tensor, then_fn: impl FnOnce() -> Result<T>, 
     let then_branch = trace_branch("then", then_fn)?;
     let else_branch = trace_branch("else", else_fn)?;
     check_branches(&then_branch.types, &else_branch.types)?;
-    let outs = cond_graphs(&pred, then_branch.graph, else_branch.graph, &then_branch.captured, &else_branch.captured)?;
+    let outs = cond_nodes(&pred, then_branch.nested, else_branch.nested)?;
     let mut leaves = outs.into_iter();
     Ok(T::from_parts(&then_branch.structure, &mut leaves))
 }
 
-/// One traced branch: its graph, the outer values it captured, its outputs' types and its
-/// result's structure.
+/// One traced branch: its graph, the outer values it captured and updated, its outputs' types
+/// and its result's structure.
 struct TracedBranch<S> {
-    graph: Graph,
-    captured: Vec<Tensor>,
+    nested: Nested,
     types: Vec<(crate::DType, crate::Shape)>,
     structure: S,
 }
@@ -49,8 +49,8 @@ fn trace_branch<T: GraphOutput>(name: &str, f: impl FnOnce() -> Result<T>) -> Re
     let mut leaves = Vec::new();
     let structure = f()?.into_parts(&mut leaves);
     let types = types_of(&leaves);
-    let (graph, captured) = guard.finish_nested(&leaves)?;
-    Ok(TracedBranch { graph, captured, types, structure })
+    let nested = guard.finish_nested(&leaves)?;
+    Ok(TracedBranch { nested, types, structure })
 }
 
 fn check_branches(then_out: &[(crate::DType, crate::Shape)], else_out: &[(crate::DType, crate::Shape)]) -> Result<()> {
@@ -65,6 +65,20 @@ fn check_branches(then_out: &[(crate::DType, crate::Shape)], else_out: &[(crate:
         }
     }
     Ok(())
+}
+
+/// Appends a `Cond` node over two traced branches and returns their outputs. Outer tensors a
+/// branch updated in place become extra outputs of the node, written back to them
+/// (`carried_state.rs`).
+pub(crate) fn cond_nodes(pred: &Tensor, mut then: Nested, mut other: Nested) -> Result<Vec<Tensor>> {
+    let n = then.graph.outputs.len();
+    let outers = merge_branch_updates(&mut then, &mut other);
+    unalias(&mut then.captured, &outers);
+    unalias(&mut other.captured, &outers);
+    let mut outs = cond_graphs(pred, then.graph, other.graph, &then.captured, &other.captured)?;
+    write_back(&outers, &outs[n..]);
+    outs.truncate(n);
+    Ok(outs)
 }
 
 /// Appends a `Cond` node over traced branch graphs, whose parameters are `then_in` and

@@ -7,6 +7,7 @@
 #[doc(hidden)]
 #[doc(hidden)]
 pub mod autograph;
+mod carried_state;
 mod cond;
 mod grad;
 mod replay;

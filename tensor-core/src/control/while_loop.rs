@@ -1,5 +1,6 @@
 //! `while_loop(cond_fn, body_fn, loop_vars)`.
 
+use super::carried_state::{carry_loop_updates, unalias, write_back};
 use super::grad::WhileGrad;
 use super::{check_predicate, describe, types_of};
 use crate::dtype::DType;
@@ -8,7 +9,7 @@ use crate::function::GraphOutput;
 use crate::graph::{Graph, NodeKind};
 use crate::shape::{Shape, UNKNOWN};
 use crate::tensor::Tensor;
-use crate::trace::{self, TraceGuard};
+use crate::trace::{self, Nested, TraceGuard};
 use std::sync::Arc;
 
 /// Options of [`while_loop_with`].
@@ -92,11 +93,11 @@ pub fn while_loop_with<T: GraphOutput>(
     let guard = TraceGuard::begin_nested("while_cond");
     let c = cond_fn(&rebuild(placeholders(&guard, &types, &names)))?;
     check_predicate("while_loop", &c)?;
-    let (cond_graph, cond_in) = guard.finish_nested(&[c])?;
+    let cond = guard.finish_nested(&[c])?;
     let guard = TraceGuard::begin_nested("while_body");
     let out = run_body(&mut body_fn, rebuild(placeholders(&guard, &types, &names)), &types, &names)?;
-    let (body_graph, body_in) = guard.finish_nested(&out)?;
-    let outs = while_graphs(&inits, cond_graph, body_graph, &cond_in, &body_in, opts.max_iterations, &types)?;
+    let body = guard.finish_nested(&out)?;
+    let outs = while_nodes(&inits, cond, body, opts.max_iterations, &types)?;
     Ok(rebuild(outs))
 }
 
@@ -148,6 +149,23 @@ pub(super) fn check_loop_vars(out: &[Tensor], types: &[(DType, Shape)], names: &
         }
     }
     Ok(())
+}
+
+/// Appends a `While` node over a traced condition and body and returns the final loop
+/// variables. Outer tensors the body updated in place become extra loop variables, written
+/// back to them after the node (`carried_state.rs`).
+pub(crate) fn while_nodes(inits: &[Tensor], mut cond: Nested, mut body: Nested, max_iterations: Option<usize>, types: &[(DType, Shape)]) -> Result<Vec<Tensor>> {
+    let n = inits.len();
+    let outers = carry_loop_updates(n, &mut cond, &mut body)?;
+    let mut inits: Vec<Tensor> = inits.iter().chain(&outers).cloned().collect();
+    for inputs in [&mut inits[..], &mut cond.captured, &mut body.captured] {
+        unalias(inputs, &outers);
+    }
+    let types: Vec<(DType, Shape)> = types.iter().cloned().chain(outers.iter().map(|o| (o.dtype(), o.shape()))).collect();
+    let mut outs = while_graphs(&inits, cond.graph, body.graph, &cond.captured, &body.captured, max_iterations, &types)?;
+    write_back(&outers, &outs[n..]);
+    outs.truncate(n);
+    Ok(outs)
 }
 
 /// Appends a `While` node over traced condition and body graphs and records its gradient.

@@ -119,7 +119,7 @@ fn draw(op: RandomOp, generator: &Generator, like: Option<&Tensor>) -> Result<Te
     };
     generator.advance().map_err(|e| match e {
         Error::ControlFlow { .. } => Error::ControlFlow {
-            construct: "a random draw inside a cond branch or while_loop body: the generator's state cannot advance there (state changes cannot be carried through graph control flow); draw the numbers before the branch or loop and use them inside".into(),
+            construct: "a random draw in a while_loop condition: the generator's state cannot advance there (the condition runs once more than the body); draw the numbers in the body or before the loop".into(),
         },
         e => e,
     })?;

@@ -108,8 +108,9 @@ impl TraceGuard {
         with_trace(|s| s.add_param(dtype, shape, Some(label), None))
     }
 
-    /// Ends a nested trace: its graph and the enclosing values it captured, in order.
-    pub(crate) fn finish_nested(mut self, outputs: &[Tensor]) -> Result<(Graph, Vec<Tensor>)> {
+    /// Ends a nested trace: its graph, the enclosing values it captured, in order, and those
+    /// it updated in place.
+    pub(crate) fn finish_nested(mut self, outputs: &[Tensor]) -> Result<Nested> {
         let resolved: Vec<Tensor> = outputs.iter().map(|t| resolve(t, "cond/while_loop")).collect::<Result<_>>()?;
         let done = with_trace(|s| s.finish_nested(&resolved));
         self.pop();
@@ -153,6 +154,25 @@ impl Drop for TraceGuard {
             self.pop();
         }
     }
+}
+
+/// What a finished nested trace (a cond branch, a loop condition or body) produced.
+pub(crate) struct Nested {
+    /// The subgraph, its outputs set.
+    pub(crate) graph: Graph,
+    /// The enclosing values its captured parameters stand for, in parameter order (after the
+    /// placeholders).
+    pub(crate) captured: Vec<Tensor>,
+    /// The captured values the traced code updated in place, in parameter order.
+    pub(crate) updates: Vec<Update>,
+}
+
+/// A value of the enclosing trace that a nested trace updated in place.
+pub(crate) struct Update {
+    /// The enclosing trace's tensor (what the captured parameter stands for).
+    pub(crate) outer: Tensor,
+    /// Its new value in the nested graph.
+    pub(crate) value: ValueId,
 }
 
 /// What a finished trace produced.

@@ -1,7 +1,7 @@
 //! The state of one trace: the graph being built, the slots (external tensors, each with a
 //! symbolic proxy and the traced view of its `.grad`), and the constants.
 
-use super::{current_trace_id, resolve, with_root, with_trace, Traced};
+use super::{current_trace_id, resolve, with_level, with_root, with_trace, Nested, Traced, Update};
 use crate::error::Result;
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite, ValueId};
 use crate::ops::dispatch::InPlace;
@@ -39,6 +39,8 @@ struct Param {
     local: Tensor,
     /// The enclosing trace's value this parameter stands for (`None` for placeholders).
     outer: Option<Tensor>,
+    /// The value it had when made: an in-place update inside the trace changes `local`'s.
+    initial: ValueId,
 }
 
 pub(crate) struct TraceState {
@@ -77,7 +79,7 @@ impl TraceState {
             let sym = o.symbol().expect("captured values are symbolic");
             self.param_of.insert((sym.trace, sym.value), k);
         }
-        self.params.push(Param { local: local.clone(), outer });
+        self.params.push(Param { local: local.clone(), outer, initial: v });
         local
     }
 
@@ -91,18 +93,22 @@ impl TraceState {
         self.add_param(outer.0.dtype, outer.0.shape.clone(), label.as_deref(), Some(outer.clone()))
     }
 
-    /// True when `t` is a value this nested trace captured from outside.
-    pub(crate) fn is_captured(&self, t: &Tensor) -> bool {
-        let Some(sym) = t.symbol() else { return false };
-        sym.trace == self.id && self.params.iter().any(|p| p.outer.is_some() && p.local.symbol().is_some_and(|l| l.value == sym.value))
-    }
-
-    /// Ends a nested trace: its graph (outputs set) and the enclosing values its captured
-    /// parameters stand for, in parameter order (after the placeholders).
-    pub(crate) fn finish_nested(&mut self, outputs: &[Tensor]) -> (Graph, Vec<Tensor>) {
+    /// Ends a nested trace: its graph (outputs set), the enclosing values its captured
+    /// parameters stand for, in parameter order (after the placeholders), and the captured
+    /// values the traced code updated in place, with their new values.
+    pub(crate) fn finish_nested(&mut self, outputs: &[Tensor]) -> Nested {
         self.graph.outputs = outputs.iter().map(|t| t.symbol().expect("resolved").value).collect();
-        let outers = self.params.iter().filter_map(|p| p.outer.clone()).collect();
-        (std::mem::take(&mut self.graph), outers)
+        let captured = self.params.iter().filter_map(|p| p.outer.clone()).collect();
+        let updates = self
+            .params
+            .iter()
+            .filter_map(|p| {
+                let now = p.local.symbol().expect("parameters are symbolic").value;
+                let outer = p.outer.as_ref().filter(|_| now != p.initial)?;
+                Some(Update { outer: outer.clone(), value: now })
+            })
+            .collect();
+        Nested { graph: std::mem::take(&mut self.graph), captured, updates }
     }
 
     fn symbolic(&self, value: ValueId, slot: Option<usize>, label: Option<&str>) -> Tensor {
@@ -212,23 +218,24 @@ impl TraceState {
 }
 
 /// An in-place op while tracing: the result becomes the target's new symbolic value (for a
-/// slot, its proxy's, written back to the external tensor after the run).
+/// slot, its proxy's, written back to the external tensor after the run). Inside a cond
+/// branch or loop body, a tensor from outside it is a captured parameter there: the update
+/// changes that parameter's value, and the `Cond`/`While` node carries it out (see
+/// `control/carried_state.rs`).
 pub(super) fn apply_in_place(u: InPlace) -> Result<()> {
     let (target, name) = (u.target, u.name);
-    // Data made in the function but outside the branch or loop body being traced resolves
-    // to a constant of the nested trace: updating that copy would leave the function's
-    // tensor as it was, unlike the eager run, so it is refused like any outer tensor.
+    // Data made in the function but outside the branch or loop body being traced would
+    // resolve to a constant of the nested trace, and updating that copy would leave the
+    // function's tensor as it was: it becomes a value of the trace that made it first, so
+    // the branch captures it like any outer value.
     let made_outside = target.symbol().is_none()
         && target.0.origin_trace != current_trace_id()
         && super::depth() > 1
         && super::level_of(target.0.origin_trace).is_some();
-    let t = resolve(target, name)?;
-    if made_outside || with_trace(|s| s.is_captured(&t)) {
-        let what = t.symbol().map_or_else(String::new, |s| format!(" `{}`", s.name()));
-        return Err(crate::Error::ControlFlow {
-            construct: format!("{name}: the tensor{what} comes from outside this cond branch or while_loop body and cannot be updated in place there; compute the new value and return it from the branch (or carry it as a loop variable)"),
-        });
+    if made_outside {
+        promote_to_graph_value(target);
     }
+    let t = resolve(target, name)?;
     let others: Vec<Tensor> = u.others.iter().map(|o| resolve(o, name)).collect::<Result<_>>()?;
     let others: Vec<&Tensor> = others.iter().collect();
     u.run(&t, &others, |op, inputs| {
@@ -246,6 +253,18 @@ pub(super) fn apply_in_place(u: InPlace) -> Result<()> {
         }
         Ok(t.clone())
     })
+}
+
+/// Makes `t`, data made by an enclosing trace of this thread, a value of that trace's graph
+/// (its constant), so that the user's handle follows the value from then on.
+fn promote_to_graph_value(t: &Tensor) {
+    let Some(level) = super::level_of(t.0.origin_trace) else { return };
+    let c = with_level(level, |s| {
+        let c = s.constant(t);
+        s.constants.remove(&t.id());
+        c
+    });
+    t.set_value(c.read_value().clone());
 }
 
 pub(super) fn read_grad(t: &Tensor) -> Option<Option<Tensor>> {

@@ -117,17 +117,35 @@ fn dropout_statistics_and_scaling() -> Result<()> {
     Ok(())
 }
 
+/// A draw inside a traced branch or loop body advances the generator only when the branch
+/// runs, once per iteration: its state is carried through the node, as TF does with a
+/// stateful generator, so the graph draws what the eager run draws.
 #[test]
-fn a_draw_inside_a_traced_branch_is_refused_with_the_fix() -> Result<()> {
-    let g = Generator::new(1);
-    let x = Tensor::ones(&[4], DType::F32);
-    let f = tensor_core::function::ConcreteFunction::trace("branch", &[("x", &x)], || {
+fn draws_inside_a_traced_branch_or_loop_advance_the_generator_as_eager_does() -> Result<()> {
+    let body = |x: &Tensor, g: &Generator| -> Result<Vec<Tensor>> {
         let p = x.sum()?.gt(0.0)?;
-        cond(&p, || Ok(vec![x.dropout(0.5, &g)?]), || Ok(vec![x.clone()]))
-    });
-    let err = f.expect_err("an in-place update of outside state inside a branch").to_string();
-    assert!(err.contains("cond") || err.contains("branch"), "{err}");
-    assert_eq!(state(&g), vec![1, 0], "the failed trace changed nothing");
+        let y = cond(&p, || x.dropout(0.5, g), || Ok(x.clone()))?;
+        let (_, z) = tensor_core::control::while_loop(
+            |(i, _): &(Tensor, Tensor)| i.lt(&x.sum()?.cast(DType::I32)?),
+            |(i, z)| Ok((&i + 1, z.add(&z.rand_like_gen(g)?)?)),
+            (Tensor::scalar(0i32), y.clone()),
+        )?;
+        Ok(vec![y, z])
+    };
+    for sign in [1.0f32, -1.0] {
+        let x = Tensor::ones(&[4], DType::F32).mul(sign)?;
+        let (g_eager, g) = (Generator::new(1), Generator::new(1));
+        let f = tensor_core::function::ConcreteFunction::trace("branch", &[("x", &x)], || body(&x, &g))?;
+        assert_eq!(state(&g), vec![1, 0], "tracing draws nothing");
+        for _ in 0..2 {
+            let (eager, graph) = (body(&x, &g_eager)?, f.call(&[&x])?);
+            assert_bits_eq(&graph[0], &eager[0]);
+            assert_bits_eq(&graph[1], &eager[1]);
+            assert_eq!(state(&g), state(&g_eager));
+        }
+        // Positive: one draw in the branch and four in the loop per call; negative: none.
+        assert_eq!(state(&g), if sign > 0.0 { vec![1, 10] } else { vec![1, 0] });
+    }
     Ok(())
 }
 

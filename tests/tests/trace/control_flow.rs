@@ -860,55 +860,87 @@ fn assert_control_flow_error(e: &Error, mentions: &str) {
     }
 }
 
-#[test]
-fn updating_an_outer_tensor_in_place_inside_a_traced_branch_or_body_is_an_error() -> Result<()> {
-    let x = f32s(&[1.0, 2.0], &[2]);
-    let outer = f32s(&[10.0, 20.0], &[2]); // captured by the function
+/// Runs `body` eagerly twice on fresh tensors from `fresh`, and as a traced function (whose
+/// argument is the first tensor) called twice on other fresh ones: the outputs and every
+/// tensor must end with the same bits. Returns the traced function.
+fn matches_eager_twice(name: &str, fresh: impl Fn() -> Vec<Tensor>, body: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<ConcreteFunction> {
+    let eager_state = fresh();
+    // Copies of each run's outputs: an output may be a handle the next run updates.
+    let copies = |out: Vec<Tensor>| out.iter().map(Tensor::detach).collect::<Vec<_>>();
+    let eager: Vec<Vec<Tensor>> = (0..2).map(|_| body(&eager_state).map(copies)).collect::<Result<_>>()?;
+    let state = fresh();
+    let f = ConcreteFunction::trace(name, &[("x", &state[0])], || body(&state))?;
+    for eager_out in &eager {
+        let out = f.call(&[&state[0]])?;
+        assert_eq!(out.len(), eager_out.len());
+        for (a, b) in out.iter().zip(eager_out) {
+            assert_bits_eq(a, b);
+        }
+    }
+    for (a, b) in state.iter().zip(&eager_state) {
+        assert_bits_eq(a, b);
+    }
+    Ok(f)
+}
 
-    // A captured tensor, in a loop body and in a branch.
-    let e = trace_err(&[("x", &x)], || {
+#[test]
+fn an_outer_tensor_updated_in_place_inside_a_traced_branch_or_body_ends_as_eager_leaves_it() -> Result<()> {
+    let fresh = || vec![f32s(&[1.0, 2.0], &[2]), f32s(&[10.0, 20.0], &[2])];
+    // A captured tensor in a loop body: an implicit loop variable.
+    let f = matches_eager_twice("loop_capture", fresh, |s| {
+        let (x, outer) = (&s[0], &s[1]);
         let (_, y) = while_loop(
             |(i, _): &(Tensor, Tensor)| i.lt(3),
             |(i, y)| {
                 outer.add_(1.0f32)?;
-                Ok((&i + 1, y.add(&outer)?))
+                Ok((&i + 1, y.add(outer)?))
             },
             (Tensor::scalar(0i32), x.clone()),
         )?;
         Ok(vec![y])
-    });
-    assert_control_flow_error(&e, "add_");
-    assert_clean_after_error();
-    let e = trace_err(&[("x", &x)], || Ok(vec![cond(&x.sum()?.gt(0.0)?, || outer.mul_(2.0f32).map(|_| x.clone()), || Ok(x.clone()))?]));
-    assert_control_flow_error(&e, "mul_");
-    assert_clean_after_error();
-    // The failed traces changed nothing.
-    assert_eq!((outer.to_vec::<f32>()?, outer.version()), (vec![10.0, 20.0], 0));
-
-    // The function's argument, and a value computed in the function outside the branch.
-    let e = trace_err(&[("x", &x)], || Ok(vec![cond(&x.sum()?.gt(0.0)?, || x.sub_(1.0f32).map(|_| x.clone()), || Ok(x.clone()))?]));
-    assert_control_flow_error(&e, "`x`");
-    assert_clean_after_error();
-    let e = trace_err(&[("x", &x)], || {
+    })?;
+    let (cond_graph, body) = while_parts(f.traced_graph());
+    assert_eq!((cond_graph.num_params, body.outputs.len()), (3, 3), "i, y and the carried tensor\n{}", f.to_text());
+    // A captured tensor in a branch: an implicit output, passed through by the other branch.
+    let f = matches_eager_twice("cond_capture", fresh, |s| {
+        let (x, outer) = (&s[0], &s[1]);
+        Ok(vec![cond(&x.sum()?.gt(0.0)?, || outer.mul_(2.0f32).map(|_| x.clone()), || Ok(x.neg()?))?])
+    })?;
+    let (then, other) = cond_parts(f.traced_graph());
+    assert_eq!((then.outputs.len(), other.outputs.len()), (2, 2), "{}", f.to_text());
+    // The function's argument, both ways of the branch.
+    for sign in [1.0f32, -1.0] {
+        matches_eager_twice("cond_argument", fresh, |s| {
+            let x = &s[0];
+            let z = cond(&x.sum()?.mul(sign)?.gt(0.0)?, || x.sub_(1.0f32).map(|_| x.clone()), || x.mul(2.0))?;
+            Ok(vec![z, x.clone()])
+        })?;
+    }
+    // A value computed in the function outside the branch, and a tensor made there.
+    matches_eager_twice("cond_value", fresh, |s| {
+        let x = &s[0];
         let y = x.exp()?;
-        let z = cond(&x.sum()?.gt(0.0)?, || y.add_(1.0f32).map(|_| x.clone()), || Ok(x.clone()))?;
-        Ok(vec![y, z])
-    });
-    assert_control_flow_error(&e, "add_");
-    assert_clean_after_error();
-
-    // A tensor made in the function (a constant of the trace) outside the branch: eagerly
-    // the update would land on it, so the graph cannot silently update a copy.
-    let e = trace_err(&[("x", &x)], || {
         let made = Tensor::zeros(&[2], DType::F32);
-        let z = cond(&x.sum()?.gt(0.0)?, || made.add_(&x).map(|_| x.clone()), || Ok(x.clone()))?;
-        Ok(vec![made, z])
-    });
-    assert_control_flow_error(&e, "add_");
-    assert_clean_after_error();
-
-    // In place on a value made inside the branch itself is fine.
-    let f = ConcreteFunction::trace("local", &[("x", &x)], || {
+        let z = cond(&x.sum()?.gt(0.0)?, || y.add_(1.0f32).and_then(|_| made.add_(x)).map(|_| x.clone()), || Ok(x.clone()))?;
+        Ok(vec![y, z, made])
+    })?;
+    // A cond inside a while body updating a captured tensor and the loop's own variable.
+    matches_eager_twice("nested", fresh, |s| {
+        let (x, outer) = (&s[0], &s[1]);
+        let (i, y) = while_loop(
+            |(i, _): &(Tensor, Tensor)| i.lt(4),
+            |(i, y)| {
+                cond(&i.lt(2)?, || outer.add_(&y), || outer.sub_(1.0f32))?;
+                y.mul_(1.5f32)?;
+                Ok((&i + 1, y))
+            },
+            (Tensor::scalar(0i32), x.mul(1.0)?),
+        )?;
+        Ok(vec![i, y])
+    })?;
+    // Updating data made inside the branch itself was always fine.
+    matches_eager_twice("local", fresh, |s| {
+        let x = &s[0];
         let z = cond(
             &x.sum()?.gt(0.0)?,
             || {
@@ -920,7 +952,51 @@ fn updating_an_outer_tensor_in_place_inside_a_traced_branch_or_body_is_an_error(
         )?;
         Ok(vec![z])
     })?;
-    tests::assert_values(&f.call(&[&x])?[0], &[3.0, 5.0]);
+    Ok(())
+}
+
+#[test]
+fn gradients_reach_through_an_outer_tensor_updated_in_a_branch() -> Result<()> {
+    let x = f64s(&[1.0, -2.0], &[2]);
+    let run = |w: &Tensor| -> Result<Vec<Tensor>> {
+        let y = x.mul(w)?;
+        cond(&w.sum()?.gt(0.0)?, || y.mul_(&y).map(|_| x.clone()), || y.add_(1.0).map(|_| x.clone()))?;
+        y.sum()?.backward()?;
+        Ok(vec![y])
+    };
+    for wv in [[0.5, 0.25], [-0.5, 0.25]] {
+        let w_eager = f64s(&wv, &[2]).requires_grad_(true)?;
+        let y_eager = run(&w_eager)?;
+        let w = f64s(&wv, &[2]).requires_grad_(true)?;
+        let f = ConcreteFunction::trace("grad_through_update", &[("w", &w)], || run(&w))?;
+        let y = f.call(&[&w])?;
+        assert_bits_eq(&y[0], &y_eager[0].detach());
+        assert_bits_eq(&w.grad().expect("traced backward"), &w_eager.grad().expect("eager backward"));
+        // d/dw sum((x w)^2) = 2 x^2 w; d/dw sum(x w + 1) = x.
+        let want: Vec<f64> = if wv[0] + wv[1] > 0.0 { vec![2.0 * wv[0], 8.0 * wv[1]] } else { vec![1.0, -2.0] };
+        tests::assert_values(&w.grad().unwrap(), &want);
+    }
+    Ok(())
+}
+
+#[test]
+fn an_in_place_update_in_a_loop_condition_is_an_error() -> Result<()> {
+    let x = f32s(&[1.0, 2.0], &[2]);
+    let outer = f32s(&[10.0, 20.0], &[2]);
+    let e = trace_err(&[("x", &x)], || {
+        let y = while_loop(
+            |y: &Tensor| {
+                outer.add_(1.0f32)?;
+                y.sum()?.lt(100.0f32)
+            },
+            |y| y.mul(2.0f32),
+            x.clone(),
+        )?;
+        Ok(vec![y])
+    });
+    assert_control_flow_error(&e, "while_loop condition");
+    assert_clean_after_error();
+    assert_eq!((outer.to_vec::<f32>()?, outer.version()), (vec![10.0, 20.0], 0));
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! Shapes: a small vector of dims, where a dim may be unknown in a traced graph
-//! (relaxed signatures). Concrete tensors always have known dims.
+//! (relaxed signatures), or the rank itself may be (a signature relaxed across calls of
+//! different ranks). Concrete tensors always have known dims.
 
 use smallvec::SmallVec;
 use std::fmt;
@@ -15,6 +16,19 @@ use std::fmt;
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub const UNKNOWN: usize = usize::MAX;
+
+/// The one dim of a shape whose rank is unknown while tracing ([`Shape::unknown_rank`],
+/// printed `[*]`): a trace under `reduce_retracing` that serves tensors of every rank.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// let s = Shape::unknown_rank();
+/// assert_eq!(s.to_string(), "[*]");
+/// assert!(s.is_unknown_rank() && !s.is_known());
+/// assert!(s.admits(&Shape::scalar()) && s.admits(&Shape::new(&[2, 3])));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub const UNKNOWN_RANK: usize = usize::MAX - 1;
 
 /// The dims of a tensor, outermost first. Up to 4 dims are stored inline.
 ///
@@ -37,6 +51,30 @@ impl Shape {
     /// ```
     pub fn scalar() -> Shape {
         Shape(SmallVec::new())
+    }
+
+    /// The shape of a traced value whose rank is unknown (see [`UNKNOWN_RANK`]). Its
+    /// `rank()` and `dims()` describe nothing; ask [`Shape::is_unknown_rank`].
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert!(Shape::unknown_rank().is_unknown_rank());
+    /// assert!(!Shape::new(&[2]).is_unknown_rank());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn unknown_rank() -> Shape {
+        Shape(SmallVec::from_slice(&[UNKNOWN_RANK]))
+    }
+
+    /// True for the shape of a traced value whose rank is unknown.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert!(!Shape::scalar().is_unknown_rank());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn is_unknown_rank(&self) -> bool {
+        self.0.as_slice() == [UNKNOWN_RANK]
     }
 
     /// A shape from its dims.
@@ -84,16 +122,17 @@ impl Shape {
         self.0.iter().product()
     }
 
-    /// True when every dim is known.
+    /// True when the rank and every dim are known.
     ///
     /// ```
     /// use tensor_core::prelude::*;
     /// assert!(Shape::new(&[2]).is_known());
     /// assert!(!Shape::new(&[tensor_core::shape::UNKNOWN]).is_known());
+    /// assert!(!Shape::unknown_rank().is_known());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn is_known(&self) -> bool {
-        self.0.iter().all(|&d| d != UNKNOWN)
+        self.0.iter().all(|&d| d < UNKNOWN_RANK)
     }
 
     /// The dim at `axis`.
@@ -159,8 +198,8 @@ impl Shape {
         s
     }
 
-    /// True when `self` could describe a tensor of shape `other`: same rank, equal dims
-    /// where `self` knows them.
+    /// True when `self` could describe a tensor of shape `other`: any shape if `self`'s rank
+    /// is unknown, else the same rank and equal dims where `self` knows them.
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -168,15 +207,22 @@ impl Shape {
     /// let relaxed = Shape::new(&[UNKNOWN, 3]);
     /// assert!(relaxed.admits(&Shape::new(&[8, 3])));
     /// assert!(!relaxed.admits(&Shape::new(&[8, 4])));
+    /// assert!(Shape::unknown_rank().admits(&relaxed));
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn admits(&self, other: &Shape) -> bool {
+        if self.is_unknown_rank() {
+            return true;
+        }
         self.rank() == other.rank() && self.0.iter().zip(other.dims()).all(|(&a, &b)| a == UNKNOWN || a == b)
     }
 }
 
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_unknown_rank() {
+            return f.write_str("[*]");
+        }
         f.write_str("[")?;
         for (i, &d) in self.0.iter().enumerate() {
             if i > 0 {
@@ -224,14 +270,19 @@ impl std::ops::Index<usize> for Shape {
 }
 
 /// The NumPy broadcast of two shapes, or `None` if they do not broadcast.
-/// Unknown dims broadcast with anything (the check happens when the graph runs).
+/// Unknown dims broadcast with anything (the check happens when the graph runs); with an
+/// unknown rank the result's rank is unknown too.
 ///
 /// ```
 /// # use tensor_core::shape::{broadcast_shapes, Shape};
 /// let s = broadcast_shapes(&Shape::new(&[2, 1, 3]), &Shape::new(&[4, 1])).unwrap();
 /// assert_eq!(s.dims(), &[2, 4, 3]);
+/// assert!(broadcast_shapes(&s, &Shape::unknown_rank()).unwrap().is_unknown_rank());
 /// ```
 pub fn broadcast_shapes(a: &Shape, b: &Shape) -> Option<Shape> {
+    if a.is_unknown_rank() || b.is_unknown_rank() {
+        return Some(Shape::unknown_rank());
+    }
     let rank = a.rank().max(b.rank());
     let mut out = SmallVec::with_capacity(rank);
     for i in 0..rank {

@@ -270,11 +270,17 @@ pub(super) mod opt_shape {
     }
 }
 
-/// A shape as a list of dims, `-1` for an unknown one.
+/// A shape as a list of dims, `-1` for an unknown one. An unknown rank has no form: a trace
+/// relaxed across ranks is refused with an error that says so.
 pub(super) mod shape_def {
     use super::*;
 
     pub fn serialize<S: Serializer>(shape: &Shape, s: S) -> Result<S::Ok, S::Error> {
+        if shape.is_unknown_rank() {
+            return Err(serde::ser::Error::custom(
+                "a value of unknown rank (a trace reduce_retracing relaxed across ranks) cannot be exported; export a trace of known rank",
+            ));
+        }
         let dims: Vec<i64> = shape.dims().iter().map(|&d| if d == UNKNOWN { -1 } else { d as i64 }).collect();
         dims.serialize(s)
     }

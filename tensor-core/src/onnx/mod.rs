@@ -184,13 +184,14 @@ fn copy_outputs(b: &mut Builder) {
     }
 }
 
-/// A graph input's or output's name and type; unknown dims are named `d0`, `d1`, ...
+/// A graph input's or output's name and type; unknown dims are named `d0`, `d1`, ..., and an
+/// unknown rank is a tensor type without a shape.
 fn value_info(name: &str, g: &Graph, v: usize) -> ValueInfoProto {
     let info = &g.values[v];
     let dim = |(i, &d): (usize, &usize)| Dimension {
         value: Some(if d == UNKNOWN { dimension::Value::DimParam(format!("d{i}")) } else { dimension::Value::DimValue(d as i64) }),
     };
-    let shape = TensorShapeProto { dim: info.shape.dims().iter().enumerate().map(dim).collect() };
-    let tensor = TensorTypeProto { elem_type: elem_type(info.dtype), shape: Some(shape) };
+    let shape = (!info.shape.is_unknown_rank()).then(|| TensorShapeProto { dim: info.shape.dims().iter().enumerate().map(dim).collect() });
+    let tensor = TensorTypeProto { elem_type: elem_type(info.dtype), shape };
     ValueInfoProto { name: name.to_string(), r#type: Some(TypeProto { value: Some(type_proto::Value::TensorType(tensor)) }) }
 }

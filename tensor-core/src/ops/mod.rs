@@ -17,6 +17,7 @@ mod operators;
 mod random;
 mod reduce;
 mod transformer;
+pub(crate) mod unknown_rank;
 
 use crate::dtype::DType;
 use crate::error::Result;
@@ -190,8 +191,12 @@ impl Op {
         matches!(self, Op::Elementwise(_))
     }
 
-    /// The output dtype and shape for inputs of these types, or the error the op gives.
+    /// The output dtype and shape for inputs of these types, or the error the op gives. An
+    /// input of unknown rank goes to the rules of `unknown_rank.rs`, so no family meets one.
     pub(crate) fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
+        if inputs.iter().any(|t| t.shape.is_unknown_rank()) {
+            return unknown_rank::infer(self, inputs);
+        }
         each_family!(self, f => f.infer(inputs))
     }
 

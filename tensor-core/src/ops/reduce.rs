@@ -23,9 +23,8 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn sum(&self) -> Result<Tensor> {
-        let all: Vec<isize> = (0..self.rank() as isize).collect();
         let x = if self.dtype() == DType::Bool { self.cast(DType::I64)? } else { self.clone() };
-        x.sum_axes(&all, false)
+        x.reduce_all(ReduceOp::Sum)
     }
 
     /// The mean of all elements (float dtypes), as a 0-d tensor.
@@ -128,6 +127,11 @@ impl Tensor {
     }
 
     fn reduce_all(&self, op: ReduceOp) -> Result<Tensor> {
+        if self.shape().is_unknown_rank() {
+            // Traced at an unknown rank: flattened first, which reduces the elements in the
+            // order (and so to the bits) a reduction over all axes does.
+            return self.reshape([-1])?.reduce_axes(op, &[0], false);
+        }
         let all: Vec<isize> = (0..self.rank() as isize).collect();
         self.reduce_axes(op, &all, false)
     }

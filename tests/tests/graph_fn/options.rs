@@ -27,6 +27,13 @@ fn relaxed_total(x: &Tensor) -> Tensor {
     x.sum().unwrap()
 }
 
+/// The same total through a reduction that keeps its dim: a rule that needs the rank, so
+/// each rank traces on its own.
+#[graph_fn(reduce_retracing)]
+fn relaxed_kept_total(x: &Tensor) -> Tensor {
+    x.sum_axes(&[0], true).unwrap().sum().unwrap()
+}
+
 #[graph_fn]
 fn exact_total(x: &Tensor) -> Tensor {
     x.sum().unwrap()
@@ -35,14 +42,16 @@ fn exact_total(x: &Tensor) -> Tensor {
 /// As TF's `reduce_retracing`: the first shape traces exactly; a retrace caused only by
 /// differing dims traces once with those dims unknown, and that trace serves every later
 /// shape it admits. Traces widen against the relaxed shape ([?, 3] then [4, 5] -> [?, ?]).
+/// (This function's ops need the rank, so a new rank traces exactly; see below for one whose
+/// ops do not.)
 #[test]
 fn reduce_retracing_traces_once_for_varying_dims() -> Result<()> {
     let expect = |shape: &[usize], traces: usize| -> Result<()> {
         let x = iota(shape);
-        let y = relaxed_total(&x);
+        let y = relaxed_kept_total(&x);
         let n = x.numel() as f32;
         assert_eq!(y.item::<f32>()?, n * (n - 1.0) / 2.0, "sum over {shape:?}");
-        assert_eq!(function("relaxed_total").trace_count(), traces, "traces after a call with {shape:?}");
+        assert_eq!(function("relaxed_kept_total").trace_count(), traces, "traces after a call with {shape:?}");
         Ok(())
     };
     expect(&[2], 1)?;
@@ -56,7 +65,7 @@ fn reduce_retracing_traces_once_for_varying_dims() -> Result<()> {
     expect(&[4, 5], 5)?; // relaxed against [?, 3]: [?, ?]
     expect(&[9, 1], 5)?;
     expect(&[1, 9], 5)?;
-    let f = function("relaxed_total");
+    let f = function("relaxed_kept_total");
     assert_eq!(f.cached_signatures(), ["x: f32[2]", "x: f32[?]", "x: f32[2, 3]", "x: f32[?, 3]", "x: f32[?, ?]"]);
     assert_eq!(
         f.retrace_reasons(),
@@ -74,13 +83,111 @@ fn reduce_retracing_traces_once_for_varying_dims() -> Result<()> {
     Ok(())
 }
 
+/// As TF does, calls of another rank relax the rank: the first call traces exactly, the next
+/// of another rank traces once at an unknown rank (`f32[*]`), and that trace serves every
+/// later rank — for a function whose ops all have a rule at an unknown rank (elementwise ops,
+/// reductions over all axes); the results have the eager bits.
+#[test]
+fn reduce_retracing_relaxes_across_ranks_to_one_trace_of_unknown_rank() -> Result<()> {
+    let shapes: [&[usize]; 8] = [&[], &[1], &[2], &[2, 3], &[4], &[3, 1, 2], &[0], &[]];
+    for (i, shape) in shapes.into_iter().enumerate() {
+        let x = iota(shape).mul(0.37)?.tanh()?;
+        let y = relaxed_total(&x);
+        let eager = x.sum()?;
+        tests::assert_bits_eq(&y, &eager);
+        assert_eq!(y.dims(), Vec::<usize>::new(), "{shape:?}");
+        assert_eq!(function("relaxed_total").trace_count(), if i == 0 { 1 } else { 2 }, "traces after a call with {shape:?}");
+    }
+    let f = function("relaxed_total");
+    assert_eq!(f.cached_signatures(), ["x: f32[]", "x: f32[*]"]);
+    assert_eq!(f.retrace_reasons(), ["first call", "arg x: shape [] -> [1]"]);
+    let text = f.concrete_functions()[1].to_text();
+    assert!(text.contains("x: f32[*]"), "the graph of unknown rank:\n{text}");
+    // The exported format has no unknown rank: an Err that says so.
+    let e = f.concrete_functions()[1].export_bytes().unwrap_err().to_string();
+    assert!(e.contains("unknown rank") && e.contains("known rank"), "{e}");
+
+    // [2, 3] then [4]: the same, from a matrix; elementwise ops keep the unknown rank.
+    for (i, shape) in [&[2usize, 3][..], &[4], &[5, 1, 1], &[2, 3]].into_iter().enumerate() {
+        let (x, b) = (iota(shape).mul(0.5)?, Tensor::scalar(0.25f32));
+        let y = relaxed_affine(&x, &b)?;
+        assert_eq!(y.dims(), shape, "the output has the call's shape");
+        tests::assert_bits_eq(&y, &x.mul(1.5)?.add(&b)?.tanh()?);
+        assert_eq!(function("relaxed_affine").trace_count(), if i == 0 { 1 } else { 2 });
+    }
+    assert_eq!(function("relaxed_affine").cached_signatures(), ["x: f32[2, 3], b: f32[]", "x: f32[*], b: f32[]"]);
+    Ok(())
+}
+
+#[graph_fn(reduce_retracing)]
+fn relaxed_double_total(x: &Tensor) -> Result<Tensor> {
+    x.mul(2.0)?.sum()
+}
+
+/// An argument that requires grad keeps its rank: the gradient through the call is traced
+/// for the call's shapes, so ranks trace on their own (dims still relax).
+#[test]
+fn reduce_retracing_keeps_the_rank_of_an_argument_that_requires_grad() -> Result<()> {
+    for (shape, traces) in [(&[2usize][..], 1), (&[2, 3], 2), (&[4], 3), (&[3], 3)] {
+        let x = iota(shape).requires_grad_(true)?;
+        let y = relaxed_double_total(&x)?;
+        y.backward()?;
+        tests::assert_values(&x.grad().expect("a gradient through the call"), &vec![2.0; x.numel()]);
+        assert_eq!(function("relaxed_double_total").trace_count(), traces, "{shape:?}");
+    }
+    assert_eq!(
+        function("relaxed_double_total").cached_signatures(),
+        ["x: f32[2] requires_grad", "x: f32[2, 3] requires_grad", "x: f32[?] requires_grad"]
+    );
+    Ok(())
+}
+
+#[graph_fn(reduce_retracing)]
+fn relaxed_affine(x: &Tensor, b: &Tensor) -> Result<Tensor> {
+    x.mul(1.5)?.add(b)?.tanh()
+}
+
+/// Host code that decides, while tracing, which ops to use (here a switch read at trace
+/// time): the trace of unknown rank can reach an op whose rule needs the rank.
+static SOFTMAX_NEXT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[graph_fn(reduce_retracing)]
+fn relaxed_switch(x: &Tensor) -> Result<Tensor> {
+    if SOFTMAX_NEXT.load(std::sync::atomic::Ordering::SeqCst) {
+        return x.softmax(-1);
+    }
+    x.mul(2.0)
+}
+
+#[graph_fn(reduce_retracing)]
+fn relaxed_pair(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    x.add(y)
+}
+
+#[test]
+fn an_unknown_rank_reaching_a_rule_that_needs_it_is_an_err_and_run_time_shapes_are_checked() -> Result<()> {
+    relaxed_switch(&iota(&[2]))?;
+    SOFTMAX_NEXT.store(true, std::sync::atomic::Ordering::SeqCst);
+    let e = relaxed_switch(&iota(&[2, 3])).unwrap_err().to_string();
+    assert!(e.contains("softmax") && e.contains("unknown rank") && e.contains("input_signature"), "{e}");
+    assert_eq!(function("relaxed_switch").trace_count(), 1, "a failed trace is not counted");
+    // Two arguments relaxed across ranks, broadcast against each other.
+    relaxed_pair(&iota(&[3]), &iota(&[3]))?;
+    tests::assert_values(&relaxed_pair(&iota(&[2, 1]), &iota(&[3]))?, &[0.0, 1.0, 2.0, 1.0, 2.0, 3.0]);
+    assert_eq!(function("relaxed_pair").cached_signatures(), ["x: f32[3], y: f32[3]", "x: f32[*], y: f32[3]"]);
+    let e = relaxed_pair(&iota(&[2, 2]), &iota(&[3])).unwrap_err();
+    let eager = iota(&[2, 2]).add(&iota(&[3])).unwrap_err();
+    assert_eq!(e.to_string(), eager.to_string());
+    Ok(())
+}
+
 #[graph_fn(reduce_retracing)]
 fn relaxed_scaled(x: &Tensor, k: i32) -> Tensor {
     x * k as f32
 }
 
-/// Only a retrace caused by dims alone relaxes: a dtype, a rank or a Rust value that changes
-/// traces exactly (and relaxes per distinct rest-of-signature).
+/// Only a retrace caused by shapes alone relaxes: a dtype or a Rust value that changes traces
+/// exactly (and relaxes per distinct rest-of-signature).
 #[test]
 fn reduce_retracing_relaxes_only_dims() -> Result<()> {
     let f = || function("relaxed_scaled");

@@ -4,7 +4,7 @@
 //! eviction beyond the capacity.
 
 use super::super::concrete::ConcreteFunction;
-use super::super::key::CacheKey;
+use super::super::key::{CacheKey, Signature};
 use super::history::Removal;
 use super::{GraphFunction, State};
 use crate::shape::Shape;
@@ -30,15 +30,21 @@ pub(super) struct CacheSlot {
 }
 
 /// What a relaxed trace serves besides its own key: calls whose key without dims is
-/// `erased` and whose shapes `shapes` (with unknown dims) admit.
+/// `erased` — without dims and ranks when `shapes` has an unknown rank — and whose shapes
+/// `shapes` (with unknown dims or ranks) admit.
 pub(super) struct Relaxation {
     pub(super) erased: CacheKey,
     pub(super) shapes: Vec<Shape>,
 }
 
 impl Relaxation {
-    fn admits(&self, erased: &CacheKey, shapes: &[Shape]) -> bool {
-        self.erased == *erased && self.shapes.iter().zip(shapes).all(|(a, b)| a.admits(b))
+    fn across_ranks(&self) -> bool {
+        self.shapes.iter().any(Shape::is_unknown_rank)
+    }
+
+    fn admits(&self, erased: &CacheKey, rank_erased: &CacheKey, shapes: &[Shape]) -> bool {
+        let key = if self.across_ranks() { rank_erased } else { erased };
+        self.erased == *key && self.shapes.iter().zip(shapes).all(|(a, b)| a.admits(b))
     }
 }
 
@@ -72,10 +78,15 @@ impl Cache {
         Some(entry.clone())
     }
 
-    /// A relaxed trace that serves a call with this key without dims and these shapes.
-    pub(super) fn get_relaxed(&self, erased: &CacheKey, shapes: &[Shape], call_no: u64) -> Option<Arc<Entry>> {
+    /// A relaxed trace that serves a call with this signature.
+    pub(super) fn get_relaxed(&self, sig: &Signature, call_no: u64) -> Option<Arc<Entry>> {
         let relaxed = self.relaxed();
-        let (slot, entry) = relaxed.iter().filter(|r| r.relaxation.admits(erased, shapes)).find_map(|r| r.slot.cell.get().map(|e| (&r.slot, e)))?;
+        if relaxed.is_empty() {
+            return None;
+        }
+        let (erased, rank_erased, shapes) = (sig.erased(), sig.rank_erased(), sig.shapes());
+        let (slot, entry) =
+            relaxed.iter().filter(|r| r.relaxation.admits(&erased, &rank_erased, &shapes)).find_map(|r| r.slot.cell.get().map(|e| (&r.slot, e)))?;
         slot.last_used.store(call_no, Ordering::Relaxed);
         Some(entry.clone())
     }

@@ -5,6 +5,7 @@ use super::super::concrete::ConcreteFunction;
 use super::super::key::{self, CacheKey, Flattener, KeyRef, Signature};
 use super::super::output::GraphReturn;
 use super::cache::{Entry, Relaxation, SlotGuard};
+use super::history::TracedShapes;
 use super::{GraphFunction, State};
 use crate::error::Error;
 use crate::tensor::Tensor;
@@ -64,7 +65,7 @@ impl GraphFunction {
             return Resolved::Run(entry);
         }
         if self.options.reduce_retracing
-            && let Some(entry) = state.cache.get_relaxed(&sig.erased(), &sig.shapes(), call_no)
+            && let Some(entry) = state.cache.get_relaxed(sig, call_no)
         {
             return Resolved::Run(entry);
         }
@@ -129,7 +130,9 @@ impl GraphFunction {
         let function = ConcreteFunction::from_traced(&state.full_name, traced, self.options.optimize);
         let signature = key::describe(self.arg_names, KeyRef::new(&sig.with_shapes(&shapes), &sig.fields));
         admission.keep();
-        self.record_trace(state, sig, key, &shapes, signature.clone(), call_no);
+        let any_rank = super::policy::traces_at_unknown_rank(function.traced_graph());
+        let traced = TracedShapes { erased: sig.erased(), rank_erased: sig.rank_erased(), shapes: shapes.clone(), any_rank };
+        self.record_trace(state, sig, key, traced, signature.clone(), call_no);
         let relaxation = relaxed_key.map(|erased| Relaxation { erased, shapes });
         TraceOutcome::Traced(Arc::new(Entry { function, structure: Box::new(structure), signature }), relaxation)
     }

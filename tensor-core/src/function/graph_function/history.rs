@@ -44,12 +44,24 @@ pub(super) struct History {
     type_names: Vec<(u64, &'static str)>,
     /// The key the last trace is compared by (see `telling_key`), with its field names.
     last: Option<(CacheKey, Fields)>,
-    /// For each trace, its key without dims and the shapes it was traced for (relaxed ones
-    /// included), so `reduce_retracing` relaxes against what was traced.
-    pub(super) last_shapes: Vec<(CacheKey, Vec<Shape>)>,
+    /// For each trace, its keys without dims (and ranks) and the shapes it was traced for
+    /// (relaxed ones included), so `reduce_retracing` relaxes against what was traced.
+    pub(super) last_shapes: Vec<TracedShapes>,
     trace_calls: Vec<u64>,
     /// Cache keys that were traced and then evicted or cleared, for retrace reasons.
     removed: HashMap<CacheKey, Removal>,
+}
+
+/// What `reduce_retracing` relaxes a new signature against: an earlier trace's shapes.
+pub(super) struct TracedShapes {
+    /// The traced call's key without dims.
+    pub(super) erased: CacheKey,
+    /// The traced call's key without dims and ranks.
+    pub(super) rank_erased: CacheKey,
+    /// The shapes the trace used.
+    pub(super) shapes: Vec<Shape>,
+    /// Whether its graph could be traced at an unknown rank (`ops::unknown_rank`).
+    pub(super) any_rank: bool,
 }
 
 /// Why a traced signature left the cache.
@@ -101,7 +113,7 @@ impl GraphFunction {
 
     /// Records a finished trace; its reason is worked out here, against the trace recorded
     /// before it, so concurrent traces read as a sequence (one `first call`).
-    pub(super) fn record_trace(&self, state: &State, sig: &Signature, key: &CacheKey, shapes: &[Shape], signature: String, call_no: u64) {
+    pub(super) fn record_trace(&self, state: &State, sig: &Signature, key: &CacheKey, traced: TracedShapes, signature: String, call_no: u64) {
         let mut h = Self::history(state);
         let count = state.traces.fetch_add(1, Ordering::SeqCst) + 1;
         let reason = self.reason(&h, sig, key);
@@ -113,7 +125,7 @@ impl GraphFunction {
         }
         h.removed.remove(key);
         h.last = Some((self.telling_key(sig), sig.fields.clone()));
-        h.last_shapes.push((sig.erased(), shapes.to_vec()));
+        h.last_shapes.push(traced);
         h.trace_calls.push(call_no);
         // Traces of concurrent calls may be recorded out of call order: count, don't scan.
         let recent = h.trace_calls.iter().filter(|&&c| c <= call_no && call_no - c < RECENT_CALLS).count();

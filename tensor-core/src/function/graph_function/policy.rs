@@ -6,6 +6,8 @@ use super::super::key::{CacheKey, Signature};
 use super::super::options::TracePolicy;
 use super::{warning, GraphFunction, State};
 use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeKind};
+use crate::ops::unknown_rank::has_unknown_rank_form;
 use crate::shape::{Shape, UNKNOWN};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,8 +35,8 @@ impl GraphFunction {
     }
 
     /// The shapes to trace with: the call's, the fixed signature's, or — under
-    /// `reduce_retracing`, when an earlier trace differs only in dims — relaxed ones, with
-    /// the key without dims they then serve.
+    /// `reduce_retracing`, when an earlier trace differs only in shapes — relaxed ones, with
+    /// the key without dims (and ranks, for an unknown rank) they then serve.
     pub(super) fn shapes_to_trace(&self, state: &State, sig: &Signature) -> (Vec<Shape>, Option<CacheKey>) {
         let shapes = self.fixed_shapes(sig);
         if self.options.input_signature.is_some() || !self.options.reduce_retracing {
@@ -42,11 +44,21 @@ impl GraphFunction {
         }
         let erased = sig.erased();
         let history = Self::history(state);
-        match history.last_shapes.iter().rev().find(|(e, _)| *e == erased) {
-            // Relax against what the last such trace used, so the traces widen ([2] -> [?];
-            // [?, 5] then [3, 6] -> [?, ?]) instead of jumping between partial guesses.
-            Some((_, old)) => (relax(old, &shapes), Some(erased)),
-            None => (shapes, None),
+        // Relax against what the last such trace used, so the traces widen ([2] -> [?];
+        // [?, 5] then [3, 6] -> [?, ?]) instead of jumping between partial guesses.
+        if let Some(old) = history.last_shapes.iter().rev().find(|t| t.erased == erased) {
+            return (relax(&old.shapes, &shapes), Some(erased));
+        }
+        // Another rank: as TF does, one trace of unknown rank then serves every rank — when
+        // the earlier trace's ops all have a rule at an unknown rank (else each rank traces),
+        // and no argument requires grad (a gradient through the call would need the shapes).
+        if sig.leaves.iter().any(|t| t.requires_grad_raw()) {
+            return (shapes, None);
+        }
+        let rank_erased = sig.rank_erased();
+        match history.last_shapes.iter().rev().find(|t| t.rank_erased == rank_erased) {
+            Some(old) if old.any_rank => (relax(&old.shapes, &shapes), Some(rank_erased)),
+            _ => (shapes, None),
         }
     }
 
@@ -81,11 +93,28 @@ impl GraphFunction {
     }
 }
 
-/// The shapes a relaxed trace uses: each dim that differs between `a` and `b` is unknown.
+/// The shapes a relaxed trace uses: each dim that differs between `a` and `b` is unknown, and
+/// so is the rank where the ranks differ.
 fn relax(a: &[Shape], b: &[Shape]) -> Vec<Shape> {
-    let relax_one =
-        |x: &Shape, y: &Shape| Shape::from(x.dims().iter().zip(y.dims()).map(|(&p, &q)| if p == q { p } else { UNKNOWN }).collect::<Vec<_>>());
+    let relax_one = |x: &Shape, y: &Shape| {
+        if x.is_unknown_rank() || x.rank() != y.rank() {
+            return Shape::unknown_rank();
+        }
+        Shape::from(x.dims().iter().zip(y.dims()).map(|(&p, &q)| if p == q { p } else { UNKNOWN }).collect::<Vec<_>>())
+    };
     a.iter().zip(b).map(|(x, y)| relax_one(x, y)).collect()
+}
+
+/// True when every node of `graph` (and of its subgraphs) has a form at an unknown rank
+/// (`ops::unknown_rank`), so the function may be traced once for every rank.
+pub(super) fn traces_at_unknown_rank(graph: &Graph) -> bool {
+    graph.nodes.iter().all(|node| match &node.kind {
+        NodeKind::Op(op) => node.inputs.first().is_some_and(|&v| has_unknown_rank_form(op, &graph.values[v].shape)),
+        NodeKind::Print(_) => true,
+        NodeKind::Cond { then, other } => traces_at_unknown_rank(then) && traces_at_unknown_rank(other),
+        NodeKind::While { cond, body, history: false, .. } => traces_at_unknown_rank(cond) && traces_at_unknown_rank(body),
+        _ => false,
+    })
 }
 
 /// A trace's place under `max_traces`, given back unless the trace finishes (an `Err` from
@@ -118,5 +147,8 @@ mod tests {
         let (a, b) = ([Shape::new(&[2, 5]), Shape::new(&[3])], [Shape::new(&[7, 5]), Shape::new(&[3])]);
         let relaxed: Vec<String> = relax(&a, &b).iter().map(|s| s.to_string()).collect();
         assert_eq!(relaxed, ["[?, 5]", "[3]"]);
+        let (a, b) = ([Shape::new(&[2, 5]), Shape::unknown_rank(), Shape::scalar()], [Shape::new(&[4]), Shape::new(&[1]), Shape::scalar()]);
+        let relaxed: Vec<String> = relax(&a, &b).iter().map(|s| s.to_string()).collect();
+        assert_eq!(relaxed, ["[*]", "[*]", "[]"]);
     }
 }

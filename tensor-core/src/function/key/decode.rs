@@ -4,7 +4,7 @@
 
 use super::cache_key::{field_path_text, KeyRef};
 use super::statics::StaticValue;
-use super::words::{read_tensor_header, Tag, PAYLOAD_MASK};
+use super::words::{read_tensor_header, Tag, PAYLOAD_MASK, UNKNOWN_RANK_CODE};
 use crate::dtype::DType;
 use crate::shape::Shape;
 
@@ -101,8 +101,12 @@ pub(crate) fn decode(key: KeyRef) -> Decoded {
             }
             Some(Tag::Tensor) => {
                 let (dtype, requires_grad, rank) = read_tensor_header(payload);
-                let shape = Shape::from(words[i..i + rank].iter().map(|&d| d as usize).collect::<Vec<_>>());
-                i += rank;
+                let shape = if rank == UNKNOWN_RANK_CODE {
+                    Shape::unknown_rank()
+                } else {
+                    i += rank;
+                    Shape::from(words[i - rank..i].iter().map(|&d| d as usize).collect::<Vec<_>>())
+                };
                 d.leaf_args.push(d.args.len().saturating_sub(1));
                 Part::Tensor { dtype, shape, requires_grad }
             }

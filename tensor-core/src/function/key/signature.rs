@@ -2,7 +2,7 @@
 //! derived from it (without dims, with other shapes) and names for its leaves.
 
 use super::cache_key::{field_path, field_path_text, CacheKey, Fields, Label};
-use super::words::KeyWords;
+use super::words::{read_tensor_header, tagged, tensor_header, without_rank, KeyWords, Tag, PAYLOAD_MASK, UNKNOWN_RANK_CODE};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
@@ -47,6 +47,22 @@ impl Signature {
         CacheKey { words, statics: self.key.statics.clone() }
     }
 
+    /// The key without tensor dims and ranks: equal for calls that differ only in shapes.
+    pub(crate) fn rank_erased(&self) -> CacheKey {
+        let mut key = self.erased();
+        let mut removed = 0;
+        let mut dims = self.dims.iter().peekable();
+        for &pos in &self.leaf_pos {
+            // Headers move left by the dims erased before them.
+            while dims.next_if(|&&d| d < pos).is_some() {
+                removed += 1;
+            }
+            let at = pos as usize - removed;
+            key.words[at] = without_rank(key.words[at]);
+        }
+        key
+    }
+
     /// The key without the dims of the leaves of arguments in `args` (those a fixed input
     /// signature covers).
     pub(crate) fn erased_for_args(&self, args: &[usize]) -> CacheKey {
@@ -63,15 +79,26 @@ impl Signature {
         CacheKey { words, statics: self.key.statics.clone() }
     }
 
-    /// The key with the leaves' dims replaced by `shapes` (the shapes a trace used, with
-    /// unknown dims), for describing what a concrete function serves.
+    /// The key with the leaves' shapes replaced by `shapes` (the shapes a trace used, with
+    /// unknown dims or ranks), for describing what a concrete function serves.
     pub(crate) fn with_shapes(&self, shapes: &[Shape]) -> CacheKey {
-        let mut key = self.key.clone();
-        let dims = shapes.iter().flat_map(|s| s.dims().iter().copied());
-        for (&pos, d) in self.dims.iter().zip(dims) {
-            key.words[pos as usize] = d as u64;
+        let old = &self.key.words;
+        let mut words = KeyWords::new();
+        let mut i = 0;
+        for (&pos, shape) in self.leaf_pos.iter().zip(shapes) {
+            let pos = pos as usize;
+            words.extend_from_slice(&old[i..pos]);
+            let (dtype, requires_grad, rank) = read_tensor_header(old[pos] & PAYLOAD_MASK);
+            if shape.is_unknown_rank() {
+                words.push(tagged(Tag::Tensor, tensor_header(dtype, requires_grad, UNKNOWN_RANK_CODE)));
+            } else {
+                words.push(tagged(Tag::Tensor, tensor_header(dtype, requires_grad, shape.rank())));
+                words.extend(shape.dims().iter().map(|&d| d as u64));
+            }
+            i = pos + 1 + rank;
         }
-        key
+        words.extend_from_slice(&old[i..]);
+        CacheKey { words, statics: self.key.statics.clone() }
     }
 
     /// A name per leaf: the argument's name and label path (`batch.x`, `layers.0.weight`),
@@ -140,6 +167,31 @@ mod tests {
         assert!(a.erased() == b.erased());
         assert!(a.erased() != c.erased());
         assert!(a.with_shapes(&b.shapes()) == b.key);
+        assert!(a.rank_erased() == c.rank_erased() && a.erased() != c.erased());
+        let mixed = sig(|f| {
+            f.tensor(&Tensor::zeros(&[2, 5], DType::F32));
+            f.int(3);
+            f.tensor(&Tensor::zeros(&[], DType::F32));
+        });
+        let other = sig(|f| {
+            f.tensor(&Tensor::zeros(&[4], DType::F32));
+            f.int(3);
+            f.tensor(&Tensor::zeros(&[1, 1, 1], DType::F32));
+        });
+        assert!(mixed.rank_erased() == other.rank_erased());
+        let f64s = sig(|f| f.tensor(&Tensor::zeros(&[2], DType::F64)));
+        assert!(c.rank_erased() != f64s.rank_erased(), "the dtype stays in the key");
+    }
+
+    #[test]
+    fn keys_with_unknown_ranks_read_back_as_such() {
+        let s = sig(|f| {
+            f.tensor(&Tensor::zeros(&[2, 5], DType::F32));
+            f.tensor(&Tensor::zeros(&[3], DType::I64));
+        });
+        let key = s.with_shapes(&[Shape::unknown_rank(), Shape::new(&[crate::shape::UNKNOWN])]);
+        let text = super::super::describe::describe(&["x", "y"], super::super::cache_key::KeyRef::new(&key, &s.fields));
+        assert_eq!(text, "x: (f32[*], i64[?])");
     }
 
     #[test]

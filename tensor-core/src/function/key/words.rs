@@ -98,6 +98,15 @@ pub(super) fn read_tensor_header(payload: u64) -> (DType, bool, usize) {
     (DType::ALL[(payload & 7) as usize], payload & 8 != 0, (payload >> 4) as usize)
 }
 
+/// The rank a tensor header carries for a shape of unknown rank (in the keys that describe
+/// relaxed traces only; no dim words follow it).
+pub(super) const UNKNOWN_RANK_CODE: usize = 0xFFFF;
+
+/// A tensor header word without its rank: equal for tensors that differ only in rank.
+pub(super) fn without_rank(word: u64) -> u64 {
+    word & !(PAYLOAD_MASK & !0xF)
+}
+
 /// A 64-bit hash of `v` (the same within a process).
 pub(super) fn hash_of<T: std::hash::Hash + ?Sized>(v: &T) -> u64 {
     use std::hash::Hasher;
@@ -119,6 +128,10 @@ mod tests {
         assert_eq!(Tag::of(7), None, "a plain value word has no tag");
         for dtype in DType::ALL {
             assert_eq!(read_tensor_header(tensor_header(dtype, true, 3)), (dtype, true, 3));
+            let (a, b) = (tagged(Tag::Tensor, tensor_header(dtype, true, 1)), tagged(Tag::Tensor, tensor_header(dtype, true, 4)));
+            assert_eq!(without_rank(a), without_rank(b));
+            assert_eq!(Tag::of(without_rank(a)), Some(Tag::Tensor));
+            assert_eq!(read_tensor_header(without_rank(a) & PAYLOAD_MASK).0, dtype);
         }
     }
 }

@@ -758,3 +758,28 @@ fn a_leaf_that_requires_grad_is_not_updated_under_a_tensor_condition() -> Result
     tests::assert_values(&w, &[0.0, -1.5]);
     Ok(())
 }
+
+/// A graph whose `Cond` and `While` carry state has the structure of any other: it exports,
+/// loads, and the loaded function updates its arguments and its own copy of the captured
+/// counter exactly as the traced one does.
+#[test]
+fn a_graph_carrying_state_through_control_flow_survives_export() -> Result<()> {
+    let _serial = serial();
+    let x = f32s(&[0.7, 1.3, 2.9], &[3]);
+    let (stat, big) = (f32s(&[0.0, 0.5, 1.0], &[3]), Tensor::scalar(0i32));
+    running_mean(&x, &Tensor::scalar(1), &stat, &big)?;
+    let concrete = lookup("running_mean").unwrap().concrete_functions()[0].clone();
+    let loaded = tensor_core::export::load_bytes(&concrete.export_bytes()?)?;
+    let fresh = || (f32s(&[0.0, 0.5, 1.0], &[3]), Tensor::scalar(0i32));
+    let ((stat_a, big_a), (stat_b, big_b)) = (fresh(), fresh());
+    for n in [2, 0, 4] {
+        let n = Tensor::scalar(n);
+        let traced = running_mean(&x, &n, &stat_a, &big_a)?;
+        let out = loaded.call(&[&x, &n, &stat_b, &big_b])?;
+        assert_bits_eq(&out[0], &traced);
+        assert_bits_eq(&stat_b, &stat_a);
+        assert_bits_eq(&big_b, &big_a);
+    }
+    assert_eq!(big_a.item::<i32>()?, 6);
+    Ok(())
+}

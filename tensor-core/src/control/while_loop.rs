@@ -154,7 +154,13 @@ pub(super) fn check_loop_vars(out: &[Tensor], types: &[(DType, Shape)], names: &
 /// Appends a `While` node over a traced condition and body and returns the final loop
 /// variables. Outer tensors the body updated in place become extra loop variables, written
 /// back to them after the node (`carried_state.rs`).
-pub(crate) fn while_nodes(inits: &[Tensor], mut cond: Nested, mut body: Nested, max_iterations: Option<usize>, types: &[(DType, Shape)]) -> Result<Vec<Tensor>> {
+pub(crate) fn while_nodes(
+    inits: &[Tensor],
+    mut cond: Nested,
+    mut body: Nested,
+    max_iterations: Option<usize>,
+    types: &[(DType, Shape)],
+) -> Result<Vec<Tensor>> {
     let n = inits.len();
     let outers = carry_loop_updates(n, &mut cond, &mut body)?;
     let mut inits: Vec<Tensor> = inits.iter().chain(&outers).cloned().collect();

@@ -192,6 +192,31 @@
 //! [`control::cond`](crate::control::cond) and
 //! [`control::while_loop`](crate::control::while_loop).
 //!
+//! State can change under a tensor condition, as TF's `v.assign_add(1)` inside `tf.cond`: an
+//! in-place update (`add_`, `assign_`, ...) of a captured tensor or an argument inside a
+//! branch or loop body becomes an extra output of the `Cond` node (the other branch passes the
+//! old value through) or an extra loop variable of the `While` node, written back after each
+//! call, so the tensor holds what the eager run leaves in it. The usual in-place rules hold (a
+//! leaf that requires grad is `Error::InPlaceOnLeaf` outside `no_grad`); an update in a loop's
+//! condition is `Error::ControlFlow` (the condition runs once more than the body).
+//!
+//! ```
+//! use tensor_core::prelude::*;
+//! #[graph_fn]
+//! fn count_positive(x: &Tensor, count: &Tensor) -> Result<Tensor> {
+//!     if x.sum()?.gt(0.0)? {
+//!         count.add_(1)?;
+//!     }
+//!     x.relu()
+//! }
+//! let count = Tensor::scalar(0i32);
+//! for v in [1.0f32, -1.0, 2.0] {
+//!     count_positive(&Tensor::scalar(v), &count)?;
+//! }
+//! assert_eq!(count.item::<i32>()?, 2);
+//! # Ok::<(), tensor_core::Error>(())
+//! ```
+//!
 //! # Options
 //!
 //! Options go in the attribute, separated by commas, each at most once:
@@ -200,7 +225,7 @@
 //!
 //! | option | default | what it does |
 //! |---|---|---|
-//! | `reduce_retracing` (or `reduce_retracing = true`) | off | after a retrace caused only by different dims, trace once with those dims unknown (`[2]`, `[3]` → `[?]`), so later sizes reuse that trace |
+//! | `reduce_retracing` (or `reduce_retracing = true`) | off | after a retrace caused only by different dims, trace once with those dims unknown (`[2]`, `[3]` → `[?]`), so later sizes reuse that trace; after one caused by a different rank, trace once with the rank unknown (`[]`, `[1]` → `[*]`) so every later rank reuses it, when the function's ops all have a rule at an unknown rank (elementwise ops, reductions over all axes; else each rank traces, its dims relaxed) |
 //! | `input_signature(x: f32[?, 784], labels: i64[?])` | none | fixes the dtype and shape of the named tensor arguments (`?`: any size; dtypes `f32 f64 i32 i64 bool`); a call that does not match is `Error::SignatureMismatch`, never a retrace |
 //! | `max_traces = N`, `max_traces(N)`, `max_traces(N, warn)` | unlimited | beyond N traces, log a warning (through the `tracing` crate) naming what changed, and trace anyway |
 //! | `max_traces(N, error)` | | beyond N traces, return `Error::TooManyTraces` (with the reason) instead of tracing; the signatures already cached still run |

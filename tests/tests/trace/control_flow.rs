@@ -904,7 +904,7 @@ fn an_outer_tensor_updated_in_place_inside_a_traced_branch_or_body_ends_as_eager
     // A captured tensor in a branch: an implicit output, passed through by the other branch.
     let f = matches_eager_twice("cond_capture", fresh, |s| {
         let (x, outer) = (&s[0], &s[1]);
-        Ok(vec![cond(&x.sum()?.gt(0.0)?, || outer.mul_(2.0f32).map(|_| x.clone()), || Ok(x.neg()?))?])
+        Ok(vec![cond(&x.sum()?.gt(0.0)?, || outer.mul_(2.0f32).map(|_| x.clone()), || x.neg())?])
     })?;
     let (then, other) = cond_parts(f.traced_graph());
     assert_eq!((then.outputs.len(), other.outputs.len()), (2, 2), "{}", f.to_text());

@@ -8,8 +8,7 @@ use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
 use crate::kernels::simd::{level, Level};
 use crate::math::{BinaryOp, ElementwiseOp, ScalarAttr, UnaryOp};
 use crate::shape::Shape;
-use crate::storage::Storage;
-use crate::tensor::Tensor;
+use crate::storage::{Array, Storage};
 use crate::Scalar;
 
 const UNARY: [UnaryOp; 9] =
@@ -58,7 +57,7 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
 }
 
 fn storage(v: &[f32]) -> Storage {
-    Tensor::from_vec(v.to_vec(), &[v.len()]).unwrap().to_storage().unwrap()
+    Storage::F32(Array::from_shape_vec(ndarray::IxDyn(&[v.len()]), v.to_vec()).unwrap())
 }
 
 /// Runs `instrs` both ways on `inputs` (each of length `n`, or one value) and compares bits.

@@ -168,6 +168,12 @@ impl FusedProgram {
         false
     }
 
+    /// The instruction set of the generated loop, if there is one.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn generated_isa(&self) -> Option<jit::Isa> {
+        self.jit.as_ref().map(|j| j.isa)
+    }
+
     /// How many loops a chunk calls (runs of scalar ops share one).
     pub fn num_kernels(&self) -> usize {
         self.kernels.len()

@@ -25,7 +25,8 @@ use super::{Instr, Operand as Arg};
 use crate::dtype::DType;
 use crate::kernels::simd::{level, Level};
 use crate::math::ElementwiseOp;
-use asm::{z, Asm, Emit, FRAME, OFFSET, R};
+pub(crate) use asm::Isa;
+use asm::{Asm, Emit, FRAME, OFFSET, R};
 use iced_x86::code_asm::*;
 use std::collections::HashMap;
 
@@ -38,20 +39,45 @@ pub(crate) struct Jit {
     _code: memmap2::Mmap,
     entry: JitFn,
     consts: Box<[u32]>,
+    /// The instruction set of the code.
+    pub(crate) isa: Isa,
 }
 
 impl Jit {
     /// The loop for the program, or `None` when it has no generated form here (another
-    /// dtype, an op without a template, a CPU or SIMD level below AVX-512).
-    /// `srcs` are the operands as the interpreter reads them; `out_slot(j)` is output `j`'s
-    /// frame slot.
+    /// dtype, an op without a template, the baseline SIMD level). `srcs` are the operands as
+    /// the interpreter reads them; `out_slot(j)` is output `j`'s frame slot.
     pub(super) fn compile(
         instrs: &[Instr],
         srcs: &[smallvec::SmallVec<[Operand; 3]>],
         outputs: &[usize],
         out_slot: impl Fn(usize) -> usize,
     ) -> Option<Jit> {
-        if level() < Level::Avx512 || !instrs.iter().all(supported) {
+        Self::compile_for(Self::isa()?, instrs, srcs, outputs, out_slot)
+    }
+
+    /// The instruction set generated code uses at the current SIMD level, if any.
+    pub(crate) fn isa() -> Option<Isa> {
+        #[cfg(test)]
+        if let Some(isa) = tests::FORCED_ISA.get() {
+            return Some(isa);
+        }
+        match level() {
+            Level::Avx512 => Some(Isa::Avx512),
+            Level::Avx2 => Some(Isa::Avx2),
+            Level::Baseline => None,
+        }
+    }
+
+    /// [`compile`](Self::compile) for a given instruction set, which the CPU must have.
+    pub(super) fn compile_for(
+        isa: Isa,
+        instrs: &[Instr],
+        srcs: &[smallvec::SmallVec<[Operand; 3]>],
+        outputs: &[usize],
+        out_slot: impl Fn(usize) -> usize,
+    ) -> Option<Jit> {
+        if !instrs.iter().all(supported) {
             return None;
         }
         if srcs.iter().flatten().any(|s| s.dtype != DType::F32) {
@@ -60,12 +86,13 @@ impl Jit {
         let program = Program { instrs, srcs, outputs, out_slot: &out_slot };
         // A first pass counts registers and constant uses; the second keeps the most used
         // constants in the registers the program leaves free.
-        let dry = program.emit(HashMap::new())?;
-        let spare = 32usize.saturating_sub(dry.peak + 1);
+        let dry = program.emit(isa, HashMap::new())?;
+        let top = isa.registers() - 1;
+        let spare = top.saturating_sub(dry.peak);
         let mut by_use: Vec<(u32, usize)> = dry.uses.into_iter().collect();
         by_use.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let held: HashMap<u32, R> = by_use.iter().take(spare).enumerate().map(|(i, &(bits, _))| (bits, 31 - i as R)).collect();
-        let mut e = program.emit(held)?;
+        let held: HashMap<u32, R> = by_use.iter().take(spare).enumerate().map(|(i, &(bits, _))| (bits, (top - i) as R)).collect();
+        let mut e = program.emit(isa, held)?;
         Jit::load(&mut e)
     }
 
@@ -82,7 +109,7 @@ impl Jit {
         // SAFETY: the mapping holds the function just assembled for this address, with the
         // System V calling convention `JitFn` names; it lives as long as `Jit`.
         let entry: JitFn = unsafe { std::mem::transmute::<*const u8, JitFn>(map.as_ptr()) };
-        Some(Jit { _code: map, entry, consts: e.consts.clone().into_boxed_slice() })
+        Some(Jit { _code: map, entry, consts: e.constants().into_boxed_slice(), isa: e.isa })
     }
 
     /// Runs the loop over one chunk.
@@ -95,7 +122,8 @@ impl Jit {
         // SAFETY: the code reads and writes only through the frame's pointers, within `len`
         // elements (the last vector under a lane mask), and the CPU has AVX-512 (checked when
         // compiling).
-        unsafe { (self.entry)(frame, len, self.consts.as_ptr()) }
+        // The pool register points past the lane indices (see `Asm::constants`).
+        unsafe { (self.entry)(frame, len, self.consts.as_ptr().add(16)) }
     }
 }
 
@@ -122,40 +150,37 @@ struct Program<'a, F: Fn(usize) -> usize> {
 impl<F: Fn(usize) -> usize> Program<'_, F> {
     /// The whole function: prologue, the loop over whole vectors, the last partial vector
     /// under a lane mask, epilogue.
-    fn emit(&self, held: HashMap<u32, R>) -> Emit<Asm> {
-        let mut e = Asm::new(held)?;
+    fn emit(&self, isa: Isa, held: HashMap<u32, R>) -> Emit<Asm> {
+        let mut e = Asm::new(isa, held)?;
         e.preload()?;
         let mut top = e.a.create_label();
         let mut tail = e.a.create_label();
         let mut done = e.a.create_label();
+        let lanes = isa.lanes() as i32;
         // rsi: elements left; r8: the byte offset of the current vector.
         e.a.xor(OFFSET, OFFSET).ok()?;
         e.a.set_label(&mut top).ok()?;
-        e.a.cmp(rsi, 16).ok()?;
+        e.a.cmp(rsi, lanes).ok()?;
         e.a.jb(tail).ok()?;
-        self.body(&mut e, false)?;
-        e.a.add(OFFSET, 64).ok()?;
-        e.a.sub(rsi, 16).ok()?;
+        self.body(&mut e, None)?;
+        e.a.add(OFFSET, isa.bytes()).ok()?;
+        e.a.sub(rsi, lanes).ok()?;
         e.a.jmp(top).ok()?;
         e.a.set_label(&mut tail).ok()?;
         e.a.test(rsi, rsi).ok()?;
         e.a.jz(done).ok()?;
-        // k7: the low rsi lanes (rsi < 16).
-        e.a.mov(ecx, esi).ok()?;
-        e.a.mov(eax, 1).ok()?;
-        e.a.shl(eax, cl).ok()?;
-        e.a.dec(eax).ok()?;
-        e.a.kmovw(k7, eax).ok()?;
-        self.body(&mut e, true)?;
+        let mask = e.tail_mask()?;
+        self.body(&mut e, Some(mask))?;
         e.a.set_label(&mut done).ok()?;
-        e.a.vzeroupper().ok()?;
+        e.vzeroupper()?;
         e.a.ret().ok()?;
         Some(e)
     }
 
     /// One vector of every instruction: operands loaded on first use, results kept in
     /// registers until their last use, outputs stored as soon as they are computed.
-    fn body(&self, e: &mut Asm, masked: bool) -> Emit<()> {
+    /// `tail`: the partial vector's lane mask (`Some(None)` for AVX-512's k7).
+    fn body(&self, e: &mut Asm, tail: Option<Option<R>>) -> Emit<()> {
         let n = self.instrs.len();
         let mut last_use = vec![0usize; n];
         let mut slot_last: HashMap<u16, usize> = HashMap::new();
@@ -179,7 +204,7 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
                     Arg::Input(_) => match loaded.get(&src.slot) {
                         Some(&r) => r,
                         None => {
-                            let r = load(e, src, masked)?;
+                            let r = load(e, src, tail)?;
                             loaded.insert(src.slot, r);
                             r
                         }
@@ -190,10 +215,9 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
             let d = self.op(e, instr, &args)?;
             for (j, _) in self.outputs.iter().enumerate().filter(|(_, o)| **o == k) {
                 e.a.mov(rax, qword_ptr(FRAME + 8 * (self.out_slot)(j) as i32)).ok()?;
-                if masked {
-                    e.a.vmovups(zmmword_ptr(rax + OFFSET).k7(), z(d)).ok()?;
-                } else {
-                    e.a.vmovups(zmmword_ptr(rax + OFFSET), z(d)).ok()?;
+                match tail {
+                    Some(mask) => e.store_masked(ptr(rax + OFFSET), d, mask)?,
+                    None => e.store_vec(ptr(rax + OFFSET), d)?,
                 }
             }
             // Free what this instruction read for the last time, then the result if unread.
@@ -239,15 +263,15 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
     }
 }
 
-/// Loads an input operand's current vector (the lanes of mask k7 only, when `masked`), or
-/// its one value in every lane.
-fn load(e: &mut Asm, src: &Operand, masked: bool) -> Emit<R> {
+/// Loads an input operand's current vector (the tail's lanes only, under its mask), or its
+/// one value in every lane.
+fn load(e: &mut Asm, src: &Operand, tail: Option<Option<R>>) -> Emit<R> {
     let r = e.take()?;
     e.a.mov(rax, qword_ptr(FRAME + 8 * src.slot as i32)).ok()?;
-    match src.mode {
-        Mode::Slice if masked => e.a.vmovups(z(r).k7().z(), zmmword_ptr(rax + OFFSET)).ok()?,
-        Mode::Slice => e.a.vmovups(z(r), zmmword_ptr(rax + OFFSET)).ok()?,
-        Mode::Value => e.a.vbroadcastss(z(r), dword_ptr(rax)).ok()?,
+    match (src.mode, tail) {
+        (Mode::Slice, Some(mask)) => e.load_masked(r, ptr(rax + OFFSET), mask)?,
+        (Mode::Slice, None) => e.load_vec(r, ptr(rax + OFFSET))?,
+        (Mode::Value, _) => e.broadcast(r, dword_ptr(rax))?,
     }
     Some(r)
 }

@@ -10,6 +10,23 @@ use crate::math::{BinaryOp, ElementwiseOp, ScalarAttr, UnaryOp};
 use crate::shape::Shape;
 use crate::storage::{Array, Storage};
 use crate::Scalar;
+use std::cell::Cell;
+
+thread_local! {
+    /// The instruction set this test thread generates code for (see `Jit::isa`).
+    pub(super) static FORCED_ISA: Cell<Option<super::Isa>> = const { Cell::new(None) };
+}
+
+/// Runs `f` once per instruction set the CPU has, generating code for that set.
+fn for_each_isa(f: impl Fn()) {
+    for (isa, needs) in [(super::Isa::Avx512, Level::Avx512), (super::Isa::Avx2, Level::Avx2)] {
+        if level() >= needs {
+            FORCED_ISA.set(Some(isa));
+            f();
+        }
+    }
+    FORCED_ISA.set(None);
+}
 
 const UNARY: [UnaryOp; 9] =
     [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Sign, UnaryOp::Sqrt, UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::GeluTanh];
@@ -66,7 +83,8 @@ fn same_bits(instrs: Vec<Instr>, inputs: &[Vec<f32>], outputs: Vec<usize>) {
     let decl: Vec<(DType, Shape)> = inputs.iter().map(|v| (DType::F32, Shape::new(&[v.len()]))).collect();
     let build = |codegen| FusedProgram::with_codegen(Shape::new(&[n]), decl.clone(), instrs.clone(), outputs.clone(), codegen);
     let (generated, interpreted) = (build(true), build(false));
-    assert!(generated.is_generated(), "{:?} has a template", generated);
+    assert!(generated.is_generated(), "{generated:?} has a template ({:?})", FORCED_ISA.get());
+    assert_eq!(generated.generated_isa(), FORCED_ISA.get());
     assert!(!interpreted.is_generated());
     let run = |p: &FusedProgram| -> Vec<Vec<u32>> {
         let ins: Vec<Storage> = inputs.iter().map(|v| storage(v)).collect();
@@ -76,7 +94,12 @@ fn same_bits(instrs: Vec<Instr>, inputs: &[Vec<f32>], outputs: Vec<usize>) {
     for (o, (x, y)) in a.iter().zip(&b).enumerate() {
         if let Some(i) = (0..x.len()).find(|&i| x[i] != y[i]) {
             let ins: Vec<String> = inputs.iter().map(|v| format!("{:08x}", v[i.min(v.len() - 1)].to_bits())).collect();
-            panic!("{:?}: output {o}, element {i} (inputs {ins:?}): generated {:08x}, interpreted {:08x}", generated, x[i], y[i]);
+            panic!(
+                "{generated:?} ({:?}): output {o}, element {i} (inputs {ins:?}): generated {:08x}, interpreted {:08x}",
+                FORCED_ISA.get(),
+                x[i],
+                y[i]
+            );
         }
     }
 }
@@ -85,25 +108,21 @@ fn instr(op: ElementwiseOp, args: &[Operand]) -> Instr {
     Instr { op, args: args.iter().copied().collect(), dtype: DType::F32 }
 }
 
-fn avx512() -> bool {
-    level() >= Level::Avx512
-}
-
 #[test]
 fn every_unary_template_gives_the_interpreters_bits() {
-    if !avx512() {
-        return; // no generated path on this CPU: nothing to compare
-    }
-    for u in UNARY {
-        same_bits(vec![instr(ElementwiseOp::Unary(u), &[Operand::Input(0)])], &[values(4099, 7)], vec![0]);
-    }
+    for_each_isa(|| {
+        for u in UNARY {
+            same_bits(vec![instr(ElementwiseOp::Unary(u), &[Operand::Input(0)])], &[values(4099, 7)], vec![0]);
+        }
+    });
 }
 
 #[test]
 fn every_binary_template_gives_the_interpreters_bits() {
-    if !avx512() {
-        return;
-    }
+    for_each_isa(binaries);
+}
+
+fn binaries() {
     for b in BINARY {
         // Every edge value against every other (NaN against NaN of the other sign included).
         let edges = values(25, 1);
@@ -121,9 +140,10 @@ fn every_binary_template_gives_the_interpreters_bits() {
 
 #[test]
 fn clamp_and_programs_give_the_interpreters_bits() {
-    if !avx512() {
-        return;
-    }
+    for_each_isa(clamp_and_w2);
+}
+
+fn clamp_and_w2() {
     let s = |v: f64| Some(ScalarAttr(Scalar::Float(v)));
     same_bits(vec![instr(ElementwiseOp::Clamp { min: s(-1.0), max: s(2.0) }, &[Operand::Input(0)])], &[values(500, 8)], vec![0]);
     same_bits(vec![instr(ElementwiseOp::Clamp { min: None, max: s(0.5) }, &[Operand::Input(0)])], &[values(500, 9)], vec![0]);

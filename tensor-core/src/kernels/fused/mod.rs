@@ -170,6 +170,7 @@ impl FusedProgram {
 
     /// The instruction set of the generated loop, if there is one.
     #[cfg(target_arch = "x86_64")]
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests of both paths
     pub(crate) fn generated_isa(&self) -> Option<jit::Isa> {
         self.jit.as_ref().map(|j| j.isa)
     }

@@ -40,6 +40,7 @@ pub(crate) struct Jit {
     entry: JitFn,
     consts: Box<[u32]>,
     /// The instruction set of the code.
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests of both paths
     pub(crate) isa: Isa,
 }
 

@@ -63,6 +63,7 @@ pub use autograd::{
 pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, GraphOutput};
+pub use kernels::codegen::{codegen_enabled, set_codegen};
 pub use kernels::parallel::{num_threads, set_num_threads};
 pub use random::{manual_seed, Generator};
 pub use shape::Shape;

@@ -1,6 +1,7 @@
 //! CPU kernels on ndarray, shared by eager dispatch and the graph executor: the same function
 //! computes an op in both modes, so both give the same bits.
 
+pub(crate) mod codegen;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod fused;

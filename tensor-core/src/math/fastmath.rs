@@ -14,15 +14,36 @@
 //! (the C library's `fma` where the CPU has none), so every loop that calls these functions
 //! gives the same bits — see `kernels::simd`.
 
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
+// The constants are crate-visible because the fused-program code generator
+// (`kernels::fused::jit`) emits these functions instruction by instruction with them.
+pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
+pub(crate) const LN2_HI: f32 = 0.693_359_4;
+pub(crate) const LN2_LO: f32 = -2.121_944_4e-4;
 /// Above this, exp overflows f32.
-const EXP_HI: f32 = 88.722_83;
+pub(crate) const EXP_HI: f32 = 88.722_83;
 /// Below this, exp is under 2^-126 and is flushed to zero (the smallest f32 whose exp is not).
-const EXP_LO: f32 = -87.336_54;
+pub(crate) const EXP_LO: f32 = -87.336_54;
 /// Adding and subtracting 1.5 * 2^23 rounds an f32 of magnitude < 2^22 to the nearest integer.
-const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
+/// exp's polynomial in `r`, highest degree first (Horner with `mul_add`).
+pub(crate) const EXP_P: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5e-1];
+/// tanh's numerator and denominator polynomials in `x^2`, highest degree first.
+pub(crate) const TANH_P: [f32; 7] = [-2.760_768_5e-16, 2.000_188e-13, -8.604_672e-11, 5.122_297e-8, 1.485_722_4e-5, 6.372_619_3e-4, 4.893_524_6e-3];
+pub(crate) const TANH_Q: [f32; 4] = [1.198_258_4e-6, 1.185_347e-4, 2.268_434_6e-3, 4.893_525e-3];
+/// Beyond ±this, tanh is ±1 in f32.
+pub(crate) const TANH_CLAMP: f32 = 7.905_311;
+/// Below this |x|, tanh(x) rounds to x.
+pub(crate) const TANH_TINY: f32 = 0.000_4;
+
+/// `c[0]`, then `p * x + c[i]` for each further coefficient (one rounding each).
+#[inline(always)]
+fn horner(c: &[f32], x: f32) -> f32 {
+    let mut p = c[0];
+    for &ci in &c[1..] {
+        p = p.mul_add(x, ci);
+    }
+    p
+}
 
 /// e^x for f32.
 #[inline(always)]
@@ -37,12 +58,7 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     let ki = kf.to_bits() as i32 - ROUND_MAGIC.to_bits() as i32;
     let k = kf - ROUND_MAGIC;
     let r = (-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, xc));
-    let p = 1.987_569_1e-4_f32;
-    let p = p.mul_add(r, 1.398_199_9e-3);
-    let p = p.mul_add(r, 8.333_452e-3);
-    let p = p.mul_add(r, 4.166_579_6e-2);
-    let p = p.mul_add(r, 1.666_666_5e-1);
-    let p = p.mul_add(r, 5e-1);
+    let p = horner(&EXP_P, r);
     let y = p.mul_add(r * r, r) + 1.0;
     // y * 2^k by adding k to y's exponent bits: exact while the result is a normal number,
     // which the clamp ensures (at k = 128, xc <= EXP_HI makes r < 0 and y < 1; at k = -126,
@@ -60,23 +76,13 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
 /// (beyond, tanh is ±1 in f32), with one division and no `exp` — the form Eigen and XLA use.
 #[inline(always)]
 pub(crate) fn tanh_f32(x: f32) -> f32 {
-    const CLAMP: f32 = 7.905_311;
-    // Below this |x|, tanh(x) rounds to x.
-    const TINY: f32 = 0.000_4;
+    const CLAMP: f32 = TANH_CLAMP;
+    const TINY: f32 = TANH_TINY;
     let xc = if x < -CLAMP { -CLAMP } else { x };
     let xc = if xc > CLAMP { CLAMP } else { xc };
     let x2 = xc * xc;
-    let p = -2.760_768_5e-16_f32;
-    let p = p.mul_add(x2, 2.000_188e-13);
-    let p = p.mul_add(x2, -8.604_672e-11);
-    let p = p.mul_add(x2, 5.122_297e-8);
-    let p = p.mul_add(x2, 1.485_722_4e-5);
-    let p = p.mul_add(x2, 6.372_619_3e-4);
-    let p = p.mul_add(x2, 4.893_524_6e-3);
-    let q = 1.198_258_4e-6_f32;
-    let q = q.mul_add(x2, 1.185_347e-4);
-    let q = q.mul_add(x2, 2.268_434_6e-3);
-    let q = q.mul_add(x2, 4.893_525e-3);
+    let p = horner(&TANH_P, x2);
+    let q = horner(&TANH_Q, x2);
     let t = xc * p / q;
     // Beyond the clamp, exactly ±1 (the rational is a few ulp short of it there).
     let t = if x.abs() > CLAMP {

@@ -10,6 +10,8 @@
 
 mod chain;
 mod compiled;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod jit;
 
 use super::elementwise::from_vec;
 use super::parallel::par_min_len;
@@ -72,6 +74,10 @@ pub struct FusedProgram {
     /// The steps the chain kernels point to (a boxed slice does not move with the `Vec`).
     _chains: Vec<Box<[chain::Step]>>,
     num_regs: usize,
+    /// The whole program as one generated loop, when it has one (see `jit`); the kernels
+    /// above run otherwise.
+    #[cfg(target_arch = "x86_64")]
+    jit: Option<jit::Jit>,
 }
 
 impl std::fmt::Debug for FusedProgram {
@@ -81,8 +87,15 @@ impl std::fmt::Debug for FusedProgram {
 }
 
 impl FusedProgram {
-    /// A program; assigns scratch registers and compiles every instruction.
+    /// A program; assigns scratch registers and compiles every instruction — and the whole
+    /// program to one loop where it can (see `jit` and [`crate::set_codegen`]).
     pub fn new(shape: Shape, inputs: Vec<(DType, Shape)>, instrs: Vec<Instr>, outputs: Vec<usize>) -> FusedProgram {
+        Self::with_codegen(shape, inputs, instrs, outputs, crate::kernels::codegen::codegen_enabled())
+    }
+
+    /// [`new`](Self::new), with code generation tried only when `codegen` is true (so a
+    /// test can build both paths of one program).
+    pub(crate) fn with_codegen(shape: Shape, inputs: Vec<(DType, Shape)>, instrs: Vec<Instr>, outputs: Vec<usize>, codegen: bool) -> FusedProgram {
         let (regs, num_regs) = assign_registers(&instrs, &outputs);
         let n_in = inputs.len();
         let slot_of = |k: usize| -> u16 {
@@ -124,7 +137,42 @@ impl FusedProgram {
             kernels.push(compiled::compile(&instrs[k].op, &srcs_of(&instrs[k]), slot_of(k)));
             k += 1;
         }
-        FusedProgram { shape, inputs, instrs, outputs, kernels, _chains: chains, num_regs }
+        #[cfg(target_arch = "x86_64")]
+        let jit = {
+            let srcs: Vec<SmallVec<[Src; 3]>> = instrs.iter().map(srcs_of).collect();
+            if codegen {
+                jit::Jit::compile(&instrs, &srcs, &outputs, |j| n_in + num_regs + j)
+            } else {
+                None
+            }
+        };
+        FusedProgram {
+            shape,
+            inputs,
+            instrs,
+            outputs,
+            kernels,
+            _chains: chains,
+            num_regs,
+            #[cfg(target_arch = "x86_64")]
+            jit,
+        }
+    }
+
+    /// True when the program runs as one generated loop (see `jit`), false when it runs in
+    /// the interpreter.
+    pub fn is_generated(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.is_some();
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// The instruction set of the generated loop, if there is one.
+    #[cfg(target_arch = "x86_64")]
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests of both paths
+    pub(crate) fn generated_isa(&self) -> Option<jit::Isa> {
+        self.jit.as_ref().map(|j| j.isa)
     }
 
     /// How many loops a chunk calls (runs of scalar ops share one).
@@ -222,6 +270,14 @@ impl FusedProgram {
         }
         frame.extend(regs[..self.num_regs].iter_mut().map(|r| r.as_mut_ptr() as *mut u8));
         frame.extend(outs.iter().map(|o| o.chunk_ptr(start)));
+        #[cfg(target_arch = "x86_64")]
+        if let Some(jit) = &self.jit {
+            // SAFETY: the frame is the one the kernels below would get (an f32 program: every
+            // slot holds `len` f32 values, or one for a single-value input), and no output
+            // overlaps an input (an input an output overwrites was copied above).
+            unsafe { jit.run(frame.as_ptr(), len) };
+            return;
+        }
         for k in &self.kernels {
             // SAFETY: the frame holds, for every slot a kernel names, a pointer to `len` values
             // of the slot's dtype (one value for single-value inputs); a kernel's destination

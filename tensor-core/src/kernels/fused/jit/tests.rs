@@ -1,0 +1,199 @@
+//! The generated loop against the interpreter, bit for bit: every op with a template, alone
+//! and in programs, over values that reach every branch of the scalar functions (zeros of
+//! both signs, both infinities, NaNs of both signs and other payloads, the ends of exp's and
+//! tanh's ranges, subnormals) and over lengths that end in a partial vector.
+
+use crate::dtype::DType;
+use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
+use crate::kernels::simd::{level, Level};
+use crate::math::{BinaryOp, ElementwiseOp, ScalarAttr, UnaryOp};
+use crate::shape::Shape;
+use crate::storage::{Array, Storage};
+use crate::Scalar;
+use std::cell::Cell;
+
+thread_local! {
+    /// The instruction set this test thread generates code for (see `Jit::isa`).
+    pub(super) static FORCED_ISA: Cell<Option<super::Isa>> = const { Cell::new(None) };
+}
+
+/// Runs `f` once per instruction set the CPU has, generating code for that set.
+fn for_each_isa(f: impl Fn()) {
+    for (isa, needs) in [(super::Isa::Avx512, Level::Avx512), (super::Isa::Avx2, Level::Avx2)] {
+        if level() >= needs {
+            FORCED_ISA.set(Some(isa));
+            f();
+        }
+    }
+    FORCED_ISA.set(None);
+}
+
+const UNARY: [UnaryOp; 9] =
+    [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Sign, UnaryOp::Sqrt, UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::GeluTanh];
+const BINARY: [BinaryOp; 6] = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Minimum];
+
+/// Edge values, then a sweep over [-100, 100], then pseudo-random bit patterns.
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    let edges = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7fa0_0001), // a signaling NaN with a payload
+        f32::from_bits(0xffc0_1234),
+        f32::MIN_POSITIVE,
+        1e-45,
+        -1e-45,
+        88.722_83,
+        88.8,
+        -87.336_54,
+        -87.4,
+        7.905_311,
+        -7.905_311,
+        7.9,
+        0.000_4,
+        -0.000_4,
+        0.000_39,
+        f32::MAX,
+        f32::MIN,
+    ];
+    let mut v: Vec<f32> = edges.to_vec();
+    let mut state = seed.wrapping_mul(2_654_435_761).max(1);
+    while v.len() < n {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        v.push(if v.len() % 3 == 0 { f32::from_bits(state) } else { (state as f32 / u32::MAX as f32 - 0.5) * 200.0 });
+    }
+    v.truncate(n);
+    v
+}
+
+fn storage(v: &[f32]) -> Storage {
+    Storage::F32(Array::from_shape_vec(ndarray::IxDyn(&[v.len()]), v.to_vec()).unwrap())
+}
+
+/// Runs `instrs` both ways on `inputs` (each of length `n`, or one value) and compares bits.
+fn same_bits(instrs: Vec<Instr>, inputs: &[Vec<f32>], outputs: Vec<usize>) {
+    let n = inputs.iter().map(Vec::len).max().unwrap();
+    let decl: Vec<(DType, Shape)> = inputs.iter().map(|v| (DType::F32, Shape::new(&[v.len()]))).collect();
+    let build = |codegen| FusedProgram::with_codegen(Shape::new(&[n]), decl.clone(), instrs.clone(), outputs.clone(), codegen);
+    let (generated, interpreted) = (build(true), build(false));
+    assert!(generated.is_generated(), "{generated:?} has a template ({:?})", FORCED_ISA.get());
+    assert_eq!(generated.generated_isa(), FORCED_ISA.get());
+    assert!(!interpreted.is_generated());
+    let run = |p: &FusedProgram| -> Vec<Vec<u32>> {
+        let ins: Vec<Storage> = inputs.iter().map(|v| storage(v)).collect();
+        p.run(ins.iter().map(Input::Shared)).iter().map(|s| s.array::<f32>().unwrap().iter().map(|x| x.to_bits()).collect()).collect()
+    };
+    let (a, b) = (run(&generated), run(&interpreted));
+    for (o, (x, y)) in a.iter().zip(&b).enumerate() {
+        if let Some(i) = (0..x.len()).find(|&i| x[i] != y[i]) {
+            let ins: Vec<String> = inputs.iter().map(|v| format!("{:08x}", v[i.min(v.len() - 1)].to_bits())).collect();
+            panic!(
+                "{generated:?} ({:?}): output {o}, element {i} (inputs {ins:?}): generated {:08x}, interpreted {:08x}",
+                FORCED_ISA.get(),
+                x[i],
+                y[i]
+            );
+        }
+    }
+}
+
+fn instr(op: ElementwiseOp, args: &[Operand]) -> Instr {
+    Instr { op, args: args.iter().copied().collect(), dtype: DType::F32 }
+}
+
+#[test]
+fn every_unary_template_gives_the_interpreters_bits() {
+    for_each_isa(|| {
+        for u in UNARY {
+            same_bits(vec![instr(ElementwiseOp::Unary(u), &[Operand::Input(0)])], &[values(4099, 7)], vec![0]);
+        }
+    });
+}
+
+#[test]
+fn every_binary_template_gives_the_interpreters_bits() {
+    for_each_isa(binaries);
+}
+
+fn binaries() {
+    for b in BINARY {
+        // Every edge value against every other (NaN against NaN of the other sign included).
+        let edges = values(25, 1);
+        let (x, y): (Vec<f32>, Vec<f32>) = edges.iter().flat_map(|&a| edges.iter().map(move |&b| (a, b))).unzip();
+        same_bits(vec![instr(ElementwiseOp::Binary(b), &[Operand::Input(0), Operand::Input(1)])], &[x, y], vec![0]);
+        same_bits(vec![instr(ElementwiseOp::Binary(b), &[Operand::Input(0), Operand::Input(1)])], &[values(1000, 3), values(1000, 4)], vec![0]);
+        for scalar_first in [false, true] {
+            let op = ElementwiseOp::BinaryScalar { op: b, scalar: ScalarAttr(Scalar::Float(1.5)), scalar_first };
+            same_bits(vec![instr(op, &[Operand::Input(0)])], &[values(1000, 5)], vec![0]);
+        }
+        // A single-value input, read in every lane.
+        same_bits(vec![instr(ElementwiseOp::Binary(b), &[Operand::Input(0), Operand::Input(1)])], &[values(77, 6), vec![-2.5]], vec![0]);
+    }
+}
+
+#[test]
+fn clamp_and_programs_give_the_interpreters_bits() {
+    for_each_isa(clamp_and_w2);
+}
+
+fn clamp_and_w2() {
+    let s = |v: f64| Some(ScalarAttr(Scalar::Float(v)));
+    same_bits(vec![instr(ElementwiseOp::Clamp { min: s(-1.0), max: s(2.0) }, &[Operand::Input(0)])], &[values(500, 8)], vec![0]);
+    same_bits(vec![instr(ElementwiseOp::Clamp { min: None, max: s(0.5) }, &[Operand::Input(0)])], &[values(500, 9)], vec![0]);
+    // W2: tanh(x * 1.5 + 0.5) * sigmoid(x) - x * 0.5, over lengths around the vector width.
+    let by = |op, v: f64| ElementwiseOp::BinaryScalar { op, scalar: ScalarAttr(Scalar::Float(v)), scalar_first: false };
+    let w2 = vec![
+        instr(by(BinaryOp::Mul, 1.5), &[Operand::Input(0)]),
+        instr(by(BinaryOp::Add, 0.5), &[Operand::Result(0)]),
+        instr(ElementwiseOp::Unary(UnaryOp::Tanh), &[Operand::Result(1)]),
+        instr(ElementwiseOp::Unary(UnaryOp::Sigmoid), &[Operand::Input(0)]),
+        instr(ElementwiseOp::Binary(BinaryOp::Mul), &[Operand::Result(2), Operand::Result(3)]),
+        instr(by(BinaryOp::Mul, 0.5), &[Operand::Input(0)]),
+        instr(ElementwiseOp::Binary(BinaryOp::Sub), &[Operand::Result(4), Operand::Result(5)]),
+    ];
+    for n in [1, 15, 16, 17, 1024, 1025, 5000] {
+        same_bits(w2.clone(), &[values(n, n as u32)], vec![6]);
+    }
+    // Two outputs, one of them an intermediate that is read again later.
+    same_bits(w2.clone(), &[values(333, 11)], vec![2, 6]);
+}
+
+#[test]
+fn programs_without_templates_run_in_the_interpreter() {
+    let log = FusedProgram::with_codegen(
+        Shape::new(&[4]),
+        vec![(DType::F32, Shape::new(&[4]))],
+        vec![instr(ElementwiseOp::Unary(UnaryOp::Log), &[Operand::Input(0)])],
+        vec![0],
+        true,
+    );
+    assert!(!log.is_generated()); // `ln` has no template
+    let f64_exp = FusedProgram::with_codegen(
+        Shape::new(&[4]),
+        vec![(DType::F64, Shape::new(&[4]))],
+        vec![Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 }],
+        vec![0],
+        true,
+    );
+    assert!(!f64_exp.is_generated()); // f64 programs are interpreted
+    let off = FusedProgram::with_codegen(
+        Shape::new(&[4]),
+        vec![(DType::F32, Shape::new(&[4]))],
+        vec![instr(ElementwiseOp::Unary(UnaryOp::Exp), &[Operand::Input(0)])],
+        vec![0],
+        false,
+    );
+    assert!(!off.is_generated());
+    let x = storage(&[0.0, 1.0, -1.0, 2.0]);
+    assert_eq!(
+        off.run([Input::Shared(&x)])[0].array::<f32>().unwrap().iter().copied().collect::<Vec<f32>>(),
+        vec![1.0, 2.718_281_7, 0.367_879_45, 7.389_056]
+    );
+}

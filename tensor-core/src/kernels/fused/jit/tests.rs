@@ -67,7 +67,7 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         state ^= state << 13;
         state ^= state >> 17;
         state ^= state << 5;
-        v.push(if v.len() % 3 == 0 { f32::from_bits(state) } else { (state as f32 / u32::MAX as f32 - 0.5) * 200.0 });
+        v.push(if v.len().is_multiple_of(3) { f32::from_bits(state) } else { (state as f32 / u32::MAX as f32 - 0.5) * 200.0 });
     }
     v.truncate(n);
     v

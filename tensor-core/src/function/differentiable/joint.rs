@@ -93,11 +93,14 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
         .iter()
         .map(|&k| if k < outputs.len() { outputs[k].clone() } else { residual(spec.known.expect("residual roots are known")[k - outputs.len()]) })
         .collect();
-    // The output gradients are arguments too; only their types matter while tracing.
-    let gys: Vec<Tensor> = roots.iter().map(|r| Tensor::zeros(r.0.shape.dims(), r.0.dtype)).collect();
-    for (gy, k) in gys.iter().zip(spec.roots) {
-        guard.bind_arg(gy, &format!("grad_output{k}"), gy.shape());
+    // The output gradients are arguments too, of the roots' types (dims may be unknown, in a
+    // graph traced for several shapes): a one-element tensor binds each, and the backward
+    // formulas see its stand-in, which has the declared type.
+    let placeholders: Vec<Tensor> = roots.iter().map(|r| Tensor::zeros(&[], r.0.dtype)).collect();
+    for ((gy, k), r) in placeholders.iter().zip(spec.roots).zip(&roots) {
+        guard.bind_arg(gy, &format!("grad_output{k}"), r.0.shape.clone());
     }
+    let gys: Vec<Tensor> = placeholders.iter().map(Tensor::stand_in).collect();
     let targets: Vec<&Tensor> = args.iter().filter(|(s, _)| spec.needs[*s]).map(|(_, t)| t).collect();
     let target_slot: Vec<usize> = args.iter().filter(|(s, _)| spec.needs[*s]).map(|(s, _)| *s).collect();
     let (root_refs, gy_refs): (Vec<&Tensor>, Vec<&Tensor>) = (roots.iter().collect(), gys.iter().collect());

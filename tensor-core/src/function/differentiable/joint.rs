@@ -112,10 +112,13 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     Ok(Joint { traced, arg_slots, primal, primal_nodes, contributions })
 }
 
+/// Argument leaves of the joint function, each with the forward slot it stands for.
+type Leaves = Vec<(usize, Tensor)>;
+
 /// The argument leaves of the joint function: per slot, a fresh leaf for each use when it
 /// needs a gradient (so each use's contribution stays apart), else one detached tensor.
-/// Returns them with their slots, and the index of each slot's first one.
-fn use_leaves(spec: &JointSpec) -> Result<(Vec<(usize, Tensor)>, Vec<usize>)> {
+/// Returns them, and the index of each slot's first one.
+fn use_leaves(spec: &JointSpec) -> Result<(Leaves, Vec<usize>)> {
     let uses = uses_per_slot(spec.forward, spec.slots.len());
     let mut args = Vec::new();
     let mut first = Vec::with_capacity(spec.slots.len());

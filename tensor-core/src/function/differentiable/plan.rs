@@ -14,10 +14,13 @@ use crate::tensor::Tensor;
 use crate::trace::Traced;
 use std::sync::{Arc, Mutex};
 
+/// A plan (or why there is none) with its key: which slots need a gradient, slot shapes.
+type KeyedPlan = (Vec<bool>, Vec<Shape>, Result<Arc<ForwardPlan>>);
+
 /// The plans of one concrete function and the backward functions traced for them.
 #[derive(Default)]
 pub(crate) struct BackwardCache {
-    plans: Mutex<Vec<(Vec<bool>, Vec<Shape>, Result<Arc<ForwardPlan>>)>>,
+    plans: Mutex<Vec<KeyedPlan>>,
     /// Every backward function traced, in trace order (for introspection).
     traced: Mutex<Vec<ConcreteFunction>>,
 }

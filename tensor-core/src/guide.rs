@@ -120,8 +120,13 @@
 //! of these, or a `Result` of any of them whose error type implements `From<Error>`. A
 //! `Result` return receives the errors of the trace and of the run; any other return type
 //! panics with the error's message (as the operators do). Outputs of a graph call are new
-//! tensors that do not require grad: gradients stop at the function's boundary (run
-//! `backward()` *inside* the function instead, as in the training step below).
+//! tensors; when an input requires grad (with grad mode on) they carry a `grad_fn` named after
+//! the function, and `backward()` through them gives the eager gradients, bit for bit — the
+//! backward is a cached graph too, reading the values the forward kept for it (see
+//! [`ConcreteFunction::forwards_with_residuals`](crate::function::ConcreteFunction::forwards_with_residuals)).
+//! A call whose graph touches a `.grad` (a whole training step, with `backward()` *inside* the
+//! function, as below) or has `cond`/`while_loop` nodes has no gradient from outside: its
+//! `backward()` is `Error::NotDifferentiable`.
 //!
 //! ## What runs at trace time
 //!

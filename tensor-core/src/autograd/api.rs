@@ -320,7 +320,7 @@ pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Resu
         .collect::<Result<_>>()?;
     let resolved: Vec<Tensor> = inputs.iter().map(|t| t.stand_in()).collect();
     let targets: Vec<&Tensor> = resolved.iter().collect();
-    let mut sink = Sink::Targets { targets: &targets, results: vec![None; inputs.len()] };
+    let mut sink = Sink::targets(&targets);
     engine::run(&roots, BackwardOptions { retain_graph: None, create_graph }, &mut sink)?;
     let Sink::Targets { results, .. } = sink else { unreachable!("sink kind is fixed above") };
     results.into_iter().enumerate().map(|(index, g)| g.ok_or(Error::UnusedInput { index })).collect()
@@ -339,6 +339,18 @@ pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Resu
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub fn grad_with(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
+    Ok(vjp_in_order(outputs, grad_outputs, inputs, create_graph)?.0)
+}
+
+/// `grad_with`, also giving the order in which the inputs received their gradients (indices
+/// into `inputs`): a graph call's backward hands its inputs' gradients on in that order, so
+/// the engine adds them where the eager walk would.
+pub(crate) fn vjp_in_order(
+    outputs: &[&Tensor],
+    grad_outputs: &[&Tensor],
+    inputs: &[&Tensor],
+    create_graph: bool,
+) -> Result<(Vec<Option<Tensor>>, Vec<usize>)> {
     let mut roots = Vec::new();
     for (o, g) in outputs.iter().zip(grad_outputs) {
         let r = o.stand_in();
@@ -347,12 +359,12 @@ pub fn grad_with(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tenso
         }
     }
     if roots.is_empty() {
-        return Ok(vec![None; inputs.len()]);
+        return Ok((vec![None; inputs.len()], Vec::new()));
     }
     let resolved: Vec<Tensor> = inputs.iter().map(|t| t.stand_in()).collect();
     let targets: Vec<&Tensor> = resolved.iter().collect();
-    let mut sink = Sink::Targets { targets: &targets, results: vec![None; inputs.len()] };
+    let mut sink = Sink::targets(&targets);
     engine::run(&roots, BackwardOptions { retain_graph: Some(true), create_graph }, &mut sink)?;
-    let Sink::Targets { results, .. } = sink else { unreachable!("sink kind is fixed above") };
-    Ok(results)
+    let Sink::Targets { results, order, .. } = sink else { unreachable!("sink kind is fixed above") };
+    Ok((results, order))
 }

@@ -33,10 +33,18 @@ pub struct BackwardOptions {
     pub create_graph: bool,
 }
 
-/// Where computed gradients go: the leaves' `.grad` slots, or (for `grad()`) a result list.
+/// Where computed gradients go: the leaves' `.grad` slots, or (for `grad()`) a result list
+/// with the order in which the targets received their gradients (indices into `targets`).
 pub(crate) enum Sink<'a> {
     LeafGrads,
-    Targets { targets: &'a [&'a Tensor], results: Vec<Option<Tensor>> },
+    Targets { targets: &'a [&'a Tensor], results: Vec<Option<Tensor>>, order: Vec<usize> },
+}
+
+impl<'a> Sink<'a> {
+    /// A sink collecting the gradients of `targets`.
+    pub(crate) fn targets(targets: &'a [&'a Tensor]) -> Sink<'a> {
+        Sink::Targets { targets, results: vec![None; targets.len()], order: Vec::new() }
+    }
 }
 
 /// A node by address (thin: a node is found by its data, whatever its formula type).
@@ -203,10 +211,11 @@ fn deliver_leaf(t: &Tensor, walk: &mut Walk, sink: &mut Sink) -> Result<()> {
             walk.writes.push((t.clone(), g));
             Ok(())
         }
-        Sink::Targets { targets, results } => {
+        Sink::Targets { targets, results, order } => {
             for (i, target) in targets.iter().enumerate() {
                 if target.same_as(t) {
                     results[i] = Some(g.clone());
+                    order.push(i);
                 }
             }
             Ok(())
@@ -222,10 +231,11 @@ fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, n: usize, g: &Tensor, si
                 writes.push((out.clone(), g.clone()));
             }
         }
-        Sink::Targets { targets, results } => {
+        Sink::Targets { targets, results, order } => {
             for (i, target) in targets.iter().enumerate() {
                 if target.grad_fn_raw().is_some_and(|f| Arc::ptr_eq(&f, node)) && target.output_nr() == n {
                     results[i] = Some(g.clone());
+                    order.push(i);
                 }
             }
         }

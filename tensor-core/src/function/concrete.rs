@@ -37,8 +37,8 @@ pub struct ConcreteFunction {
     optimized: bool,
     /// The pass log, made on first request (see `pass_log`).
     pass_log: Arc<OnceLock<PassLog>>,
-    /// Whether a call can record a grad node (see `differentiable.rs`).
-    differentiable: bool,
+    /// Why a call cannot be differentiated from outside (see `differentiable/`), if so.
+    no_gradient: Option<&'static str>,
     /// The grad_fn name of its calls (`nameBackward`).
     grad_fn_name: &'static str,
     /// The traced backward functions.
@@ -115,7 +115,7 @@ impl ConcreteFunction {
     /// Wraps a finished trace.
     pub(crate) fn from_traced(name: &str, traced: Traced, optimize: bool) -> ConcreteFunction {
         debug_assert_eq!(crate::graph::validate(&traced.graph), Ok(()), "traced graph of {name}");
-        let differentiable = differentiable::is_differentiable(&traced.graph);
+        let no_gradient = differentiable::no_gradient(&traced.graph);
         let graph = Arc::new(traced.graph);
         let executable = Arc::new(Executable::new(&graph, optimize));
         ConcreteFunction {
@@ -127,7 +127,7 @@ impl ConcreteFunction {
             grad_guards: traced.grad_guards.into(),
             optimized: optimize,
             pass_log: Arc::new(OnceLock::new()),
-            differentiable,
+            no_gradient,
             grad_fn_name: differentiable::grad_fn_name(name),
             backward: Arc::new(BackwardCache::default()),
         }
@@ -172,11 +172,20 @@ impl ConcreteFunction {
         slots.extend_from_slice(args);
         slots.extend(self.captures.iter());
         self.check_guards(&slots)?;
-        let outputs = self.executable.run(&slots)?;
-        if self.differentiable && differentiable::needs_record(&slots) {
-            differentiable::record_call(self, &slots, &outputs);
+        if differentiable::needs_record(&slots) {
+            return differentiable::run_recording(self, &slots);
         }
-        Ok(outputs)
+        self.executable.run(&slots)
+    }
+
+    /// The executable of the traced graph.
+    pub(crate) fn executable(&self) -> &Executable {
+        &self.executable
+    }
+
+    /// Why calls of this function have no gradient from outside (`None`: they have one).
+    pub(crate) fn no_gradient(&self) -> Option<&'static str> {
+        self.no_gradient
     }
 
     /// The name of its calls' grad_fn.
@@ -190,10 +199,12 @@ impl ConcreteFunction {
     }
 
     /// The backward functions traced so far for calls of this one, in trace order: one per
-    /// combination of which inputs needed a gradient, which outputs received one, and the
-    /// input shapes. A call whose inputs require grad (with grad mode on) records a grad
-    /// node named `<name>Backward`; its first `backward()` traces the vector-Jacobian
-    /// product of this graph into a function called `<name>_backward`, and later ones reuse it.
+    /// combination of which inputs needed a gradient, the input shapes, and which outputs
+    /// received one. A call whose inputs require grad (with grad mode on) records a grad
+    /// node named `<name>Backward`; the first such call traces the vector-Jacobian product
+    /// of this graph (for gradients of all its float outputs) into a function called
+    /// `<name>_backward`, together with the forward that returns its residuals (see
+    /// `forwards_with_residuals`); later calls and backward passes reuse them.
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -211,6 +222,30 @@ impl ConcreteFunction {
     /// ```
     pub fn backward_functions(&self) -> Vec<ConcreteFunction> {
         self.backward.functions()
+    }
+
+    /// The forward graphs that calls needing a gradient run (optimized), one per
+    /// combination of which inputs require grad and the input shapes: this function's graph
+    /// returning, after its outputs, the *residuals* — the values its backward functions
+    /// read, as an eager body saves them for backward (an `exp`'s output, a product made
+    /// inside the function). Under `no_grad`, or when no input requires grad, a call runs
+    /// `graph()` itself.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// let x = Tensor::from_vec(vec![0.5f32, 1.0], &[2])?.requires_grad_(true)?;
+    /// let f = ConcreteFunction::trace("soft", &[("x", &x)], || Ok(vec![x.exp()?.sum()?]))?;
+    /// no_grad(|| f.call(&[&x]))?;
+    /// assert!(f.forwards_with_residuals().is_empty());
+    /// f.call(&[&x])?[0].backward()?;
+    /// let forward = &f.forwards_with_residuals()[0];
+    /// assert_eq!(forward.outputs.len(), 2, "the sum, then exp(x): what exp saves for backward");
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![0.5f32.exp(), 1.0f32.exp()]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn forwards_with_residuals(&self) -> Vec<Graph> {
+        self.backward.forward_graphs()
     }
 
     fn check_args(&self, args: &[&Tensor]) -> Result<()> {

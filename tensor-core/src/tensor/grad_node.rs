@@ -305,6 +305,20 @@ impl<'a> BackwardCtx<'a> {
         Ok(t)
     }
 
+    /// `value`, a value the formula kept itself as output `n` of its node (a graph call's
+    /// residuals): with create_graph it carries the node as grad_fn, as `output` does.
+    pub(crate) fn kept_output(&self, n: usize, value: Value) -> Tensor {
+        let (dtype, shape) = self.node.out_meta(n);
+        let t = Tensor::from_value(value, dtype, shape.clone());
+        if self.create_graph {
+            t.0.requires_grad.store(true, std::sync::atomic::Ordering::Release);
+            let mut slot = t.grad_slot();
+            slot.grad_fn = Some(self.node.clone());
+            slot.output_nr = n;
+        }
+        t
+    }
+
     /// The shape input `i` had.
     pub fn input_shape(&self, i: usize) -> &Shape {
         &self.node.input_meta[i].1

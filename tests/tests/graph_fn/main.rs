@@ -9,3 +9,4 @@ mod model;
 mod options;
 mod random;
 mod readme;
+mod residuals;

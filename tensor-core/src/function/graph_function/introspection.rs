@@ -183,8 +183,10 @@ impl GraphFunction {
     ///     x.mul(2.0)
     /// }
     /// let x = Tensor::ones(&[2], DType::F32).requires_grad_(true)?;
-    /// twice(&x)?; // no backward yet: nothing traced
+    /// no_grad(|| twice(&x))?; // no gradient needed: nothing traced
     /// assert_eq!(tensor_core::function::lookup("twice").unwrap().backward_trace_count(), 0);
+    /// twice(&x)?; // needs one: the backward is traced with the forward's residuals
+    /// assert_eq!(tensor_core::function::lookup("twice").unwrap().backward_trace_count(), 1);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn backward_trace_count(&self) -> usize {

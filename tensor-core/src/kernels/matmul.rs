@@ -198,16 +198,16 @@ fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, t: Transposed, dst: &
         let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
         gemm_float(a, b, t, copy_first(m, k, n, size_of::<T>(), t), dst, parallelism);
     } else {
-        int_matmul(&read_as(a, t.a), &read_as(b, t.b), dst);
+        int_matmul(&read_as(*a, t.a), &read_as(*b, t.b), dst);
     }
 }
 
 /// A stored matrix as the product reads it: itself, or its transpose (a view, no copy).
-fn read_as<'a, T>(x: &ArrayView2<'a, T>, transposed: bool) -> ArrayView2<'a, T> {
+fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
     if transposed {
-        x.clone().reversed_axes()
+        x.reversed_axes()
     } else {
-        x.clone()
+        x
     }
 }
 
@@ -516,13 +516,16 @@ mod tests {
         a.clone().permuted_axes(IxDyn(&swap)).as_standard_layout().into_owned().into_shared()
     }
 
+    /// a's batch dims, b's, their broadcast, and (m, k, n).
+    type Case = (&'static [usize], &'static [usize], &'static [usize], (usize, usize, usize));
+
     #[test]
     fn flags_read_the_operands_transposed() {
         // Integers sum exactly, so a flagged product equals the plain product of transposed
         // copies; floats agree to rounding. Batched with broadcast batch dims, and a 2-d right
         // operand under a batched left one (the rows-folded path).
         // (a's batch dims, b's, their broadcast, (m, k, n))
-        let cases: [(&[usize], &[usize], &[usize], (usize, usize, usize)); 4] =
+        let cases: [Case; 4] =
             [(&[], &[], &[], (3, 4, 5)), (&[2, 1], &[3], &[2, 3], (4, 6, 2)), (&[3], &[], &[3], (5, 2, 7)), (&[], &[2], &[2], (1, 5, 1))];
         for (ba, bb, batch, (m, k, n)) in cases {
             for t in FLAGS {

@@ -404,13 +404,15 @@ fn matmul_2d_and_batched_with_broadcast_batch_dims() {
     gradcheck(|x| x[0].t()?.matmul(&x[0]), &[g.normal(&[4, 3])]);
 }
 
+/// A product: a's batch dims, b's, and (m, k, n).
+type Case = (&'static [usize], &'static [usize], (usize, usize, usize));
+
 #[test]
 fn matmul_with_transposed_operands() {
     // Every flag combination: 2-d, broadcast batches, and a 2-d right operand under a batched
     // left one (the weight-gradient form that folds the batch into rows).
     let mut g = Gen(13);
-    let cases: [(&[usize], &[usize], (usize, usize, usize)); 4] =
-        [(&[], &[], (3, 4, 5)), (&[2, 1], &[3], (3, 2, 4)), (&[2, 3], &[], (2, 4, 3)), (&[], &[2], (1, 3, 2))];
+    let cases: [Case; 4] = [(&[], &[], (3, 4, 5)), (&[2, 1], &[3], (3, 2, 4)), (&[2, 3], &[], (2, 4, 3)), (&[], &[2], (1, 3, 2))];
     for (ba, bb, (m, k, n)) in cases {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             let dims = |batch: &[usize], r, c, t| batch.iter().copied().chain(if t { [c, r] } else { [r, c] }).collect::<Vec<_>>();

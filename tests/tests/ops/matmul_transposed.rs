@@ -9,6 +9,9 @@ use tensor_core::ops::{LinalgOp, Op};
 use tensor_core::prelude::*;
 use tests::{as_f64, assert_bits_eq};
 
+/// A product: a's batch dims, b's, and (m, k, n).
+type Case = (&'static [usize], &'static [usize], (usize, usize, usize));
+
 const FLAGS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
 
 /// `x` (2-d) as stored for a flag: itself, or its transpose made row-major.
@@ -52,8 +55,7 @@ fn batched_flags_broadcast_their_batch_dims() -> Result<()> {
 fn flags_give_the_values_of_an_explicit_transpose() -> Result<()> {
     // 2-d, batched with broadcast, and a 2-d right operand under a batched left one (its rows
     // folded into one product), with sizes past gemm's small-product kernels.
-    let cases: [(&[usize], &[usize], (usize, usize, usize)); 4] =
-        [(&[], &[], (33, 70, 17)), (&[2, 1], &[3], (5, 9, 4)), (&[4], &[], (40, 24, 36)), (&[], &[2], (3, 300, 1))];
+    let cases: [Case; 4] = [(&[], &[], (33, 70, 17)), (&[2, 1], &[3], (5, 9, 4)), (&[4], &[], (40, 24, 36)), (&[], &[2], (3, 300, 1))];
     for (i, (ba, bb, (m, k, n))) in cases.into_iter().enumerate() {
         for (ta, tb) in FLAGS {
             let dims = |batch: &[usize], r, c, t| batch.iter().copied().chain(if t { [c, r] } else { [r, c] }).collect::<Vec<_>>();
@@ -73,8 +75,7 @@ fn flags_give_the_values_of_an_explicit_transpose() -> Result<()> {
 
 #[test]
 fn flagged_products_in_a_graph_match_eager_bit_for_bit_with_gradients() -> Result<()> {
-    let cases: [(&[usize], &[usize], (usize, usize, usize)); 4] =
-        [(&[], &[], (6, 5, 7)), (&[2, 1], &[3], (4, 3, 5)), (&[3], &[], (8, 70, 20)), (&[], &[2], (1, 9, 1))];
+    let cases: [Case; 4] = [(&[], &[], (6, 5, 7)), (&[2, 1], &[3], (4, 3, 5)), (&[3], &[], (8, 70, 20)), (&[], &[2], (1, 9, 1))];
     for (i, (ba, bb, (m, k, n))) in cases.into_iter().enumerate() {
         for (ta, tb) in FLAGS {
             let dims = |batch: &[usize], r, c, t| batch.iter().copied().chain(if t { [c, r] } else { [r, c] }).collect::<Vec<_>>();

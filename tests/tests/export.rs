@@ -434,6 +434,33 @@ proptest! {
 
 // ----------------------------------------------------------------------------- matmul forms
 
+/// Products reading an operand transposed (`matmul_t`) export with their flags, load and run
+/// with the bits the traced function gives.
+#[test]
+fn transposed_matmul_operands_survive_the_round_trip() -> Result<()> {
+    let (m, a) = (Tensor::randn(&[3, 4], DType::F32, 1), Tensor::randn(&[2, 1, 3, 4], DType::F32, 2));
+    let (b, c) = (Tensor::randn(&[5, 2, 4], DType::F32, 3), Tensor::randn(&[5, 3, 2], DType::F32, 4));
+    let d = Tensor::randn(&[6, 3], DType::F32, 5);
+    let args = [("m", &m), ("a", &a), ("b", &b), ("c", &c), ("d", &d)];
+    let f = ConcreteFunction::trace("flags", &args, || {
+        Ok(vec![
+            m.matmul_t(&m, false, true)?,
+            m.matmul_t(&m, true, false)?,
+            a.matmul_t(&b, false, true)?,
+            a.matmul_t(&c, true, false)?,
+            a.matmul_t(&d, true, true)?,
+        ])
+    })?;
+    let loaded = round_trip(&f);
+    let (ours, theirs) = (f.call(&[&m, &a, &b, &c, &d])?, loaded.call(&[&m, &a, &b, &c, &d])?);
+    let dims: Vec<Vec<usize>> = theirs.iter().map(|t| t.dims()).collect();
+    assert_eq!(dims, vec![vec![3, 3], vec![4, 4], vec![2, 5, 3, 2], vec![2, 5, 4, 2], vec![2, 1, 4, 6]]);
+    for (x, y) in ours.iter().zip(&theirs) {
+        tests::assert_bits_eq(x, y);
+    }
+    Ok(())
+}
+
 /// Matrix × vector, vector × matrix, vector · vector and broadcast batches export, load and
 /// run with the bits the traced function gives.
 #[test]

@@ -115,6 +115,22 @@ fn matmul_vector_and_batched_forms_run_in_tract() -> Result<()> {
     Ok(())
 }
 
+/// Products reading an operand transposed run in tract (a Transpose before MatMul) with our
+/// values.
+#[test]
+fn transposed_matmul_operands_run_in_tract() -> Result<()> {
+    let (m, a) = (Tensor::randn(&[3, 4], DType::F32, 1), Tensor::randn(&[2, 1, 3, 4], DType::F32, 2));
+    let (b, c) = (Tensor::randn(&[5, 2, 4], DType::F32, 3), Tensor::randn(&[5, 3, 2], DType::F32, 4));
+    let d = Tensor::randn(&[6, 3], DType::F32, 5);
+    let args = [("m", &m), ("a", &a), ("b", &b), ("c", &c), ("d", &d)];
+    let f = ConcreteFunction::trace("flags", &args, || {
+        Ok(vec![m.matmul_t(&m, false, true)?, a.matmul_t(&b, false, true)?, a.matmul_t(&c, true, false)?, a.matmul_t(&d, true, true)?])
+    })?;
+    let bytes = tensor_core::onnx::to_bytes(&f)?;
+    assert_close(&run_tract(&bytes, &[&m, &a, &b, &c, &d]), &f.call(&[&m, &a, &b, &c, &d])?);
+    Ok(())
+}
+
 #[test]
 fn layout_reduction_and_elementwise_ops_map_to_onnx() -> Result<()> {
     let x = Tensor::randn(&[2, 3, 4], DType::F32, 4);

@@ -84,7 +84,7 @@ fn find_anchor(g: &Graph, f: usize) -> Option<(usize, ValueId)> {
     program.inputs.iter().enumerate().find_map(|(k, &v)| {
         let m = (0..f).rev().find(|&m| g.nodes[m].outputs.contains(&v))?;
         let anchor = &g.nodes[m];
-        let is_anchor = matches!(&anchor.kind, NodeKind::Op(Op::Linalg(LinalgOp::Matmul) | Op::Conv(ConvOp::Conv2d { .. })));
+        let is_anchor = matches!(&anchor.kind, NodeKind::Op(Op::Linalg(LinalgOp::Matmul { .. }) | Op::Conv(ConvOp::Conv2d { .. })));
         let float = g.values[v].dtype.is_float();
         let whole = p.inputs[k].1 == p.shape;
         let inputs_known = anchor.inputs.iter().all(|&u| g.values[u].shape.is_known());

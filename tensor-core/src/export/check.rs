@@ -49,7 +49,7 @@ fn arity(op: &Op) -> std::ops::RangeInclusive<usize> {
         Op::Reduction(_) | Op::Nn(NnOp::Softmax { .. } | NnOp::LogSoftmax { .. }) => 1,
         Op::Layout(LayoutOp::Concat { .. }) => return 1..=usize::MAX,
         Op::Layout(_) | Op::Index(IndexOp::OneHot { .. }) => 1,
-        Op::Index(_) | Op::Linalg(LinalgOp::Matmul) | Op::Nn(NnOp::CrossEntropy) => 2,
+        Op::Index(_) | Op::Linalg(LinalgOp::Matmul { .. }) | Op::Nn(NnOp::CrossEntropy) => 2,
         Op::Conv(ConvOp::Conv2d { .. }) => return 2..=3,
         Op::Conv(ConvOp::MaxPool2d { .. }) => 1,
         Op::Conv(_) => 2,

@@ -22,7 +22,7 @@ pub(super) enum OpDef {
     Reduction(#[serde(with = "ReductionOpDef")] ReductionOp),
     Layout(#[serde(with = "LayoutOpDef")] LayoutOp),
     Index(#[serde(with = "IndexOpDef")] IndexOp),
-    Linalg(#[serde(with = "LinalgOpDef")] LinalgOp),
+    Linalg(#[serde(with = "linalg_op")] LinalgOp),
     Nn(#[serde(with = "NnOpDef")] NnOp),
     Conv(#[serde(with = "ConvOpDef")] ConvOp),
     Random(#[serde(with = "RandomOpDef")] RandomOp),
@@ -160,10 +160,37 @@ pub(super) enum IndexOpDef {
     },
 }
 
+/// The wire forms of a matrix product: the plain product is the unit `"matmul"` (what files
+/// held before the flags existed, so they still load); a product reading an operand
+/// transposed is `{"matmul_t": {"transpose_a": true, "transpose_b": false}}`, with a flag set.
 #[derive(Serialize, Deserialize)]
-#[serde(remote = "LinalgOp", rename_all = "snake_case")]
-pub(super) enum LinalgOpDef {
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum WireLinalg {
     Matmul,
+    MatmulT { transpose_a: bool, transpose_b: bool },
+}
+
+pub(super) mod linalg_op {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(op: &LinalgOp, s: S) -> Result<S::Ok, S::Error> {
+        let LinalgOp::Matmul { transpose_a, transpose_b } = *op;
+        match transpose_a || transpose_b {
+            true => WireLinalg::MatmulT { transpose_a, transpose_b },
+            false => WireLinalg::Matmul,
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LinalgOp, D::Error> {
+        match WireLinalg::deserialize(d)? {
+            WireLinalg::Matmul => Ok(LinalgOp::MATMUL),
+            WireLinalg::MatmulT { transpose_a: false, transpose_b: false } => {
+                Err(serde::de::Error::custom("a matmul_t with no flag set: the plain product is written \"matmul\""))
+            }
+            WireLinalg::MatmulT { transpose_a, transpose_b } => Ok(LinalgOp::Matmul { transpose_a, transpose_b }),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -402,7 +429,9 @@ mod tests {
         let (text, back) = round_trip(Op::Conv(ConvOp::Conv2d { stride: [1, 1], padding: [2, 2] }));
         assert_eq!(text, r#"{"conv":{"conv2d":{"stride":[1,1],"padding":[2,2]}}}"#);
         assert_eq!(back, Op::Conv(ConvOp::Conv2d { stride: [1, 1], padding: [2, 2] }));
-        assert_eq!(round_trip(Op::Linalg(LinalgOp::Matmul)).0, r#"{"linalg":"matmul"}"#);
+        assert_eq!(round_trip(Op::Linalg(LinalgOp::MATMUL)), (r#"{"linalg":"matmul"}"#.to_string(), Op::Linalg(LinalgOp::MATMUL)));
+        let flagged = Op::Linalg(LinalgOp::Matmul { transpose_a: false, transpose_b: true });
+        assert_eq!(round_trip(flagged.clone()), (r#"{"linalg":{"matmul_t":{"transpose_a":false,"transpose_b":true}}}"#.to_string(), flagged));
         let (text, _) = round_trip(Op::Layout(LayoutOp::BroadcastTo(Shape::new(&[UNKNOWN, 3]))));
         assert_eq!(text, r#"{"layout":{"broadcast_to":[-1,3]}}"#);
     }
@@ -425,6 +454,9 @@ mod tests {
             r#"{"layout":{"broadcast_to":[-2]}}"#,
             r#"{"elementwise":{"binary_scalar":{"op":"mul","scalar":{"float":"nan:0x1"},"scalar_first":false}}}"#,
             r#"{"linalg":"dot"}"#,
+            r#"{"linalg":{"matmul_t":{"transpose_a":false,"transpose_b":false}}}"#,
+            r#"{"linalg":{"matmul_t":{"transpose_a":true}}}"#,
+            r#"{"linalg":{"matmul_t":{"transpose_a":true,"transpose_b":false,"conj":true}}}"#,
         ] {
             assert!(serde_json::from_str::<WireOp>(bad).is_err(), "{bad}");
         }

@@ -490,7 +490,7 @@ fn instr(def: InstrDef, k: usize, inputs: &[(DType, Shape)], done: &[Instr], sha
 fn epilogue(def: EpilogueDef, types: &[TypeRef], outs: usize) -> Check<Epilogue> {
     let anchor = def.anchor.0;
     let arity_ok = match &anchor {
-        Op::Linalg(LinalgOp::Matmul) => def.arity == 2,
+        Op::Linalg(LinalgOp::Matmul { .. }) => def.arity == 2,
         Op::Conv(ConvOp::Conv2d { .. }) => def.arity == 2 || def.arity == 3,
         _ => return Err(format!("an epilogue's anchor is a matmul or a conv2d, not {}", anchor.name())),
     };

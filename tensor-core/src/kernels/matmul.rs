@@ -1,6 +1,7 @@
-//! Matrix multiplication: 2-D and batched with NumPy-broadcast batch dims. Floats go to the
-//! `gemm` crate (runtime-selected SIMD kernels, multithreaded for large products); integers to
-//! a plain loop.
+//! Matrix multiplication: 2-D and batched with NumPy-broadcast batch dims, either operand
+//! read transposed (BLAS's `transa`/`transb`). Floats go to the `gemm` crate
+//! (runtime-selected SIMD kernels, multithreaded for large products); integers to a plain
+//! loop.
 //!
 //! gemm picks its kernel by the operands' strides as well as by the shape: a small product
 //! with a row-major left and a column-major right operand goes to a dot-product kernel, some
@@ -8,9 +9,17 @@
 //! in different orders, so the same values in another layout could round differently — and
 //! eager and graph runs do hand over the same values in different layouts (an eager
 //! elementwise op keeps its input's memory order, a fused program writes row-major). So every
-//! matrix reaches gemm row-major, with strides computed from the shape: an operand in another
-//! layout (a transpose, a slice, a column-major result) is copied first, a tile at a time. The
-//! kernel gemm runs, and so the bits, then depend on the shape and the values alone.
+//! stored matrix reaches gemm row-major, with strides computed from the shape and the
+//! transpose flags: an operand in another layout (a transpose op's result, a slice, a
+//! column-major result) is copied first, a tile at a time. A flagged operand is not copied:
+//! its row-major buffer is handed to gemm with its strides swapped.
+//!
+//! Same bits by construction: eager dispatch and a graph run call this kernel with the same
+//! flags (they are attributes of the op) on row-major buffers of the same shapes, so gemm
+//! sees the same strides and sizes, picks the same kernel and sums in the same order. The bits
+//! depend on the shapes, the flags and the values alone. Where reading a flagged operand in
+//! place measures slower than copying it first (`copy_first`), the choice is made from the
+//! shape and the flags too, so it keeps that property.
 
 use super::parallel::num_threads;
 use crate::math::Num;
@@ -22,20 +31,31 @@ use std::any::TypeId;
 /// Products with at least this many multiply-adds use every worker thread.
 const PARALLEL_FLOPS: usize = 1 << 21;
 
-/// `a @ b` for a of shape `[..., m, k]` and b of `[..., k, n]`; `batch` is the broadcast of
-/// their batch dims (checked by the op's shape rule).
-pub fn matmul<T: Num>(a: &Array<T>, b: &Array<T>, batch: &[usize]) -> Array<T> {
+/// Which operands of a product are read transposed: with `a` set, the left operand holds
+/// `[.., k, m]` and the product uses its transpose; with `b` set, the right holds `[.., n, k]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transposed {
+    /// The left operand is read transposed.
+    pub a: bool,
+    /// The right operand is read transposed.
+    pub b: bool,
+}
+
+/// `op(a) @ op(b)`, where `op` transposes the last two dims of an operand whose flag is set:
+/// `op(a)` is `[..., m, k]` and `op(b)` `[..., k, n]`; `batch` is the broadcast of their batch
+/// dims (checked by the op's shape rule).
+pub fn matmul<T: Num>(a: &Array<T>, b: &Array<T>, batch: &[usize], t: Transposed) -> Array<T> {
     // Row-major first, whatever the layout: the path below, and so the bits, must depend on
-    // the shapes alone.
+    // the shapes and flags alone.
     let (a, b) = (row_major_matrices(a), row_major_matrices(b));
     let (a, b) = (&a, &b);
-    if b.ndim() == 2 && a.ndim() > 2 {
+    if b.ndim() == 2 && a.ndim() > 2 && !t.a {
         // One matrix for every batch (a layer's weight): a single product with the batch
         // dims folded into the rows, which a GEMM runs far better than many small ones.
-        return matmul_rows(a, b);
+        return matmul_rows(a, b, t.b);
     }
-    let (m, k) = last_two(a);
-    let n = b.shape()[b.ndim() - 1];
+    let (m, k) = logical_dims(last_two(a), t.a);
+    let n = logical_dims(last_two(b), t.b).1;
     let count: usize = batch.iter().product();
     let mut out: Vec<T> = Vec::with_capacity(count * m * n);
     {
@@ -45,7 +65,7 @@ pub fn matmul<T: Num>(a: &Array<T>, b: &Array<T>, batch: &[usize]) -> Array<T> {
         let parallel_batches = count > 1 && m * n * k < PARALLEL_FLOPS && count * m * n * k >= PARALLEL_FLOPS;
         let one = |(i, d): (usize, &mut [std::mem::MaybeUninit<T>])| {
             let inner_threads = if parallel_batches { 1 } else { num_threads() };
-            matmul_2d(&a3[i], &b3[i], d, inner_threads);
+            matmul_2d(&a3[i], &b3[i], t, d, inner_threads);
         };
         if parallel_batches {
             dst[..count * m * n].par_chunks_mut((m * n).max(1)).enumerate().for_each(one);
@@ -60,16 +80,17 @@ pub fn matmul<T: Num>(a: &Array<T>, b: &Array<T>, batch: &[usize]) -> Array<T> {
     Array::from_shape_vec(IxDyn(&dims), out).expect("length matches dims")
 }
 
-/// `a @ b` for a standard-layout `a` `[..., m, k]` and a standard-layout 2-d `b`, as one
+/// `a @ op(b)` for a standard-layout `a` `[..., m, k]` and a standard-layout 2-d `b`, as one
 /// `[rows, k] @ [k, n]` product.
-fn matmul_rows<T: Num>(a: &Array<T>, b: &Array<T>) -> Array<T> {
+fn matmul_rows<T: Num>(a: &Array<T>, b: &Array<T>, transpose_b: bool) -> Array<T> {
     let k = a.shape()[a.ndim() - 1];
     let rows = a.shape()[..a.ndim() - 1].iter().product();
     let a2 = a.view().into_shape_with_order((rows, k)).expect("standard layout");
     let b2 = b.view().into_dimensionality::<Ix2>().expect("2-d");
-    let n = b2.dim().1;
+    let n = logical_dims(b2.dim(), transpose_b).1;
     let mut out: Vec<T> = Vec::with_capacity(rows * n);
-    matmul_2d(&a2, &b2, &mut out.spare_capacity_mut()[..rows * n], num_threads());
+    let t = Transposed { a: false, b: transpose_b };
+    matmul_2d(&a2, &b2, t, &mut out.spare_capacity_mut()[..rows * n], num_threads());
     // SAFETY: matmul_2d writes all rows * n outputs.
     unsafe { out.set_len(rows * n) };
     let mut dims = a.shape().to_vec();
@@ -80,6 +101,15 @@ fn matmul_rows<T: Num>(a: &Array<T>, b: &Array<T>) -> Array<T> {
 fn last_two<T>(a: &Array<T>) -> (usize, usize) {
     let r = a.ndim();
     (a.shape()[r - 2], a.shape()[r - 1])
+}
+
+/// The (rows, cols) of a stored `rows x cols` matrix as the product reads it.
+fn logical_dims((rows, cols): (usize, usize), transposed: bool) -> (usize, usize) {
+    if transposed {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    }
 }
 
 /// `a` in standard layout (each matrix row-major and contiguous), shared when it already is.
@@ -151,10 +181,10 @@ fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
     idx
 }
 
-/// One `m x k` by `k x n` product into `dst` (row-major `m x n`).
-fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem::MaybeUninit<T>], threads: usize) {
-    let (m, k) = a.dim();
-    let n = b.dim().1;
+/// One product `op(a) @ op(b)` of stored row-major matrices into `dst` (row-major `m x n`).
+fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, t: Transposed, dst: &mut [std::mem::MaybeUninit<T>], threads: usize) {
+    let (m, k) = logical_dims(a.dim(), t.a);
+    let n = logical_dims(b.dim(), t.b).1;
     if m == 0 || n == 0 {
         return;
     }
@@ -166,23 +196,81 @@ fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem::
     }
     if T::DTYPE.is_float() {
         let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-        gemm_float(a, b, dst, parallelism);
+        gemm_float(a, b, t, copy_first(m, k, n, size_of::<T>(), t), dst, parallelism);
     } else {
-        int_matmul(a, b, dst);
+        int_matmul(&read_as(*a, t.a), &read_as(*b, t.b), dst);
     }
 }
 
-fn gemm_float<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem::MaybeUninit<T>], par: gemm::Parallelism) {
-    let (m, k) = a.dim();
-    let n = b.dim().1;
-    // Strides from the shape, never the views' own (see the module doc): both operands are
-    // row-major (a dim of length 1 may have any stride in ndarray's standard layout).
+/// A stored matrix as the product reads it: itself, or its transpose (a view, no copy).
+fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
+    if transposed {
+        x.reversed_axes()
+    } else {
+        x
+    }
+}
+
+/// Which flagged operands to copy row-major before the product, rather than read in place:
+/// a function of the shape, the element size and the flags only (see the module doc).
+///
+/// Measured (docs/PERFORMANCE.md, "Transposed matmul operands"): reading in place is as fast
+/// or faster everywhere but in one case. gemm packs a transposed right operand by gathering
+/// its rows at a stride of `k` elements; when that stride is a multiple of 2 KiB, the rows of
+/// a panel fall into few L1 sets and the packing thrashes, and a large product then ran 1.1-1.5×
+/// slower than copying the operand first (a `[512, 1024] @ [256, 1024]ᵀ` of W7's backward).
+/// Small products always gained from skipping the copy.
+fn copy_first(m: usize, k: usize, n: usize, elem_bytes: usize, t: Transposed) -> Transposed {
+    let large = m * n * k >= PARALLEL_FLOPS;
+    let aliasing_stride = (k * elem_bytes).is_multiple_of(2048);
+    Transposed { a: false, b: t.b && large && aliasing_stride }
+}
+
+/// The stored row-major `rows x cols` matrix `a` copied to its transpose, row-major.
+fn transposed_copy<T: Copy>(a: &ArrayView2<T>) -> Vec<T> {
+    let t = a.t();
+    let mut data = Vec::with_capacity(a.len());
+    // SAFETY: copy_tiled writes all a.len() elements of the capacity.
+    unsafe {
+        copy_tiled(&t, data.as_mut_ptr());
+        data.set_len(a.len());
+    }
+    data
+}
+
+/// One float product through gemm. `a` and `b` are stored row-major; a flagged one is read
+/// with swapped strides, or copied to the product's layout first when `copy` says so.
+fn gemm_float<T: Num>(
+    a: &ArrayView2<T>,
+    b: &ArrayView2<T>,
+    t: Transposed,
+    copy: Transposed,
+    dst: &mut [std::mem::MaybeUninit<T>],
+    par: gemm::Parallelism,
+) {
+    let (m, k) = logical_dims(a.dim(), t.a);
+    let n = logical_dims(b.dim(), t.b).1;
+    // Strides from the shape and flags, never the views' own (see the module doc): both
+    // operands are row-major (a dim of length 1 may have any stride in ndarray's standard
+    // layout).
     debug_assert!(a.is_standard_layout() && b.is_standard_layout());
-    let (ars, acs, brs, bcs) = (k as isize, 1, n as isize, 1);
+    let a_copy = (t.a && copy.a).then(|| transposed_copy(a));
+    let b_copy = (t.b && copy.b).then(|| transposed_copy(b));
+    let (ap, a_t) = match &a_copy {
+        Some(c) => (c.as_ptr(), false),
+        None => (a.as_ptr(), t.a),
+    };
+    let (bp, b_t) = match &b_copy {
+        Some(c) => (c.as_ptr(), false),
+        None => (b.as_ptr(), t.b),
+    };
+    let (ars, acs) = if a_t { (1, m as isize) } else { (k as isize, 1) };
+    let (brs, bcs) = if b_t { (1, k as isize) } else { (n as isize, 1) };
     let d = dst.as_mut_ptr() as *mut T;
-    // SAFETY: `a` and `b` are contiguous row-major m x k and k x n matrices, so the pointers
-    // and strides describe live memory, as does the m*n output buffer; with read_dst = false
-    // gemm only writes dst. T is f32 or f64 (checked by the caller).
+    // SAFETY: `ap` and `bp` point at contiguous row-major buffers of m*k and k*n elements
+    // (stored as the flags say), so the pointers and strides describe live memory, as does the
+    // m*n output buffer; with read_dst = false gemm only writes dst. T is f32 or f64 (checked
+    // by the caller).
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
             gemm::gemm::<f32>(
@@ -193,10 +281,10 @@ fn gemm_float<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem:
                 1,
                 n as isize,
                 false,
-                a.as_ptr() as *const f32,
+                ap as *const f32,
                 acs,
                 ars,
-                b.as_ptr() as *const f32,
+                bp as *const f32,
                 bcs,
                 brs,
                 0.0,
@@ -215,10 +303,10 @@ fn gemm_float<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem:
                 1,
                 n as isize,
                 false,
-                a.as_ptr() as *const f64,
+                ap as *const f64,
                 acs,
                 ars,
-                b.as_ptr() as *const f64,
+                bp as *const f64,
                 bcs,
                 brs,
                 0.0,
@@ -383,28 +471,159 @@ mod tests {
         a.iter().map(|v| v.to_bits()).collect()
     }
 
+    const FLAGS: [Transposed; 4] =
+        [Transposed { a: false, b: false }, Transposed { a: true, b: false }, Transposed { a: false, b: true }, Transposed { a: true, b: true }];
+
+    /// The stored dims of an operand that the product reads as `rows x cols`.
+    fn stored(batch: &[usize], (rows, cols): (usize, usize), transposed: bool) -> Vec<usize> {
+        let (r, c) = logical_dims((rows, cols), transposed);
+        batch.iter().copied().chain([r, c]).collect()
+    }
+
     #[test]
     fn the_result_does_not_depend_on_the_operands_layout() {
         // Small outputs (gemm's dot-product kernel for some layouts), vectors (its
-        // matrix-vector kernels), k over one block of 512, and a batched product.
+        // matrix-vector kernels), k over one block of 512, and a batched product; each with
+        // every combination of transpose flags.
         let shapes = [(4, 3, 4), (1, 7, 5), (6, 9, 1), (1, 300, 1), (16, 16, 16), (17, 40, 20), (3, 700, 5), (70, 30, 66)];
         for (i, &(m, k, n)) in shapes.iter().enumerate() {
             for batch in [vec![], vec![2]] {
-                let dims = |r, c| batch.iter().copied().chain([r, c]).collect::<Vec<_>>();
-                let (a, b) = (array(&dims(m, k), 2 * i as u64), array(&dims(k, n), 2 * i as u64 + 1));
-                let expected = bits(&matmul(&a, &b, &batch));
-                for a2 in std::iter::once(a.clone()).chain(relayouts(&a)) {
-                    for b2 in std::iter::once(b.clone()).chain(relayouts(&b)) {
-                        assert_eq!(
-                            bits(&matmul(&a2, &b2, &batch)),
-                            expected,
-                            "m={m} k={k} n={n} batch={batch:?} strides {:?} {:?}",
-                            a2.strides(),
-                            b2.strides()
-                        );
+                for t in FLAGS {
+                    let a = array(&stored(&batch, (m, k), t.a), 2 * i as u64);
+                    let b = array(&stored(&batch, (k, n), t.b), 2 * i as u64 + 1);
+                    let expected = bits(&matmul(&a, &b, &batch, t));
+                    for a2 in std::iter::once(a.clone()).chain(relayouts(&a)) {
+                        for b2 in std::iter::once(b.clone()).chain(relayouts(&b)) {
+                            assert_eq!(
+                                bits(&matmul(&a2, &b2, &batch, t)),
+                                expected,
+                                "m={m} k={k} n={n} batch={batch:?} {t:?} strides {:?} {:?}",
+                                a2.strides(),
+                                b2.strides()
+                            );
+                        }
                     }
                 }
             }
+        }
+    }
+
+    /// The transposes of the last two dims of `a`, as a standard-layout copy.
+    fn t_copy<T: Clone>(a: &Array<T>) -> Array<T> {
+        let r = a.ndim();
+        let mut swap: Vec<usize> = (0..r).collect();
+        swap.swap(r - 1, r - 2);
+        a.clone().permuted_axes(IxDyn(&swap)).as_standard_layout().into_owned().into_shared()
+    }
+
+    /// a's batch dims, b's, their broadcast, and (m, k, n).
+    type Case = (&'static [usize], &'static [usize], &'static [usize], (usize, usize, usize));
+
+    #[test]
+    fn flags_read_the_operands_transposed() {
+        // Integers sum exactly, so a flagged product equals the plain product of transposed
+        // copies; floats agree to rounding. Batched with broadcast batch dims, and a 2-d right
+        // operand under a batched left one (the rows-folded path).
+        // (a's batch dims, b's, their broadcast, (m, k, n))
+        let cases: [Case; 4] =
+            [(&[], &[], &[], (3, 4, 5)), (&[2, 1], &[3], &[2, 3], (4, 6, 2)), (&[3], &[], &[3], (5, 2, 7)), (&[], &[2], &[2], (1, 5, 1))];
+        for (ba, bb, batch, (m, k, n)) in cases {
+            for t in FLAGS {
+                let a = array(&stored(ba, (m, k), t.a), 7);
+                let b = array(&stored(bb, (k, n), t.b), 8);
+                let ai = a.mapv(|v| (v * 8.0).round() as i64).into_shared();
+                let bi = b.mapv(|v| (v * 8.0).round() as i64).into_shared();
+                let plain = |x: &Array<i64>, f| if f { t_copy(x) } else { x.clone() };
+                let expected = matmul(&plain(&ai, t.a), &plain(&bi, t.b), batch, Transposed::default());
+                assert_eq!(matmul(&ai, &bi, batch, t), expected, "{t:?} {ba:?} {bb:?}");
+                let plainf = |x: &Array<f32>, f| if f { t_copy(x) } else { x.clone() };
+                let expected = matmul(&plainf(&a, t.a), &plainf(&b, t.b), batch, Transposed::default());
+                let got = matmul(&a, &b, batch, t);
+                assert_eq!(got.shape(), expected.shape());
+                assert!(got.iter().zip(expected.iter()).all(|(x, y)| (x - y).abs() < 1e-5), "{t:?} {ba:?} {bb:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn copying_a_flagged_operand_first_gives_the_product_of_the_flags() {
+        // Both forms gemm_float can take for a flag compute op(a) @ op(b).
+        let (m, k, n) = (9, 33, 7);
+        for t in FLAGS {
+            let a = array(&stored(&[], (m, k), t.a), 3);
+            let b = array(&stored(&[], (k, n), t.b), 4);
+            let (a2, b2) = (a.view().into_dimensionality::<Ix2>().unwrap(), b.view().into_dimensionality::<Ix2>().unwrap());
+            let run = |copy| {
+                let mut out = vec![std::mem::MaybeUninit::<f32>::uninit(); m * n];
+                gemm_float(&a2, &b2, t, copy, &mut out, gemm::Parallelism::None);
+                out.iter().map(|v| unsafe { v.assume_init() }).collect::<Vec<f32>>()
+            };
+            let (direct, copied) = (run(Transposed::default()), run(Transposed { a: true, b: true }));
+            assert!(direct.iter().zip(&copied).all(|(x, y)| (x - y).abs() < 1e-5), "{t:?}");
+        }
+    }
+
+    fn view(x: &Array<f32>) -> ArrayView2<'_, f32> {
+        x.view().into_dimensionality::<Ix2>().unwrap()
+    }
+
+    /// Times each flagged product read in place against copied first, for the products of
+    /// the workloads' backward passes (W3, W4, W7). Run with
+    /// `cargo test --release -p tensor-core --lib -- --ignored --nocapture transposed_operand_timings`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn transposed_operand_timings() {
+        use std::time::Instant;
+        let products = [
+            ("W3 dx2", 128, 256, 512, Transposed { a: false, b: true }),
+            ("W3 dx3", 128, 10, 256, Transposed { a: false, b: true }),
+            ("W3 dW1", 784, 128, 512, Transposed { a: true, b: false }),
+            ("W3 dW2", 512, 128, 256, Transposed { a: true, b: false }),
+            ("W3 dW3", 256, 128, 10, Transposed { a: true, b: false }),
+            ("W4 dx", 64, 120, 400, Transposed { a: false, b: true }),
+            ("W4 dW", 400, 64, 120, Transposed { a: true, b: false }),
+            ("W7 qk^T", 128, 64, 128, Transposed { a: false, b: true }),
+            ("W7 dK", 128, 128, 64, Transposed { a: true, b: false }),
+            ("W7 dx qkv", 512, 768, 256, Transposed { a: false, b: true }),
+            ("W7 dW qkv", 256, 512, 768, Transposed { a: true, b: false }),
+            ("W7 dx fc", 512, 1024, 256, Transposed { a: false, b: true }),
+            ("W7 dW fc", 256, 512, 1024, Transposed { a: true, b: false }),
+            ("W7 dx head", 512, 1024, 256, Transposed { a: false, b: true }),
+            ("W7 dW proj", 256, 512, 256, Transposed { a: true, b: false }),
+            ("W7 dx proj", 512, 256, 256, Transposed { a: false, b: true }),
+            ("W7 dx fc2", 512, 256, 1024, Transposed { a: false, b: true }),
+            ("k 512", 512, 512, 256, Transposed { a: false, b: true }),
+            ("k 1536", 512, 1536, 256, Transposed { a: false, b: true }),
+            ("k 1000", 512, 1000, 256, Transposed { a: false, b: true }),
+        ];
+        for (name, m, k, n, t) in products {
+            let a = array(&stored(&[], (m, k), t.a), 1);
+            let b = array(&stored(&[], (k, n), t.b), 2);
+            let (pa, pb) = (array(&[m, k], 1), array(&[k, n], 2));
+            let par = if m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(2) } else { gemm::Parallelism::None };
+            let mut out = vec![std::mem::MaybeUninit::<f32>::uninit(); m * n];
+            let mut once = |a: ArrayView2<f32>, b: ArrayView2<f32>, t, copy| {
+                let reps = (1_000_000_000 / (m * n * k)).clamp(10, 50_000);
+                let start = Instant::now();
+                for _ in 0..reps {
+                    gemm_float(&a, &b, t, copy, &mut out, par);
+                }
+                start.elapsed().as_secs_f64() * 1e6 / reps as f64
+            };
+            // Interleaved rounds, the minimum of each form (the machine is shared).
+            let all = Transposed { a: true, b: true };
+            let (mut direct, mut copied, mut plain) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+            for _ in 0..9 {
+                direct = direct.min(once(view(&a), view(&b), t, Transposed::default()));
+                copied = copied.min(once(view(&a), view(&b), t, all));
+                plain = plain.min(once(view(&pa), view(&pb), Transposed::default(), all));
+            }
+            println!(
+                "{name:11} m={m:4} k={k:4} n={n:4} a={:5} b={:5}: in place {direct:7.1} µs, copied first {copied:7.1} µs (in place / copied {:.2}), untransposed {plain:7.1} µs",
+                t.a,
+                t.b,
+                direct / copied
+            );
         }
     }
 

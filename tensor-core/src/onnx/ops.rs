@@ -18,8 +18,10 @@ pub(super) fn map_op(b: &mut Builder, op: &Op, inputs: &[ValueId], out: ValueId)
         Op::Reduction(r) => reduction(b, r, ins, y, b.g.values[inputs[0]].shape.rank()),
         Op::Layout(l) => layout(b, l, inputs, ins, y, out),
         Op::Index(i) => index(b, i, ins, y),
-        Op::Linalg(LinalgOp::Matmul) => {
-            b.node("MatMul", ins, vec![y], vec![]);
+        Op::Linalg(LinalgOp::Matmul { transpose_a, transpose_b }) => {
+            let a = transposed_if(b, *transpose_a, ins[0].clone(), inputs[0]);
+            let rhs = transposed_if(b, *transpose_b, ins[1].clone(), inputs[1]);
+            b.node("MatMul", vec![a, rhs], vec![y], vec![]);
             Ok(())
         }
         Op::Nn(n) => nn(b, n, ins, y),
@@ -27,6 +29,20 @@ pub(super) fn map_op(b: &mut Builder, op: &Op, inputs: &[ValueId], out: ValueId)
         Op::Random(r) => Err(unsupported(r.name(), " (a draw from a generator: export an inference graph, with dropout off)")),
         Op::Collective(c) => Err(unsupported(c.name(), " (a collective across processes: export the forward pass of one rank)")),
     }
+}
+
+/// `x` with its last two dims swapped by a Transpose node when `flag` is set (a matmul's
+/// transposed operand: ONNX's MatMul has no flags, and Gemm takes only 2-d operands).
+fn transposed_if(b: &mut Builder, flag: bool, x: String, v: ValueId) -> String {
+    if !flag {
+        return x;
+    }
+    let rank = b.g.values[v].shape.rank();
+    let mut perm: Vec<usize> = (0..rank).collect();
+    perm.swap(rank - 2, rank - 1);
+    let out = b.fresh("transposed");
+    b.node("Transpose", vec![x], vec![out.clone()], vec![ints("perm", &perm)]);
+    out
 }
 
 fn unsupported(op: &str, detail: &str) -> Error {

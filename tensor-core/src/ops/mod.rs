@@ -55,7 +55,7 @@ pub(crate) type Axes = SmallVec<[usize; 4]>;
 /// use tensor_core::ops::{LinalgOp, Op};
 /// let (a, b) = (Tensor::ones(&[2, 3], DType::F32), Tensor::ones(&[3, 4], DType::F32));
 /// let f = ConcreteFunction::trace("f", &[("a", &a), ("b", &b)], || Ok(vec![a.matmul(&b)?]))?;
-/// assert!(matches!(f.graph().nodes[0].kind, NodeKind::Op(Op::Linalg(LinalgOp::Matmul))));
+/// assert!(matches!(f.graph().nodes[0].kind, NodeKind::Op(Op::Linalg(LinalgOp::MATMUL))));
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -141,7 +141,7 @@ impl Op {
     ///
     /// ```
     /// use tensor_core::ops::{LinalgOp, Op};
-    /// assert_eq!(Op::Linalg(LinalgOp::Matmul).name(), "matmul");
+    /// assert_eq!(Op::Linalg(LinalgOp::MATMUL).name(), "matmul");
     /// ```
     pub fn name(&self) -> &'static str {
         each_family!(self, f => f.name())
@@ -151,7 +151,7 @@ impl Op {
     ///
     /// ```
     /// use tensor_core::ops::{LinalgOp, Op};
-    /// assert_eq!(Op::Linalg(LinalgOp::Matmul).grad_fn_name(), "MatmulBackward");
+    /// assert_eq!(Op::Linalg(LinalgOp::MATMUL).grad_fn_name(), "MatmulBackward");
     /// ```
     pub fn grad_fn_name(&self) -> &'static str {
         each_family!(self, f => f.grad_fn_name())
@@ -161,7 +161,7 @@ impl Op {
     ///
     /// ```
     /// use tensor_core::ops::{ConvOp, LinalgOp, Op};
-    /// assert_eq!(Op::Linalg(LinalgOp::Matmul).attrs(), "");
+    /// assert_eq!(Op::Linalg(LinalgOp::MATMUL).attrs(), "");
     /// assert_eq!(Op::Conv(ConvOp::MaxPool2d { kernel: [2, 2], stride: [2, 2] }).attrs(), "kernel=[2, 2] stride=[2, 2]");
     /// ```
     pub fn attrs(&self) -> String {
@@ -172,7 +172,7 @@ impl Op {
     ///
     /// ```
     /// use tensor_core::ops::{CmpOp, ElementwiseOp, LinalgOp, Op};
-    /// assert!(Op::Linalg(LinalgOp::Matmul).is_differentiable());
+    /// assert!(Op::Linalg(LinalgOp::MATMUL).is_differentiable());
     /// assert!(!Op::Elementwise(ElementwiseOp::Compare(CmpOp::Lt)).is_differentiable());
     /// ```
     pub fn is_differentiable(&self) -> bool {
@@ -185,7 +185,7 @@ impl Op {
     /// ```
     /// use tensor_core::ops::{BinaryOp, ElementwiseOp, LinalgOp, Op};
     /// assert!(Op::Elementwise(ElementwiseOp::Binary(BinaryOp::Add)).is_elementwise());
-    /// assert!(!Op::Linalg(LinalgOp::Matmul).is_elementwise());
+    /// assert!(!Op::Linalg(LinalgOp::MATMUL).is_elementwise());
     /// ```
     pub fn is_elementwise(&self) -> bool {
         matches!(self, Op::Elementwise(_))

@@ -132,7 +132,7 @@ impl Tensor {
     /// Scaled dot-product attention: `softmax(q kᵀ * scale + mask) v` over the last two dims
     /// of `self` (queries `[.., Tq, d]`), `key` `[.., Tk, d]` and `value` `[.., Tk, dv]`
     /// (leading dims broadcast). Hidden entries get `-inf` before the softmax, so their
-    /// weights are exactly 0. Written with matmul (on the key's transposed view), masking,
+    /// weights are exactly 0. Written with matmul (reading the key transposed, without a copy), masking,
     /// softmax and dropout, so the gradient is theirs.
     ///
     /// ```
@@ -152,7 +152,7 @@ impl Tensor {
         }
         let d = self.dims()[self.rank() - 1];
         let scale = options.scale.unwrap_or(1.0 / (d as f64).sqrt());
-        let mut scores = self.matmul(&key.transpose(-2, -1)?)?.mul(scale)?;
+        let mut scores = self.matmul_t(key, false, true)?.mul(scale)?;
         if options.causal {
             let (tq, tk) = (scores.dims()[scores.rank() - 2], scores.dims()[scores.rank() - 1]);
             let mask = Tensor::causal_mask(tq.max(tk)).narrow(0, 0, tq)?.narrow(1, 0, tk)?;

@@ -162,6 +162,7 @@ fn step(env: &Env, node: &Node) -> Result<Vec<Tensor>> {
         Node::Reduce(op, x, axes, keep) => one(reduce(*op, &g(*x)?, axes, *keep)),
         Node::Argmax(x, axis, keep) => one(g(*x)?.argmax(*axis, *keep)),
         Node::Matmul(a, b) => one(g(*a)?.matmul(&g(*b)?)),
+        Node::MatmulT(a, b, ta, tb) => one(g(*a)?.matmul_t(&g(*b)?, *ta, *tb)),
         Node::Reshape(x, dims) => one(g(*x)?.reshape(dims)),
         Node::Permute(x, perm) => one(g(*x)?.permute(perm)),
         Node::Transpose(x, a, b) => one(g(*x)?.transpose(*a, *b)),

@@ -231,6 +231,7 @@ fn expr(node: &Node) -> String {
         Node::Reduce(op, x, Some(axes), keep) => format!("v{x}.{}(&{axes:?}, {keep})?", op.axes_name()),
         Node::Argmax(x, axis, keep) => format!("v{x}.argmax({axis}, {keep})?"),
         Node::Matmul(a, b) => format!("v{a}.matmul(&v{b})?"),
+        Node::MatmulT(a, b, ta, tb) => format!("v{a}.matmul_t(&v{b}, {ta}, {tb})?"),
         Node::Reshape(x, dims) => format!("v{x}.reshape(&{dims:?})?"),
         Node::Permute(x, perm) => format!("v{x}.permute(&{perm:?})?"),
         Node::Transpose(x, a, b) => format!("v{x}.transpose({a}, {b})?"),

@@ -205,6 +205,8 @@ pub enum Node {
     Reduce(Reduce, Id, Option<Vec<isize>>, bool),
     Argmax(Id, isize, bool),
     Matmul(Id, Id),
+    /// `matmul_t`: the operands stored transposed where the flags say.
+    MatmulT(Id, Id, bool, bool),
     Reshape(Id, Vec<isize>),
     Permute(Id, Vec<isize>),
     Transpose(Id, isize, isize),
@@ -286,6 +288,7 @@ impl Node {
             Node::Binary(_, x, r) | Node::Compare(_, x, r) | Node::InPlace(_, x, r) => [vec![*x], rhs(r)].concat(),
             Node::Where(a, b, c) => vec![*a, *b, *c],
             Node::Matmul(a, b) | Node::IndexSelect(a, _, b) | Node::Gather(a, _, b) | Node::CrossEntropy(a, b) | Node::Assign(a, b) => vec![*a, *b],
+            Node::MatmulT(a, b, ..) => vec![*a, *b],
             Node::Concat(xs, _) | Node::Stack(xs, _) => xs.clone(),
             Node::Conv2d { x, w, bias, .. } => [vec![*x, *w], bias.iter().copied().collect()].concat(),
             Node::Const(..) => vec![],
@@ -353,6 +356,10 @@ impl Node {
                 r(c);
             }
             Node::Matmul(a, b) | Node::IndexSelect(a, _, b) | Node::Gather(a, _, b) | Node::CrossEntropy(a, b) | Node::Assign(a, b) => {
+                r(a);
+                r(b);
+            }
+            Node::MatmulT(a, b, ..) => {
                 r(a);
                 r(b);
             }

@@ -404,6 +404,26 @@ fn matmul_2d_and_batched_with_broadcast_batch_dims() {
     gradcheck(|x| x[0].t()?.matmul(&x[0]), &[g.normal(&[4, 3])]);
 }
 
+/// A product: a's batch dims, b's, and (m, k, n).
+type Case = (&'static [usize], &'static [usize], (usize, usize, usize));
+
+#[test]
+fn matmul_with_transposed_operands() {
+    // Every flag combination: 2-d, broadcast batches, and a 2-d right operand under a batched
+    // left one (the weight-gradient form that folds the batch into rows).
+    let mut g = Gen(13);
+    let cases: [Case; 4] = [(&[], &[], (3, 4, 5)), (&[2, 1], &[3], (3, 2, 4)), (&[2, 3], &[], (2, 4, 3)), (&[], &[2], (1, 3, 2))];
+    for (ba, bb, (m, k, n)) in cases {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let dims = |batch: &[usize], r, c, t| batch.iter().copied().chain(if t { [c, r] } else { [r, c] }).collect::<Vec<_>>();
+            gradcheck(|x| x[0].matmul_t(&x[1], ta, tb), &[g.normal(&dims(ba, m, k, ta)), g.normal(&dims(bb, k, n, tb))]);
+        }
+    }
+    // x xᵀ and xᵀ x: one input on both sides, through the flags.
+    gradcheck(|x| x[0].matmul_t(&x[0], false, true), &[g.normal(&[3, 4])]);
+    gradcheck(|x| x[0].matmul_t(&x[0], true, false), &[g.normal(&[3, 4])]);
+}
+
 #[test]
 fn matmul_vector_forms() {
     let mut g = Gen(12);
@@ -727,6 +747,8 @@ fn double_backward_matmul_and_nn() {
     let mut g = Gen(23);
     gradcheck(first_order(|x| x[0].matmul(&x[1])?.tanh()), &[g.normal(&[2, 3, 4]), g.normal(&[4, 2])]);
     gradcheck(first_order(|x| x[0].matmul(&x[1])), &[g.normal(&[3, 4]), g.normal(&[4, 2])]);
+    gradcheck(first_order(|x| x[0].matmul_t(&x[1], true, true)?.tanh()), &[g.normal(&[2, 4, 3]), g.normal(&[2, 4])]);
+    gradcheck(first_order(|x| x[0].matmul_t(&x[1], false, true)?.tanh()), &[g.normal(&[2, 3, 4]), g.normal(&[2, 4])]);
     gradcheck(first_order(|x| x[0].softmax(1)), &[g.normal(&[3, 4])]);
     gradcheck(first_order(|x| x[0].log_softmax(0)), &[g.normal(&[3, 4])]);
     let labels = Tensor::from_vec(vec![0i64, 3, 1], &[3]).unwrap();

@@ -5,6 +5,7 @@ mod elementwise;
 mod indexing_forms;
 mod layout_index;
 mod matmul_forms;
+mod matmul_transposed;
 mod nn_conv;
 mod reduce_linalg;
 mod smoke;

@@ -1,4 +1,5 @@
-//! Families of layers: `matmul` (transposed and batched operands), `softmax`,
+//! Families of layers: `matmul` (transposed and batched operands, transposes as ops and as
+//! `matmul_t`'s flags), `softmax`,
 //! `log_softmax`, `cross_entropy`, `conv2d`, `max_pool2d`.
 
 use super::Gen;
@@ -21,10 +22,19 @@ impl Gen {
         };
         let batch: Vec<usize> = if m * n <= 36 && self.rng.chance(0.25) { vec![self.rng.range(1, 3)] } else { vec![] };
         let b_batch = if batch.is_empty() || self.rng.chance(0.5) { vec![] } else { batch.clone() };
-        let a = self.matrix(dtype, &batch, m, k);
-        let b = self.matrix(dtype, &b_batch, k, n);
         let mut dims = batch.clone();
         dims.extend([m, n]);
+        if self.rng.chance(0.4) {
+            // Read transposed through the op's flags: the operand is stored [.., cols, rows]
+            // (and may itself be a transpose, so gemm gets it transposed twice).
+            let (ta, tb) = (self.rng.chance(0.5), self.rng.chance(0.5));
+            let a = if ta { self.matrix(dtype, &batch, k, m) } else { self.matrix(dtype, &batch, m, k) };
+            let b = if tb { self.matrix(dtype, &b_batch, n, k) } else { self.matrix(dtype, &b_batch, k, n) };
+            self.emit(Node::MatmulT(a, b, ta, tb), Ty::new(dtype, &dims));
+            return Some(());
+        }
+        let a = self.matrix(dtype, &batch, m, k);
+        let b = self.matrix(dtype, &b_batch, k, n);
         self.emit(Node::Matmul(a, b), Ty::new(dtype, &dims));
         Some(())
     }

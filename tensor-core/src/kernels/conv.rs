@@ -2,7 +2,10 @@
 //! Images are processed in parallel, each with a single-threaded GEMM; a batch smaller than
 //! the thread count gives the threads to the GEMM instead. Per-image partial weight
 //! gradients are summed in image order, so the result does not depend on the threads.
+//! Stride-1 forward convolutions of moderate size skip im2col: `conv_direct` computes them
+//! with the same summation order.
 
+use super::conv_direct;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
 use crate::math::Float;
@@ -204,6 +207,14 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
+    if conv_direct::applies(g) {
+        // Same bits as the path below (see conv_direct), without its buffers and packing.
+        for_each_image(out, g.o * plane, g, 0, |_: &mut [T], i, o| {
+            conv_direct::conv_image(&xs[i * image..][..image], ws, bs, g, o);
+            after_image(i);
+        });
+        return;
+    }
     for_each_image(out, g.o * plane, g, patch * plane, |cols, i, o| {
         im2col(&xs[i * image..][..image], g, cols);
         conv_image(cols, ws, bs, g, o);

@@ -2,11 +2,13 @@
 //! computes an op in both modes, so both give the same bits.
 
 pub(crate) mod conv;
+mod conv_direct;
 pub(crate) mod elementwise;
 pub(crate) mod fused;
 pub(crate) mod index;
 pub(crate) mod layout;
 pub(crate) mod matmul;
+mod matvec;
 pub(crate) mod parallel;
 pub(crate) mod pool;
 pub(crate) mod random;

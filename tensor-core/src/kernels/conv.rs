@@ -301,6 +301,28 @@ mod tests {
     }
 
     #[test]
+    fn the_direct_kernel_gives_the_im2col_paths_bits() {
+        if !std::arch::is_x86_feature_detected!("fma") {
+            return; // without FMA, gemm multiplies and adds separately
+        }
+        let lenet =
+            [(1, 28, 6, 2), (6, 14, 16, 0)].map(|(c, hw, o, p)| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 5, kw: 5, stride: [1, 1], padding: [p, p] });
+        let odd = ConvGeom { n: 1, c: 7, h: 9, w: 11, o: 19, kh: 3, kw: 4, stride: [1, 1], padding: [1, 2] };
+        for g in lenet.into_iter().chain([odd]) {
+            assert!(conv_direct::applies(&g), "{g:?}");
+            let vals = |len: usize, s: u64| (0..len as u64).map(|i| ((i * 2654435761 + s) % 1999) as f32 / 997.0 - 1.0).collect::<Vec<_>>();
+            let (x, w, b) = (vals(g.image(), 1), vals(g.o * g.patch(), 2), vals(g.o, 3));
+            let mut cols = vec![0.0; g.patch() * g.out_plane()];
+            im2col(&x, &g, &mut cols);
+            let (mut via_gemm, mut direct) = (vec![0.0; g.o * g.out_plane()], vec![0.0; g.o * g.out_plane()]);
+            conv_image(&cols, &w, Some(&b), &g, &mut via_gemm);
+            conv_direct::conv_image(&x, &w, Some(&b), &g, &mut direct);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&direct), bits(&via_gemm), "{g:?}");
+        }
+    }
+
+    #[test]
     fn col2im_is_the_adjoint_of_im2col() {
         // <im2col(x), c> == <x, col2im(c)> for integer-valued data (exact in f64).
         for g in geoms() {

@@ -207,7 +207,9 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
-    if conv_direct::applies(g) {
+    // NaN inputs keep the GEMM path: which of several NaNs a fused multiply-add returns
+    // depends on its operands' order in the instruction, which differs between the kernels.
+    if conv_direct::applies(g) && !conv_direct::any_nan(xs) && !conv_direct::any_nan(ws) {
         // Same bits as the path below (see conv_direct), without its buffers and packing.
         for_each_image(out, g.o * plane, g, 0, |_: &mut [T], i, o| {
             conv_direct::conv_image(&xs[i * image..][..image], ws, bs, g, o);

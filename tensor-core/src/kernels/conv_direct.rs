@@ -25,12 +25,22 @@ use std::cell::RefCell;
 /// patches, and up to here its summation order is the chain this kernel computes.
 const MAX_PATCH: usize = 512;
 
-/// True when [`conv_image`] computes `g`: stride 1, a patch of at most [`MAX_PATCH`] taps,
+/// True when [`conv_image`] computes `g`: on a CPU with FMA, stride 1, a patch of at most [`MAX_PATCH`] taps,
 /// and at most a third of the wide positions dropped (`wp <= 1.5 * ow`).
 pub(super) fn applies(g: &ConvGeom) -> bool {
     let (_, ow) = g.out_hw();
     let wp = g.w + 2 * g.padding[1];
-    g.stride == [1, 1] && g.patch() <= MAX_PATCH && 2 * wp <= 3 * ow
+    // Only where the CPU has FMA: the baseline build's `mul_add` is the C library's `fma`,
+    // which can pick another NaN than the instruction when several operands are NaN.
+    // And not where gemm leaves its blocked kernel (so the bits would not be its): a patch of
+    // one or two taps, one output channel, or one output position.
+    let gemm_blocked = g.patch() >= 3 && g.o >= 2 && g.out_plane() >= 2;
+    level() >= Level::Avx2 && gemm_blocked && g.stride == [1, 1] && g.patch() <= MAX_PATCH && 2 * wp <= 3 * ow
+}
+
+/// True when a value of `s` is NaN (the direct paths then leave the product to gemm).
+pub(super) fn any_nan<T: Float>(s: &[T]) -> bool {
+    s.iter().fold(false, |seen, v| seen | v.is_nan_value())
 }
 
 /// The positions of one register tile. Tiles are as large as keeps their accumulators,
@@ -278,13 +288,13 @@ mod tests {
             ConvGeom { n: 1, c: 1, h: 28, w: 28, o: 6, kh: 5, kw: 5, stride: [1, 1], padding: [2, 2] },
             ConvGeom { n: 1, c: 6, h: 14, w: 14, o: 16, kh: 5, kw: 5, stride: [1, 1], padding: [0, 0] },
             ConvGeom { n: 1, c: 3, h: 7, w: 9, o: 13, kh: 3, kw: 2, stride: [1, 1], padding: [1, 0] },
-            ConvGeom { n: 1, c: 2, h: 1, w: 5, o: 1, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] },
+            ConvGeom { n: 1, c: 3, h: 1, w: 5, o: 2, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] },
         ];
         for g in geoms {
             assert!(applies(&g), "{g:?}");
             let (x, w, b) = (values(g.c * g.h * g.w, 1), values(g.o * g.patch(), 2), values(g.o, 3));
             let want: Vec<u32> = naive(&x, &w, &b, &g).iter().map(|v| v.to_bits()).collect();
-            for cap in [Level::Baseline, Level::Avx2, Level::Avx512] {
+            for cap in [Level::Avx2, Level::Avx512] {
                 crate::kernels::simd::set_max_level(cap);
                 let mut out = vec![f32::NAN; want.len()];
                 conv_image(&x, &w, Some(&b), &g, &mut out);
@@ -301,5 +311,7 @@ mod tests {
         assert!(!applies(&ConvGeom { stride: [2, 2], ..g }), "stride 2");
         assert!(!applies(&ConvGeom { kw: 9, ..g }), "ow 6 of wp 14");
         assert!(!applies(&ConvGeom { c: 21, ..g }), "525 taps");
+        assert!(!applies(&ConvGeom { c: 2, kh: 1, kw: 1, ..g }), "2 taps: gemm's own kernel");
+        assert!(!applies(&ConvGeom { o: 1, ..g }), "one channel: gemm's matrix-vector kernel");
     }
 }

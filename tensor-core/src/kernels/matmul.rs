@@ -166,7 +166,10 @@ fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, dst: &mut [std::mem::
     }
     if super::matvec::applies::<T>(m, k, n) {
         // One row: gemm's matrix-vector order, with the outputs kept in registers.
-        return super::matvec::matvec(a.as_slice().expect("row-major"), b.as_slice().expect("row-major"), n, dst);
+        let (a, b) = (a.as_slice().expect("row-major"), b.as_slice().expect("row-major"));
+        if super::matvec::matvec(a, b, n, dst) {
+            return;
+        }
     }
     if T::DTYPE.is_float() {
         let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };

@@ -13,24 +13,33 @@ use crate::math::{Float, Num};
 use std::any::TypeId;
 use std::mem::MaybeUninit;
 
-/// True when [`matvec`] computes this `[1, k] @ [k, n]` product of element type `T`: floats,
+/// True when [`matvec`] computes this `[1, k] @ [k, n]` product of element type `T`: on a CPU
+/// with FMA, floats,
 /// and shapes gemm does not hand to its dot-product kernels (`n >= 2`, `k >= 3`).
 pub(super) fn applies<T: Num>(m: usize, k: usize, n: usize) -> bool {
-    T::DTYPE.is_float() && m == 1 && k >= 3 && n >= 2
+    // With FMA only, as conv_direct (the C library's `fma` can pick another of several NaNs).
+    super::simd::level() >= super::simd::Level::Avx2 && T::DTYPE.is_float() && m == 1 && k >= 3 && n >= 2
 }
 
-/// `dst = a @ b` for `a` `[k]` and `b` row-major `[k, n]`, when [`applies`].
-pub(super) fn matvec<T: Num>(a: &[T], b: &[T], n: usize, dst: &mut [MaybeUninit<T>]) {
+/// `dst = a @ b` for `a` `[k]` and `b` row-major `[k, n]`, when [`applies`]; false (nothing
+/// written) when an operand holds a NaN: which of several NaNs a fused multiply-add returns
+/// depends on its operands' order in the instruction, so those products stay with gemm.
+pub(super) fn matvec<T: Num>(a: &[T], b: &[T], n: usize, dst: &mut [MaybeUninit<T>]) -> bool {
     // SAFETY (of the casts): the TypeId says T is the type cast to.
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
-            matvec_float(cast::<T, f32>(a), cast::<T, f32>(b), n, &mut *(dst as *mut [MaybeUninit<T>] as *mut [MaybeUninit<f32>]));
+            matvec_float(cast::<T, f32>(a), cast::<T, f32>(b), n, &mut *(dst as *mut [MaybeUninit<T>] as *mut [MaybeUninit<f32>]))
         } else if TypeId::of::<T>() == TypeId::of::<f64>() {
-            matvec_float(cast::<T, f64>(a), cast::<T, f64>(b), n, &mut *(dst as *mut [MaybeUninit<T>] as *mut [MaybeUninit<f64>]));
+            matvec_float(cast::<T, f64>(a), cast::<T, f64>(b), n, &mut *(dst as *mut [MaybeUninit<T>] as *mut [MaybeUninit<f64>]))
         } else {
             unreachable!("matvec on {:?}: `applies` admits floats only", T::DTYPE);
         }
     }
+}
+
+/// Whether a value of `s` is NaN.
+fn any_nan<F: Float>(s: &[F]) -> bool {
+    s.iter().fold(false, |seen, v| seen | v.is_nan_value())
 }
 
 /// # Safety
@@ -39,8 +48,16 @@ unsafe fn cast<T, U>(s: &[T]) -> &[U] {
     unsafe { std::slice::from_raw_parts(s.as_ptr() as *const U, s.len()) }
 }
 
+fn matvec_float<F: Float>(a: &[F], b: &[F], n: usize, dst: &mut [MaybeUninit<F>]) -> bool {
+    if any_nan(a) || any_nan(b) {
+        return false;
+    }
+    matvec_blocks(a, b, n, dst);
+    true
+}
+
 multiversion! {
-    fn matvec_float<F: Float>(a: &[F], b: &[F], n: usize, dst: &mut [MaybeUninit<F>]) = matvec_body;
+    fn matvec_blocks<F: Float>(a: &[F], b: &[F], n: usize, dst: &mut [MaybeUninit<F>]) = matvec_body;
 }
 
 #[inline(always)]
@@ -117,7 +134,7 @@ mod tests {
             let (a, b) = (values(k, 1), values(k * n, 2));
             let mut out = vec![MaybeUninit::uninit(); n];
             assert!(applies::<f32>(1, k, n));
-            matvec(&a, &b, n, &mut out);
+            assert!(matvec(&a, &b, n, &mut out));
             // SAFETY: matvec wrote all n outputs.
             let got: Vec<u32> = out.iter().map(|v| unsafe { v.assume_init() }.to_bits()).collect();
             assert_eq!(got, via_gemm(&a, &b, k, n), "k={k} n={n}");

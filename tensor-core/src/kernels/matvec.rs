@@ -21,8 +21,8 @@ pub(super) fn applies<T: Num>(m: usize, k: usize, n: usize) -> bool {
     super::simd::level() >= super::simd::Level::Avx2 && T::DTYPE.is_float() && m == 1 && k >= 3 && n >= 2
 }
 
-/// `dst = a @ b` for `a` `[k]` and `b` row-major `[k, n]`, when [`applies`]; false (nothing
-/// written) when an operand holds a NaN: which of several NaNs a fused multiply-add returns
+/// `dst = a @ b` for `a` `[k]` and `b` row-major `[k, n]`, when [`applies`]; false (and `dst`
+/// to be written again) when a NaN arose: which of several NaNs a fused multiply-add returns
 /// depends on its operands' order in the instruction, so those products stay with gemm.
 pub(super) fn matvec<T: Num>(a: &[T], b: &[T], n: usize, dst: &mut [MaybeUninit<T>]) -> bool {
     // SAFETY (of the casts): the TypeId says T is the type cast to.
@@ -49,11 +49,11 @@ unsafe fn cast<T, U>(s: &[T]) -> &[U] {
 }
 
 fn matvec_float<F: Float>(a: &[F], b: &[F], n: usize, dst: &mut [MaybeUninit<F>]) -> bool {
-    if any_nan(a) || any_nan(b) {
-        return false;
-    }
     matvec_blocks(a, b, n, dst);
-    true
+    // A NaN output is the only trace of a NaN operand (checking the n outputs is cheaper than
+    // scanning the k * n weights); gemm then computes the product again.
+    // SAFETY: matvec_blocks wrote all n outputs.
+    !any_nan(unsafe { &*(&dst[..n] as *const [MaybeUninit<F>] as *const [F]) })
 }
 
 multiversion! {

@@ -2,7 +2,10 @@
 //! Images are processed in parallel, each with a single-threaded GEMM; a batch smaller than
 //! the thread count gives the threads to the GEMM instead. Per-image partial weight
 //! gradients are summed in image order, so the result does not depend on the threads.
+//! Stride-1 forward convolutions of moderate size skip im2col: `conv_direct` computes them
+//! with the same summation order.
 
+use super::conv_direct;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
 use crate::math::Float;
@@ -204,6 +207,16 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
+    // NaN inputs keep the GEMM path: which of several NaNs a fused multiply-add returns
+    // depends on its operands' order in the instruction, which differs between the kernels.
+    if conv_direct::applies(g) && !conv_direct::any_nan(xs) && !conv_direct::any_nan(ws) {
+        // Same bits as the path below (see conv_direct), without its buffers and packing.
+        for_each_image(out, g.o * plane, g, 0, |_: &mut [T], i, o| {
+            conv_direct::conv_image(&xs[i * image..][..image], ws, bs, g, o);
+            after_image(i);
+        });
+        return;
+    }
     for_each_image(out, g.o * plane, g, patch * plane, |cols, i, o| {
         im2col(&xs[i * image..][..image], g, cols);
         conv_image(cols, ws, bs, g, o);
@@ -286,6 +299,28 @@ mod tests {
             let mut cols = vec![f64::NAN; g.patch() * g.out_plane()];
             im2col(&x, &g, &mut cols);
             assert_eq!(cols, im2col_naive(&x, &g), "{g:?}");
+        }
+    }
+
+    #[test]
+    fn the_direct_kernel_gives_the_im2col_paths_bits() {
+        if !std::arch::is_x86_feature_detected!("fma") {
+            return; // without FMA, gemm multiplies and adds separately
+        }
+        let lenet =
+            [(1, 28, 6, 2), (6, 14, 16, 0)].map(|(c, hw, o, p)| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 5, kw: 5, stride: [1, 1], padding: [p, p] });
+        let odd = ConvGeom { n: 1, c: 7, h: 9, w: 11, o: 19, kh: 3, kw: 4, stride: [1, 1], padding: [1, 2] };
+        for g in lenet.into_iter().chain([odd]) {
+            assert!(conv_direct::applies(&g), "{g:?}");
+            let vals = |len: usize, s: u64| (0..len as u64).map(|i| ((i * 2654435761 + s) % 1999) as f32 / 997.0 - 1.0).collect::<Vec<_>>();
+            let (x, w, b) = (vals(g.image(), 1), vals(g.o * g.patch(), 2), vals(g.o, 3));
+            let mut cols = vec![0.0; g.patch() * g.out_plane()];
+            im2col(&x, &g, &mut cols);
+            let (mut via_gemm, mut direct) = (vec![0.0; g.o * g.out_plane()], vec![0.0; g.o * g.out_plane()]);
+            conv_image(&cols, &w, Some(&b), &g, &mut via_gemm);
+            conv_direct::conv_image(&x, &w, Some(&b), &g, &mut direct);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&direct), bits(&via_gemm), "{g:?}");
         }
     }
 

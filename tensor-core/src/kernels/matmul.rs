@@ -194,6 +194,15 @@ fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, t: Transposed, dst: &
         });
         return;
     }
+    if !t.a && !t.b && super::matvec::applies::<T>(m, k, n) {
+        // One row of stored (unflagged) operands: gemm's matrix-vector order, with the
+        // outputs kept in registers. Flagged operands keep gemm: the path is still a function
+        // of the shapes and the flags.
+        let (a, b) = (a.as_slice().expect("row-major"), b.as_slice().expect("row-major"));
+        if super::matvec::matvec(a, b, n, dst) {
+            return;
+        }
+    }
     if T::DTYPE.is_float() {
         let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
         gemm_float(a, b, t, copy_first(m, k, n, size_of::<T>(), t), dst, parallelism);

@@ -3,11 +3,13 @@
 
 pub(crate) mod codegen;
 pub(crate) mod conv;
+mod conv_direct;
 pub(crate) mod elementwise;
 pub(crate) mod fused;
 pub(crate) mod index;
 pub(crate) mod layout;
 pub(crate) mod matmul;
+mod matvec;
 pub(crate) mod parallel;
 pub(crate) mod pool;
 pub(crate) mod random;

@@ -8,6 +8,7 @@ use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// The geometry of one pooling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,6 +111,42 @@ fn pool_2x2_body<T: Float>(plane: &[T], w: usize, ow: usize, out: &mut [T]) {
     }
 }
 
+/// The first maximum of two values in scan order (`a` before `b`).
+#[inline(always)]
+fn first_max_of_2<T: Float>(a: T, b: T) -> T {
+    if better(b, a) {
+        b
+    } else {
+        a
+    }
+}
+
+super::simd::multiversion! {
+    /// `pool_2x2` for a plane of even width `2 * ow`, in two passes whose loops are long
+    /// enough to vectorize when rows are short (LeNet's 14 and 5 outputs per row): each
+    /// horizontal pair's first maximum over the whole plane at once (every row holds whole
+    /// pairs), into `pairs` (`h * ow`), then each output the first maximum of its two pairs.
+    /// "Larger, or the first NaN" is a strict weak order, so picking the first maximum of
+    /// the two pairs' first maxima picks the element the one-window scan picks.
+    fn pool_2x2_even<T: Float>(plane: &[T], ow: usize, out: &mut [T], pairs: &mut [MaybeUninit<T>]) = pool_2x2_even_body;
+}
+
+#[inline(always)]
+fn pool_2x2_even_body<T: Float>(plane: &[T], ow: usize, out: &mut [T], pairs: &mut [MaybeUninit<T>]) {
+    let pairs = &mut pairs[..plane.len() / 2];
+    for (d, p) in pairs.iter_mut().zip(plane.chunks_exact(2)) {
+        d.write(first_max_of_2(p[0], p[1]));
+    }
+    // SAFETY: the loop wrote every element of `pairs` (one per pair of the plane).
+    let pairs = unsafe { &*(pairs as *const [MaybeUninit<T>] as *const [T]) };
+    for (oi, o) in out.chunks_exact_mut(ow).enumerate() {
+        let (top, bottom) = (&pairs[2 * oi * ow..][..ow], &pairs[(2 * oi + 1) * ow..][..ow]);
+        for ((o, &t), &b) in o.iter_mut().zip(top).zip(bottom) {
+            *o = first_max_of_2(t, b);
+        }
+    }
+}
+
 super::simd::multiversion! {
     /// The gradient of `pool_2x2` for one plane: each output gradient goes to its window's
     /// first maximum (as `0 + g`, the sum the general path makes), zeros elsewhere; `dx` is
@@ -153,7 +190,18 @@ pub fn max_pool2d<T: Float>(x: &Array<T>, g: &PoolGeom) -> Array<T> {
     let mut out = vec![T::zero(); n * c * oh * ow];
     planes(&mut out, oh * ow, xs.len(), |p, o| {
         let plane = &xs[p * g.h * g.w..][..g.h * g.w];
-        if is_2x2(g) {
+        if is_2x2(g) && g.w == 2 * ow {
+            // Scratch for the pairs on the stack for planes up to 64x32 (no allocation).
+            let mut stack = [const { MaybeUninit::uninit() }; 1024];
+            let mut heap: Vec<T> = Vec::new();
+            let pairs = if g.h * ow <= stack.len() {
+                &mut stack[..]
+            } else {
+                heap.reserve_exact(g.h * ow);
+                &mut heap.spare_capacity_mut()[..g.h * ow]
+            };
+            pool_2x2_even(plane, ow, o, pairs);
+        } else if is_2x2(g) {
             pool_2x2(plane, g.w, ow, o);
         } else {
             for_each_window(plane, g, |k, _, v| o[k] = v);
@@ -212,7 +260,7 @@ mod tests {
     #[test]
     fn the_2x2_loops_match_the_general_scan_bit_for_bit() {
         let vals = [1.0, 3.0, 3.0, -1.0, f64::NAN, 2.0, 0.0, -0.0, 3.0];
-        for (h, w) in [(6, 8), (7, 9), (2, 2), (3, 5)] {
+        for (h, w) in [(6, 8), (7, 9), (2, 2), (3, 5), (5, 4), (8, 28)] {
             let plane: Vec<f64> = (0..h * w).map(|i| vals[(i * 5 + i / 7) % vals.len()]).collect();
             let gy_of = |k: usize| if k.is_multiple_of(3) { -0.0 } else { k as f64 - 4.5 };
             let g = PoolGeom { h, w, kernel: [2, 2], stride: [2, 2] };
@@ -222,6 +270,15 @@ mod tests {
             let (mut dfast, mut dslow) = (vec![0.0; h * w], vec![0.0; h * w]);
             pool_2x2(&plane, w, ow, &mut fast);
             pool_2x2_grad(&plane, &gy, w, ow, &mut dfast);
+            if w % 2 == 0 {
+                let (mut even, mut pairs) = (vec![f64::NAN; oh * ow], vec![MaybeUninit::uninit(); h * ow]);
+                pool_2x2_even(&plane, ow, &mut even, &mut pairs);
+                assert_eq!(
+                    even.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    "even, {h}x{w}"
+                );
+            }
             for_each_window(&plane, &g, |k, i, v| {
                 slow[k] = v;
                 dslow[i] += gy[k];

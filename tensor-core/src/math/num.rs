@@ -63,6 +63,9 @@ pub(crate) trait Float: Num {
     fn gelu_tanh(self) -> Self;
     /// GELU, exact form: `0.5 x (1 + erf(x / sqrt(2)))`.
     fn gelu_erf(self) -> Self;
+    /// `self * a + b` with one rounding (one `vfmadd` in the AVX2 and AVX-512 builds, the C
+    /// library's correctly rounded `fma` in the baseline build: the same bits everywhere).
+    fn mul_add(self, a: Self, b: Self) -> Self;
 }
 
 /// `sqrt(2 / pi)`, the scale inside the tanh form of GELU.
@@ -153,6 +156,10 @@ impl_num_float!(f32, f64);
 
 impl Float for f32 {
     #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f32::mul_add(self, a, b)
+    }
+    #[inline(always)]
     fn exp(self) -> Self {
         super::fastmath::exp_f32(self)
     }
@@ -188,6 +195,10 @@ impl Float for f32 {
 }
 
 impl Float for f64 {
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f64::mul_add(self, a, b)
+    }
     #[inline(always)]
     fn exp(self) -> Self {
         f64::exp(self)

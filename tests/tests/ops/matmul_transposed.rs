@@ -54,8 +54,10 @@ fn batched_flags_broadcast_their_batch_dims() -> Result<()> {
 #[test]
 fn flags_give_the_values_of_an_explicit_transpose() -> Result<()> {
     // 2-d, batched with broadcast, and a 2-d right operand under a batched left one (its rows
-    // folded into one product), with sizes past gemm's small-product kernels.
-    let cases: [Case; 4] = [(&[], &[], (33, 70, 17)), (&[2, 1], &[3], (5, 9, 4)), (&[4], &[], (40, 24, 36)), (&[], &[2], (3, 300, 1))];
+    // folded into one product), with sizes past gemm's small-product kernels, and one row (the
+    // one-row kernel takes unflagged operands only).
+    let cases: [Case; 5] =
+        [(&[], &[], (33, 70, 17)), (&[2, 1], &[3], (5, 9, 4)), (&[4], &[], (40, 24, 36)), (&[], &[2], (3, 300, 1)), (&[], &[], (1, 40, 64))];
     for (i, (ba, bb, (m, k, n))) in cases.into_iter().enumerate() {
         for (ta, tb) in FLAGS {
             let dims = |batch: &[usize], r, c, t| batch.iter().copied().chain(if t { [c, r] } else { [r, c] }).collect::<Vec<_>>();

@@ -128,7 +128,8 @@ pub(super) struct Asm {
     pub uses: HashMap<u32, usize>,
 }
 
-/// Emits `$body` with `$d, $a, $b` bound to the right register or memory types of the ISA.
+/// Runs the first expression with `$x` naming the AVX-512 registers (`zmm`), or the second with
+/// it naming the AVX2 ones (`ymm`): the same instruction, written once per register type.
 macro_rules! by_isa {
     ($e:expr, |$x:ident| $avx512:expr, $avx2:expr) => {
         match $e.isa {

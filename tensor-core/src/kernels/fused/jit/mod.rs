@@ -253,7 +253,7 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
             ElementwiseOp::Unary(u) => ops::unary(e, *u, args[0]),
             ElementwiseOp::Binary(b) => ops::binary(e, *b, args[0], args[1]),
             ElementwiseOp::BinaryScalar { op, scalar, scalar_first } => {
-                let s = ops::constant(e, f32_of(scalar))?;
+                let s = e.load_c(f32_of(scalar))?;
                 let d = if *scalar_first { ops::binary(e, *op, s, args[0]) } else { ops::binary(e, *op, args[0], s) };
                 e.give(s);
                 d

@@ -63,28 +63,29 @@ pub(super) fn unary(e: &mut Asm, u: UnaryOp, x: R) -> Emit<R> {
 
 /// `b(x, y)`.
 pub(super) fn binary(e: &mut Asm, b: BinaryOp, x: R, y: R) -> Emit<R> {
-    let d = e.take()?;
-    let y_ = V::Reg(y);
-    match b {
+    let op = match b {
         // Given two NaNs the CPU returns its first source's, which is what `Num::add` and
         // `Num::mul` define (`self`'s NaN): `x` goes first.
-        BinaryOp::Add => e.op2(Op2::Add, d, x, y_)?,
-        BinaryOp::Sub => e.op2(Op2::Sub, d, x, y_)?,
-        BinaryOp::Mul => e.op2(Op2::Mul, d, x, y_)?,
-        BinaryOp::Div => e.op2(Op2::Div, d, x, y_)?,
-        BinaryOp::Maximum | BinaryOp::Minimum => {
-            // `if x.is_nan() || x >= y { x } else { y }` (`<=` for the minimum).
-            let keep_x = if b == BinaryOp::Maximum { GE } else { LE };
-            let m = e.cmp(x, V::Reg(x), UNORDERED)?;
-            let ordered = e.cmp(x, y_, keep_x)?;
-            e.or_masks(m, ordered)?;
-            let yy = e.copy(y)?;
-            e.blend(yy, m, V::Reg(x))?;
-            e.give(d);
-            return Some(yy);
-        }
+        BinaryOp::Add => Op2::Add,
+        BinaryOp::Sub => Op2::Sub,
+        BinaryOp::Mul => Op2::Mul,
+        BinaryOp::Div => Op2::Div,
+        BinaryOp::Maximum => return keep_x_if(e, x, y, GE),
+        BinaryOp::Minimum => return keep_x_if(e, x, y, LE),
         BinaryOp::Pow => return None,
-    }
+    };
+    let d = e.take()?;
+    e.op2(op, d, x, V::Reg(y))?;
+    Some(d)
+}
+
+/// `Num::maximum` (`pred` GE) and `Num::minimum` (LE): `if x.is_nan() || x PRED y { x } else { y }`.
+fn keep_x_if(e: &mut Asm, x: R, y: R, pred: i32) -> Emit<R> {
+    let m = e.cmp(x, V::Reg(x), UNORDERED)?;
+    let ordered = e.cmp(x, V::Reg(y), pred)?;
+    e.or_masks(m, ordered)?;
+    let d = e.copy(y)?;
+    e.blend(d, m, V::Reg(x))?;
     Some(d)
 }
 
@@ -259,9 +260,4 @@ fn gelu_tanh(e: &mut Asm, x: R) -> Emit<R> {
     e.op2(Op2::Mul, d, d, V::Reg(th))?;
     e.give(th);
     Some(d)
-}
-
-/// A constant as a register operand.
-pub(super) fn constant(e: &mut Asm, v: f32) -> Emit<R> {
-    e.load_c(v)
 }

@@ -72,6 +72,18 @@ fn yr(r: R) -> AsmRegisterYmm {
     YMM[r as usize]
 }
 
+/// `zmm d` written only in the lanes of mask `m` (AVX-512).
+fn under_mask(d: R, m: Mask) -> AsmRegisterZmm {
+    match m.0 {
+        0 => zr(d).k1(),
+        1 => zr(d).k2(),
+        2 => zr(d).k3(),
+        3 => zr(d).k4(),
+        4 => zr(d).k5(),
+        _ => zr(d).k6(),
+    }
+}
+
 /// The register holding the frame's pointer table, the first argument of the generated code.
 pub(super) const FRAME: AsmRegister64 = rdi;
 /// The register holding the constant pool's address (the third argument).
@@ -141,6 +153,16 @@ macro_rules! by_isa {
                 let $x = yr;
                 $avx2
             }
+        }
+    };
+}
+
+/// `$m d, a, b` where `b` is a register or a memory operand (`Asm::place`), for either ISA.
+macro_rules! three_operands {
+    ($e:expr, $m:ident, $d:expr, $a:expr, $b:expr) => {
+        match $b {
+            Ok(s) => by_isa!($e, |x| $e.a.$m(x($d), x($a), x(s)), $e.a.$m(x($d), x($a), x(s))),
+            Err(mem) => by_isa!($e, |x| $e.a.$m(x($d), x($a), mem), $e.a.$m(x($d), x($a), mem)),
         }
     };
 }
@@ -257,10 +279,7 @@ impl Asm {
         let b = self.place(b);
         macro_rules! go {
             ($m:ident) => {
-                match b {
-                    Ok(s) => by_isa!(self, |x| self.a.$m(x(d), x(a), x(s)), self.a.$m(x(d), x(a), x(s))),
-                    Err(mem) => by_isa!(self, |x| self.a.$m(x(d), x(a), mem), self.a.$m(x(d), x(a), mem)),
-                }
+                three_operands!(self, $m, d, a, b)
             };
         }
         match op {
@@ -281,10 +300,7 @@ impl Asm {
         let b = self.place(b);
         macro_rules! go {
             ($m:ident) => {
-                match b {
-                    Ok(s) => by_isa!(self, |x| self.a.$m(x(d), x(a), x(s)), self.a.$m(x(d), x(a), x(s))),
-                    Err(mem) => by_isa!(self, |x| self.a.$m(x(d), x(a), mem), self.a.$m(x(d), x(a), mem)),
-                }
+                three_operands!(self, $m, d, a, b)
             };
         }
         match op {
@@ -352,14 +368,7 @@ impl Asm {
         let v = self.place(v);
         match self.isa {
             Isa::Avx512 => {
-                let dk = match m.0 {
-                    0 => zr(d).k1(),
-                    1 => zr(d).k2(),
-                    2 => zr(d).k3(),
-                    3 => zr(d).k4(),
-                    4 => zr(d).k5(),
-                    _ => zr(d).k6(),
-                };
+                let dk = under_mask(d, m);
                 match v {
                     Ok(s) => self.a.vblendmps(dk, zr(d), zr(s)),
                     Err(mem) => self.a.vblendmps(dk, zr(d), mem),
@@ -380,14 +389,7 @@ impl Asm {
     pub fn keep_or_zero(&mut self, d: R, m: Mask, x: R) -> Emit<()> {
         match self.isa {
             Isa::Avx512 => {
-                let dk = match m.0 {
-                    0 => zr(d).k1(),
-                    1 => zr(d).k2(),
-                    2 => zr(d).k3(),
-                    3 => zr(d).k4(),
-                    4 => zr(d).k5(),
-                    _ => zr(d).k6(),
-                };
+                let dk = under_mask(d, m);
                 self.a.vmovaps(dk.z(), zr(x)).ok()?
             }
             Isa::Avx2 => self.a.vandps(yr(d), yr(x), yr(m.0)).ok()?,

@@ -165,31 +165,18 @@ fn clamp_and_w2() {
     same_bits(w2.clone(), &[values(333, 11)], vec![2, 6]);
 }
 
+/// A one-instruction program `u(x)` over 4 elements of `dtype`, generated where it can be if
+/// `codegen`.
+fn unary_program(u: UnaryOp, dtype: DType, codegen: bool) -> FusedProgram {
+    let op = Instr { op: ElementwiseOp::Unary(u), args: [Operand::Input(0)].into_iter().collect(), dtype };
+    FusedProgram::with_codegen(Shape::new(&[4]), vec![(dtype, Shape::new(&[4]))], vec![op], vec![0], codegen)
+}
+
 #[test]
 fn programs_without_templates_run_in_the_interpreter() {
-    let log = FusedProgram::with_codegen(
-        Shape::new(&[4]),
-        vec![(DType::F32, Shape::new(&[4]))],
-        vec![instr(ElementwiseOp::Unary(UnaryOp::Log), &[Operand::Input(0)])],
-        vec![0],
-        true,
-    );
-    assert!(!log.is_generated()); // `ln` has no template
-    let f64_exp = FusedProgram::with_codegen(
-        Shape::new(&[4]),
-        vec![(DType::F64, Shape::new(&[4]))],
-        vec![Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 }],
-        vec![0],
-        true,
-    );
-    assert!(!f64_exp.is_generated()); // f64 programs are interpreted
-    let off = FusedProgram::with_codegen(
-        Shape::new(&[4]),
-        vec![(DType::F32, Shape::new(&[4]))],
-        vec![instr(ElementwiseOp::Unary(UnaryOp::Exp), &[Operand::Input(0)])],
-        vec![0],
-        false,
-    );
+    assert!(!unary_program(UnaryOp::Log, DType::F32, true).is_generated()); // `ln` has no template
+    assert!(!unary_program(UnaryOp::Exp, DType::F64, true).is_generated()); // f64 programs are interpreted
+    let off = unary_program(UnaryOp::Exp, DType::F32, false);
     assert!(!off.is_generated());
     let x = storage(&[0.0, 1.0, -1.0, 2.0]);
     assert_eq!(

@@ -112,7 +112,12 @@ impl Executable {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn run(&self, slots: &[&Tensor]) -> Result<Outputs> {
-        self.with_table(|values| self.run_steps(slots, &[], values, Tensor::from_storage))
+        let run = || self.with_table(|values| self.run_steps(slots, &[], values, Tensor::from_storage));
+        if self.plan.on_worker {
+            crate::kernels::parallel::on_worker(run)
+        } else {
+            run()
+        }
     }
 
     /// Runs a subgraph on its parameters (a cond branch, a loop's condition or body).

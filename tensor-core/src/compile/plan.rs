@@ -1,8 +1,11 @@
 //! The execution plan, computed once per concrete function: the steps in order, for each
 //! step the values that die there (freed at once) and the dying inputs a fused step may write
-//! its outputs into, and whether the run must re-check shapes (graphs with unknown dims).
+//! its outputs into, whether the run must re-check shapes (graphs with unknown dims), and
+//! whether it runs on a worker thread (graphs whose kernels go parallel).
 
 use crate::graph::{Graph, Node, NodeKind, StateWrite, ValueId};
+use crate::kernels::{matmul::PARALLEL_FLOPS, parallel::PAR_MIN_LEN};
+use crate::ops::{LinalgOp, Op};
 use smallvec::SmallVec;
 
 /// One step of the plan.
@@ -22,6 +25,10 @@ pub struct Plan {
     /// runs, and state writes are checked before any is applied. False for graphs with every
     /// shape known, which then pay nothing for it.
     pub checks_shapes: bool,
+    /// Some kernel of the graph may go parallel, so the run is handed to a worker thread
+    /// (`kernels::parallel::on_worker`). False for small graphs, which run on the caller's
+    /// thread and pay nothing for the hand-over.
+    pub on_worker: bool,
 }
 
 impl Plan {
@@ -50,8 +57,27 @@ impl Plan {
                 Step { node: node.clone(), frees, donate }
             })
             .collect();
-        Plan { steps, checks_shapes: has_unknown_dims(g) }
+        let checks_shapes = has_unknown_dims(g);
+        Plan { steps, checks_shapes, on_worker: checks_shapes || goes_parallel(g) }
     }
+}
+
+/// True if some kernel of `g` may use several threads: a value of at least `PAR_MIN_LEN`
+/// elements (elementwise kernels, reductions, convolutions), or a product of at least
+/// `PARALLEL_FLOPS` multiply-adds.
+fn goes_parallel(g: &Graph) -> bool {
+    let numel = |v: ValueId| g.values[v].shape.numel();
+    let large_product = |n: &Node| {
+        let anchor = match &n.kind {
+            NodeKind::Op(op) => op,
+            NodeKind::Epilogue(e) => &e.anchor,
+            _ => return false,
+        };
+        // m·k·n of a 2-d product is the square root of the operands' and output's sizes.
+        let sizes = || (numel(n.inputs[0]) as f64) * (numel(n.inputs[1]) as f64) * (numel(n.outputs[0]) as f64);
+        matches!(anchor, Op::Linalg(LinalgOp::Matmul { .. })) && sizes().sqrt() >= PARALLEL_FLOPS as f64
+    };
+    g.values.iter().any(|v| v.shape.numel() >= PAR_MIN_LEN) || g.nodes.iter().any(large_product)
 }
 
 /// True if a value of `g` has an unknown dim (subgraphs of control flow decide for themselves

@@ -29,7 +29,7 @@ use rayon::prelude::*;
 use std::any::TypeId;
 
 /// Products with at least this many multiply-adds use every worker thread.
-const PARALLEL_FLOPS: usize = 1 << 21;
+pub(crate) const PARALLEL_FLOPS: usize = 1 << 21;
 
 /// Which operands of a product are read transposed: with `a` set, the left operand holds
 /// `[.., k, m]` and the product uses its transpose; with `b` set, the right holds `[.., n, k]`.
@@ -205,7 +205,7 @@ fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, t: Transposed, dst: &
     }
     if T::DTYPE.is_float() {
         let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-        gemm_float(a, b, t, copy_first(m, k, n, size_of::<T>(), t), dst, parallelism);
+        gemm_float(a, b, t, copy_first(m, k, n, t), dst, parallelism);
     } else {
         int_matmul(&read_as(*a, t.a), &read_as(*b, t.b), dst);
     }
@@ -223,27 +223,23 @@ fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
 /// Which flagged operands to copy row-major before the product, rather than read in place:
 /// a function of the shape, the element size and the flags only (see the module doc).
 ///
-/// Measured (docs/PERFORMANCE.md, "Transposed matmul operands"): reading in place is as fast
-/// or faster everywhere but in one case. gemm packs a transposed right operand by gathering
-/// its rows at a stride of `k` elements; when that stride is a multiple of 2 KiB, the rows of
-/// a panel fall into few L1 sets and the packing thrashes, and a large product then ran 1.1-1.5×
-/// slower than copying the operand first (a `[512, 1024] @ [256, 1024]ᵀ` of W7's backward).
-/// Small products always gained from skipping the copy.
-fn copy_first(m: usize, k: usize, n: usize, elem_bytes: usize, t: Transposed) -> Transposed {
-    let large = m * n * k >= PARALLEL_FLOPS;
-    let aliasing_stride = (k * elem_bytes).is_multiple_of(2048);
-    Transposed { a: false, b: t.b && large && aliasing_stride }
+/// Measured (docs/PERFORMANCE.md, "Transposed matmul operands"): gemm packs a transposed
+/// right operand by gathering its rows at a stride of `k` elements, which ran 1.1-1.6x slower
+/// than an 8 x 8 register transpose (`kernels::transpose`) followed by the plain product, for
+/// every large product of the workloads' backward passes (W3's `d @ W2ᵀ` 1.21x, W7's
+/// `[512, 1024] @ [256, 1024]ᵀ` 1.6x); small products gain nothing from it. A transposed left
+/// operand packs well in place (copying it was level or slower), so it is never copied.
+fn copy_first(m: usize, k: usize, n: usize, t: Transposed) -> Transposed {
+    Transposed { a: false, b: t.b && m * n * k >= PARALLEL_FLOPS }
 }
 
 /// The stored row-major `rows x cols` matrix `a` copied to its transpose, row-major.
-fn transposed_copy<T: Copy>(a: &ArrayView2<T>) -> Vec<T> {
-    let t = a.t();
+fn transposed_copy<T: Num>(a: &ArrayView2<T>) -> Vec<T> {
+    let (rows, cols) = a.dim();
     let mut data = Vec::with_capacity(a.len());
-    // SAFETY: copy_tiled writes all a.len() elements of the capacity.
-    unsafe {
-        copy_tiled(&t, data.as_mut_ptr());
-        data.set_len(a.len());
-    }
+    super::transpose::transpose(a.as_slice().expect("row-major"), rows, cols, &mut data.spare_capacity_mut()[..a.len()]);
+    // SAFETY: transpose wrote all a.len() elements.
+    unsafe { data.set_len(a.len()) };
     data
 }
 
@@ -633,6 +629,54 @@ mod tests {
                 t.b,
                 direct / copied
             );
+        }
+    }
+
+    /// Inter-op parallelism measured: two independent products of one training step (W3's
+    /// two backward products of its second layer, W7's of an MLP block) run one after the
+    /// other on both threads, against both at once on one thread each. Run with
+    /// `cargo test --release -p tensor-core --lib -- --ignored --nocapture independent_product_timings`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn independent_product_timings() {
+        use std::time::Instant;
+        // (name, (m, k, n, flags) of the first product, of the second)
+        type P = (usize, usize, usize, Transposed);
+        let (tb, ta) = (Transposed { a: false, b: true }, Transposed { a: true, b: false });
+        let pairs: [(&str, P, P); 3] = [
+            ("W3 dx2 | dW2", (128, 256, 512, tb), (512, 128, 256, ta)),
+            ("W3 dW1 | dW2", (784, 128, 512, ta), (512, 128, 256, ta)),
+            ("W7 dx fc | dW fc", (512, 1024, 256, tb), (256, 512, 1024, ta)),
+        ];
+        let operands = |(m, k, n, t): P| (array(&stored(&[], (m, k), t.a), 1), array(&stored(&[], (k, n), t.b), 2));
+        let product = |(m, _, n, t): P, (a, b): &(Array<f32>, Array<f32>), threads: usize| {
+            let mut out = vec![std::mem::MaybeUninit::<f32>::uninit(); m * n];
+            matmul_2d(&view(a), &view(b), t, &mut out, threads);
+            std::hint::black_box(out);
+        };
+        for (name, p, q) in pairs {
+            let (x, y) = (operands(p), operands(q));
+            let time = |f: &dyn Fn()| {
+                let start = Instant::now();
+                for _ in 0..50 {
+                    f();
+                }
+                start.elapsed().as_secs_f64() * 1e6 / 50.0
+            };
+            let in_turn = || {
+                product(p, &x, 2);
+                product(q, &y, 2);
+            };
+            let side_by_side = || {
+                rayon::join(|| product(p, &x, 1), || product(q, &y, 1));
+            };
+            let (mut turn, mut side) = (f64::INFINITY, f64::INFINITY);
+            for _ in 0..7 {
+                // On a worker, as a graph run is.
+                turn = turn.min(rayon::scope(|_| time(&in_turn)));
+                side = side.min(rayon::scope(|_| time(&side_by_side)));
+            }
+            println!("{name:18}: in turn on 2 threads {turn:7.1} µs, side by side on 1 thread each {side:7.1} µs (side / turn {:.2})", side / turn);
         }
     }
 

@@ -16,3 +16,4 @@ pub(crate) mod random;
 pub(crate) mod reduce;
 pub mod simd;
 pub(crate) mod softmax;
+mod transpose;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const CHUNK: usize = 16 * 1024;
 
 /// Kernels over fewer elements than this run on the calling thread.
-const PAR_MIN_LEN: usize = 64 * 1024;
+pub const PAR_MIN_LEN: usize = 64 * 1024;
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -42,4 +42,22 @@ pub fn par_min_len() -> usize {
     } else {
         usize::MAX
     }
+}
+
+/// Runs `f` on a worker of the global pool and waits for it — on this thread if it already
+/// is one, or if kernels use one thread.
+///
+/// A graph whose kernels go parallel runs its steps there. From outside the pool every
+/// parallel kernel hands its work to the workers and sleeps until they finish, so each step
+/// costs a wake-up of the workers and one of the caller (a futex each way, microseconds on a
+/// busy machine). From a worker, the thread that runs the steps takes its share of each
+/// kernel itself and only the other workers are handed work: one hand-over per run instead
+/// of one per kernel.
+pub fn on_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if num_threads() == 1 || rayon::current_thread_index().is_some() {
+        return f();
+    }
+    let mut result = None;
+    rayon::scope(|_| result = Some(f()));
+    result.expect("the scope ran its body")
 }

@@ -12,7 +12,7 @@
 //! alone, reading the residuals, the output gradients and the slots the formulas read
 //! (saved inputs, checked against in-place changes as eagerly).
 
-use super::replay::{replay_uses, uses_per_slot};
+use super::replay::{is_replayed, replay_uses, uses_per_slot, Replayed};
 use crate::autograd::{vjp_in_order, GradModeGuard};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, InputSource, Node, NodeKind, ValueId};
@@ -31,6 +31,10 @@ pub(super) struct Split {
     pub(super) contributions: Vec<usize>,
     /// The residuals: forward values (ids of the forward graph) the backward graph reads.
     pub(super) residuals: Vec<ValueId>,
+    /// The forward graph the residuals are values of, when it is not `JointSpec::forward`:
+    /// a `While` node the forward made without its history keeps it here, since the backward
+    /// walks the iterations back (`primal_map`).
+    pub(super) forward: Option<Graph>,
 }
 
 /// What the joint function is traced for.
@@ -54,7 +58,9 @@ pub(super) fn trace_split(spec: &JointSpec) -> Result<Split> {
     let joint = trace_joint(spec)?;
     let mut split = Partition::new(spec, &joint);
     split.copy_tangent()?;
-    Ok(split.finish(joint.contributions.clone()))
+    let mut split = split.finish(joint.contributions.clone());
+    split.forward = joint.forward;
+    Ok(split)
 }
 
 /// A traced joint function, with what its arguments and outputs stand for.
@@ -64,6 +70,9 @@ struct Joint {
     arg_slots: Vec<usize>,
     /// The forward value each primal node output is.
     primal: HashMap<ValueId, ValueId>,
+    /// The forward graph with the outputs the primal part's `While` nodes added (`None`: as
+    /// given).
+    forward: Option<Graph>,
     /// How many nodes the primal part has.
     primal_nodes: usize,
     /// The forward slot of each output (see `Split::contributions`).
@@ -84,15 +93,16 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
         cursor[slot] += usize::from(spec.needs[slot]);
         t
     })?;
-    let primal_nodes = g.nodes.iter().filter(|n| matches!(n.kind, NodeKind::Op(_))).count();
-    let primal =
-        g.nodes.iter().filter(|n| matches!(n.kind, NodeKind::Op(_))).map(|n| (symbol_of(replayed.value(n.outputs[0])), n.outputs[0])).collect();
-    let residual = |v: ValueId| replayed.value(v).clone();
+    let primal_nodes = g.nodes.iter().filter(|n| is_replayed(n)).count();
+    let residual = |v: ValueId| {
+        let problem = "a residual receiving a gradient was not made by the replayed forward";
+        replayed.get(v).cloned().ok_or_else(|| Error::InvalidGraph { graph: spec.name.to_string(), problem: problem.to_string() })
+    };
     let roots: Vec<Tensor> = spec
         .roots
         .iter()
-        .map(|&k| if k < outputs.len() { outputs[k].clone() } else { residual(spec.known.expect("residual roots are known")[k - outputs.len()]) })
-        .collect();
+        .map(|&k| if k < outputs.len() { Ok(outputs[k].clone()) } else { residual(spec.known.expect("residual roots are known")[k - outputs.len()]) })
+        .collect::<Result<_>>()?;
     // The output gradients are arguments too, of the roots' types (dims may be unknown, in a
     // graph traced for several shapes): a one-element tensor binds each, and the backward
     // formulas see its stand-in, which has the declared type.
@@ -108,8 +118,41 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     let found: Vec<Tensor> = order.iter().map(|&i| results[i].clone().expect("a delivered gradient")).collect();
     let contributions = order.iter().map(|&i| target_slot[i]).collect();
     let traced = guard.finish(&found)?;
+    let (primal, forward) = primal_map(g, &traced.graph, &replayed, primal_nodes);
     let arg_slots = args.iter().map(|(s, _)| *s).collect();
-    Ok(Joint { traced, arg_slots, primal, primal_nodes, contributions })
+    Ok(Joint { traced, arg_slots, primal, forward, primal_nodes, contributions })
+}
+
+/// The forward value each output of the primal part of `joint` is (the replay made one
+/// joint node per replayed node of `forward`, in order). A `While` node replayed with inputs
+/// that require grad keeps its history (the trip count and every iteration's variables, which
+/// its backward reads) even where the forward's node did not (traced with no input requiring
+/// grad): those outputs are added to a copy of `forward`, returned with the map.
+fn primal_map(forward: &Graph, joint: &Graph, replayed: &Replayed, primal_nodes: usize) -> (HashMap<ValueId, ValueId>, Option<Graph>) {
+    let made_by: HashMap<ValueId, usize> =
+        joint.nodes[..primal_nodes].iter().enumerate().filter_map(|(j, n)| n.outputs.first().map(|&v| (v, j))).collect();
+    let mut map = HashMap::new();
+    let mut grown: Option<Graph> = None;
+    for (i, node) in forward.nodes.iter().enumerate().filter(|(_, n)| is_replayed(n)) {
+        let Some(first) = node.outputs.first().and_then(|&v| replayed.get(v)).and_then(Tensor::symbol) else { continue };
+        let Some(&j) = made_by.get(&first.value) else { continue };
+        let made = &joint.nodes[j];
+        map.extend(made.outputs.iter().zip(&node.outputs).map(|(&jv, &fv)| (jv, fv)));
+        if made.outputs.len() <= node.outputs.len() {
+            continue;
+        }
+        let g = grown.get_or_insert_with(|| forward.clone());
+        if let (NodeKind::While { history, .. }, NodeKind::While { history: kept, .. }) = (&mut g.nodes[i].kind, &made.kind) {
+            *history = *kept;
+        }
+        for &jv in &made.outputs[node.outputs.len()..] {
+            let info = &joint.values[jv];
+            let fv = g.add_value(info.dtype, info.shape.clone(), None);
+            g.nodes[i].outputs.push(fv);
+            map.insert(jv, fv);
+        }
+    }
+    (map, grown)
 }
 
 /// Argument leaves of the joint function, each with the forward slot it stands for.
@@ -133,10 +176,6 @@ fn use_leaves(spec: &JointSpec) -> Result<(Leaves, Vec<usize>)> {
         }
     }
     Ok((args, first))
-}
-
-fn symbol_of(t: &Tensor) -> ValueId {
-    t.symbol().expect("a traced value").value
 }
 
 /// What a value of the joint graph read by the tangent part is in the backward graph
@@ -176,8 +215,10 @@ impl<'a> Partition<'a> {
             return Err(self.problem("the backward formulas read or wrote state outside the call"));
         }
         for node in &jg.nodes[joint.primal_nodes..] {
-            if !matches!(node.kind, NodeKind::Op(_)) {
-                return Err(self.problem("a backward formula made a node that is not an op"));
+            // Ops, and the cond/while_loop nodes of control-flow gradients (their subgraphs
+            // read only their inputs).
+            if !matches!(node.kind, NodeKind::Op(_) | NodeKind::Cond { .. } | NodeKind::While { .. }) {
+                return Err(self.problem("a backward formula made a node that is neither an op nor control flow"));
             }
             let inputs: SmallVec<[ValueId; 3]> = node.inputs.iter().map(|&v| self.value(v)).collect::<Result<_>>()?;
             let outputs: SmallVec<[ValueId; 1]> = node.outputs.iter().map(|&v| self.made(v)).collect();
@@ -278,7 +319,7 @@ impl<'a> Partition<'a> {
         self.graph.inputs = inputs;
         self.graph.num_arg_slots = names.len();
         self.graph.slot_names = names;
-        Split { graph: self.graph, contributions, residuals: self.residuals }
+        Split { graph: self.graph, contributions, residuals: self.residuals, forward: None }
     }
 
     /// The type of argument `slot` of the backward function.

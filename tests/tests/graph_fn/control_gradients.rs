@@ -1,0 +1,281 @@
+//! Gradients from outside through graph calls whose graph holds `cond` / `while_loop` nodes
+//! (`jax.grad(jax.jit(f))` over `lax.cond` / `lax.while_loop`): the joint trace replays the
+//! control-flow nodes with their gradients, so the call's backward is a graph with `cond` and
+//! `while` nodes of its own. Each gradient is compared bit for bit with the same body run
+//! eagerly (the body without the macro), and with hand-computed values or finite differences.
+
+use tensor_core::control::{cond, while_loop, while_loop_with, WhileOptions};
+use tensor_core::function::{lookup, ConcreteFunction};
+use tensor_core::prelude::*;
+use tests::assert_bits_eq;
+
+fn leaf(values: &[f32]) -> Tensor {
+    Tensor::from_vec(values.to_vec(), &[values.len()]).unwrap().requires_grad_(true).unwrap()
+}
+
+fn leaf64(values: &[f64]) -> Tensor {
+    Tensor::from_vec(values.to_vec(), &[values.len()]).unwrap().requires_grad_(true).unwrap()
+}
+
+/// A fresh leaf with the values of `t` (the eager twin's input).
+fn twin(t: &Tensor) -> Tensor {
+    t.detach().requires_grad_(true).unwrap()
+}
+
+/// The backward graphs traced for the calls of graph function `name`.
+fn backward_graphs(name: &str) -> Vec<tensor_core::graph::Graph> {
+    let f = lookup(name).unwrap();
+    f.concrete_functions().iter().flat_map(|c| c.backward_functions()).map(|b| b.traced_graph().clone()).collect()
+}
+
+/// Two outputs from a branch: the product after the branch saves both (the residuals the
+/// backward reads are outputs of the `Cond` node), `exp` saves its output; `w` is read by
+/// both branches (two uses of one slot), `x` by one.
+fn two_branches_eager(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let p = x.sum()?.gt(0.0)?;
+    let (a, b) = cond(&p, || Ok((x.mul(w)?.exp()?, x.mul(2.0)?)), || Ok((w.sigmoid()?, x.tanh()?.mul(w)?)))?;
+    a.mul(&b)?.tanh()?.sum()
+}
+
+#[graph_fn]
+fn two_branches(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    two_branches_eager(x, w)
+}
+
+#[test]
+fn a_cond_call_differentiates_from_outside_with_the_eager_bits_on_both_branches() -> Result<()> {
+    for xv in [[0.5f32, 0.25, -0.125], [-0.5, 0.25, -0.125]] {
+        let (x, w) = (leaf(&xv), leaf(&[0.3, -0.7, 1.1]));
+        let (xe, we) = (twin(&x), twin(&w));
+        let y = two_branches(&x, &w)?;
+        assert_eq!(y.grad_fn().unwrap().name(), "two_branchesBackward");
+        let ye = two_branches_eager(&xe, &we)?;
+        assert_bits_eq(&y, &ye);
+        y.backward()?;
+        ye.backward()?;
+        assert_bits_eq(&x.grad().unwrap(), &xe.grad().unwrap());
+        assert_bits_eq(&w.grad().unwrap(), &we.grad().unwrap());
+    }
+    // The backward is a graph with a cond of its own (the gradient of the cond), traced once.
+    let graphs = backward_graphs("two_branches");
+    assert_eq!(graphs.len(), 1, "one backward, reused by the call taking the other branch");
+    assert_eq!(graphs[0].count_op("cond"), 1, "{}", graphs[0]);
+    Ok(())
+}
+
+#[test]
+fn the_then_branch_gradient_is_the_hand_computed_one() -> Result<()> {
+    // x > 0: y = sum(tanh(exp(x w) * 2x)); check one element against its derivative in f64.
+    let (x, w) = (leaf(&[0.5, 0.25]), leaf(&[0.3, -0.7]));
+    two_branches(&x, &w)?.backward()?;
+    let (gx, gw) = (x.grad().unwrap().to_vec::<f32>()?, w.grad().unwrap().to_vec::<f32>()?);
+    for (i, (xi, wi)) in [(0.5f64, 0.3f64), (0.25, -0.7)].into_iter().enumerate() {
+        let u = (xi * wi).exp() * 2.0 * xi;
+        let sech2 = 1.0 - u.tanh().powi(2);
+        let dx = sech2 * ((xi * wi).exp() * wi * 2.0 * xi + (xi * wi).exp() * 2.0);
+        let dw = sech2 * (xi * wi).exp() * xi * 2.0 * xi;
+        assert!((gx[i] as f64 - dx).abs() < 1e-5 * dx.abs().max(1.0), "d/dx[{i}]: {} vs {dx}", gx[i]);
+        assert!((gw[i] as f64 - dw).abs() < 1e-5 * dw.abs().max(1.0), "d/dw[{i}]: {} vs {dw}", gw[i]);
+    }
+    Ok(())
+}
+
+/// The macro's form: an `if` on a tensor condition is one `Cond` node.
+#[graph_fn]
+fn branchy_if(x: &Tensor) -> Result<Tensor> {
+    let y = if x.sum()?.gt(0.0)? { x.mul(x)? } else { x.neg()?.exp()? };
+    y.sum()
+}
+
+fn branchy_if_eager(x: &Tensor) -> Result<Tensor> {
+    let y = if x.sum()?.gt(0.0)?.item::<bool>()? { x.mul(x)? } else { x.neg()?.exp()? };
+    y.sum()
+}
+
+#[test]
+fn an_if_on_a_tensor_condition_differentiates_from_outside() -> Result<()> {
+    for (xv, expected) in [([1.0f32, 2.0], vec![2.0f32, 4.0]), ([-1.0, -2.0], vec![-(1.0f32.exp()), -(2.0f32.exp())])] {
+        let x = leaf(&xv);
+        let xe = twin(&x);
+        branchy_if(&x)?.backward()?;
+        branchy_if_eager(&xe)?.backward()?;
+        assert_bits_eq(&x.grad().unwrap(), &xe.grad().unwrap());
+        let g = x.grad().unwrap().to_vec::<f32>()?;
+        for (a, b) in g.iter().zip(&expected) {
+            assert!((a - b).abs() <= 1e-6 * b.abs(), "{g:?} vs {expected:?}");
+        }
+    }
+    Ok(())
+}
+
+/// A loop with a fixed trip count: h <- tanh(h * w) three times; `w` is captured by the body
+/// (its contributions from every iteration are summed), `x` starts the loop variable.
+fn three_steps_eager(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let (_, h) = while_loop(|(i, _): &(Tensor, Tensor)| i.lt(3i64), |(i, h)| Ok((&i + 1i64, h.mul(w)?.tanh()?)), (Tensor::scalar(0i64), x.clone()))?;
+    h.sum()
+}
+
+#[graph_fn]
+fn three_steps(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    three_steps_eager(x, w)
+}
+
+/// The same in f64 plain Rust, for finite differences.
+fn three_steps_reference(x: &[f64], w: &[f64]) -> f64 {
+    x.iter().zip(w).map(|(&h, &w)| (0..3).fold(h, |h, _| (h * w).tanh())).sum()
+}
+
+#[test]
+fn a_while_loop_call_differentiates_from_outside_with_the_eager_bits() -> Result<()> {
+    let (xv, wv) = ([0.5f32, -1.5, 2.0], [0.8f32, 1.3, -0.6]);
+    let (x, w) = (leaf(&xv), leaf(&wv));
+    let (xe, we) = (twin(&x), twin(&w));
+    let y = three_steps(&x, &w)?;
+    assert_eq!(y.grad_fn().unwrap().name(), "three_stepsBackward");
+    let ye = three_steps_eager(&xe, &we)?;
+    assert_bits_eq(&y, &ye);
+    y.backward()?;
+    ye.backward()?;
+    assert_bits_eq(&x.grad().unwrap(), &xe.grad().unwrap());
+    assert_bits_eq(&w.grad().unwrap(), &we.grad().unwrap());
+    // Central differences in f64.
+    let (gx, gw) = (x.grad().unwrap().to_vec::<f32>()?, w.grad().unwrap().to_vec::<f32>()?);
+    let (x64, w64): (Vec<f64>, Vec<f64>) = (xv.iter().map(|&v| v as f64).collect(), wv.iter().map(|&v| v as f64).collect());
+    let eps = 1e-6;
+    for i in 0..3 {
+        let nudged = |v: &[f64], d: f64| -> Vec<f64> {
+            let mut v = v.to_vec();
+            v[i] += d;
+            v
+        };
+        let fdx = (three_steps_reference(&nudged(&x64, eps), &w64) - three_steps_reference(&nudged(&x64, -eps), &w64)) / (2.0 * eps);
+        let fdw = (three_steps_reference(&x64, &nudged(&w64, eps)) - three_steps_reference(&x64, &nudged(&w64, -eps))) / (2.0 * eps);
+        assert!((gx[i] as f64 - fdx).abs() < 1e-4 * fdx.abs().max(1.0), "d/dx[{i}]: {} vs {fdx}", gx[i]);
+        assert!((gw[i] as f64 - fdw).abs() < 1e-4 * fdw.abs().max(1.0), "d/dw[{i}]: {} vs {fdw}", gw[i]);
+    }
+    // The backward walks the iterations back with a while loop of its own.
+    let graphs = backward_graphs("three_steps");
+    assert_eq!(graphs.len(), 1);
+    assert_eq!(graphs[0].count_op("while"), 1, "{}", graphs[0]);
+    Ok(())
+}
+
+/// A trip count that depends on the values (h grows until its sum passes 10), a branch inside
+/// the body, and `max_iterations` as a bound.
+fn grow_eager(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let opts = WhileOptions { max_iterations: Some(50), ..WhileOptions::default() };
+    let h = while_loop_with(
+        &opts,
+        |h: &Tensor| h.sum()?.lt(10.0),
+        |h| {
+            let p = h.sum()?.gt(2.0)?;
+            cond(&p, || h.mul(w)?.add(1.0), || h.mul(2.0)?.add(w))
+        },
+        x.clone(),
+    )?;
+    h.mul(&h)?.sum()
+}
+
+#[graph_fn]
+fn grow(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    grow_eager(x, w)
+}
+
+/// `grow` in f64 plain Rust.
+fn grow_reference(x: &[f64], w: &[f64]) -> f64 {
+    let mut h = x.to_vec();
+    for _ in 0..50 {
+        if h.iter().sum::<f64>() >= 10.0 {
+            break;
+        }
+        h = if h.iter().sum::<f64>() > 2.0 {
+            h.iter().zip(w).map(|(h, w)| h * w + 1.0).collect()
+        } else {
+            h.iter().zip(w).map(|(h, w)| h * 2.0 + w).collect()
+        };
+    }
+    h.iter().map(|v| v * v).sum()
+}
+
+#[test]
+fn a_value_dependent_loop_with_a_branch_inside_matches_eager_and_finite_differences() -> Result<()> {
+    for (xv, wv) in [([0.25f64, 0.5], [1.5f64, 1.25]), ([1.0, 0.75], [1.1, 2.0])] {
+        let (x, w) = (leaf64(&xv), leaf64(&wv));
+        let (xe, we) = (twin(&x), twin(&w));
+        let y = grow(&x, &w)?;
+        let ye = grow_eager(&xe, &we)?;
+        assert_eq!(y.to_vec::<f64>()?, ye.to_vec::<f64>()?);
+        assert_eq!(y.item::<f64>()?, grow_reference(&xv, &wv));
+        y.backward()?;
+        ye.backward()?;
+        let (gx, gw) = (x.grad().unwrap().to_vec::<f64>()?, w.grad().unwrap().to_vec::<f64>()?);
+        assert_eq!(gx, xe.grad().unwrap().to_vec::<f64>()?);
+        assert_eq!(gw, we.grad().unwrap().to_vec::<f64>()?);
+        let eps = 1e-6;
+        for i in 0..2 {
+            let nudged = |v: &[f64], d: f64| -> Vec<f64> {
+                let mut v = v.to_vec();
+                v[i] += d;
+                v
+            };
+            let fdx = (grow_reference(&nudged(&xv, eps), &wv) - grow_reference(&nudged(&xv, -eps), &wv)) / (2.0 * eps);
+            let fdw = (grow_reference(&xv, &nudged(&wv, eps)) - grow_reference(&xv, &nudged(&wv, -eps))) / (2.0 * eps);
+            assert!((gx[i] - fdx).abs() < 1e-5 * fdx.abs().max(1.0), "d/dx[{i}]: {} vs {fdx}", gx[i]);
+            assert!((gw[i] - fdw).abs() < 1e-5 * fdw.abs().max(1.0), "d/dw[{i}]: {} vs {fdw}", gw[i]);
+        }
+    }
+    Ok(())
+}
+
+/// Traced with inputs that do not require grad, the loop keeps no history; a call of that
+/// concrete function on inputs that do runs a forward that keeps it, for the backward to walk.
+#[test]
+fn a_loop_traced_without_gradients_differentiates_when_a_call_needs_one() -> Result<()> {
+    let w = Tensor::from_vec(vec![0.8f32, 1.3, -0.6], &[3])?;
+    let x = Tensor::from_vec(vec![0.5f32, -1.5, 2.0], &[3])?;
+    let f = ConcreteFunction::trace("steps_later", &[("x", &x), ("w", &w)], || Ok(vec![three_steps_eager(&x, &w)?]))?;
+    let traced = f.traced_graph().to_string();
+    assert!(f.traced_graph().count_op("while") == 1 && !traced.contains("history"), "{traced}");
+    let plain = f.call(&[&x, &w])?.remove(0);
+    let (xg, wg) = (leaf(&[0.5, -1.5, 2.0]), leaf(&[0.8, 1.3, -0.6]));
+    let y = f.call(&[&xg, &wg])?.remove(0);
+    assert_bits_eq(&y, &plain);
+    y.backward()?;
+    let (xe, we) = (twin(&xg), twin(&wg));
+    three_steps_eager(&xe, &we)?.backward()?;
+    assert_bits_eq(&xg.grad().unwrap(), &xe.grad().unwrap());
+    assert_bits_eq(&wg.grad().unwrap(), &we.grad().unwrap());
+    let forward = f.forwards_with_residuals();
+    assert!(forward.len() == 1 && forward[0].to_string().contains("history"), "{}", forward[0]);
+    Ok(())
+}
+
+fn cubic_or_exp_eager(x: &Tensor) -> Result<Tensor> {
+    let p = x.sum()?.gt(0.0)?;
+    cond(&p, || x.mul(x)?.mul(x), || x.exp())?.sum()
+}
+
+#[graph_fn]
+fn cubic_or_exp(x: &Tensor) -> Result<Tensor> {
+    cubic_or_exp_eager(x)
+}
+
+#[test]
+fn second_derivatives_through_a_cond_call() -> Result<()> {
+    for xv in [[1.5f64, -0.5, 0.25], [-1.5, 0.5, -0.25]] {
+        let x = leaf64(&xv);
+        let dy = tensor_core::grad(&[&cubic_or_exp(&x)?], &[&x], true)?.remove(0);
+        assert!(dy.requires_grad(), "create_graph: the gradient is differentiable");
+        let d2 = tensor_core::grad(&[&dy.sum()?], &[&x], false)?.remove(0);
+        // 6x, or exp(x) (the kernel's exp: its bits are the eager ones).
+        let expected: Vec<f64> = if xv.iter().sum::<f64>() > 0.0 { xv.iter().map(|v| 6.0 * v).collect() } else { x.detach().exp()?.to_vec()? };
+        assert_eq!(d2.to_vec::<f64>()?, expected);
+        // The same eagerly, bit for bit.
+        let xe = twin(&x);
+        let dye = tensor_core::grad(&[&cubic_or_exp_eager(&xe)?], &[&xe], true)?.remove(0);
+        assert_eq!(dy.to_vec::<f64>()?, dye.to_vec::<f64>()?);
+        let d2e = tensor_core::grad(&[&dye.sum()?], &[&xe], false)?.remove(0);
+        assert_eq!(d2.to_vec::<f64>()?, d2e.to_vec::<f64>()?);
+    }
+    Ok(())
+}

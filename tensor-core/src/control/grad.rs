@@ -134,7 +134,9 @@ impl Backward for CondGrad {
     }
 }
 
-/// The backward of a `While` node that kept its history.
+/// The backward of a `While` node that kept its history. Its outputs are the loop variables,
+/// the trip count and the history; a gradient reaching the history (`history[k][i]` is
+/// variable `k` at the start of iteration `i`) joins the variables' gradients at iteration `i`.
 pub(super) struct WhileGrad {
     pub body: Arc<Graph>,
     pub vars: usize,
@@ -152,6 +154,7 @@ impl Backward for WhileGrad {
 
     fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
         let (n, create_graph) = (self.vars, ctx.create_graph());
+        let history_grads: Vec<Option<Tensor>> = (0..n).map(|k| grads.get(n + 1 + k).cloned().flatten()).collect();
         // Loop state: the iteration index (counting down), the loop variables' gradients, the
         // gradients summed so far for the float values the body captured.
         let mut state = vec![self.trip.sub(1i64)?];
@@ -174,7 +177,12 @@ impl Backward for WhileGrad {
                 let d = vjp(&self.body, &inputs, &s[1..1 + n], &seeds, create_graph)?;
                 let mut next = vec![s[0].sub(1i64)?];
                 for (k, (dtype, shape)) in self.types.iter().enumerate() {
-                    next.push(d[k].clone().map_or_else(|| zeros(*dtype, shape), Ok)?);
+                    let direct = history_grads[k].as_ref().map(|h| h.index_select(0, &index)?.squeeze(0)).transpose()?;
+                    next.push(match (d[k].clone(), direct) {
+                        (Some(through_body), Some(direct)) => through_body.add(&direct)?,
+                        (None, Some(direct)) => direct,
+                        (through_body, None) => through_body.map_or_else(|| zeros(*dtype, shape), Ok)?,
+                    });
                 }
                 let captured = self.body_in.iter().zip(&d[n..]).filter(|(x, _)| x.dtype().is_float());
                 for ((_, dk), acc) in captured.zip(&s[1 + n..]) {

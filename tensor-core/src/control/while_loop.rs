@@ -209,10 +209,13 @@ pub(crate) fn while_graphs(
             cond_inputs: cond_in.len(),
             body_in: inputs[n + cond_in.len()..].to_vec(),
             trip: outs[n].clone(),
-            history: outs[n + 1..].to_vec(),
+            // Handles without history: the node's own outputs will carry the node.
+            history: outs[n + 1..].iter().map(Tensor::detach).collect(),
             types: types.to_vec(),
         };
-        let out_refs: Vec<&Tensor> = outs[..n].iter().collect();
+        // Every output carries the node (the history too: a graph call's backward reads it as
+        // a residual, and a second derivative sends gradients into it).
+        let out_refs: Vec<&Tensor> = outs.iter().collect();
         crate::tensor::grad_node::record_many(grad, &refs, &out_refs);
     } else if wants_grad {
         let out_refs: Vec<&Tensor> = outs[..n].iter().collect();

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::shape::Shape;
 use crate::tensor::grad_node::{Backward, BackwardCtx, InputGrads};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, Value};
 use std::sync::Arc;
 
 /// Zeros of a loop variable's or output's type (its shape must be known).
@@ -143,7 +143,9 @@ pub(super) struct WhileGrad {
     pub cond_inputs: usize,
     pub body_in: Vec<Tensor>,
     pub trip: Tensor,
-    pub history: Vec<Tensor>,
+    /// Each variable's stacked iterations, as the node's outputs hold them (kept as values,
+    /// so that the node and its outputs do not keep each other alive).
+    pub history: Vec<Value>,
     pub types: Vec<(DType, Shape)>,
 }
 
@@ -155,6 +157,9 @@ impl Backward for WhileGrad {
     fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
         let (n, create_graph) = (self.vars, ctx.create_graph());
         let history_grads: Vec<Option<Tensor>> = (0..n).map(|k| grads.get(n + 1 + k).cloned().flatten()).collect();
+        // With create_graph the saved iterations carry this node, so a second derivative
+        // reaches the loop through them too.
+        let history: Vec<Tensor> = self.history.iter().enumerate().map(|(k, v)| ctx.kept_output(n + 1 + k, v.clone())).collect();
         // Loop state: the iteration index (counting down), the loop variables' gradients, the
         // gradients summed so far for the float values the body captured.
         let mut state = vec![self.trip.sub(1i64)?];
@@ -167,7 +172,7 @@ impl Backward for WhileGrad {
             |s: &Vec<Tensor>| s[0].ge(0i64),
             |s: Vec<Tensor>| {
                 let index = s[0].reshape([1])?;
-                let mut inputs: Vec<Tensor> = self.history.iter().map(|h| h.index_select(0, &index)?.squeeze(0)).collect::<Result<_>>()?;
+                let mut inputs: Vec<Tensor> = history.iter().map(|h| h.index_select(0, &index)?.squeeze(0)).collect::<Result<_>>()?;
                 inputs.extend(self.body_in.iter().cloned());
                 // The captured values' sums so far seed their products, so each use adds to
                 // the running sum in the eager backward's order.

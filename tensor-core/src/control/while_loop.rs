@@ -209,8 +209,7 @@ pub(crate) fn while_graphs(
             cond_inputs: cond_in.len(),
             body_in: inputs[n + cond_in.len()..].to_vec(),
             trip: outs[n].clone(),
-            // Handles without history: the node's own outputs will carry the node.
-            history: outs[n + 1..].iter().map(Tensor::detach).collect(),
+            history: outs[n + 1..].iter().map(|h| h.detach().read_value().clone()).collect(),
             types: types.to_vec(),
         };
         // Every output carries the node (the history too: a graph call's backward reads it as

@@ -342,3 +342,25 @@ fn a_loop_whose_variables_change_shape_is_an_err_at_backward() -> Result<()> {
     assert!(x.grad().is_none(), "a failed backward changes nothing");
     Ok(())
 }
+
+/// The same second derivative taken inside the traced function (the loop's own backward run
+/// with `create_graph` in the trace): the backward of the loop's backward reads the saved
+/// iterations, whose first dim (the trip count) is unknown while tracing, so it cannot make
+/// their gradient's zeros (nor could `index_select` take a gradient along that dim). A clear
+/// `Err`, where the saved iterations used to carry no gradient at all (the second derivative
+/// missed their terms). From outside the call the backward is traced on the residuals'
+/// actual shapes, so there it works (above).
+#[test]
+fn second_derivatives_through_a_loop_inside_the_function_are_a_clear_err() -> Result<()> {
+    let body = |x: &Tensor, w: &Tensor| -> Result<Vec<Tensor>> {
+        let dy = tensor_core::grad(&[&three_steps_eager(x, w)?], &[x], true)?.remove(0);
+        let d2 = tensor_core::grad(&[&dy.sum()?], &[x], false)?.remove(0);
+        Ok(vec![dy, d2])
+    };
+    let (x, w) = (leaf64(&[0.5, -1.5, 2.0]), Tensor::from_vec(vec![0.8f64, 1.3, -0.6], &[3])?);
+    let e = ConcreteFunction::trace("second_in_loop", &[("x", &x)], || body(&x, &w)).unwrap_err();
+    assert!(matches!(e, Error::NotDifferentiable { .. }) && e.to_string().contains("unknown"), "{e}");
+    // Eagerly the loop is unrolled, and the second derivative is there.
+    assert_eq!(body(&twin(&x), &w)?[1].dims(), vec![3]);
+    Ok(())
+}

@@ -364,3 +364,74 @@ fn second_derivatives_through_a_loop_inside_the_function_are_a_clear_err() -> Re
     assert_eq!(body(&twin(&x), &w)?[1].dims(), vec![3]);
     Ok(())
 }
+
+/// A counter updated under the branch (state carried through the `Cond` node, written back
+/// after the call) does not stop the gradient: the replay ignores the write-back.
+fn counted_eager(x: &Tensor, count: &Tensor) -> Result<Tensor> {
+    let p = x.sum()?.gt(0.0)?;
+    let y = cond(
+        &p,
+        || {
+            count.add_(1.0f32)?;
+            x.mul(x)
+        },
+        || x.exp(),
+    )?;
+    y.sum()
+}
+
+#[graph_fn]
+fn counted(x: &Tensor, count: &Tensor) -> Result<Tensor> {
+    counted_eager(x, count)
+}
+
+#[test]
+fn state_updated_under_a_branch_keeps_the_call_differentiable() -> Result<()> {
+    let (count, count_eager) = (Tensor::scalar(0.0f32), Tensor::scalar(0.0f32));
+    for xv in [[1.0f32, 2.0], [-1.0, -2.0], [0.5, 0.25]] {
+        let x = leaf(&xv);
+        let xe = twin(&x);
+        counted(&x, &count)?.backward()?;
+        counted_eager(&xe, &count_eager)?.backward()?;
+        assert_bits_eq(&x.grad().unwrap(), &xe.grad().unwrap());
+    }
+    assert_eq!(count.item::<f32>()?, 2.0, "the branch updating the counter ran twice");
+    assert_bits_eq(&count, &count_eager);
+    Ok(())
+}
+
+/// A buffer scaled in place inside the branch, then read by it: the backward replays the
+/// branch on the buffer as the call read it (kept as a residual), not as the call left it.
+fn rescaled_eager(x: &Tensor, scale: &Tensor) -> Result<Tensor> {
+    let p = x.sum()?.gt(0.0)?;
+    let y = cond(
+        &p,
+        || {
+            scale.mul_(0.5f32)?;
+            x.mul(scale)?.mul(x)
+        },
+        || x.mul(scale),
+    )?;
+    y.sum()
+}
+
+#[graph_fn]
+fn rescaled(x: &Tensor, scale: &Tensor) -> Result<Tensor> {
+    rescaled_eager(x, scale)
+}
+
+#[test]
+fn a_buffer_updated_and_read_in_a_branch_gives_the_eager_gradient() -> Result<()> {
+    let (scale, scale_eager) = (Tensor::scalar(4.0f32), Tensor::scalar(4.0f32));
+    // Scales 4 -> 2 (then-branch: d/dx = 2 * 2x), 2 (else: 2), 2 -> 1 (then: 1 * 2x).
+    for (xv, expected) in [([1.0f32, 3.0], [4.0f32, 12.0]), ([-1.0, -3.0], [2.0, 2.0]), ([0.5, 0.25], [1.0, 0.5])] {
+        let x = leaf(&xv);
+        let xe = twin(&x);
+        rescaled(&x, &scale)?.backward()?;
+        rescaled_eager(&xe, &scale_eager)?.backward()?;
+        assert_eq!(x.grad().unwrap().to_vec::<f32>()?, expected);
+        assert_bits_eq(&x.grad().unwrap(), &xe.grad().unwrap());
+    }
+    assert_bits_eq(&scale, &scale_eager);
+    Ok(())
+}

@@ -15,7 +15,7 @@
 use super::replay::{is_replayed, replay_uses, uses_per_slot, Replayed};
 use crate::autograd::{vjp_in_order, GradModeGuard};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, InputSource, Node, NodeKind, ValueId};
+use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite, ValueId};
 use crate::tensor::Tensor;
 use crate::trace::{TraceGuard, Traced};
 use smallvec::SmallVec;
@@ -220,7 +220,9 @@ impl<'a> Partition<'a> {
             if !matches!(node.kind, NodeKind::Op(_) | NodeKind::Cond { .. } | NodeKind::While { .. }) {
                 return Err(self.problem("a backward formula made a node that is neither an op nor control flow"));
             }
-            let inputs: SmallVec<[ValueId; 3]> = node.inputs.iter().map(|&v| self.value(v)).collect::<Result<_>>()?;
+            let control = !matches!(node.kind, NodeKind::Op(_));
+            let inputs: SmallVec<[ValueId; 3]> =
+                node.inputs.iter().map(|&v| if control { self.control_input(v) } else { self.value(v) }).collect::<Result<_>>()?;
             let outputs: SmallVec<[ValueId; 1]> = node.outputs.iter().map(|&v| self.made(v)).collect();
             self.graph.nodes.push(Node { kind: node.kind.clone(), inputs, outputs });
         }
@@ -234,14 +236,7 @@ impl<'a> Partition<'a> {
             return Ok(b);
         }
         let b = match self.source(v)? {
-            Source::Slot(slot) => match self.inputs.get(&slot) {
-                Some(&id) => id,
-                None => {
-                    let id = self.fresh(v);
-                    self.inputs.insert(slot, id);
-                    id
-                }
-            },
+            Source::Slot(slot) => self.input_of(slot, v),
             Source::Constant(k) => {
                 let joint = self.joint;
                 let (_, storage) = &joint.traced.graph.constants[k];
@@ -252,6 +247,40 @@ impl<'a> Partition<'a> {
         };
         self.map.insert(v, b);
         Ok(b)
+    }
+
+    /// The input of backward slot `slot` (several joint values may stand for one), made on
+    /// first use with the type of joint value `v`.
+    fn input_of(&mut self, slot: usize, v: ValueId) -> ValueId {
+        match self.inputs.get(&slot) {
+            Some(&id) => id,
+            None => {
+                let id = self.fresh(v);
+                self.inputs.insert(slot, id);
+                id
+            }
+        }
+    }
+
+    /// The backward value a control-flow node of the tangent part reads for joint value `v`.
+    /// Such a node replays a branch or a body on the values the forward ran on, so a slot the
+    /// call updates in place (state carried through a `cond`) is read as the call read it, kept
+    /// as a residual: eagerly no formula saved it, so its update is no version error.
+    fn control_input(&mut self, v: ValueId) -> Result<ValueId> {
+        let Some(slot) = self.written_slot(v) else { return self.value(v) };
+        let forward = self.spec.forward;
+        let Some(&(forward_value, _)) = forward.inputs.iter().find(|(_, s)| *s == InputSource::Data(slot)) else { return self.value(v) };
+        let r = self.residual_index(forward_value)?;
+        Ok(self.input_of(self.spec.slots.len() + self.num_gys + r, v))
+    }
+
+    /// The forward slot joint value `v` reads, when it is an argument leaf of a slot the
+    /// forward graph updates in place.
+    fn written_slot(&self, v: ValueId) -> Option<usize> {
+        let jg = &self.joint.traced.graph;
+        let &(_, InputSource::Data(j)) = jg.inputs.iter().find(|(id, _)| *id == v)? else { return None };
+        let slot = *self.joint.arg_slots.get(j)?;
+        self.spec.forward.writes.iter().any(|w| matches!(w, StateWrite::Data { slot: s, .. } if *s == slot)).then_some(slot)
     }
 
     fn made(&mut self, v: ValueId) -> ValueId {
@@ -282,15 +311,21 @@ impl<'a> Partition<'a> {
             return Ok(Source::Constant(k));
         }
         let Some(&forward_value) = self.joint.primal.get(&v) else { return Err(self.problem("a value of no known part")) };
-        let r = match self.residuals.iter().position(|&r| r == forward_value) {
-            Some(r) => r,
+        let r = self.residual_index(forward_value)?;
+        Ok(Source::Slot(self.spec.slots.len() + self.num_gys + r))
+    }
+
+    /// The index of forward value `forward_value` among the residuals, added when they are
+    /// being found.
+    fn residual_index(&mut self, forward_value: ValueId) -> Result<usize> {
+        match self.residuals.iter().position(|&r| r == forward_value) {
+            Some(r) => Ok(r),
             None if self.spec.known.is_none() => {
                 self.residuals.push(forward_value);
-                self.residuals.len() - 1
+                Ok(self.residuals.len() - 1)
             }
-            None => return Err(self.problem("a backward needs a value the forward call did not keep")),
-        };
-        Ok(Source::Slot(self.spec.slots.len() + self.num_gys + r))
+            None => Err(self.problem("a backward needs a value the forward call did not keep")),
+        }
     }
 
     fn problem(&self, problem: &str) -> Error {
@@ -332,6 +367,10 @@ impl<'a> Partition<'a> {
             jg.inputs[self.joint.arg_slots.len() + slot - n].0
         } else {
             let forward = self.residuals[slot - n - gys];
+            // A slot kept as read (`control_input`): the slot's type.
+            if let Some(&(_, InputSource::Data(s))) = self.spec.forward.inputs.iter().find(|(v, _)| *v == forward) {
+                return (self.spec.slots[s].0.dtype, self.spec.slots[s].0.shape.clone());
+            }
             *self.joint.primal.iter().find(|(_, f)| **f == forward).expect("every forward value is replayed").0
         };
         (jg.values[joint_value].dtype, jg.values[joint_value].shape.clone())

@@ -25,7 +25,8 @@
 //! Graphs with `cond`/`while_loop` nodes are differentiable too: the control layer registers
 //! the replay of its nodes here (`replay.rs`), and their gradients are themselves a `cond` (on
 //! the same predicate) or a `while_loop` (walking the saved iterations back) in the backward
-//! graph. A loop's saved iterations are residuals like any other.
+//! graph. A loop's saved iterations are residuals like any other, and so is a slot the call
+//! updates in place under a branch (the backward's branch replay reads it as the call did).
 //!
 //! Graphs that read or write a `.grad` (`backward()` or `zero_grad()` inside the function) are
 //! not differentiable from outside, nor is a call that updates in place an input requiring

@@ -435,3 +435,23 @@ fn a_buffer_updated_and_read_in_a_branch_gives_the_eager_gradient() -> Result<()
     assert_bits_eq(&scale, &scale_eager);
     Ok(())
 }
+
+/// A call's output captured by another trace, whose `backward()` runs there: the call's
+/// backward graph (with its `while`) is replayed into that trace.
+#[test]
+fn the_backward_of_a_loop_call_replays_into_an_enclosing_trace() -> Result<()> {
+    let (x, w) = (leaf(&[0.5, -1.5, 2.0]), leaf(&[0.8, 1.3, -0.6]));
+    let y = three_steps(&x, &w)?;
+    let f = ConcreteFunction::trace("backward_of_a_captured_call", &[], || {
+        y.backward()?;
+        Ok(Vec::<Tensor>::new())
+    })?;
+    assert!(x.grad().is_none(), "tracing ran nothing");
+    f.call(&[])?;
+    let (xe, we) = (twin(&x), twin(&w));
+    three_steps_eager(&xe, &we)?.backward()?;
+    assert_bits_eq(&x.grad().unwrap(), &xe.grad().unwrap());
+    assert_bits_eq(&w.grad().unwrap(), &we.grad().unwrap());
+    assert_eq!(f.traced_graph().count_op("while"), 1, "{}", f.traced_graph());
+    Ok(())
+}

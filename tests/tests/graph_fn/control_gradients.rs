@@ -455,3 +455,29 @@ fn the_backward_of_a_loop_call_replays_into_an_enclosing_trace() -> Result<()> {
     assert_eq!(f.traced_graph().count_op("while"), 1, "{}", f.traced_graph());
     Ok(())
 }
+
+/// A loop stopped by `max_iterations` (its condition still holds): the backward walks back the
+/// iterations that ran.
+fn bounded_eager(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let opts = WhileOptions { max_iterations: Some(4), ..WhileOptions::default() };
+    let h = while_loop_with(&opts, |h: &Tensor| h.sum()?.lt(1e9), |h| h.mul(w)?.add(1.0), x.clone())?;
+    h.sum()
+}
+
+#[graph_fn]
+fn bounded(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    bounded_eager(x, w)
+}
+
+#[test]
+fn a_loop_stopped_by_max_iterations_differentiates_with_the_eager_bits() -> Result<()> {
+    let (x, w) = (leaf(&[0.5, 2.0]), leaf(&[1.5, -0.5]));
+    let (xe, we) = (twin(&x), twin(&w));
+    bounded(&x, &w)?.backward()?;
+    bounded_eager(&xe, &we)?.backward()?;
+    // h4 = x w^4 + w^3 + w^2 + w + 1: d/dx = w^4.
+    assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![1.5f32.powi(4), 0.0625]);
+    assert_bits_eq(&x.grad().unwrap(), &xe.grad().unwrap());
+    assert_bits_eq(&w.grad().unwrap(), &we.grad().unwrap());
+    Ok(())
+}

@@ -5,12 +5,13 @@
 //! gradient each use contributes, in the order the eager walk delivers them.
 //!
 //! The first nodes of that trace are the replayed forward (the *primal* part, one node per
-//! op node of the forward graph); everything after is the backward formulas (the *tangent*
-//! part). The primal values the tangent part reads are the *residuals*: the values eager
-//! ops save for backward (`exp`'s output, a `matmul`'s operands made inside the call). The
-//! forward graph returns them as extra outputs; the backward graph is the tangent part
-//! alone, reading the residuals, the output gradients and the slots the formulas read
-//! (saved inputs, checked against in-place changes as eagerly).
+//! node of the forward graph but prints: ops, `cond`s, `while_loop`s); everything after is
+//! the backward formulas (the *tangent* part, whose control-flow gradients are `cond` and
+//! `while_loop` nodes too). The primal values the tangent part reads are the *residuals*: the
+//! values eager ops save for backward (`exp`'s output, a `matmul`'s operands made inside the
+//! call, a loop's saved iterations). The forward graph returns them as extra outputs; the
+//! backward graph is the tangent part alone, reading the residuals, the output gradients and
+//! the slots the formulas read (saved inputs, checked against in-place changes as eagerly).
 
 use super::replay::{is_replayed, replay_uses, uses_per_slot, Replayed};
 use crate::autograd::{vjp_in_order, GradModeGuard};

@@ -124,9 +124,10 @@
 //! the function, and `backward()` through them gives the eager gradients, bit for bit — the
 //! backward is a cached graph too, reading the values the forward kept for it (see
 //! [`ConcreteFunction::forwards_with_residuals`](crate::function::ConcreteFunction::forwards_with_residuals)).
-//! A call whose graph touches a `.grad` (a whole training step, with `backward()` *inside* the
-//! function, as below) or has `cond`/`while_loop` nodes has no gradient from outside: its
-//! `backward()` is `Error::NotDifferentiable`.
+//! Graphs with `cond`/`while_loop` nodes (a tensor `if` or `while`) differentiate the same
+//! way: the backward holds a `cond`/`while_loop` of its own. A call whose graph touches a
+//! `.grad` (a whole training step, with `backward()` *inside* the function, as below) has no
+//! gradient from outside: its `backward()` is `Error::NotDifferentiable`.
 //!
 //! ## What runs at trace time
 //!

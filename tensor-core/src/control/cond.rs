@@ -84,6 +84,7 @@ pub(crate) fn cond_nodes(pred: &Tensor, mut then: Nested, mut other: Nested) -> 
 /// Appends a `Cond` node over traced branch graphs, whose parameters are `then_in` and
 /// `else_in` (values of the active trace), and records its gradient.
 pub(crate) fn cond_graphs(pred: &Tensor, then_graph: Graph, else_graph: Graph, then_in: &[Tensor], else_in: &[Tensor]) -> Result<Vec<Tensor>> {
+    super::replay::install();
     let types: Vec<_> = then_graph.outputs.iter().map(|&v| (then_graph.values[v].dtype, then_graph.values[v].shape.clone())).collect();
     let (then_graph, else_graph) = (Arc::new(then_graph), Arc::new(else_graph));
     let mut inputs: Vec<Tensor> = vec![trace::resolve(pred, "cond")?];

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::shape::Shape;
 use crate::tensor::grad_node::{Backward, BackwardCtx, InputGrads};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, Value};
 use std::sync::Arc;
 
 /// Zeros of a loop variable's or output's type (its shape must be known).
@@ -134,14 +134,18 @@ impl Backward for CondGrad {
     }
 }
 
-/// The backward of a `While` node that kept its history.
+/// The backward of a `While` node that kept its history. Its outputs are the loop variables,
+/// the trip count and the history; a gradient reaching the history (`history[k][i]` is
+/// variable `k` at the start of iteration `i`) joins the variables' gradients at iteration `i`.
 pub(super) struct WhileGrad {
     pub body: Arc<Graph>,
     pub vars: usize,
     pub cond_inputs: usize,
     pub body_in: Vec<Tensor>,
     pub trip: Tensor,
-    pub history: Vec<Tensor>,
+    /// Each variable's stacked iterations, as the node's outputs hold them (kept as values,
+    /// so that the node and its outputs do not keep each other alive).
+    pub history: Vec<Value>,
     pub types: Vec<(DType, Shape)>,
 }
 
@@ -152,6 +156,10 @@ impl Backward for WhileGrad {
 
     fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
         let (n, create_graph) = (self.vars, ctx.create_graph());
+        let history_grads: Vec<Option<Tensor>> = (0..n).map(|k| grads.get(n + 1 + k).cloned().flatten()).collect();
+        // With create_graph the saved iterations carry this node, so a second derivative
+        // reaches the loop through them too.
+        let history: Vec<Tensor> = self.history.iter().enumerate().map(|(k, v)| ctx.kept_output(n + 1 + k, v.clone())).collect();
         // Loop state: the iteration index (counting down), the loop variables' gradients, the
         // gradients summed so far for the float values the body captured.
         let mut state = vec![self.trip.sub(1i64)?];
@@ -164,7 +172,7 @@ impl Backward for WhileGrad {
             |s: &Vec<Tensor>| s[0].ge(0i64),
             |s: Vec<Tensor>| {
                 let index = s[0].reshape([1])?;
-                let mut inputs: Vec<Tensor> = self.history.iter().map(|h| h.index_select(0, &index)?.squeeze(0)).collect::<Result<_>>()?;
+                let mut inputs: Vec<Tensor> = history.iter().map(|h| h.index_select(0, &index)?.squeeze(0)).collect::<Result<_>>()?;
                 inputs.extend(self.body_in.iter().cloned());
                 // The captured values' sums so far seed their products, so each use adds to
                 // the running sum in the eager backward's order.
@@ -174,7 +182,12 @@ impl Backward for WhileGrad {
                 let d = vjp(&self.body, &inputs, &s[1..1 + n], &seeds, create_graph)?;
                 let mut next = vec![s[0].sub(1i64)?];
                 for (k, (dtype, shape)) in self.types.iter().enumerate() {
-                    next.push(d[k].clone().map_or_else(|| zeros(*dtype, shape), Ok)?);
+                    let direct = history_grads[k].as_ref().map(|h| h.index_select(0, &index)?.squeeze(0)).transpose()?;
+                    next.push(match (d[k].clone(), direct) {
+                        (Some(through_body), Some(direct)) => through_body.add(&direct)?,
+                        (None, Some(direct)) => direct,
+                        (through_body, None) => through_body.map_or_else(|| zeros(*dtype, shape), Ok)?,
+                    });
                 }
                 let captured = self.body_in.iter().zip(&d[n..]).filter(|(x, _)| x.dtype().is_float());
                 for ((_, dk), acc) in captured.zip(&s[1 + n..]) {

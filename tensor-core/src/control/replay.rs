@@ -1,11 +1,20 @@
 //! Replaying a subgraph through the op dispatch, on given inputs: inside the trace of a
 //! gradient this rebuilds a branch's or a loop body's forward computation with autograd
 //! recording, so its vector-Jacobian product can be taken. Prints are not replayed.
+//!
+//! The replay of one control-flow node (`replay_control`) is also what the function layer
+//! uses to differentiate a graph call holding `Cond`/`While` nodes (it cannot import this
+//! layer, so `install` registers it there before the first such node is made).
 
 use crate::error::Result;
-use crate::graph::{Graph, InputSource, NodeKind};
+use crate::graph::{Graph, InputSource, Node, NodeKind};
 use crate::ops::dispatch::apply;
 use crate::tensor::Tensor;
+
+/// Registers `replay_control` with the function layer (idempotent; cheap after the first).
+pub(super) fn install() {
+    crate::function::register_control_replay(replay_control);
+}
 
 /// The outputs of `g` computed from `params` (one tensor per graph parameter).
 pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
@@ -25,29 +34,31 @@ pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
                 vec![apply(op.clone(), &refs)?]
             }
             NodeKind::Print(_) => continue,
-            NodeKind::Cond { then, other } => {
-                let nt = then.num_params;
-                super::cond::cond_graphs(&ins[0], (**then).clone(), (**other).clone(), &ins[1..1 + nt], &ins[1 + nt..])?
-            }
-            NodeKind::While { cond, body, max_iterations, .. } => {
-                let n = node.outputs.len().min(body.outputs.len());
-                let nc = cond.num_params - n;
-                let types: Vec<_> = body.outputs.iter().map(|&v| (body.values[v].dtype, body.values[v].shape.clone())).collect();
-                super::while_loop::while_graphs(
-                    &ins[..n],
-                    (**cond).clone(),
-                    (**body).clone(),
-                    &ins[n..n + nc],
-                    &ins[n + nc..],
-                    *max_iterations,
-                    &types,
-                )?
-            }
-            NodeKind::AccumulateGrad { .. } | NodeKind::Fused(_) | NodeKind::Epilogue(_) => unreachable!("not in a traced subgraph"),
+            _ => replay_control(node, &ins)?,
         };
         for (&v, t) in node.outputs.iter().zip(outs) {
             vals[v] = Some(t);
         }
     }
     Ok(g.outputs.iter().map(|&v| vals[v].clone().expect("outputs are defined")).collect())
+}
+
+/// Replays one `Cond` or `While` node on `ins` (its inputs, in node order, values of the
+/// active trace): a new node of that trace, with its gradient recorded. The result has a
+/// tensor per output of the new node (a `While` node that keeps its history has more outputs
+/// than one that does not: see `while_graphs`).
+pub(crate) fn replay_control(node: &Node, ins: &[Tensor]) -> Result<Vec<Tensor>> {
+    match &node.kind {
+        NodeKind::Cond { then, other } => {
+            let nt = then.num_params;
+            super::cond::cond_graphs(&ins[0], (**then).clone(), (**other).clone(), &ins[1..1 + nt], &ins[1 + nt..])
+        }
+        NodeKind::While { cond, body, max_iterations, .. } => {
+            let n = body.outputs.len();
+            let nc = cond.num_params - n;
+            let types: Vec<_> = body.outputs.iter().map(|&v| (body.values[v].dtype, body.values[v].shape.clone())).collect();
+            super::while_loop::while_graphs(&ins[..n], (**cond).clone(), (**body).clone(), &ins[n..n + nc], &ins[n + nc..], *max_iterations, &types)
+        }
+        _ => unreachable!("only control-flow nodes are replayed here"),
+    }
 }

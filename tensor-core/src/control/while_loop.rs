@@ -175,7 +175,9 @@ pub(crate) fn while_nodes(
 }
 
 /// Appends a `While` node over traced condition and body graphs and records its gradient.
-/// When an input requires grad, the node also keeps each iteration's loop variables.
+/// When an input requires grad, the node also keeps each iteration's loop variables. Returns
+/// every output of the node: the final loop variables, then (when it keeps its history) the
+/// trip count and each variable's stacked iterations.
 pub(crate) fn while_graphs(
     inits: &[Tensor],
     cond_graph: Graph,
@@ -185,6 +187,7 @@ pub(crate) fn while_graphs(
     max_iterations: Option<usize>,
     types: &[(DType, Shape)],
 ) -> Result<Vec<Tensor>> {
+    super::replay::install();
     let inputs: Vec<Tensor> = inits.iter().chain(cond_in).chain(body_in).map(|t| trace::resolve(t, "while_loop")).collect::<Result<_>>()?;
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let wants_grad = crate::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad_raw());
@@ -206,14 +209,16 @@ pub(crate) fn while_graphs(
             cond_inputs: cond_in.len(),
             body_in: inputs[n + cond_in.len()..].to_vec(),
             trip: outs[n].clone(),
-            history: outs[n + 1..].to_vec(),
+            history: outs[n + 1..].iter().map(|h| h.detach().read_value().clone()).collect(),
             types: types.to_vec(),
         };
-        let out_refs: Vec<&Tensor> = outs[..n].iter().collect();
+        // Every output carries the node (the history too: a graph call's backward reads it as
+        // a residual, and a second derivative sends gradients into it).
+        let out_refs: Vec<&Tensor> = outs.iter().collect();
         crate::tensor::grad_node::record_many(grad, &refs, &out_refs);
     } else if wants_grad {
         let out_refs: Vec<&Tensor> = outs[..n].iter().collect();
         crate::tensor::grad_node::record_many(super::grad::UnstackableWhileGrad, &refs, &out_refs);
     }
-    Ok(outs[..n].to_vec())
+    Ok(outs)
 }

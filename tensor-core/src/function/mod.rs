@@ -13,6 +13,7 @@ mod registry;
 
 pub use arg::{GraphArg, GraphArgField, StaticField};
 pub use concrete::ConcreteFunction;
+pub(crate) use differentiable::register_control_replay;
 pub use graph_function::{functions_run_eagerly, run_functions_eagerly, GraphFunction, TraceRecord};
 pub use key::Flattener;
 pub use options::{Options, TensorSpec, TracePolicy};

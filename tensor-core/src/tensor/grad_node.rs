@@ -306,11 +306,13 @@ impl<'a> BackwardCtx<'a> {
     }
 
     /// `value`, a value the formula kept itself as output `n` of its node (a graph call's
-    /// residuals): with create_graph it carries the node as grad_fn, as `output` does.
+    /// residuals): with create_graph it carries the node as grad_fn, as `output` does — a
+    /// float one only, as `record_many` links only float outputs (a kept predicate or index
+    /// carries no gradient).
     pub(crate) fn kept_output(&self, n: usize, value: Value) -> Tensor {
         let (dtype, shape) = self.node.out_meta(n);
         let t = Tensor::from_value(value, dtype, shape.clone());
-        if self.create_graph {
+        if self.create_graph && dtype.is_float() {
             t.0.requires_grad.store(true, std::sync::atomic::Ordering::Release);
             let mut slot = t.grad_slot();
             slot.grad_fn = Some(self.node.clone());

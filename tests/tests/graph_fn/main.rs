@@ -3,6 +3,7 @@
 mod acceptance;
 mod args;
 mod cache;
+mod control_gradients;
 mod gradients;
 mod introspection;
 mod model;

@@ -5,17 +5,18 @@
 //! gradient each use contributes, in the order the eager walk delivers them.
 //!
 //! The first nodes of that trace are the replayed forward (the *primal* part, one node per
-//! op node of the forward graph); everything after is the backward formulas (the *tangent*
-//! part). The primal values the tangent part reads are the *residuals*: the values eager
-//! ops save for backward (`exp`'s output, a `matmul`'s operands made inside the call). The
-//! forward graph returns them as extra outputs; the backward graph is the tangent part
-//! alone, reading the residuals, the output gradients and the slots the formulas read
-//! (saved inputs, checked against in-place changes as eagerly).
+//! node of the forward graph but prints: ops, `cond`s, `while_loop`s); everything after is
+//! the backward formulas (the *tangent* part, whose control-flow gradients are `cond` and
+//! `while_loop` nodes too). The primal values the tangent part reads are the *residuals*: the
+//! values eager ops save for backward (`exp`'s output, a `matmul`'s operands made inside the
+//! call, a loop's saved iterations). The forward graph returns them as extra outputs; the
+//! backward graph is the tangent part alone, reading the residuals, the output gradients and
+//! the slots the formulas read (saved inputs, checked against in-place changes as eagerly).
 
-use super::replay::{replay_uses, uses_per_slot};
+use super::replay::{is_replayed, replay_uses, uses_per_slot, Replayed};
 use crate::autograd::{vjp_in_order, GradModeGuard};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, InputSource, Node, NodeKind, ValueId};
+use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite, ValueId};
 use crate::tensor::Tensor;
 use crate::trace::{TraceGuard, Traced};
 use smallvec::SmallVec;
@@ -31,6 +32,10 @@ pub(super) struct Split {
     pub(super) contributions: Vec<usize>,
     /// The residuals: forward values (ids of the forward graph) the backward graph reads.
     pub(super) residuals: Vec<ValueId>,
+    /// The forward graph the residuals are values of, when it is not `JointSpec::forward`:
+    /// a `While` node the forward made without its history keeps it here, since the backward
+    /// walks the iterations back (`primal_map`).
+    pub(super) forward: Option<Graph>,
 }
 
 /// What the joint function is traced for.
@@ -54,7 +59,9 @@ pub(super) fn trace_split(spec: &JointSpec) -> Result<Split> {
     let joint = trace_joint(spec)?;
     let mut split = Partition::new(spec, &joint);
     split.copy_tangent()?;
-    Ok(split.finish(joint.contributions.clone()))
+    let mut split = split.finish(joint.contributions.clone());
+    split.forward = joint.forward;
+    Ok(split)
 }
 
 /// A traced joint function, with what its arguments and outputs stand for.
@@ -64,6 +71,9 @@ struct Joint {
     arg_slots: Vec<usize>,
     /// The forward value each primal node output is.
     primal: HashMap<ValueId, ValueId>,
+    /// The forward graph with the outputs the primal part's `While` nodes added (`None`: as
+    /// given).
+    forward: Option<Graph>,
     /// How many nodes the primal part has.
     primal_nodes: usize,
     /// The forward slot of each output (see `Split::contributions`).
@@ -84,15 +94,16 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
         cursor[slot] += usize::from(spec.needs[slot]);
         t
     })?;
-    let primal_nodes = g.nodes.iter().filter(|n| matches!(n.kind, NodeKind::Op(_))).count();
-    let primal =
-        g.nodes.iter().filter(|n| matches!(n.kind, NodeKind::Op(_))).map(|n| (symbol_of(replayed.value(n.outputs[0])), n.outputs[0])).collect();
-    let residual = |v: ValueId| replayed.value(v).clone();
+    let primal_nodes = g.nodes.iter().filter(|n| is_replayed(n)).count();
+    let residual = |v: ValueId| {
+        let problem = "a residual receiving a gradient was not made by the replayed forward";
+        replayed.get(v).cloned().ok_or_else(|| Error::InvalidGraph { graph: spec.name.to_string(), problem: problem.to_string() })
+    };
     let roots: Vec<Tensor> = spec
         .roots
         .iter()
-        .map(|&k| if k < outputs.len() { outputs[k].clone() } else { residual(spec.known.expect("residual roots are known")[k - outputs.len()]) })
-        .collect();
+        .map(|&k| if k < outputs.len() { Ok(outputs[k].clone()) } else { residual(spec.known.expect("residual roots are known")[k - outputs.len()]) })
+        .collect::<Result<_>>()?;
     // The output gradients are arguments too, of the roots' types (dims may be unknown, in a
     // graph traced for several shapes): a one-element tensor binds each, and the backward
     // formulas see its stand-in, which has the declared type.
@@ -108,8 +119,41 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     let found: Vec<Tensor> = order.iter().map(|&i| results[i].clone().expect("a delivered gradient")).collect();
     let contributions = order.iter().map(|&i| target_slot[i]).collect();
     let traced = guard.finish(&found)?;
+    let (primal, forward) = primal_map(g, &traced.graph, &replayed, primal_nodes);
     let arg_slots = args.iter().map(|(s, _)| *s).collect();
-    Ok(Joint { traced, arg_slots, primal, primal_nodes, contributions })
+    Ok(Joint { traced, arg_slots, primal, forward, primal_nodes, contributions })
+}
+
+/// The forward value each output of the primal part of `joint` is (the replay made one
+/// joint node per replayed node of `forward`, in order). A `While` node replayed with inputs
+/// that require grad keeps its history (the trip count and every iteration's variables, which
+/// its backward reads) even where the forward's node did not (traced with no input requiring
+/// grad): those outputs are added to a copy of `forward`, returned with the map.
+fn primal_map(forward: &Graph, joint: &Graph, replayed: &Replayed, primal_nodes: usize) -> (HashMap<ValueId, ValueId>, Option<Graph>) {
+    let made_by: HashMap<ValueId, usize> =
+        joint.nodes[..primal_nodes].iter().enumerate().filter_map(|(j, n)| n.outputs.first().map(|&v| (v, j))).collect();
+    let mut map = HashMap::new();
+    let mut grown: Option<Graph> = None;
+    for (i, node) in forward.nodes.iter().enumerate().filter(|(_, n)| is_replayed(n)) {
+        let Some(first) = node.outputs.first().and_then(|&v| replayed.get(v)).and_then(Tensor::symbol) else { continue };
+        let Some(&j) = made_by.get(&first.value) else { continue };
+        let made = &joint.nodes[j];
+        map.extend(made.outputs.iter().zip(&node.outputs).map(|(&jv, &fv)| (jv, fv)));
+        if made.outputs.len() <= node.outputs.len() {
+            continue;
+        }
+        let g = grown.get_or_insert_with(|| forward.clone());
+        if let (NodeKind::While { history, .. }, NodeKind::While { history: kept, .. }) = (&mut g.nodes[i].kind, &made.kind) {
+            *history = *kept;
+        }
+        for &jv in &made.outputs[node.outputs.len()..] {
+            let info = &joint.values[jv];
+            let fv = g.add_value(info.dtype, info.shape.clone(), None);
+            g.nodes[i].outputs.push(fv);
+            map.insert(jv, fv);
+        }
+    }
+    (map, grown)
 }
 
 /// Argument leaves of the joint function, each with the forward slot it stands for.
@@ -133,10 +177,6 @@ fn use_leaves(spec: &JointSpec) -> Result<(Leaves, Vec<usize>)> {
         }
     }
     Ok((args, first))
-}
-
-fn symbol_of(t: &Tensor) -> ValueId {
-    t.symbol().expect("a traced value").value
 }
 
 /// What a value of the joint graph read by the tangent part is in the backward graph
@@ -176,10 +216,14 @@ impl<'a> Partition<'a> {
             return Err(self.problem("the backward formulas read or wrote state outside the call"));
         }
         for node in &jg.nodes[joint.primal_nodes..] {
-            if !matches!(node.kind, NodeKind::Op(_)) {
-                return Err(self.problem("a backward formula made a node that is not an op"));
+            // Ops, and the cond/while_loop nodes of control-flow gradients (their subgraphs
+            // read only their inputs).
+            if !matches!(node.kind, NodeKind::Op(_) | NodeKind::Cond { .. } | NodeKind::While { .. }) {
+                return Err(self.problem("a backward formula made a node that is neither an op nor control flow"));
             }
-            let inputs: SmallVec<[ValueId; 3]> = node.inputs.iter().map(|&v| self.value(v)).collect::<Result<_>>()?;
+            let control = !matches!(node.kind, NodeKind::Op(_));
+            let inputs: SmallVec<[ValueId; 3]> =
+                node.inputs.iter().map(|&v| if control { self.control_input(v) } else { self.value(v) }).collect::<Result<_>>()?;
             let outputs: SmallVec<[ValueId; 1]> = node.outputs.iter().map(|&v| self.made(v)).collect();
             self.graph.nodes.push(Node { kind: node.kind.clone(), inputs, outputs });
         }
@@ -193,14 +237,7 @@ impl<'a> Partition<'a> {
             return Ok(b);
         }
         let b = match self.source(v)? {
-            Source::Slot(slot) => match self.inputs.get(&slot) {
-                Some(&id) => id,
-                None => {
-                    let id = self.fresh(v);
-                    self.inputs.insert(slot, id);
-                    id
-                }
-            },
+            Source::Slot(slot) => self.input_of(slot, v),
             Source::Constant(k) => {
                 let joint = self.joint;
                 let (_, storage) = &joint.traced.graph.constants[k];
@@ -211,6 +248,40 @@ impl<'a> Partition<'a> {
         };
         self.map.insert(v, b);
         Ok(b)
+    }
+
+    /// The input of backward slot `slot` (several joint values may stand for one), made on
+    /// first use with the type of joint value `v`.
+    fn input_of(&mut self, slot: usize, v: ValueId) -> ValueId {
+        match self.inputs.get(&slot) {
+            Some(&id) => id,
+            None => {
+                let id = self.fresh(v);
+                self.inputs.insert(slot, id);
+                id
+            }
+        }
+    }
+
+    /// The backward value a control-flow node of the tangent part reads for joint value `v`.
+    /// Such a node replays a branch or a body on the values the forward ran on, so a slot the
+    /// call updates in place (state carried through a `cond`) is read as the call read it, kept
+    /// as a residual: eagerly no formula saved it, so its update is no version error.
+    fn control_input(&mut self, v: ValueId) -> Result<ValueId> {
+        let Some(slot) = self.written_slot(v) else { return self.value(v) };
+        let forward = self.spec.forward;
+        let Some(&(forward_value, _)) = forward.inputs.iter().find(|(_, s)| *s == InputSource::Data(slot)) else { return self.value(v) };
+        let r = self.residual_index(forward_value)?;
+        Ok(self.input_of(self.spec.slots.len() + self.num_gys + r, v))
+    }
+
+    /// The forward slot joint value `v` reads, when it is an argument leaf of a slot the
+    /// forward graph updates in place.
+    fn written_slot(&self, v: ValueId) -> Option<usize> {
+        let jg = &self.joint.traced.graph;
+        let &(_, InputSource::Data(j)) = jg.inputs.iter().find(|(id, _)| *id == v)? else { return None };
+        let slot = *self.joint.arg_slots.get(j)?;
+        self.spec.forward.writes.iter().any(|w| matches!(w, StateWrite::Data { slot: s, .. } if *s == slot)).then_some(slot)
     }
 
     fn made(&mut self, v: ValueId) -> ValueId {
@@ -241,15 +312,21 @@ impl<'a> Partition<'a> {
             return Ok(Source::Constant(k));
         }
         let Some(&forward_value) = self.joint.primal.get(&v) else { return Err(self.problem("a value of no known part")) };
-        let r = match self.residuals.iter().position(|&r| r == forward_value) {
-            Some(r) => r,
+        let r = self.residual_index(forward_value)?;
+        Ok(Source::Slot(self.spec.slots.len() + self.num_gys + r))
+    }
+
+    /// The index of forward value `forward_value` among the residuals, added when they are
+    /// being found.
+    fn residual_index(&mut self, forward_value: ValueId) -> Result<usize> {
+        match self.residuals.iter().position(|&r| r == forward_value) {
+            Some(r) => Ok(r),
             None if self.spec.known.is_none() => {
                 self.residuals.push(forward_value);
-                self.residuals.len() - 1
+                Ok(self.residuals.len() - 1)
             }
-            None => return Err(self.problem("a backward needs a value the forward call did not keep")),
-        };
-        Ok(Source::Slot(self.spec.slots.len() + self.num_gys + r))
+            None => Err(self.problem("a backward needs a value the forward call did not keep")),
+        }
     }
 
     fn problem(&self, problem: &str) -> Error {
@@ -278,7 +355,7 @@ impl<'a> Partition<'a> {
         self.graph.inputs = inputs;
         self.graph.num_arg_slots = names.len();
         self.graph.slot_names = names;
-        Split { graph: self.graph, contributions, residuals: self.residuals }
+        Split { graph: self.graph, contributions, residuals: self.residuals, forward: None }
     }
 
     /// The type of argument `slot` of the backward function.
@@ -291,6 +368,10 @@ impl<'a> Partition<'a> {
             jg.inputs[self.joint.arg_slots.len() + slot - n].0
         } else {
             let forward = self.residuals[slot - n - gys];
+            // A slot kept as read (`control_input`): the slot's type.
+            if let Some(&(_, InputSource::Data(s))) = self.spec.forward.inputs.iter().find(|(v, _)| *v == forward) {
+                return (self.spec.slots[s].0.dtype, self.spec.slots[s].0.shape.clone());
+            }
             *self.joint.primal.iter().find(|(_, f)| **f == forward).expect("every forward value is replayed").0
         };
         (jg.values[joint_value].dtype, jg.values[joint_value].shape.clone())

@@ -22,18 +22,25 @@
 //! (`create_graph`): the residuals are outputs of the forward's node, so gradients reach the
 //! inputs through them too.
 //!
-//! Only graphs that compute are differentiable from outside: a graph with state writes
-//! (in-place updates, `.grad` accumulation, a generator's draws) or control-flow nodes runs as
-//! before; when an input requires grad (with grad mode on), its outputs then require grad
-//! and their `backward()` is `Error::NotDifferentiable` naming the function (see
-//! `record_unsupported`). Under `no_grad`, or when no input requires grad, a call runs the
-//! plain forward graph, records nothing and allocates nothing more.
+//! Graphs with `cond`/`while_loop` nodes are differentiable too: the control layer registers
+//! the replay of its nodes here (`replay.rs`), and their gradients are themselves a `cond` (on
+//! the same predicate) or a `while_loop` (walking the saved iterations back) in the backward
+//! graph. A loop's saved iterations are residuals like any other, and so is a slot the call
+//! updates in place under a branch (the backward's branch replay reads it as the call did).
+//!
+//! Graphs that read or write a `.grad` (`backward()` or `zero_grad()` inside the function) are
+//! not differentiable from outside, nor is a call that updates in place an input requiring
+//! grad: such a call runs as before; when an input requires grad (with grad mode on), its
+//! outputs then require grad and their `backward()` is `Error::NotDifferentiable` naming the
+//! function (see `record_failed`). Under `no_grad`, or when no input requires grad, a call
+//! runs the plain forward graph, records nothing and allocates nothing more.
 
 mod joint;
 mod plan;
 mod replay;
 
 pub(crate) use plan::BackwardCache;
+pub(crate) use replay::register_control_replay;
 
 use super::concrete::ConcreteFunction;
 use crate::autograd::is_grad_enabled;
@@ -47,9 +54,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Why calls of `g` cannot be differentiated from outside, or `None` when they can: `g`
-/// computes its outputs from its slots' data with op nodes (and prints), and may update
-/// slots in place (a buffer, a generator's state), since replaying its nodes without the
-/// writes still rebuilds what the body recorded eagerly.
+/// computes its outputs from its slots' data with op nodes, control-flow nodes (`cond`,
+/// `while_loop`) and prints, and may update slots in place (a buffer, a generator's state),
+/// since replaying its nodes without the writes still rebuilds what the body recorded eagerly.
 pub(crate) fn no_gradient(g: &Graph) -> Option<&'static str> {
     let reads_grad = g.inputs.iter().any(|(_, s)| !matches!(s, InputSource::Data(_)))
         || g.writes.iter().any(|w| matches!(w, StateWrite::Grad { .. }))
@@ -57,12 +64,12 @@ pub(crate) fn no_gradient(g: &Graph) -> Option<&'static str> {
     if reads_grad {
         return Some(GRAD_STATE);
     }
-    let control = g.nodes.iter().any(|n| !matches!(n.kind, NodeKind::Op(_) | NodeKind::Print(_)));
-    control.then_some(CONTROL_FLOW)
+    let control = g.nodes.iter().any(|n| matches!(n.kind, NodeKind::Cond { .. } | NodeKind::While { .. }));
+    (control && !replay::control_replay_registered()).then_some(CONTROL_FLOW)
 }
 
 const GRAD_STATE: &str = " from outside the call: its graph reads or writes a .grad (a backward() or zero_grad() inside the function); take the gradient inside the function, or call it under no_grad";
-const CONTROL_FLOW: &str = " from outside the call: its graph has cond/while_loop nodes; take the gradient inside the function, or run it eagerly (run_functions_eagerly(true))";
+const CONTROL_FLOW: &str = " from outside the call: its graph has cond/while_loop nodes made without the control layer; take the gradient inside the function, or run it eagerly (run_functions_eagerly(true))";
 const WRITES_GRAD_INPUT: &str =
     " from outside the call: it updated in place an input that requires grad; update a detached tensor, or take the gradient inside the function";
 

@@ -65,6 +65,9 @@ impl BackwardCache {
 pub(crate) struct ForwardPlan {
     /// The forward graph returning its outputs, then the residuals.
     pub(super) forward: Executable,
+    /// The forward graph the residuals are values of: the traced graph, or a copy whose
+    /// `While` nodes keep their history for the backward (see `Split::forward`).
+    primal: Graph,
     /// How many outputs the function itself returns.
     pub(super) num_outputs: usize,
     /// The residuals (values of the traced forward graph), in output order.
@@ -83,8 +86,9 @@ impl ForwardPlan {
         let roots: Vec<usize> = (0..g.outputs.len()).filter(|&k| g.values[g.outputs[k]].dtype.is_float()).collect();
         let name = format!("{}_backward", forward.name());
         let spec = JointSpec { forward: g, name: &name, slots, needs, roots: &roots, known: None };
-        let split = outside_traces(|| trace_split(&spec))?;
-        let mut with_residuals = g.clone();
+        let mut split = outside_traces(|| trace_split(&spec))?;
+        let primal = split.forward.take().unwrap_or_else(|| g.clone());
+        let mut with_residuals = primal.clone();
         with_residuals.outputs.extend(&split.residuals);
         let mut outs = vec![false; g.outputs.len() + split.residuals.len()];
         roots.iter().for_each(|&k| outs[k] = true);
@@ -94,6 +98,7 @@ impl ForwardPlan {
         let uses = uses_per_slot(g, slots.len()).into_iter().zip(needs).map(|(u, &n)| if n { u } else { 0 }).collect();
         Ok(ForwardPlan {
             forward: Executable::new(&with_residuals, forward.is_optimized()),
+            primal,
             num_outputs: g.outputs.len(),
             residuals,
             uses,
@@ -115,7 +120,7 @@ impl ForwardPlan {
         }
         let roots: Vec<usize> = outs.iter().enumerate().filter(|(_, o)| **o).map(|(k, _)| k).collect();
         let name = format!("{}_backward", forward.name());
-        let spec = JointSpec { forward: forward.traced_graph(), name: &name, slots, needs: &self.needs, roots: &roots, known: Some(&self.residuals) };
+        let spec = JointSpec { forward: &self.primal, name: &name, slots, needs: &self.needs, roots: &roots, known: Some(&self.residuals) };
         let split = outside_traces(|| trace_split(&spec))?;
         let entry = Arc::new(BackwardEntry::new(forward, outs.to_vec(), split, slots.len()));
         let mut backwards = self.backwards.lock().unwrap_or_else(|e| e.into_inner());

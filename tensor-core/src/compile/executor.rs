@@ -13,6 +13,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite, ValueId};
 use crate::kernels::fused::{FusedProgram, Input, Operand};
+use crate::kernels::parallel::on_one_thread;
 use crate::ops::{BinaryOp, ElementwiseOp, LayoutOp, Op, TypeRef};
 use crate::shape::Shape;
 use crate::storage::Storage;
@@ -152,9 +153,24 @@ impl Executable {
             values[*v] = Some(s.clone());
         }
         let checks = self.plan.checks_shapes;
-        for (step, control) in self.plan.steps.iter().zip(&self.controls) {
+        let mut paired: Option<SmallVec<[Storage; 1]>> = None;
+        for (i, (step, control)) in self.plan.steps.iter().zip(&self.controls).enumerate() {
             let node = &step.node;
+            if step.with_next {
+                // Two independent products side by side, one thread each (see `Plan`).
+                let next = &self.plan.steps[i + 1].node;
+                let (a, b) = rayon::join(
+                    || on_one_thread(|| run_node(&node.kind, &inputs_of(node, values), slots, checks)),
+                    || on_one_thread(|| run_node(&next.kind, &inputs_of(next, values), slots, checks)),
+                );
+                paired = Some(b?);
+                for (&v, s) in node.outputs.iter().zip(a?) {
+                    values[v] = Some(s);
+                }
+                continue; // the frees of both follow the second
+            }
             let outs = match &node.kind {
+                _ if paired.is_some() => paired.take().expect("checked"),
                 _ if control.is_some() => {
                     let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
                     control.as_ref().expect("checked").run(&inputs)?
@@ -180,7 +196,8 @@ impl Executable {
             for (&v, s) in node.outputs.iter().zip(outs) {
                 values[v] = Some(s);
             }
-            for &v in &step.frees {
+            let first_of_pair = i.checked_sub(1).map(|p| &self.plan.steps[p]).filter(|p| p.with_next);
+            for &v in step.frees.iter().chain(first_of_pair.iter().flat_map(|p| &p.frees)) {
                 values[v] = None;
             }
         }
@@ -194,6 +211,11 @@ impl Executable {
         }
         Ok(outputs)
     }
+}
+
+/// The storages a node reads, from the value table.
+fn inputs_of<'a>(node: &Node, values: &'a [Option<Storage>]) -> SmallVec<[&'a Storage; 4]> {
+    node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect()
 }
 
 fn read_input(slots: &[&Tensor], params: &[Storage], src: InputSource) -> Result<Storage> {

@@ -681,6 +681,24 @@ mod tests {
     }
 
     #[test]
+    fn a_product_has_the_same_bits_on_one_thread_as_on_two() {
+        // The graph executor runs two independent products side by side on one thread each
+        // (`compile::plan`'s pairs); eager dispatch runs them on both threads. The bits must
+        // not depend on it: gemm splits the output between threads, not the sum over k.
+        for (m, k, n) in [(128, 256, 512), (512, 128, 256), (100, 300, 200), (64, 1000, 96)] {
+            for t in FLAGS {
+                let (a, b) = (array(&stored(&[], (m, k), t.a), 5), array(&stored(&[], (k, n), t.b), 6));
+                let run = |threads| {
+                    let mut out = vec![std::mem::MaybeUninit::<f32>::uninit(); m * n];
+                    matmul_2d(&view(&a), &view(&b), t, &mut out, threads);
+                    out.iter().map(|v| unsafe { v.assume_init() }.to_bits()).collect::<Vec<u32>>()
+                };
+                assert_eq!(run(1), run(2), "({m}, {k}, {n}) {t:?}");
+            }
+        }
+    }
+
+    #[test]
     fn row_major_matrices_keeps_the_values() {
         let a = array(&[2, 37, 70], 9);
         for r in relayouts(&a) {

@@ -2,6 +2,7 @@
 //! backend use, and below which size a kernel stays on the calling thread (handing work to
 //! another thread costs microseconds, more than a small kernel takes).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Elements per parallel chunk of an elementwise kernel (64 KiB of f32).
@@ -11,6 +12,11 @@ pub const CHUNK: usize = 16 * 1024;
 pub const PAR_MIN_LEN: usize = 64 * 1024;
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// Set while this thread runs a kernel that must keep to it (`on_one_thread`).
+    static ONE_THREAD: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Sets the number of worker threads the kernels use (rayon's global pool and the matmul
 /// backend). Call it once, before the first op, to take effect for rayon; later calls
@@ -29,6 +35,9 @@ pub fn set_num_threads(n: usize) {
 
 /// The number of worker threads kernels use (default: all cores).
 pub fn num_threads() -> usize {
+    if ONE_THREAD.with(Cell::get) {
+        return 1;
+    }
     match THREADS.load(Ordering::Relaxed) {
         0 => rayon::current_num_threads(),
         n => n.min(rayon::current_num_threads()),
@@ -60,4 +69,18 @@ pub fn on_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let mut result = None;
     rayon::scope(|_| result = Some(f()));
     result.expect("the scope ran its body")
+}
+
+/// Runs `f` with kernels keeping to this thread: the graph executor runs two independent
+/// products side by side this way, one per worker, rather than each on every worker in turn.
+pub fn on_one_thread<R>(f: impl FnOnce() -> R) -> R {
+    /// Restores the setting, also when `f` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ONE_THREAD.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(ONE_THREAD.with(|c| c.replace(true)));
+    f()
 }

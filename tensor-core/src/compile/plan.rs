@@ -155,3 +155,67 @@ fn kept_values(g: &Graph) -> Vec<bool> {
     }
     keep
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::Executable;
+    use crate::dtype::DType;
+    use crate::error::Result;
+    use crate::function::ConcreteFunction;
+    use crate::tensor::Tensor;
+
+    /// A layer's backward products, `d @ Wᵀ` and `hᵀ @ d`, then something reading both; and
+    /// an elementwise op on `big`, large enough for the graph to run on a worker (only such
+    /// graphs pair their products).
+    fn layer_backward(h: &Tensor, w: &Tensor, d: &Tensor, big: &Tensor) -> Result<Vec<Tensor>> {
+        let dx = d.matmul_t(w, false, true)?;
+        let dw = h.matmul_t(d, true, false)?;
+        Ok(vec![dx.sum()?.add(&dw.sum()?)?, dx, dw, big.exp()?])
+    }
+
+    #[test]
+    fn independent_products_run_side_by_side_with_eager_bits() -> Result<()> {
+        // Small (64 x 96 x 80) and large (256 x 512 x 384) products: both kinds pair.
+        for (m, k, n) in [(64, 96, 80), (256, 512, 384)] {
+            let h = Tensor::randn(&[m, k], DType::F32, 1);
+            let w = Tensor::randn(&[k, n], DType::F32, 2);
+            let d = Tensor::randn(&[m, n], DType::F32, 3);
+            let big = Tensor::randn(&[512, 256], DType::F32, 4);
+            let args = [("h", &h), ("w", &w), ("d", &d), ("big", &big)];
+            let f = ConcreteFunction::trace("layer_backward", &args, || layer_backward(&h, &w, &d, &big))?;
+            let exe = Executable::new(f.traced_graph(), true);
+            let plan = Plan::new(exe.graph());
+            let pairs = plan.steps.iter().filter(|s| s.with_next).count();
+            assert_eq!(pairs, 1, "{}", f.to_text());
+            let ran = exe.run(&[&h, &w, &d, &big])?;
+            let eager = layer_backward(&h, &w, &d, &big)?;
+            for (g, e) in ran.iter().zip(&eager) {
+                let bits = |t: &Tensor| t.to_vec::<f32>().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+                assert_eq!(bits(g)?, bits(e)?, "({m}, {k}, {n})");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_product_reading_the_other_is_not_paired() -> Result<()> {
+        let a = Tensor::randn(&[512, 512], DType::F32, 4);
+        let f = ConcreteFunction::trace("chain", &[("a", &a)], || Ok(vec![a.matmul(&a)?.matmul(&a)?]))?;
+        let plan = Plan::new(f.traced_graph());
+        assert!(plan.on_worker);
+        assert!(plan.steps.iter().all(|s| !s.with_next));
+        Ok(())
+    }
+
+    #[test]
+    fn small_graphs_run_on_the_callers_thread() -> Result<()> {
+        let x = Tensor::ones(&[1], DType::F32);
+        let f = ConcreteFunction::trace("plus_one", &[("x", &x)], || Ok(vec![x.add(1.0)?]))?;
+        assert!(!Plan::new(f.traced_graph()).on_worker);
+        let big = Tensor::ones(&[256, 256], DType::F32);
+        let f = ConcreteFunction::trace("big_plus_one", &[("x", &big)], || Ok(vec![big.add(1.0)?]))?;
+        assert!(Plan::new(f.traced_graph()).on_worker);
+        Ok(())
+    }
+}

@@ -227,10 +227,13 @@ fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
 /// right operand by gathering its rows at a stride of `k` elements, which ran 1.1-1.6x slower
 /// than an 8 x 8 register transpose (`kernels::transpose`) followed by the plain product, for
 /// every large product of the workloads' backward passes (W3's `d @ W2ᵀ` 1.21x, W7's
-/// `[512, 1024] @ [256, 1024]ᵀ` 1.6x); small products gain nothing from it. A transposed left
-/// operand packs well in place (copying it was level or slower), so it is never copied.
+/// `[512, 1024] @ [256, 1024]ᵀ` 1.6x); small products gain nothing from it. Below 128 rows the
+/// gain at the kernel (1.09x for W4's `[64, 120] @ [400, 120]ᵀ`) did not hold in the step: W4
+/// eager ran 1.06x slower with that copy (the allocator faulted more pages in), so those keep
+/// reading in place. A transposed left operand packs well in place (copying it was level or
+/// slower), so it is never copied.
 fn copy_first(m: usize, k: usize, n: usize, t: Transposed) -> Transposed {
-    Transposed { a: false, b: t.b && m * n * k >= PARALLEL_FLOPS }
+    Transposed { a: false, b: t.b && m >= 128 && m * n * k >= PARALLEL_FLOPS }
 }
 
 /// The stored row-major `rows x cols` matrix `a` copied to its transpose, row-major.

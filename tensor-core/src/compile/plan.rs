@@ -98,7 +98,7 @@ fn product_flops(g: &Graph, n: &Node) -> Option<f64> {
 /// Each product computes the same bits on one thread as on two (gemm splits the output
 /// between threads, not the sums), so eager and graph still agree.
 fn pair_products(g: &Graph) -> (Vec<&Node>, Vec<usize>) {
-    let large = |n: &Node| product_flops(g, n).filter(|&f| f >= SMALL_PRODUCT);
+    let pairable = |n: &Node| product_flops(g, n).filter(|&f| f >= SMALL_PRODUCT);
     let matched = |a: f64, b: f64| {
         let both_large = a.min(b) >= PARALLEL_FLOPS as f64 && a.max(b) <= 2.0 * a.min(b);
         both_large || a.max(b) < PARALLEL_FLOPS as f64
@@ -115,10 +115,10 @@ fn pair_products(g: &Graph) -> (Vec<&Node>, Vec<usize>) {
             continue;
         }
         order.push(n);
-        let Some(fi) = large(n) else { continue };
+        let Some(fi) = pairable(n) else { continue };
         let partner = (i + 1..g.nodes.len()).find(|&j| {
             let m = &g.nodes[j];
-            !moved[j] && large(m).is_some_and(|fj| matched(fi, fj)) && m.inputs.iter().all(|&v| made_at[v] <= i)
+            !moved[j] && pairable(m).is_some_and(|fj| matched(fi, fj)) && m.inputs.iter().all(|&v| made_at[v] <= i)
         });
         if let Some(j) = partner {
             moved[j] = true;

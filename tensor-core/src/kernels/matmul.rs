@@ -221,9 +221,9 @@ fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
 }
 
 /// Which flagged operands to copy row-major before the product, rather than read in place:
-/// a function of the shape, the element size and the flags only (see the module doc).
+/// a function of the shape and the flags only (see the module doc).
 ///
-/// Measured (docs/PERFORMANCE.md, "Transposed matmul operands"): gemm packs a transposed
+/// Measured (docs/PERFORMANCE.md, "W3 ahead of JAX"): gemm packs a transposed
 /// right operand by gathering its rows at a stride of `k` elements, which ran 1.1-1.6x slower
 /// than an 8 x 8 register transpose (`kernels::transpose`) followed by the plain product, for
 /// every large product of the workloads' backward passes (W3's `d @ W2ᵀ` 1.21x, W7's

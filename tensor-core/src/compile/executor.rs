@@ -171,14 +171,8 @@ impl Executable {
             }
             let outs = match &node.kind {
                 _ if paired.is_some() => paired.take().expect("checked"),
-                _ if control.is_some() => {
-                    let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
-                    control.as_ref().expect("checked").run(&inputs)?
-                }
-                NodeKind::Fused(p) if checks && !fits_program(p, node, values) => {
-                    let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
-                    run_unfused(p, &inputs)?
-                }
+                _ if control.is_some() => control.as_ref().expect("checked").run(&inputs_of(node, values))?,
+                NodeKind::Fused(p) if checks && !fits_program(p, node, values) => run_unfused(p, &inputs_of(node, values))?,
                 NodeKind::Fused(p) => {
                     let mut taken: SmallVec<[Option<Storage>; 4]> =
                         node.inputs.iter().zip(&step.donate).map(|(&v, &give)| if give { values[v].take() } else { None }).collect();
@@ -188,10 +182,7 @@ impl Executable {
                     });
                     p.run(inputs)
                 }
-                kind => {
-                    let inputs: SmallVec<[&Storage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
-                    run_node(kind, &inputs, slots, checks)?
-                }
+                kind => run_node(kind, &inputs_of(node, values), slots, checks)?,
             };
             for (&v, s) in node.outputs.iter().zip(outs) {
                 values[v] = Some(s);

@@ -42,18 +42,12 @@ fn transpose_band<T: Copy + 'static>(src: &[T], rows: usize, cols: usize, stride
         }
         return;
     }
-    transpose_scalar(src, (rows, cols, stride), dst, 0..rows, 0..cols);
+    transpose_scalar(src, (rows, stride), dst, 0..rows, 0..cols);
 }
 
-/// The scalar copy of the block `is` x `js` of the transpose of a `rows x cols` matrix with
+/// The scalar copy of the block `is` x `js` of the transpose of a matrix of `rows` rows with
 /// row stride `stride`, tile by tile.
-fn transpose_scalar<T: Copy>(
-    src: &[T],
-    (rows, _cols, stride): (usize, usize, usize),
-    dst: &mut [MaybeUninit<T>],
-    is: Range<usize>,
-    js: Range<usize>,
-) {
+fn transpose_scalar<T: Copy>(src: &[T], (rows, stride): (usize, usize), dst: &mut [MaybeUninit<T>], is: Range<usize>, js: Range<usize>) {
     for ib in is.clone().step_by(BLOCK) {
         for jb in js.clone().step_by(BLOCK) {
             for i in ib..(ib + BLOCK).min(is.end) {
@@ -98,8 +92,8 @@ mod avx {
                 }
             }
         }
-        transpose_scalar(src, (rows, cols, stride), dst, 0..r8, c8..cols);
-        transpose_scalar(src, (rows, cols, stride), dst, r8..rows, 0..cols);
+        transpose_scalar(src, (rows, stride), dst, 0..r8, c8..cols);
+        transpose_scalar(src, (rows, stride), dst, r8..rows, 0..cols);
     }
 
     /// Transposes the 8 x 8 block at `s` (rows `s_stride` apart) into the one at `d`.

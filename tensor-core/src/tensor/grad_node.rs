@@ -56,6 +56,12 @@ pub(crate) trait Backward: Send + Sync {
     /// The gradients of the inputs from those of the outputs (`None`: no gradient reached
     /// that output), written with tensor ops so they trace and can be differentiated again.
     fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads>;
+    /// Gives up what the formula keeps for its backward beyond the node's saved values (a
+    /// graph call's slots and residuals), when the graph is freed or the node taken apart.
+    /// Returns the tensors it held, so the caller drops them without recursion.
+    fn release(&self) -> Vec<Tensor> {
+        Vec::new()
+    }
 }
 
 /// Where the gradient of one input goes.
@@ -140,6 +146,7 @@ impl<F: ?Sized + Backward> GradNode<F> {
         if let Saved::Live(values) = std::mem::replace(self.saved.get_mut().unwrap_or_else(|e| e.into_inner()), Saved::Released) {
             values.inputs.into_iter().flatten().for_each(|s| take_history(s.tensor, stack));
         }
+        self.formula.release().into_iter().for_each(|t| take_history(t, stack));
     }
 }
 
@@ -220,12 +227,14 @@ impl GradNode {
         }
     }
 
-    /// Frees the saved tensors (after a backward without retain_graph).
+    /// Frees the saved tensors (after a backward without retain_graph), and what the formula
+    /// keeps itself.
     pub(crate) fn release(&self) {
         let saves = self.formula.saves();
         if saves.inputs != 0 || saves.output {
             *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Saved::Released;
         }
+        drop(self.formula.release());
     }
 
     /// Output `n`'s tensor, if it is alive and still has this node as grad_fn.

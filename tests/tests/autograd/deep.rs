@@ -64,3 +64,25 @@ fn a_hundred_thousand_op_trace_compiles_runs_and_drops() {
     });
     assert_eq!(out.unwrap(), vec![0.5, -1.0, 2.0]);
 }
+
+#[test]
+fn a_long_chain_of_graph_calls_runs_backward_and_drops() {
+    // Each call's node keeps the tensor it read (the previous call's output) for its
+    // backward, so the nodes also reach each other through what the calls keep.
+    let grad = on_small_stack(|| -> Result<f64> {
+        let x = Tensor::scalar(0.5f64).requires_grad_(true)?;
+        // y -> y*y*0 + y: the value stays 0.5 and each step's derivative is exactly 1.
+        let f = ConcreteFunction::trace("step", &[("x", &x)], || Ok(vec![x.mul(&x)?.mul(0.0)?.add(&x)?]))?;
+        let mut y = x.clone();
+        for _ in 0..50_000 {
+            y = f.call(&[&y])?.remove(0);
+        }
+        assert_eq!(y.item::<f64>()?, 0.5);
+        // The chain is kept (retain_graph), then dropped in one piece.
+        y.backward_opts(None, tensor_core::BackwardOptions { retain_graph: Some(true), create_graph: false })?;
+        let g = x.grad().expect("a gradient").item::<f64>()?;
+        drop(y);
+        Ok(g)
+    });
+    assert_eq!(grad.unwrap(), 1.0);
+}

@@ -129,12 +129,8 @@ pub(crate) fn run_recording(function: &ConcreteFunction, slots: &[&Tensor]) -> R
 fn record_call(function: &ConcreteFunction, plan: Arc<ForwardPlan>, inputs: Vec<(Tensor, u64)>, outputs: &[Tensor], residuals: &[Tensor]) {
     let edges: Vec<&Tensor> = inputs.iter().zip(&plan.uses).flat_map(|((t, _), &n)| std::iter::repeat_n(t, n)).collect();
     let node_outputs: Vec<&Tensor> = outputs.iter().chain(residuals).collect();
-    let formula = CallBackward {
-        function: function.clone(),
-        inputs: inputs.clone(),
-        residuals: residuals.iter().map(|t| t.read_value().clone()).collect(),
-        plan,
-    };
+    let kept = Kept { inputs: inputs.clone(), residuals: residuals.iter().map(|t| t.read_value().clone()).collect() };
+    let formula = CallBackward { function: function.clone(), plan, kept: Mutex::new(Some(kept)) };
     record_many(formula, &edges, &node_outputs);
 }
 
@@ -144,12 +140,20 @@ fn record_failed(function: &ConcreteFunction, slots: &[&Tensor], outputs: &[Tens
     record_many(Unsupported { name: function.grad_fn_name(), error }, slots, &outs);
 }
 
-/// The grad node of one graph call: the slots it read (with their versions then), the
-/// residuals its forward returned (as data, so the node and its outputs do not keep each
-/// other alive), and the plan whose backward functions it runs.
+/// The grad node of one graph call: the plan whose backward functions it runs, and what the
+/// call kept for them until the graph is freed.
 struct CallBackward {
     function: ConcreteFunction,
     plan: Arc<ForwardPlan>,
+    kept: Mutex<Option<Kept>>,
+}
+
+/// What a call keeps for its backward: the slots it read (with their versions then) and the
+/// residuals its forward returned (as data, so the node and its outputs do not keep each
+/// other alive). Freed, as an eager body's saved tensors are, by a `backward()` without
+/// `retain_graph`.
+#[derive(Clone)]
+struct Kept {
     inputs: Vec<(Tensor, u64)>,
     residuals: Vec<Value>,
 }
@@ -166,12 +170,14 @@ impl Backward for CallBackward {
     }
 
     fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
+        // The engine refuses a released node before its formula runs (`saves`).
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or(Error::GraphReleased { node: self.name() })?;
         let outs: Vec<bool> = grads.iter().map(Option::is_some).collect();
-        let slots: Vec<&Tensor> = self.inputs.iter().map(|(t, _)| t).collect();
+        let slots: Vec<&Tensor> = kept.inputs.iter().map(|(t, _)| t).collect();
         let entry = self.plan.backward_for(self.function.backward_cache(), &self.function, &outs, &slots)?;
-        self.check_versions(&entry.reads)?;
+        self.check_versions(&kept.inputs, &entry.reads)?;
         let first = self.plan.num_outputs;
-        let residuals: Vec<Tensor> = self.residuals.iter().enumerate().map(|(r, v)| ctx.kept_output(first + r, v.clone())).collect();
+        let residuals: Vec<Tensor> = kept.residuals.iter().enumerate().map(|(r, v)| ctx.kept_output(first + r, v.clone())).collect();
         let args: Vec<&Tensor> = slots.iter().copied().chain(grads.iter().flatten()).chain(&residuals).collect();
         let found = if crate::trace::is_active() {
             // A backward traced into another graph (the call's output was captured there):
@@ -183,13 +189,18 @@ impl Backward for CallBackward {
         };
         Ok(self.per_edge(found, &entry.contributions))
     }
+
+    fn release(&self) -> Vec<Tensor> {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner()).take();
+        kept.map(|k| k.inputs.into_iter().map(|(t, _)| t).collect()).unwrap_or_default()
+    }
 }
 
 impl CallBackward {
     /// `Error::SavedTensorModified` if one of these inputs changed in place since the call.
-    fn check_versions(&self, slots: &[usize]) -> Result<()> {
+    fn check_versions(&self, inputs: &[(Tensor, u64)], slots: &[usize]) -> Result<()> {
         for &i in slots {
-            let (t, expected) = &self.inputs[i];
+            let (t, expected) = &inputs[i];
             let found = t.version();
             if found != *expected {
                 return Err(Error::SavedTensorModified { node: self.name(), expected: *expected, found });
@@ -226,3 +237,6 @@ impl Backward for Unsupported {
         Err(self.error.clone())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -509,9 +509,8 @@ fn an_input_used_in_the_branches_and_outside_the_call_gets_the_eager_sum() -> Re
             shared_eager(&xe, &we, twice)?.mul(&xe.exp()?)?.sum()?.backward()?;
             match we.grad() {
                 Some(we_grad) => assert_bits_eq(&w.grad().unwrap(), &we_grad),
-                // Eagerly the branch that reads `w` did not run; the cond's gradient gives the
-                // branch not taken zeros (as TF and JAX do), so `w.grad` is zeros, not None.
-                None => assert_eq!(w.grad().unwrap().to_vec::<f32>()?, vec![0.0; 3]),
+                // Eagerly the branch that reads `w` did not run, so `w` has no gradient.
+                None => assert!(w.grad().is_none(), "{:?}", w.grad()),
             }
             let (g, e) = (x.grad().unwrap(), xe.grad().unwrap());
             if twice && xv[0] < 0.0 {
@@ -519,6 +518,92 @@ fn an_input_used_in_the_branches_and_outside_the_call_gets_the_eager_sum() -> Re
             } else {
                 assert_bits_eq(&g, &e);
             }
+        }
+    }
+    Ok(())
+}
+
+/// A bool flag argument picks the branch; each branch reads its own input.
+fn flagged_eager(flag: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    cond(flag, || a.exp()?.sum(), || b.mul(b)?.sum())
+}
+
+#[graph_fn]
+fn flagged(flag: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    flagged_eager(flag, a, b)
+}
+
+#[test]
+fn an_input_only_the_untaken_branch_reads_gets_no_gradient_as_eagerly() -> Result<()> {
+    for taken in [true, false] {
+        let flag = Tensor::scalar(taken);
+        let (a, b) = (leaf(&[0.5, -1.0]), leaf(&[2.0, 3.0]));
+        let (ae, be) = (twin(&a), twin(&b));
+        flagged(&flag, &a, &b)?.backward()?;
+        flagged_eager(&flag, &ae, &be)?.backward()?;
+        let (read, unread, read_eager) = if taken { (&a, &b, &ae) } else { (&b, &a, &be) };
+        assert_bits_eq(&read.grad().unwrap(), &read_eager.grad().unwrap());
+        assert!(unread.grad().is_none(), "{:?}", unread.grad());
+    }
+    // d/da sum(exp(a)) = exp(a); d/db sum(b^2) = 2b.
+    let (a, b) = (leaf(&[0.0, 1.0]), leaf(&[2.0, 3.0]));
+    flagged(&Tensor::scalar(false), &a, &b)?.backward()?;
+    assert_eq!(b.grad().unwrap().to_vec::<f32>()?, vec![4.0, 6.0]);
+    flagged(&Tensor::scalar(true), &a, &b)?.backward()?;
+    assert_eq!(a.grad().unwrap().to_vec::<f32>()?, vec![1.0, 1.0f32.exp()]);
+    Ok(())
+}
+
+#[test]
+fn a_flag_changed_in_place_after_the_call_leaves_its_backward_as_it_was() -> Result<()> {
+    // Eagerly the flag is read once, to pick the branch; the call's backward reads the flag
+    // as the call did, not the slot, so changing it is no version error.
+    let flag = Tensor::scalar(true);
+    let (a, b) = (leaf(&[0.5, -1.0]), leaf(&[2.0, 3.0]));
+    let (ae, be) = (twin(&a), twin(&b));
+    let y = flagged(&flag, &a, &b)?;
+    let ye = flagged_eager(&flag, &ae, &be)?;
+    flag.assign_(&Tensor::scalar(false))?;
+    y.backward()?;
+    ye.backward()?;
+    assert_bits_eq(&a.grad().unwrap(), &ae.grad().unwrap());
+    assert!(b.grad().is_none() && be.grad().is_none());
+    // An input a formula saved is still checked, as eagerly: `mul` saved `b`.
+    let (y, ye) = (flagged(&flag, &a, &b)?, flagged_eager(&flag, &ae, &be)?);
+    for t in [&b, &be] {
+        tensor_core::no_grad(|| t.assign_(&Tensor::ones(&[2], DType::F32)))?;
+    }
+    assert!(matches!(y.backward(), Err(Error::SavedTensorModified { .. })), "a saved input changed in place");
+    assert!(matches!(ye.backward(), Err(Error::SavedTensorModified { .. })));
+    Ok(())
+}
+
+/// A loop that runs `n` times: eagerly a body that never runs reads nothing.
+fn powered_eager(n: &Tensor, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let (_, h) = while_loop(|(i, _): &(Tensor, Tensor)| i.lt(n), |(i, h)| Ok((&i + 1i64, h.mul(w)?)), (Tensor::scalar(0i64), x.clone()))?;
+    h.sum()
+}
+
+#[graph_fn]
+fn powered(n: &Tensor, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    powered_eager(n, x, w)
+}
+
+#[test]
+fn an_input_only_a_loop_body_reads_gets_no_gradient_when_the_body_never_runs() -> Result<()> {
+    for n in [0i64, 2] {
+        let (x, w) = (leaf(&[0.5, -1.5]), leaf(&[3.0, 0.25]));
+        let (xe, we) = (twin(&x), twin(&w));
+        powered(&Tensor::scalar(n), &x, &w)?.backward()?;
+        powered_eager(&Tensor::scalar(n), &xe, &we)?.backward()?;
+        assert_bits_eq(&x.grad().unwrap(), &xe.grad().unwrap());
+        match we.grad() {
+            // n = 2: d/dw sum(x w^2) = 2 x w.
+            Some(g) => {
+                assert_bits_eq(&w.grad().unwrap(), &g);
+                assert_eq!(g.to_vec::<f32>()?, vec![3.0, -0.75]);
+            }
+            None => assert!(n == 0 && w.grad().is_none(), "{:?}", w.grad()),
         }
     }
     Ok(())

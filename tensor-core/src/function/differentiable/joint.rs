@@ -13,6 +13,7 @@
 //! backward graph is the tangent part alone, reading the residuals, the output gradients and
 //! the slots the formulas read (saved inputs, checked against in-place changes as eagerly).
 
+use super::gates::Use;
 use super::replay::{is_replayed, replay_uses, uses_per_slot, Replayed};
 use crate::autograd::{vjp_in_order, GradModeGuard};
 use crate::error::{Error, Result};
@@ -27,9 +28,9 @@ pub(super) struct Split {
     /// The backward graph. Arguments: the forward's slots, the gradients of the outputs that
     /// receive one (in output order), then every residual of `residuals`.
     pub(super) graph: Graph,
-    /// For each output of `graph`, the forward slot it is one use's contribution to, in the
+    /// For each output of `graph`, the use of a forward slot it is the contribution of, in the
     /// order the eager walk delivers them.
-    pub(super) contributions: Vec<usize>,
+    pub(super) contributions: Vec<Use>,
     /// The residuals: forward values (ids of the forward graph) the backward graph reads.
     pub(super) residuals: Vec<ValueId>,
     /// The forward graph the residuals are values of, when it is not `JointSpec::forward`:
@@ -76,8 +77,8 @@ struct Joint {
     forward: Option<Graph>,
     /// How many nodes the primal part has.
     primal_nodes: usize,
-    /// The forward slot of each output (see `Split::contributions`).
-    contributions: Vec<usize>,
+    /// The use each output is the contribution of (see `Split::contributions`).
+    contributions: Vec<Use>,
 }
 
 fn trace_joint(spec: &JointSpec) -> Result<Joint> {
@@ -113,11 +114,12 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     }
     let gys: Vec<Tensor> = placeholders.iter().map(Tensor::stand_in).collect();
     let targets: Vec<&Tensor> = args.iter().filter(|(s, _)| spec.needs[*s]).map(|(_, t)| t).collect();
-    let target_slot: Vec<usize> = args.iter().filter(|(s, _)| spec.needs[*s]).map(|(s, _)| *s).collect();
+    let target_use: Vec<Use> =
+        args.iter().enumerate().filter(|(_, (s, _))| spec.needs[*s]).map(|(j, (s, _))| Use { slot: *s, nth: j - first_use[*s] }).collect();
     let (root_refs, gy_refs): (Vec<&Tensor>, Vec<&Tensor>) = (roots.iter().collect(), gys.iter().collect());
     let (results, order) = vjp_in_order(&root_refs, &gy_refs, &targets, false)?;
     let found: Vec<Tensor> = order.iter().map(|&i| results[i].clone().expect("a delivered gradient")).collect();
-    let contributions = order.iter().map(|&i| target_slot[i]).collect();
+    let contributions = order.iter().map(|&i| target_use[i]).collect();
     let traced = guard.finish(&found)?;
     let (primal, forward) = primal_map(g, &traced.graph, &replayed, primal_nodes);
     let arg_slots = args.iter().map(|(s, _)| *s).collect();
@@ -222,8 +224,13 @@ impl<'a> Partition<'a> {
                 return Err(self.problem("a backward formula made a node that is neither an op nor control flow"));
             }
             let control = !matches!(node.kind, NodeKind::Op(_));
-            let inputs: SmallVec<[ValueId; 3]> =
-                node.inputs.iter().map(|&v| if control { self.control_input(v) } else { self.value(v) }).collect::<Result<_>>()?;
+            let predicate = |position: usize| position == 0 && matches!(node.kind, NodeKind::Cond { .. });
+            let inputs: SmallVec<[ValueId; 3]> = node
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(p, &v)| if control { self.control_input(v, predicate(p)) } else { self.value(v) })
+                .collect::<Result<_>>()?;
             let outputs: SmallVec<[ValueId; 1]> = node.outputs.iter().map(|&v| self.made(v)).collect();
             self.graph.nodes.push(Node { kind: node.kind.clone(), inputs, outputs });
         }
@@ -263,25 +270,28 @@ impl<'a> Partition<'a> {
         }
     }
 
-    /// The backward value a control-flow node of the tangent part reads for joint value `v`.
-    /// Such a node replays a branch or a body on the values the forward ran on, so a slot the
-    /// call updates in place (state carried through a `cond`) is read as the call read it, kept
-    /// as a residual: eagerly no formula saved it, so its update is no version error.
-    fn control_input(&mut self, v: ValueId) -> Result<ValueId> {
-        let Some(slot) = self.written_slot(v) else { return self.value(v) };
+    /// The backward value a control-flow node of the tangent part reads for joint value `v`
+    /// (`predicate`: as a `cond`'s predicate). Such a node replays a branch or a body on the
+    /// values the forward ran on, so a slot the call updates in place (state carried through a
+    /// `cond`) is read as the call read it, kept as a residual: eagerly no formula saved it, so
+    /// its update is no version error. So is a slot that is a predicate (a bool flag argument),
+    /// which eager code reads once, when it picks the branch.
+    fn control_input(&mut self, v: ValueId, predicate: bool) -> Result<ValueId> {
+        let Some(slot) = self.slot_read_as_called(v, predicate) else { return self.value(v) };
         let forward = self.spec.forward;
         let Some(&(forward_value, _)) = forward.inputs.iter().find(|(_, s)| *s == InputSource::Data(slot)) else { return self.value(v) };
         let r = self.residual_index(forward_value)?;
         Ok(self.input_of(self.spec.slots.len() + self.num_gys + r, v))
     }
 
-    /// The forward slot joint value `v` reads, when it is an argument leaf of a slot the
-    /// forward graph updates in place.
-    fn written_slot(&self, v: ValueId) -> Option<usize> {
+    /// The forward slot joint value `v` reads, when it is an argument leaf of a slot that is a
+    /// `predicate` or that the forward graph updates in place.
+    fn slot_read_as_called(&self, v: ValueId, predicate: bool) -> Option<usize> {
         let jg = &self.joint.traced.graph;
         let &(_, InputSource::Data(j)) = jg.inputs.iter().find(|(id, _)| *id == v)? else { return None };
         let slot = *self.joint.arg_slots.get(j)?;
-        self.spec.forward.writes.iter().any(|w| matches!(w, StateWrite::Data { slot: s, .. } if *s == slot)).then_some(slot)
+        let written = || self.spec.forward.writes.iter().any(|w| matches!(w, StateWrite::Data { slot: s, .. } if *s == slot));
+        (predicate || written()).then_some(slot)
     }
 
     fn made(&mut self, v: ValueId) -> ValueId {
@@ -335,7 +345,7 @@ impl<'a> Partition<'a> {
 
     /// Gives every argument of the backward function an input, in slot order (a concrete
     /// function's inputs are its slots), names them, and returns the split.
-    fn finish(mut self, contributions: Vec<usize>) -> Split {
+    fn finish(mut self, contributions: Vec<Use>) -> Split {
         let g = self.spec.forward;
         let mut names: Vec<String> = g.slot_names.clone();
         names.extend(self.spec.roots.iter().map(|k| format!("grad_output{k}")));

@@ -35,6 +35,7 @@
 //! function (see `record_failed`). Under `no_grad`, or when no input requires grad, a call
 //! runs the plain forward graph, records nothing and allocates nothing more.
 
+mod gates;
 mod joint;
 mod plan;
 mod replay;
@@ -49,6 +50,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite};
 use crate::tensor::grad_node::{record_many, Backward, BackwardCtx, InputGrads, Saves};
 use crate::tensor::{Tensor, Value};
+use gates::{MadeWhen, Use};
 use plan::ForwardPlan;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -187,6 +189,7 @@ impl Backward for CallBackward {
             // A graph call itself: with create_graph it records its own node.
             entry.function.call(&args)?
         };
+        let found = drop_unmade(found, &entry.made_when, &residuals);
         Ok(self.per_edge(found, &entry.contributions))
     }
 
@@ -211,15 +214,22 @@ impl CallBackward {
 
     /// The contributions laid out on the node's edges: each slot's edges take its
     /// contributions in delivery order (the engine adds them in edge order).
-    fn per_edge(&self, found: Vec<Tensor>, contributions: &[usize]) -> InputGrads {
+    fn per_edge(&self, found: Vec<Option<Tensor>>, contributions: &[Use]) -> InputGrads {
         let mut next: Vec<usize> = self.plan.uses.iter().scan(0, |start, &n| Some(std::mem::replace(start, *start + n))).collect();
         let mut grads = InputGrads::from_elem(None, self.plan.uses.iter().sum());
-        for (g, &slot) in found.into_iter().zip(contributions) {
-            grads[next[slot]] = Some(g);
-            next[slot] += 1;
+        for (g, u) in found.into_iter().zip(contributions) {
+            grads[next[u.slot]] = g;
+            next[u.slot] += 1;
         }
         grads
     }
+}
+
+/// The contributions of the backward graph, without those of uses the call's eager body would
+/// not have made (an untaken branch's, a body that never ran: `gates.rs`).
+fn drop_unmade(found: Vec<Tensor>, made_when: &[Option<(MadeWhen, usize)>], residuals: &[Tensor]) -> Vec<Option<Tensor>> {
+    let made = |k: usize| made_when[k].and_then(|(when, r)| when.was_made(&residuals[r])).unwrap_or(true);
+    found.into_iter().enumerate().map(|(k, g)| made(k).then_some(g)).collect()
 }
 
 /// The node of a call whose gradient cannot be taken: its backward is the error.

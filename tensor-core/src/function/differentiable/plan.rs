@@ -3,6 +3,7 @@
 //! and the backward functions traced for it, one per set of node outputs receiving a
 //! gradient. Built on the first call that needs it, reused by later ones.
 
+use super::gates::{use_conditions, MadeWhen, Use};
 use super::joint::{trace_split, JointSpec, Split};
 use super::replay::uses_per_slot;
 use crate::compile::Executable;
@@ -75,6 +76,8 @@ pub(crate) struct ForwardPlan {
     /// Per slot, how many uses of it get an edge of the call's node (0 when it needs no
     /// gradient): each use's contribution reaches the engine on its own.
     pub(super) uses: Vec<usize>,
+    /// Per slot and use, when eager code makes that use (see `gates.rs`).
+    conditions: Vec<Vec<Option<MadeWhen>>>,
     needs: Vec<bool>,
     backwards: Mutex<Vec<Arc<BackwardEntry>>>,
 }
@@ -93,7 +96,8 @@ impl ForwardPlan {
         let mut outs = vec![false; g.outputs.len() + split.residuals.len()];
         roots.iter().for_each(|&k| outs[k] = true);
         let residuals = split.residuals.clone();
-        let entry = BackwardEntry::new(forward, outs, split, slots.len());
+        let conditions = use_conditions(&primal, slots.len());
+        let entry = BackwardEntry::new(forward, outs, split, slots.len(), &conditions);
         cache.add_traced(&entry.function);
         let uses = uses_per_slot(g, slots.len()).into_iter().zip(needs).map(|(u, &n)| if n { u } else { 0 }).collect();
         Ok(ForwardPlan {
@@ -102,6 +106,7 @@ impl ForwardPlan {
             num_outputs: g.outputs.len(),
             residuals,
             uses,
+            conditions,
             needs: needs.to_vec(),
             backwards: Mutex::new(vec![Arc::new(entry)]),
         })
@@ -122,7 +127,7 @@ impl ForwardPlan {
         let name = format!("{}_backward", forward.name());
         let spec = JointSpec { forward: &self.primal, name: &name, slots, needs: &self.needs, roots: &roots, known: Some(&self.residuals) };
         let split = outside_traces(|| trace_split(&spec))?;
-        let entry = Arc::new(BackwardEntry::new(forward, outs.to_vec(), split, slots.len()));
+        let entry = Arc::new(BackwardEntry::new(forward, outs.to_vec(), split, slots.len(), &self.conditions));
         let mut backwards = self.backwards.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = backwards.iter().find(|e| e.outs == outs) {
             return Ok(e.clone());
@@ -140,19 +145,30 @@ pub(crate) struct BackwardEntry {
     /// Arguments: the forward's slots, the gradients of the outputs marked in `outs`, then
     /// the plan's residuals. Outputs: each use's contribution, in eager delivery order.
     pub(super) function: ConcreteFunction,
-    /// The forward slot each output is a contribution to.
-    pub(super) contributions: Vec<usize>,
+    /// The use of a forward slot each output is the contribution of.
+    pub(super) contributions: Vec<Use>,
+    /// Per output, when eager code makes its use: the condition, and the index among the
+    /// residuals of the value it reads (`None`: always made).
+    pub(super) made_when: Vec<Option<(MadeWhen, usize)>>,
     /// The forward slots its graph reads (the saved inputs of the formulas): changing one in
     /// place after the call is `Error::SavedTensorModified`, as eagerly.
     pub(super) reads: Vec<usize>,
 }
 
 impl BackwardEntry {
-    fn new(forward: &ConcreteFunction, outs: Vec<bool>, split: Split, num_slots: usize) -> BackwardEntry {
+    fn new(forward: &ConcreteFunction, outs: Vec<bool>, split: Split, num_slots: usize, conditions: &[Vec<Option<MadeWhen>>]) -> BackwardEntry {
+        let made_when = split
+            .contributions
+            .iter()
+            .map(|u| {
+                let when = conditions[u.slot][u.nth]?;
+                Some((when, split.residuals.iter().position(|&r| r == when.value())?))
+            })
+            .collect();
         let traced = Traced { graph: split.graph, captures: Vec::new(), grad_guards: Vec::new() };
         let function = ConcreteFunction::from_traced(&traced.graph.name.clone(), traced, forward.is_optimized());
         let reads = slots_read(function.graph(), num_slots);
-        BackwardEntry { outs, function, contributions: split.contributions, reads }
+        BackwardEntry { outs, function, contributions: split.contributions, made_when, reads }
     }
 }
 

@@ -4,9 +4,9 @@
 //! iterations backwards (TF's approach: the forward loop keeps each iteration's loop
 //! variables), taking the product of the body at each one and summing what the body captured.
 
-use super::replay::replay;
+use super::replay::{replay, replay_uses};
 use super::{cond, while_loop};
-use crate::autograd::{grad_with, GradModeGuard};
+use crate::autograd::{grad_with, vjp_in_order, GradModeGuard};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -71,9 +71,59 @@ fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], seeds: &[Option<Tensor>], c
     Ok(leaves.iter().map(|l| if l.dtype().is_float() { found.next().flatten() } else { None }).collect())
 }
 
-/// A gradient for each float input (zeros where the product gave none), in input order.
-fn dense(inputs: &[Tensor], grads: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
-    inputs.iter().zip(grads).filter(|(x, _)| x.dtype().is_float()).map(|(x, g)| g.map_or_else(|| zeros(x.dtype(), &x.shape()), Ok)).collect()
+/// The vector-Jacobian product of subgraph `g` at `inputs` for output gradients `gys`, one
+/// contribution per *use* of each float input (`uses`: see `uses_of_params`), laid out input
+/// by input and, within an input, in the order the backward engine delivers them — each
+/// use's gradient stays apart, so the grad node adds them where an eager walk over the
+/// subgraph's own ops would. A use that receives nothing gets `-0.0`s, which leave any sum
+/// they join unchanged, bit for bit.
+fn vjp_per_use(g: &Graph, inputs: &[Tensor], uses: &[usize], gys: &[Tensor], create_graph: bool) -> Result<Vec<Tensor>> {
+    let _record = GradModeGuard::set(true);
+    let mut leaves: Vec<(usize, Tensor)> = Vec::new();
+    let mut first = Vec::with_capacity(inputs.len());
+    for (k, x) in inputs.iter().enumerate() {
+        let local = crate::trace::resolve(x, "backward")?;
+        first.push(leaves.len());
+        for _ in 0..uses[k] {
+            leaves.push((k, if local.dtype().is_float() { local.detach().requires_grad_(true)? } else { local.clone() }));
+        }
+    }
+    let mut cursor = first;
+    let replayed = replay_uses(g, |k| {
+        cursor[k] += 1;
+        leaves[cursor[k] - 1].1.clone()
+    })?;
+    let (outs, grads): (Vec<&Tensor>, Vec<&Tensor>) = replayed.iter().zip(gys).filter(|(o, _)| o.dtype().is_float()).unzip();
+    let targets: Vec<&(usize, Tensor)> = leaves.iter().filter(|(_, l)| l.dtype().is_float()).collect();
+    let target_refs: Vec<&Tensor> = targets.iter().map(|(_, l)| l).collect();
+    let (mut found, order) = vjp_in_order(&outs, &grads, &target_refs, create_graph)?;
+    let mut per_input: Vec<Vec<Tensor>> = vec![Vec::new(); inputs.len()];
+    for i in order {
+        if let Some(g) = found[i].take() {
+            per_input[targets[i].0].push(g);
+        }
+    }
+    let mut out = Vec::new();
+    for (k, (x, mut got)) in inputs.iter().zip(per_input).enumerate() {
+        if x.dtype().is_float() {
+            for _ in got.len()..uses[k] {
+                got.push(neg_zeros(x.dtype(), &x.shape())?);
+            }
+            out.extend(got);
+        }
+    }
+    Ok(out)
+}
+
+/// `-0.0`s standing for each use of each float input (a branch not taken: no contribution).
+fn no_contributions(inputs: &[Tensor], uses: &[usize]) -> Result<Vec<Tensor>> {
+    let mut out = Vec::new();
+    for (x, &n) in inputs.iter().zip(uses).filter(|(x, _)| x.dtype().is_float()) {
+        for _ in 0..n {
+            out.push(neg_zeros(x.dtype(), &x.shape())?);
+        }
+    }
+    Ok(out)
 }
 
 /// Negative zeros of a float type (its shape must be known).
@@ -84,10 +134,6 @@ fn neg_zeros(dtype: DType, shape: &Shape) -> Result<Tensor> {
     Ok(Tensor::full(shape.dims(), -0.0, dtype))
 }
 
-fn float_zeros(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-    inputs.iter().filter(|x| x.dtype().is_float()).map(|x| zeros(x.dtype(), &x.shape())).collect()
-}
-
 /// Spreads gradients of the float inputs back over all inputs (`None` for the others).
 fn spread(inputs: &[Tensor], grads: &mut impl Iterator<Item = Tensor>, out: &mut InputGrads) {
     for x in inputs {
@@ -95,7 +141,8 @@ fn spread(inputs: &[Tensor], grads: &mut impl Iterator<Item = Tensor>, out: &mut
     }
 }
 
-/// The backward of a `Cond` node.
+/// The backward of a `Cond` node. Its grad node has an edge per use of each branch input
+/// inside its branch (`edge_inputs`), as the branch's ops would have eagerly.
 pub(super) struct CondGrad {
     pub pred: Tensor,
     pub then_graph: Arc<Graph>,
@@ -103,6 +150,20 @@ pub(super) struct CondGrad {
     pub then_in: Vec<Tensor>,
     pub else_in: Vec<Tensor>,
     pub outputs: Vec<(DType, Shape)>,
+    /// The uses of each input inside its branch (`uses_of_params`).
+    pub then_uses: Vec<usize>,
+    pub else_uses: Vec<usize>,
+}
+
+impl CondGrad {
+    /// The inputs of its grad node: the predicate, then each branch input once per use.
+    pub(super) fn edge_inputs(&self) -> Vec<Tensor> {
+        let mut edges = vec![self.pred.clone()];
+        for (inputs, uses) in [(&self.then_in, &self.then_uses), (&self.else_in, &self.else_uses)] {
+            edges.extend(inputs.iter().zip(uses).flat_map(|(t, &n)| std::iter::repeat_n(t.clone(), n)));
+        }
+        edges
+    }
 }
 
 impl Backward for CondGrad {
@@ -113,23 +174,29 @@ impl Backward for CondGrad {
     fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
         let create_graph = ctx.create_graph();
         let gys = output_grads(&self.outputs, grads)?;
+        let (then_in, else_in) = (&self.then_in, &self.else_in);
         let taken = cond(
             &self.pred,
             || {
-                let mut d = dense(&self.then_in, vjp(&self.then_graph, &self.then_in, &gys, &[], create_graph)?)?;
-                d.extend(float_zeros(&self.else_in)?);
+                let mut d = vjp_per_use(&self.then_graph, then_in, &self.then_uses, &gys, create_graph)?;
+                d.extend(no_contributions(else_in, &self.else_uses)?);
                 Ok(d)
             },
             || {
-                let mut d = float_zeros(&self.then_in)?;
-                d.extend(dense(&self.else_in, vjp(&self.else_graph, &self.else_in, &gys, &[], create_graph)?)?);
+                let mut d = no_contributions(then_in, &self.then_uses)?;
+                d.extend(vjp_per_use(&self.else_graph, else_in, &self.else_uses, &gys, create_graph)?);
                 Ok(d)
             },
         )?;
         let mut out: InputGrads = smallvec::smallvec![None];
         let mut it = taken.into_iter();
-        spread(&self.then_in, &mut it, &mut out);
-        spread(&self.else_in, &mut it, &mut out);
+        for (inputs, uses) in [(then_in, &self.then_uses), (else_in, &self.else_uses)] {
+            for (x, &n) in inputs.iter().zip(uses) {
+                for _ in 0..n {
+                    out.push(if x.dtype().is_float() { it.next() } else { None });
+                }
+            }
+        }
         Ok(out)
     }
 }

@@ -102,7 +102,6 @@ pub(crate) fn cond_graphs(pred: &Tensor, then_graph: Graph, else_graph: Graph, t
         else_graph,
         then_in: inputs[1..1 + then_in.len()].to_vec(),
         else_in: inputs[1 + then_in.len()..].to_vec(),
-        outputs: types,
     };
     let out_refs: Vec<&Tensor> = outs.iter().collect();
     let edges = grad.edge_inputs();

@@ -76,8 +76,9 @@ fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], seeds: &[Option<Tensor>], c
 /// by input and, within an input, in the order the backward engine delivers them — each
 /// use's gradient stays apart, so the grad node adds them where an eager walk over the
 /// subgraph's own ops would. A use that receives nothing gets `-0.0`s, which leave any sum
-/// they join unchanged, bit for bit.
-fn vjp_per_use(g: &Graph, inputs: &[Tensor], uses: &[usize], gys: &[Tensor], create_graph: bool) -> Result<Vec<Tensor>> {
+/// they join unchanged, bit for bit. Outputs without a gradient (`None`) are no roots: eagerly
+/// nothing flows back from them (zeros would, and `0 * inf` is NaN).
+fn vjp_per_use(g: &Graph, inputs: &[Tensor], uses: &[usize], gys: &[Option<Tensor>], create_graph: bool) -> Result<Vec<Tensor>> {
     let _record = GradModeGuard::set(true);
     let mut leaves: Vec<(usize, Tensor)> = Vec::new();
     let mut first = Vec::with_capacity(inputs.len());
@@ -93,7 +94,8 @@ fn vjp_per_use(g: &Graph, inputs: &[Tensor], uses: &[usize], gys: &[Tensor], cre
         cursor[k] += 1;
         leaves[cursor[k] - 1].1.clone()
     })?;
-    let (outs, grads): (Vec<&Tensor>, Vec<&Tensor>) = replayed.iter().zip(gys).filter(|(o, _)| o.dtype().is_float()).unzip();
+    let (outs, grads): (Vec<&Tensor>, Vec<&Tensor>) =
+        replayed.iter().zip(gys).filter_map(|(o, gy)| gy.as_ref().filter(|_| o.dtype().is_float()).map(|gy| (o, gy))).unzip();
     let targets: Vec<&(usize, Tensor)> = leaves.iter().filter(|(_, l)| l.dtype().is_float()).collect();
     let target_refs: Vec<&Tensor> = targets.iter().map(|(_, l)| l).collect();
     let (mut found, order) = vjp_in_order(&outs, &grads, &target_refs, create_graph)?;
@@ -149,7 +151,6 @@ pub(super) struct CondGrad {
     pub else_graph: Arc<Graph>,
     pub then_in: Vec<Tensor>,
     pub else_in: Vec<Tensor>,
-    pub outputs: Vec<(DType, Shape)>,
     /// The uses of each input inside its branch (`uses_of_params`).
     pub then_uses: Vec<usize>,
     pub else_uses: Vec<usize>,
@@ -172,19 +173,18 @@ impl Backward for CondGrad {
     }
 
     fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
-        let create_graph = ctx.create_graph();
-        let gys = output_grads(&self.outputs, grads)?;
+        let (create_graph, gys) = (ctx.create_graph(), grads);
         let (then_in, else_in) = (&self.then_in, &self.else_in);
         let taken = cond(
             &self.pred,
             || {
-                let mut d = vjp_per_use(&self.then_graph, then_in, &self.then_uses, &gys, create_graph)?;
+                let mut d = vjp_per_use(&self.then_graph, then_in, &self.then_uses, gys, create_graph)?;
                 d.extend(no_contributions(else_in, &self.else_uses)?);
                 Ok(d)
             },
             || {
                 let mut d = no_contributions(then_in, &self.then_uses)?;
-                d.extend(vjp_per_use(&self.else_graph, else_in, &self.else_uses, &gys, create_graph)?);
+                d.extend(vjp_per_use(&self.else_graph, else_in, &self.else_uses, gys, create_graph)?);
                 Ok(d)
             },
         )?;

@@ -339,18 +339,17 @@ pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Resu
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub fn grad_with(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
-    Ok(vjp_in_order(outputs, grad_outputs, inputs, create_graph)?.0)
+    let resolved: Vec<Tensor> = inputs.iter().map(|t| t.stand_in()).collect();
+    let targets: Vec<&Tensor> = resolved.iter().collect();
+    let mut sink = Sink::targets(&targets);
+    run_vjp(outputs, grad_outputs, create_graph, &mut sink)?;
+    let Sink::Targets { results, .. } = sink else { unreachable!("sink kind is fixed above") };
+    Ok(results)
 }
 
-/// `grad_with`, also giving the order in which the inputs received their gradients (indices
-/// into `inputs`): a graph call's backward hands its inputs' gradients on in that order, so
-/// the engine adds them where the eager walk would.
-pub(crate) fn vjp_in_order(
-    outputs: &[&Tensor],
-    grad_outputs: &[&Tensor],
-    inputs: &[&Tensor],
-    create_graph: bool,
-) -> Result<(Vec<Option<Tensor>>, Vec<usize>)> {
+/// Runs the backward of `sum(outputs[i] * grad_outputs[i])` into `sink`, keeping the graph;
+/// outputs that do not require grad are skipped.
+fn run_vjp(outputs: &[&Tensor], grad_outputs: &[&Tensor], create_graph: bool, sink: &mut Sink) -> Result<()> {
     let mut roots = Vec::new();
     for (o, g) in outputs.iter().zip(grad_outputs) {
         let r = o.stand_in();
@@ -359,12 +358,20 @@ pub(crate) fn vjp_in_order(
         }
     }
     if roots.is_empty() {
-        return Ok((vec![None; inputs.len()], Vec::new()));
+        return Ok(());
     }
+    engine::run(&roots, BackwardOptions { retain_graph: Some(true), create_graph }, sink)
+}
+
+/// The vector-Jacobian product as the contributions reaching `inputs` (leaves), each on its own,
+/// unsummed, in the order the engine delivers them: (index into `inputs`, gradient). A
+/// backward built from it (a graph call's, a `cond`'s) hands each contribution to an edge of
+/// its node, so the engine adds them where an eager walk over the same ops would.
+pub(crate) fn vjp_each(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Result<Vec<(usize, Tensor)>> {
     let resolved: Vec<Tensor> = inputs.iter().map(|t| t.stand_in()).collect();
     let targets: Vec<&Tensor> = resolved.iter().collect();
-    let mut sink = Sink::targets(&targets);
-    engine::run(&roots, BackwardOptions { retain_graph: Some(true), create_graph }, &mut sink)?;
-    let Sink::Targets { results, order, .. } = sink else { unreachable!("sink kind is fixed above") };
-    Ok((results, order))
+    let mut sink = Sink::Each { targets: &targets, deliveries: Vec::new() };
+    run_vjp(outputs, grad_outputs, create_graph, &mut sink)?;
+    let Sink::Each { deliveries, .. } = sink else { unreachable!("sink kind is fixed above") };
+    Ok(deliveries)
 }

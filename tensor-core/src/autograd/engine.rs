@@ -37,13 +37,22 @@ pub struct BackwardOptions {
 /// with the order in which the targets received their gradients (indices into `targets`).
 pub(crate) enum Sink<'a> {
     LeafGrads,
-    Targets { targets: &'a [&'a Tensor], results: Vec<Option<Tensor>>, order: Vec<usize> },
+    Targets {
+        targets: &'a [&'a Tensor],
+        results: Vec<Option<Tensor>>,
+    },
+    /// Every contribution reaching one of the `targets` (leaves) on its own, unsummed, in
+    /// delivery order: (index into `targets`, gradient).
+    Each {
+        targets: &'a [&'a Tensor],
+        deliveries: Vec<(usize, Tensor)>,
+    },
 }
 
 impl<'a> Sink<'a> {
     /// A sink collecting the gradients of `targets`.
     pub(crate) fn targets(targets: &'a [&'a Tensor]) -> Sink<'a> {
-        Sink::Targets { targets, results: vec![None; targets.len()], order: Vec::new() }
+        Sink::Targets { targets, results: vec![None; targets.len()] }
     }
 }
 
@@ -71,7 +80,7 @@ pub(crate) fn run(roots: &[(Tensor, Tensor)], opts: BackwardOptions, sink: &mut 
         match t.grad_fn_raw() {
             Some(node) => add_output_grad(&mut walk.node_grads, &node, t.output_nr(), g.clone())?,
             None if t.requires_grad_raw() => {
-                add_into(&mut walk.leaf_grads, Arc::as_ptr(&t.0), g.clone())?;
+                to_leaf(&mut walk.leaf_grads, t, g.clone(), sink)?;
                 if !walk.leaf_deps.contains_key(&Arc::as_ptr(&t.0)) {
                     deliver_leaf(t, &mut walk, sink)?;
                 }
@@ -156,7 +165,7 @@ impl Walk {
                 Edge::Leaf(t) => {
                     let k = Arc::as_ptr(&t.0);
                     if let Some(grad) = grad {
-                        add_into(&mut self.leaf_grads, k, grad)?;
+                        to_leaf(&mut self.leaf_grads, t, grad, sink)?;
                     }
                     if countdown(&mut self.leaf_deps, k) {
                         deliver_leaf(t, self, sink)?;
@@ -203,6 +212,18 @@ fn add_into<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Tensor>, k: K, g: Tens
     Ok(())
 }
 
+/// Gives `g` to leaf `t`: on its own to a sink that takes each contribution of its targets,
+/// else added to the leaf's sum.
+fn to_leaf(leaf_grads: &mut HashMap<LeafKey, Tensor>, t: &Tensor, g: Tensor, sink: &mut Sink) -> Result<()> {
+    if let Sink::Each { targets, deliveries } = sink {
+        if let Some(i) = targets.iter().position(|x| x.same_as(t)) {
+            deliveries.push((i, g));
+            return Ok(());
+        }
+    }
+    add_into(leaf_grads, Arc::as_ptr(&t.0), g)
+}
+
 /// Hands a leaf its summed gradient: into `.grad`, or into the results of `grad()`.
 fn deliver_leaf(t: &Tensor, walk: &mut Walk, sink: &mut Sink) -> Result<()> {
     let Some(g) = walk.leaf_grads.remove(&Arc::as_ptr(&t.0)) else { return Ok(()) };
@@ -211,15 +232,16 @@ fn deliver_leaf(t: &Tensor, walk: &mut Walk, sink: &mut Sink) -> Result<()> {
             walk.writes.push((t.clone(), g));
             Ok(())
         }
-        Sink::Targets { targets, results, order } => {
+        Sink::Targets { targets, results } => {
             for (i, target) in targets.iter().enumerate() {
                 if target.same_as(t) {
                     results[i] = Some(g.clone());
-                    order.push(i);
                 }
             }
             Ok(())
         }
+        // Its targets took theirs one by one; other leaves' gradients are not asked for.
+        Sink::Each { .. } => Ok(()),
     }
 }
 
@@ -231,13 +253,14 @@ fn deliver_non_leaf(out: &Tensor, node: &Arc<GradNode>, n: usize, g: &Tensor, si
                 writes.push((out.clone(), g.clone()));
             }
         }
-        Sink::Targets { targets, results, order } => {
+        Sink::Targets { targets, results } => {
             for (i, target) in targets.iter().enumerate() {
                 if target.grad_fn_raw().is_some_and(|f| Arc::ptr_eq(&f, node)) && target.output_nr() == n {
                     results[i] = Some(g.clone());
-                    order.push(i);
                 }
             }
         }
+        // Only leaves are its targets.
+        Sink::Each { .. } => {}
     }
 }

@@ -2,7 +2,6 @@
 
 use super::carried_state::{merge_branch_updates, unalias, write_back};
 use super::grad::CondGrad;
-use super::replay::uses_of_params;
 use super::{check_predicate, describe, is_trace_constant, types_of};
 use crate::error::{Error, Result};
 use crate::function::GraphOutput;
@@ -96,8 +95,8 @@ pub(crate) fn cond_graphs(pred: &Tensor, then_graph: Graph, else_graph: Graph, t
     let outs = trace::append_node(NodeKind::Cond { then: then_graph.clone(), other: else_graph.clone() }, &refs, &types);
     let grad = CondGrad {
         pred: inputs[0].clone(),
-        then_uses: uses_of_params(&then_graph),
-        else_uses: uses_of_params(&else_graph),
+        then_edges: then_graph.param_edges(),
+        else_edges: else_graph.param_edges(),
         then_graph,
         else_graph,
         then_in: inputs[1..1 + then_in.len()].to_vec(),

@@ -6,13 +6,14 @@
 
 use super::replay::{replay, replay_uses};
 use super::{cond, while_loop};
-use crate::autograd::{grad_with, vjp_in_order, GradModeGuard};
+use crate::autograd::{grad_with, vjp_each, GradModeGuard};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::shape::Shape;
 use crate::tensor::grad_node::{Backward, BackwardCtx, InputGrads};
 use crate::tensor::{Tensor, Value};
+use std::cell::Cell;
 use std::sync::Arc;
 
 /// Zeros of a loop variable's or output's type (its shape must be known).
@@ -71,56 +72,52 @@ fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], seeds: &[Option<Tensor>], c
     Ok(leaves.iter().map(|l| if l.dtype().is_float() { found.next().flatten() } else { None }).collect())
 }
 
-/// The vector-Jacobian product of subgraph `g` at `inputs` for output gradients `gys`, one
-/// contribution per *use* of each float input (`uses`: see `uses_of_params`), laid out input
-/// by input and, within an input, in the order the backward engine delivers them — each
-/// use's gradient stays apart, so the grad node adds them where an eager walk over the
-/// subgraph's own ops would. A use that receives nothing gets `-0.0`s, which leave any sum
-/// they join unchanged, bit for bit. Outputs without a gradient (`None`) are no roots: eagerly
-/// nothing flows back from them (zeros would, and `0 * inf` is NaN).
-fn vjp_per_use(g: &Graph, inputs: &[Tensor], uses: &[usize], gys: &[Option<Tensor>], create_graph: bool) -> Result<Vec<Tensor>> {
+/// The vector-Jacobian product of subgraph `g` at `inputs` for output gradients `gys`, as the
+/// contributions of each float input's gradient edges (`edges`: see `Graph::param_edges`),
+/// laid out input by input and, within an input, in the order the backward engine delivers
+/// them: each use's gradient stays apart, so the grad node adds them where an eager walk over
+/// the subgraph's own ops would. An edge that receives nothing gets `-0.0`s (the layout is
+/// fixed), and is marked `false` in the second result. Outputs without a gradient (`None`) are
+/// no roots: eagerly nothing flows back from them (zeros would, and `0 * inf` is NaN).
+fn vjp_per_use(g: &Graph, inputs: &[Tensor], edges: &[usize], gys: &[Option<Tensor>], create_graph: bool) -> Result<(Vec<Tensor>, Vec<bool>)> {
     let _record = GradModeGuard::set(true);
+    let locals: Vec<Tensor> = inputs.iter().map(|x| crate::trace::resolve(x, "backward")).collect::<Result<_>>()?;
+    // A fresh leaf for each use of a float input, so each keeps its contributions apart.
     let mut leaves: Vec<(usize, Tensor)> = Vec::new();
-    let mut first = Vec::with_capacity(inputs.len());
-    for (k, x) in inputs.iter().enumerate() {
-        let local = crate::trace::resolve(x, "backward")?;
-        first.push(leaves.len());
-        for _ in 0..uses[k] {
-            leaves.push((k, if local.dtype().is_float() { local.detach().requires_grad_(true)? } else { local.clone() }));
+    let mut fresh_leaf = |k: usize| -> Result<Tensor> {
+        let x = &locals[k];
+        if !x.dtype().is_float() {
+            return Ok(x.clone());
         }
-    }
-    let mut cursor = first;
-    let replayed = replay_uses(g, |k| {
-        cursor[k] += 1;
-        leaves[cursor[k] - 1].1.clone()
-    })?;
+        let leaf = x.detach().requires_grad_(true)?;
+        leaves.push((k, leaf.clone()));
+        Ok(leaf)
+    };
+    let replayed = replay_uses(g, &mut fresh_leaf)?;
     let (outs, grads): (Vec<&Tensor>, Vec<&Tensor>) =
         replayed.iter().zip(gys).filter_map(|(o, gy)| gy.as_ref().filter(|_| o.dtype().is_float()).map(|gy| (o, gy))).unzip();
-    let targets: Vec<&(usize, Tensor)> = leaves.iter().filter(|(_, l)| l.dtype().is_float()).collect();
-    let target_refs: Vec<&Tensor> = targets.iter().map(|(_, l)| l).collect();
-    let (mut found, order) = vjp_in_order(&outs, &grads, &target_refs, create_graph)?;
+    let targets: Vec<&Tensor> = leaves.iter().map(|(_, l)| l).collect();
     let mut per_input: Vec<Vec<Tensor>> = vec![Vec::new(); inputs.len()];
-    for i in order {
-        if let Some(g) = found[i].take() {
-            per_input[targets[i].0].push(g);
-        }
+    for (i, g) in vjp_each(&outs, &grads, &targets, create_graph)? {
+        per_input[leaves[i].0].push(g);
     }
-    let mut out = Vec::new();
+    let (mut out, mut real) = (Vec::new(), Vec::new());
     for (k, (x, mut got)) in inputs.iter().zip(per_input).enumerate() {
         if x.dtype().is_float() {
-            for _ in got.len()..uses[k] {
+            real.extend((0..edges[k]).map(|j| j < got.len()));
+            for _ in got.len()..edges[k] {
                 got.push(neg_zeros(x.dtype(), &x.shape())?);
             }
             out.extend(got);
         }
     }
-    Ok(out)
+    Ok((out, real))
 }
 
-/// `-0.0`s standing for each use of each float input (a branch not taken: no contribution).
-fn no_contributions(inputs: &[Tensor], uses: &[usize]) -> Result<Vec<Tensor>> {
+/// `-0.0`s standing for each edge of each float input (a branch not taken: no contribution).
+fn no_contributions(inputs: &[Tensor], edges: &[usize]) -> Result<Vec<Tensor>> {
     let mut out = Vec::new();
-    for (x, &n) in inputs.iter().zip(uses).filter(|(x, _)| x.dtype().is_float()) {
+    for (x, &n) in inputs.iter().zip(edges).filter(|(x, _)| x.dtype().is_float()) {
         for _ in 0..n {
             out.push(neg_zeros(x.dtype(), &x.shape())?);
         }
@@ -144,23 +141,24 @@ fn spread(inputs: &[Tensor], grads: &mut impl Iterator<Item = Tensor>, out: &mut
 }
 
 /// The backward of a `Cond` node. Its grad node has an edge per use of each branch input
-/// inside its branch (`edge_inputs`), as the branch's ops would have eagerly.
+/// inside its branch (`edge_inputs`), as the branch's ops would have eagerly, each taking
+/// that use's contribution (`vjp_per_use`).
 pub(super) struct CondGrad {
     pub pred: Tensor,
     pub then_graph: Arc<Graph>,
     pub else_graph: Arc<Graph>,
     pub then_in: Vec<Tensor>,
     pub else_in: Vec<Tensor>,
-    /// The uses of each input inside its branch (`uses_of_params`).
-    pub then_uses: Vec<usize>,
-    pub else_uses: Vec<usize>,
+    /// The gradient edges of each input inside its branch (`Graph::param_edges`).
+    pub then_edges: Vec<usize>,
+    pub else_edges: Vec<usize>,
 }
 
 impl CondGrad {
     /// The inputs of its grad node: the predicate, then each branch input once per use.
     pub(super) fn edge_inputs(&self) -> Vec<Tensor> {
         let mut edges = vec![self.pred.clone()];
-        for (inputs, uses) in [(&self.then_in, &self.then_uses), (&self.else_in, &self.else_uses)] {
+        for (inputs, uses) in [(&self.then_in, &self.then_edges), (&self.else_in, &self.else_edges)] {
             edges.extend(inputs.iter().zip(uses).flat_map(|(t, &n)| std::iter::repeat_n(t.clone(), n)));
         }
         edges
@@ -172,28 +170,45 @@ impl Backward for CondGrad {
         "CondBackward"
     }
 
+    /// Both branches are traced, so which edges each branch's product reaches is known here:
+    /// an edge neither reaches gets no gradient (`None`), as eagerly — `-0.0`s flowing on into
+    /// a node that eagerly gets nothing could turn into `+0.0` or NaN there.
     fn backward(&self, ctx: &BackwardCtx, grads: &[Option<Tensor>]) -> Result<InputGrads> {
         let (create_graph, gys) = (ctx.create_graph(), grads);
         let (then_in, else_in) = (&self.then_in, &self.else_in);
+        let (then_real, else_real) = (Cell::new(Vec::new()), Cell::new(Vec::new()));
         let taken = cond(
             &self.pred,
             || {
-                let mut d = vjp_per_use(&self.then_graph, then_in, &self.then_uses, gys, create_graph)?;
-                d.extend(no_contributions(else_in, &self.else_uses)?);
+                let (mut d, real) = vjp_per_use(&self.then_graph, then_in, &self.then_edges, gys, create_graph)?;
+                then_real.set(real);
+                d.extend(no_contributions(else_in, &self.else_edges)?);
                 Ok(d)
             },
             || {
-                let mut d = no_contributions(then_in, &self.then_uses)?;
-                d.extend(vjp_per_use(&self.else_graph, else_in, &self.else_uses, gys, create_graph)?);
+                let mut d = no_contributions(then_in, &self.then_edges)?;
+                let (e, real) = vjp_per_use(&self.else_graph, else_in, &self.else_edges, gys, create_graph)?;
+                else_real.set(real);
+                d.extend(e);
                 Ok(d)
             },
         )?;
+        // A branch not traced (a predicate known while tracing) reaches nothing.
+        let reached = |real: Vec<bool>, inputs: &[Tensor], edges: &[usize]| {
+            let n = inputs.iter().zip(edges).filter(|(x, _)| x.dtype().is_float()).map(|(_, &n)| n).sum();
+            let mut real = real;
+            real.resize(n, false);
+            real
+        };
+        let then_real = reached(then_real.take(), then_in, &self.then_edges);
+        let mut real = then_real.into_iter().chain(reached(else_real.take(), else_in, &self.else_edges));
         let mut out: InputGrads = smallvec::smallvec![None];
         let mut it = taken.into_iter();
-        for (inputs, uses) in [(then_in, &self.then_uses), (else_in, &self.else_uses)] {
-            for (x, &n) in inputs.iter().zip(uses) {
+        for (inputs, edges) in [(then_in, &self.then_edges), (else_in, &self.else_edges)] {
+            for (x, &n) in inputs.iter().zip(edges) {
                 for _ in 0..n {
-                    out.push(if x.dtype().is_float() { it.next() } else { None });
+                    let g = if x.dtype().is_float() { it.next().filter(|_| real.next().unwrap_or(false)) } else { None };
+                    out.push(g);
                 }
             }
         }

@@ -18,13 +18,12 @@ pub(super) fn install() {
 
 /// The outputs of `g` computed from `params` (one tensor per graph parameter).
 pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
-    replay_uses(g, |k| params[k].clone())
+    replay_uses(g, |k| Ok(params[k].clone()))
 }
 
 /// The outputs of `g`, where `read(k)` gives the tensor each *use* of parameter `k` reads —
 /// an operand of a replayed node, or a returned parameter — in node order, then output order
-/// (`uses_of_params` counts them).
-pub(super) fn replay_uses(g: &Graph, mut read: impl FnMut(usize) -> Tensor) -> Result<Vec<Tensor>> {
+pub(super) fn replay_uses(g: &Graph, mut read: impl FnMut(usize) -> Result<Tensor>) -> Result<Vec<Tensor>> {
     let params = param_of(g);
     let mut vals: Vec<Option<Tensor>> = vec![None; g.values.len()];
     for (v, s) in &g.constants {
@@ -32,10 +31,10 @@ pub(super) fn replay_uses(g: &Graph, mut read: impl FnMut(usize) -> Tensor) -> R
     }
     let mut get = |vals: &[Option<Tensor>], v: usize| match params[v] {
         Some(k) => read(k),
-        None => vals[v].clone().expect("defined before use"),
+        None => Ok(vals[v].clone().expect("defined before use")),
     };
     for node in g.nodes.iter().filter(|n| !matches!(n.kind, NodeKind::Print(_))) {
-        let ins: Vec<Tensor> = node.inputs.iter().map(|&v| get(&vals, v)).collect();
+        let ins: Vec<Tensor> = node.inputs.iter().map(|&v| get(&vals, v)).collect::<Result<_>>()?;
         let outs = match &node.kind {
             NodeKind::Op(op) => {
                 let refs: Vec<&Tensor> = ins.iter().collect();
@@ -47,20 +46,7 @@ pub(super) fn replay_uses(g: &Graph, mut read: impl FnMut(usize) -> Tensor) -> R
             vals[v] = Some(t);
         }
     }
-    Ok(g.outputs.iter().map(|&v| get(&vals, v)).collect())
-}
-
-/// How many uses (see `replay_uses`) each parameter of `g` has.
-pub(super) fn uses_of_params(g: &Graph) -> Vec<usize> {
-    let params = param_of(g);
-    let mut uses = vec![0; g.num_params];
-    let node_inputs = g.nodes.iter().filter(|n| !matches!(n.kind, NodeKind::Print(_))).flat_map(|n| n.inputs.iter());
-    for &v in node_inputs.chain(&g.outputs) {
-        if let Some(k) = params[v] {
-            uses[k] += 1;
-        }
-    }
-    uses
+    g.outputs.iter().map(|&v| get(&vals, v)).collect()
 }
 
 /// The parameter each value of `g` is, if any.

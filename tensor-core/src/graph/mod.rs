@@ -7,6 +7,7 @@
 mod dot;
 mod print;
 mod text;
+mod uses;
 mod validate;
 
 pub(crate) use print::{format_display, pad, render};

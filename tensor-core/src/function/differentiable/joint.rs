@@ -1,8 +1,9 @@
 //! The joint function of a graph call and its partition (JAX's partial evaluation,
 //! AOTAutograd's joint graph). The forward graph is replayed through the op dispatch on fresh
 //! leaves — one per *use* of each slot that needs a gradient — and the vector-Jacobian
-//! product is taken on the replay, inside one trace: (slots, output gradients) -> the
-//! gradient each use contributes, in the order the eager walk delivers them.
+//! product is taken on the replay, inside one trace: (slots, output gradients) -> each
+//! contribution reaching a use, unsummed, in the order the eager walk delivers them (a use as
+//! a `cond`'s branch input receives one per use inside the branch).
 //!
 //! The first nodes of that trace are the replayed forward (the *primal* part, one node per
 //! node of the forward graph but prints: ops, `cond`s, `while_loop`s); everything after is
@@ -15,7 +16,7 @@
 
 use super::gates::Use;
 use super::replay::{is_replayed, replay_uses, uses_per_slot, Replayed};
-use crate::autograd::{vjp_in_order, GradModeGuard};
+use crate::autograd::{vjp_each, GradModeGuard};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite, ValueId};
 use crate::tensor::Tensor;
@@ -117,9 +118,9 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     let target_use: Vec<Use> =
         args.iter().enumerate().filter(|(_, (s, _))| spec.needs[*s]).map(|(j, (s, _))| Use { slot: *s, nth: j - first_use[*s] }).collect();
     let (root_refs, gy_refs): (Vec<&Tensor>, Vec<&Tensor>) = (roots.iter().collect(), gys.iter().collect());
-    let (results, order) = vjp_in_order(&root_refs, &gy_refs, &targets, false)?;
-    let found: Vec<Tensor> = order.iter().map(|&i| results[i].clone().expect("a delivered gradient")).collect();
-    let contributions = order.iter().map(|&i| target_use[i]).collect();
+    let deliveries = vjp_each(&root_refs, &gy_refs, &targets, false)?;
+    let found: Vec<Tensor> = deliveries.iter().map(|(_, g)| g.clone()).collect();
+    let contributions = deliveries.iter().map(|&(i, _)| target_use[i]).collect();
     let traced = guard.finish(&found)?;
     let (primal, forward) = primal_map(g, &traced.graph, &replayed, primal_nodes);
     let arg_slots = args.iter().map(|(s, _)| *s).collect();

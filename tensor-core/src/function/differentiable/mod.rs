@@ -12,11 +12,12 @@
 //! output). Both graphs are optimized and cached on the forward's `ConcreteFunction` (per
 //! which slots need a gradient and their shapes, and per which outputs receive one).
 //!
-//! The node has one edge per *use* of each input inside the call, and the backward returns
-//! each use's contribution on its own, in the order the eager walk delivers them; the engine
-//! then adds them to whatever else flows into that input in the eager order, so an input used
-//! both inside and outside the call gets the eager bits (see docs/ARCHITECTURE.md for the
-//! one case where the walk orders differ).
+//! The node has one edge per *use* of each input inside the call (a use inside a `cond`'s
+//! branch included), and the backward returns each use's contribution on its own, in the order
+//! the eager walk delivers them; the engine then adds them to whatever else flows into that
+//! input in the eager order, so an input used both inside and outside the call gets the eager
+//! bits (see docs/ARCHITECTURE.md for the cases where the walk orders differ). Uses eager code
+//! would not have made (an untaken branch's) are dropped (`gates.rs`).
 //!
 //! Being a graph call itself, the backward is differentiated again the same way
 //! (`create_graph`): the residuals are outputs of the forward's node, so gradients reach the

@@ -5,7 +5,7 @@
 
 use super::gates::{use_conditions, MadeWhen, Use};
 use super::joint::{trace_split, JointSpec, Split};
-use super::replay::uses_per_slot;
+use super::replay::edges_per_slot;
 use crate::compile::Executable;
 use crate::error::Result;
 use crate::function::concrete::ConcreteFunction;
@@ -73,8 +73,9 @@ pub(crate) struct ForwardPlan {
     pub(super) num_outputs: usize,
     /// The residuals (values of the traced forward graph), in output order.
     residuals: Vec<ValueId>,
-    /// Per slot, how many uses of it get an edge of the call's node (0 when it needs no
-    /// gradient): each use's contribution reaches the engine on its own.
+    /// Per slot, how many edges of the call's node it has (0 when it needs no gradient): one
+    /// per gradient edge a replay of the body feeds (`edges_per_slot`), so each contribution
+    /// reaches the engine on its own.
     pub(super) uses: Vec<usize>,
     /// Per slot and use, when eager code makes that use (see `gates.rs`).
     conditions: Vec<Vec<Option<MadeWhen>>>,
@@ -99,7 +100,7 @@ impl ForwardPlan {
         let conditions = use_conditions(&primal, slots.len());
         let entry = BackwardEntry::new(forward, outs, split, slots.len(), &conditions);
         cache.add_traced(&entry.function);
-        let uses = uses_per_slot(g, slots.len()).into_iter().zip(needs).map(|(u, &n)| if n { u } else { 0 }).collect();
+        let uses = edges_per_slot(g, slots.len()).into_iter().zip(needs).map(|(u, &n)| if n { u } else { 0 }).collect();
         Ok(ForwardPlan {
             forward: Executable::new(&with_residuals, forward.is_optimized()),
             primal,

@@ -96,14 +96,27 @@ pub(super) fn replay(g: &Graph, slots: &[&Tensor]) -> Result<Vec<Tensor>> {
     Ok(replay_uses(g, |slot| slots[slot].clone())?.0)
 }
 
-/// How many uses (see `replay_uses`) each of the `slots` slots of `g` has.
-pub(super) fn uses_per_slot(g: &Graph, slots: usize) -> Vec<usize> {
+/// How many gradient edges (see `Graph::edges_to`) each of the `slots` slots of `g` feeds
+/// in a replay: a use as a `cond`'s branch input counts the edges the branch gives it.
+pub(super) fn edges_per_slot(g: &Graph, slots: usize) -> Vec<usize> {
+    let slot_of = slot_of(g);
+    g.edges_to(slots, |v| slot_of[v])
+}
+
+/// The slot each value of `g` is, if any.
+fn slot_of(g: &Graph) -> Vec<Option<usize>> {
     let mut slot_of: Vec<Option<usize>> = vec![None; g.values.len()];
     for (v, src) in &g.inputs {
         if let InputSource::Data(slot) = src {
             slot_of[*v] = Some(*slot);
         }
     }
+    slot_of
+}
+
+/// How many uses (see `replay_uses`) each of the `slots` slots of `g` has.
+pub(super) fn uses_per_slot(g: &Graph, slots: usize) -> Vec<usize> {
+    let slot_of = slot_of(g);
     let mut uses = vec![0; slots];
     let node_inputs = g.nodes.iter().filter(|n| is_replayed(n)).flat_map(|n| n.inputs.iter());
     for &v in node_inputs.chain(&g.outputs) {

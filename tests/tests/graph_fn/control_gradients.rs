@@ -600,21 +600,3 @@ fn an_input_only_a_loop_body_reads_gets_no_gradient_when_the_body_never_runs() -
     }
     Ok(())
 }
-
-/// The gradient of `shared` taken inside a traced function (its graph's own backward): each
-/// use of `x` in a branch is an edge of the `cond`'s grad node, so its contributions are added
-/// in the eager order too.
-#[test]
-fn an_input_a_branch_reads_several_times_gets_the_eager_sum_inside_a_function() -> Result<()> {
-    for twice in [false, true] {
-        for xv in [[0.7f32, -0.2, 1.3], [-0.7, 0.2, -1.3]] {
-            let (x, w) = (leaf(&xv), leaf(&[0.3, 1.7, -0.9]));
-            let loss = |x: &Tensor, w: &Tensor| shared_eager(x, w, twice)?.mul(&x.exp()?)?.sum();
-            let f = ConcreteFunction::trace("shared_grads", &[("x", &x), ("w", &w)], || tensor_core::grad(&[&loss(&x, &w)?], &[&x], false))?;
-            let got = f.call(&[&x, &w])?;
-            let want = tensor_core::grad(&[&loss(&x, &w)?], &[&x], false)?;
-            assert_bits_eq(&got[0], &want[0]);
-        }
-    }
-    Ok(())
-}

@@ -215,11 +215,11 @@ fn add_into<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Tensor>, k: K, g: Tens
 /// Gives `g` to leaf `t`: on its own to a sink that takes each contribution of its targets,
 /// else added to the leaf's sum.
 fn to_leaf(leaf_grads: &mut HashMap<LeafKey, Tensor>, t: &Tensor, g: Tensor, sink: &mut Sink) -> Result<()> {
-    if let Sink::Each { targets, deliveries } = sink {
-        if let Some(i) = targets.iter().position(|x| x.same_as(t)) {
-            deliveries.push((i, g));
-            return Ok(());
-        }
+    if let Sink::Each { targets, deliveries } = sink
+        && let Some(i) = targets.iter().position(|x| x.same_as(t))
+    {
+        deliveries.push((i, g));
+        return Ok(());
     }
     add_into(leaf_grads, Arc::as_ptr(&t.0), g)
 }

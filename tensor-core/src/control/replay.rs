@@ -22,7 +22,7 @@ pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
 }
 
 /// The outputs of `g`, where `read(k)` gives the tensor each *use* of parameter `k` reads —
-/// an operand of a replayed node, or a returned parameter — in node order, then output order
+/// an operand of a replayed node, or a returned parameter — in node order, then output order.
 pub(super) fn replay_uses(g: &Graph, mut read: impl FnMut(usize) -> Result<Tensor>) -> Result<Vec<Tensor>> {
     let params = param_of(g);
     let mut vals: Vec<Option<Tensor>> = vec![None; g.values.len()];

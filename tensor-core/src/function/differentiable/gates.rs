@@ -6,7 +6,8 @@
 //! after the fact from the predicate or trip count the call kept, so the gradients are the
 //! eager ones, `None` included.
 
-use crate::graph::{Graph, InputSource, NodeKind, ValueId};
+use super::replay::{is_replayed, slot_of};
+use crate::graph::{Graph, NodeKind, ValueId};
 use crate::tensor::Tensor;
 
 /// One use of a slot: the `nth` (from 0) of `slot`'s uses, in the order `replay_uses` reads
@@ -50,14 +51,9 @@ impl MadeWhen {
 /// For each slot of `g` (`slots` of them), for each of its uses in `replay_uses` order, when
 /// eager code makes it (`None`: always, as far as the call can tell).
 pub(super) fn use_conditions(g: &Graph, slots: usize) -> Vec<Vec<Option<MadeWhen>>> {
-    let mut slot_of: Vec<Option<usize>> = vec![None; g.values.len()];
-    for (v, src) in &g.inputs {
-        if let InputSource::Data(slot) = src {
-            slot_of[*v] = Some(*slot);
-        }
-    }
+    let slot_of = slot_of(g);
     let mut uses = vec![Vec::new(); slots];
-    for node in g.nodes.iter().filter(|n| super::replay::is_replayed(n)) {
+    for node in g.nodes.iter().filter(|n| is_replayed(n)) {
         for (position, &v) in node.inputs.iter().enumerate() {
             if let Some(slot) = slot_of[v] {
                 uses[slot].push(condition(g, node, position));

@@ -104,7 +104,7 @@ pub(super) fn edges_per_slot(g: &Graph, slots: usize) -> Vec<usize> {
 }
 
 /// The slot each value of `g` is, if any.
-fn slot_of(g: &Graph) -> Vec<Option<usize>> {
+pub(super) fn slot_of(g: &Graph) -> Vec<Option<usize>> {
     let mut slot_of: Vec<Option<usize>> = vec![None; g.values.len()];
     for (v, src) in &g.inputs {
         if let InputSource::Data(slot) = src {

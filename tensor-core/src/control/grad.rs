@@ -27,9 +27,10 @@ fn zeros(dtype: DType, shape: &Shape) -> Result<Tensor> {
     Ok(Tensor::zeros(shape.dims(), dtype))
 }
 
-/// The gradient of each output, zeros where none arrived.
+/// The gradient of each output, `-0.0`s where none arrived (a loop's state needs a tensor):
+/// where such a gradient is only passed on or added, it leaves the eager sums' bits alone.
 fn output_grads(types: &[(DType, Shape)], grads: &[Option<Tensor>]) -> Result<Vec<Tensor>> {
-    types.iter().zip(grads).map(|((d, s), g)| g.clone().map_or_else(|| zeros(*d, s), Ok)).collect()
+    types.iter().zip(grads).map(|((d, s), g)| g.clone().map_or_else(|| neg_zeros(*d, s), Ok)).collect()
 }
 
 /// The vector-Jacobian product of subgraph `g` at `inputs` for output gradients `gys`: one
@@ -40,7 +41,8 @@ fn output_grads(types: &[(DType, Shape)], grads: &[Option<Tensor>]) -> Result<Ve
 /// delivers them — the additions an eager backward performs when the value is used several
 /// times across loop iterations, so the sum has the same bits (`(acc + a) + b`, not
 /// `acc + (a + b)`).
-fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], seeds: &[Option<Tensor>], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
+/// Outputs whose gradient is `None` are no roots.
+fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Option<Tensor>], seeds: &[Option<Tensor>], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
     let _record = GradModeGuard::set(true);
     let leaves: Vec<Tensor> = inputs
         .iter()
@@ -64,8 +66,10 @@ fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Tensor], seeds: &[Option<Tensor>], c
         .collect::<Result<_>>()?;
     let (mut outs, mut grads): (Vec<&Tensor>, Vec<&Tensor>) = seeded.iter().map(|(o, s)| (o, *s)).unzip();
     for (o, gy) in replayed.iter().zip(gys).filter(|(o, _)| o.dtype().is_float()) {
-        outs.push(o);
-        grads.push(gy);
+        if let Some(gy) = gy {
+            outs.push(o);
+            grads.push(gy);
+        }
     }
     let float_leaves: Vec<&Tensor> = leaves.iter().filter(|l| l.dtype().is_float()).collect();
     let mut found = grad_with(&outs, &grads, &float_leaves, create_graph)?.into_iter();
@@ -231,6 +235,28 @@ pub(super) struct WhileGrad {
     pub types: Vec<(DType, Shape)>,
 }
 
+impl WhileGrad {
+    /// The loop variables that receive a gradient eagerly: those whose output (or saved
+    /// iterations) got one, and every variable the body computes a live one from. The others
+    /// send nothing back (zeros would make `0 * inf` NaNs and `+0.0` terms) and get nothing.
+    fn live_variables(&self, grads: &[Option<Tensor>], history_grads: &[Option<Tensor>]) -> Vec<bool> {
+        let n = self.vars;
+        let reach = self.body.outputs_reach_params();
+        let mut live: Vec<bool> = (0..n).map(|k| grads.get(k).is_some_and(Option::is_some) || history_grads[k].is_some()).collect();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (k, j) in (0..n).flat_map(|k| (0..n).map(move |j| (k, j))) {
+                if live[k] && reach[k][j] && !live[j] && self.types[j].0.is_float() {
+                    live[j] = true;
+                    changed = true;
+                }
+            }
+        }
+        live
+    }
+}
+
 impl Backward for WhileGrad {
     fn name(&self) -> &'static str {
         "WhileBackward"
@@ -244,6 +270,7 @@ impl Backward for WhileGrad {
         let history: Vec<Tensor> = self.history.iter().enumerate().map(|(k, v)| ctx.kept_output(n + 1 + k, v.clone())).collect();
         // Loop state: the iteration index (counting down), the loop variables' gradients, the
         // gradients summed so far for the float values the body captured.
+        let live = self.live_variables(grads, &history_grads);
         let mut state = vec![self.trip.sub(1i64)?];
         state.extend(output_grads(&self.types, grads)?);
         // The sums start at -0.0, the identity of IEEE addition (`-0.0 + x` is `x`, bit for
@@ -261,7 +288,9 @@ impl Backward for WhileGrad {
                 let mut sums = s[1 + n..].iter();
                 let mut seeds: Vec<Option<Tensor>> = vec![None; n];
                 seeds.extend(self.body_in.iter().map(|x| if x.dtype().is_float() { sums.next().cloned() } else { None }));
-                let d = vjp(&self.body, &inputs, &s[1..1 + n], &seeds, create_graph)?;
+                // Only live variables' gradients are roots (eagerly the others get none).
+                let gys: Vec<Option<Tensor>> = s[1..1 + n].iter().zip(&live).map(|(g, &l)| l.then(|| g.clone())).collect();
+                let d = vjp(&self.body, &inputs, &gys, &seeds, create_graph)?;
                 let mut next = vec![s[0].sub(1i64)?];
                 for (k, (dtype, shape)) in self.types.iter().enumerate() {
                     let direct = history_grads[k].as_ref().map(|h| h.index_select(0, &index)?.squeeze(0)).transpose()?;
@@ -282,7 +311,7 @@ impl Backward for WhileGrad {
         )?;
         let mut out = InputGrads::new();
         for (k, g) in done[1..1 + n].iter().enumerate() {
-            out.push(self.types[k].0.is_float().then(|| g.clone()));
+            out.push((live[k] && self.types[k].0.is_float()).then(|| g.clone()));
         }
         out.extend(std::iter::repeat_n(None, self.cond_inputs));
         spread(&self.body_in, &mut done[1 + n..].iter().cloned(), &mut out);

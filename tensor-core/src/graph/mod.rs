@@ -6,6 +6,7 @@
 
 mod dot;
 mod print;
+mod reach;
 mod text;
 mod uses;
 mod validate;

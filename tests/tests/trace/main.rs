@@ -1,7 +1,7 @@
 //! Tracing: eager and graph bit for bit, tprint!, graph snapshots, state by reference, cond and while_loop.
 
-mod cond_gradient_bits;
 mod control_flow;
+mod control_gradient_bits;
 mod differential;
 mod print;
 mod snapshot;

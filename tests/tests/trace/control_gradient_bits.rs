@@ -1,9 +1,11 @@
-//! A `cond`'s gradient inside a traced function has the eager bits, signs included: each use
-//! of a value inside a branch is an edge of the cond's grad node (the engine adds them in the
-//! eager order), an output nothing used sends no gradient back, and a value neither branch's
-//! product reaches gets none (where `-0.0`s flowing on into its node could turn into `+0.0`).
+//! Gradients through `cond` and `while_loop` inside a traced function have the eager bits,
+//! signs included. For a `cond`: each use of a value inside a branch is an edge of its grad
+//! node (the engine adds them in the eager order), an output nothing used sends no gradient
+//! back, and a value neither branch's product reaches gets none (where `-0.0`s flowing on into
+//! its node could turn into `+0.0`). For a loop: a variable no used output is computed from
+//! sends nothing back, and a missing gradient starts as `-0.0`, which sums leave alone.
 
-use tensor_core::control::cond;
+use tensor_core::control::{cond, while_loop};
 use tensor_core::function::ConcreteFunction;
 use tensor_core::prelude::*;
 use tests::assert_bits_eq;
@@ -73,6 +75,45 @@ fn a_value_neither_branch_differentiates_gets_no_gradient_through_the_cond() -> 
                 x.sum()
             },
         )
+    })?;
+    assert_eq!(eager[0].to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), vec![(-0.0f32).to_bits(); 2]);
+    Ok(())
+}
+
+#[test]
+fn a_loop_variable_nothing_used_sends_no_gradient_back() -> Result<()> {
+    // a <- softmax(a) / c with c = 0 somewhere: a zero gradient for the unused `a` would make
+    // 0 * inf = NaN and reach x through a's initial value; eagerly only `b`'s chain runs.
+    let x = Tensor::from_vec(vec![0.5f64, -1.0, 2.0], &[3])?;
+    let c = Tensor::from_vec(vec![1.0f64, 0.0, 2.0], &[3])?;
+    let eager = same_gradients("unused_loop_output", &[&x], |v| {
+        let x = &v[0];
+        let (_, _a, b) = while_loop(
+            |(i, _, _): &(Tensor, Tensor, Tensor)| i.lt(2i64),
+            |(i, a, b)| Ok((&i + 1i64, a.softmax(0)?.div(&c)?, b.relu()?.mul(3.0)?)),
+            (Tensor::scalar(0i64), x.clone(), x.clone()),
+        )?;
+        b.sum()
+    })?;
+    // d/dx sum(9 relu(relu(x))) = 9 where x > 0.
+    assert_eq!(eager[0].to_vec::<f64>()?, vec![9.0, 0.0, 9.0]);
+    Ok(())
+}
+
+#[test]
+fn a_loop_variable_without_an_output_gradient_starts_from_minus_zero() -> Result<()> {
+    // `b` is unused after the loop but `a` is computed from it, so its gradient is a root
+    // from the first step back: as `-0.0` it adds nothing to b's eager gradient (-0.0 here:
+    // the loss scales a by -0.0), where `+0.0` would flip its sign.
+    let x = Tensor::from_vec(vec![1.5f32, 0.25], &[2])?;
+    let eager = same_gradients("minus_zero_start", &[&x], |v| {
+        let x = &v[0];
+        let (_, a, _b) = while_loop(
+            |(i, _, _): &(Tensor, Tensor, Tensor)| i.lt(1i64),
+            |(i, a, b)| Ok((&i + 1i64, a.mul(&b)?, b.clamp(-1.0, 2.0)?)),
+            (Tensor::scalar(0i64), Tensor::ones(&[2], DType::F32), x.clone()),
+        )?;
+        a.mul(-0.0)?.sum()
     })?;
     assert_eq!(eager[0].to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), vec![(-0.0f32).to_bits(); 2]);
     Ok(())

@@ -1,0 +1,31 @@
+//! Which parameters of a subgraph each of its outputs is computed from (through any node,
+//! so a conservative answer for gradients: an output reached only through a comparison still
+//! counts). A loop's backward uses it to know which loop variables can receive a gradient.
+
+use super::{Graph, InputSource};
+
+impl Graph {
+    /// `reach[k][j]`: output `k` is computed from parameter `j`.
+    pub(crate) fn outputs_reach_params(&self) -> Vec<Vec<bool>> {
+        let mut from: Vec<Vec<bool>> = vec![Vec::new(); self.values.len()];
+        for (v, src) in &self.inputs {
+            if let InputSource::Param(j) = src {
+                let mut set = vec![false; self.num_params];
+                set[*j] = true;
+                from[*v] = set;
+            }
+        }
+        for node in &self.nodes {
+            let mut set = vec![false; self.num_params];
+            for &v in &node.inputs {
+                for (j, &f) in from[v].iter().enumerate() {
+                    set[j] |= f;
+                }
+            }
+            for &v in &node.outputs {
+                from[v] = set.clone();
+            }
+        }
+        self.outputs.iter().map(|&v| if from[v].is_empty() { vec![false; self.num_params] } else { from[v].clone() }).collect()
+    }
+}

@@ -33,8 +33,8 @@ pub struct BackwardOptions {
     pub create_graph: bool,
 }
 
-/// Where computed gradients go: the leaves' `.grad` slots, or (for `grad()`) a result list
-/// with the order in which the targets received their gradients (indices into `targets`).
+/// Where computed gradients go: the leaves' `.grad` slots, (for `grad()`) a result per
+/// target, or each contribution to a target on its own (`vjp_each`).
 pub(crate) enum Sink<'a> {
     LeafGrads,
     Targets {

@@ -130,7 +130,7 @@ pub(crate) fn run_recording(function: &ConcreteFunction, slots: &[&Tensor]) -> R
 
 /// Records the grad node of a call on `inputs` that gave `outputs` and `residuals`.
 fn record_call(function: &ConcreteFunction, plan: Arc<ForwardPlan>, inputs: Vec<(Tensor, u64)>, outputs: &[Tensor], residuals: &[Tensor]) {
-    let edges: Vec<&Tensor> = inputs.iter().zip(&plan.uses).flat_map(|((t, _), &n)| std::iter::repeat_n(t, n)).collect();
+    let edges: Vec<&Tensor> = inputs.iter().zip(&plan.edges).flat_map(|((t, _), &n)| std::iter::repeat_n(t, n)).collect();
     let node_outputs: Vec<&Tensor> = outputs.iter().chain(residuals).collect();
     let kept = Kept { inputs: inputs.clone(), residuals: residuals.iter().map(|t| t.read_value().clone()).collect() };
     let formula = CallBackward { function: function.clone(), plan, kept: Mutex::new(Some(kept)) };
@@ -216,8 +216,8 @@ impl CallBackward {
     /// The contributions laid out on the node's edges: each slot's edges take its
     /// contributions in delivery order (the engine adds them in edge order).
     fn per_edge(&self, found: Vec<Option<Tensor>>, contributions: &[Use]) -> InputGrads {
-        let mut next: Vec<usize> = self.plan.uses.iter().scan(0, |start, &n| Some(std::mem::replace(start, *start + n))).collect();
-        let mut grads = InputGrads::from_elem(None, self.plan.uses.iter().sum());
+        let mut next: Vec<usize> = self.plan.edges.iter().scan(0, |start, &n| Some(std::mem::replace(start, *start + n))).collect();
+        let mut grads = InputGrads::from_elem(None, self.plan.edges.iter().sum());
         for (g, u) in found.into_iter().zip(contributions) {
             grads[next[u.slot]] = g;
             next[u.slot] += 1;

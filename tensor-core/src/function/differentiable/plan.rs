@@ -76,7 +76,7 @@ pub(crate) struct ForwardPlan {
     /// Per slot, how many edges of the call's node it has (0 when it needs no gradient): one
     /// per gradient edge a replay of the body feeds (`edges_per_slot`), so each contribution
     /// reaches the engine on its own.
-    pub(super) uses: Vec<usize>,
+    pub(super) edges: Vec<usize>,
     /// Per slot and use, when eager code makes that use (see `gates.rs`).
     conditions: Vec<Vec<Option<MadeWhen>>>,
     needs: Vec<bool>,
@@ -100,13 +100,13 @@ impl ForwardPlan {
         let conditions = use_conditions(&primal, slots.len());
         let entry = BackwardEntry::new(forward, outs, split, slots.len(), &conditions);
         cache.add_traced(&entry.function);
-        let uses = edges_per_slot(g, slots.len()).into_iter().zip(needs).map(|(u, &n)| if n { u } else { 0 }).collect();
+        let edges = edges_per_slot(g, slots.len()).into_iter().zip(needs).map(|(u, &n)| if n { u } else { 0 }).collect();
         Ok(ForwardPlan {
             forward: Executable::new(&with_residuals, forward.is_optimized()),
             primal,
             num_outputs: g.outputs.len(),
             residuals,
-            uses,
+            edges,
             conditions,
             needs: needs.to_vec(),
             backwards: Mutex::new(vec![Arc::new(entry)]),

@@ -7,7 +7,7 @@
 //! layer, so `install` registers it there before the first such node is made).
 
 use crate::error::Result;
-use crate::graph::{Graph, InputSource, Node, NodeKind};
+use crate::graph::{Graph, Node, NodeKind};
 use crate::ops::dispatch::apply;
 use crate::tensor::Tensor;
 
@@ -24,7 +24,7 @@ pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
 /// The outputs of `g`, where `read(k)` gives the tensor each *use* of parameter `k` reads —
 /// an operand of a replayed node, or a returned parameter — in node order, then output order.
 pub(super) fn replay_uses(g: &Graph, mut read: impl FnMut(usize) -> Result<Tensor>) -> Result<Vec<Tensor>> {
-    let params = param_of(g);
+    let params = g.param_of_values();
     let mut vals: Vec<Option<Tensor>> = vec![None; g.values.len()];
     for (v, s) in &g.constants {
         vals[*v] = Some(Tensor::from_storage(s.clone()));
@@ -47,16 +47,6 @@ pub(super) fn replay_uses(g: &Graph, mut read: impl FnMut(usize) -> Result<Tenso
         }
     }
     g.outputs.iter().map(|&v| get(&vals, v)).collect()
-}
-
-/// The parameter each value of `g` is, if any.
-fn param_of(g: &Graph) -> Vec<Option<usize>> {
-    let mut params = vec![None; g.values.len()];
-    for (v, src) in &g.inputs {
-        let InputSource::Param(k) = src else { unreachable!("subgraphs read only parameters") };
-        params[*v] = Some(*k);
-    }
-    params
 }
 
 /// Replays one `Cond` or `While` node on `ins` (its inputs, in node order, values of the

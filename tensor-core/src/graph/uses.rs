@@ -3,18 +3,38 @@
 //! has an edge per use of each branch input inside its branch — as many as the branch gives
 //! the matching parameter, counted the same way (recursively). A backward that hands each
 //! edge's gradient on separately can then add them where an eager walk over the same ops does.
+//! Also which input each value of a graph is (a parameter, a slot).
 
 use super::{Graph, InputSource, NodeKind, ValueId};
 
 impl Graph {
+    /// The parameter each value is, if any (a subgraph's inputs).
+    pub(crate) fn param_of_values(&self) -> Vec<Option<usize>> {
+        self.input_of_values(|src| match src {
+            InputSource::Param(k) => Some(*k),
+            _ => None,
+        })
+    }
+
+    /// The slot each value reads, if any (a function graph's data inputs).
+    pub(crate) fn slot_of_values(&self) -> Vec<Option<usize>> {
+        self.input_of_values(|src| match src {
+            InputSource::Data(slot) => Some(*slot),
+            _ => None,
+        })
+    }
+
+    fn input_of_values(&self, index: impl Fn(&InputSource) -> Option<usize>) -> Vec<Option<usize>> {
+        let mut of = vec![None; self.values.len()];
+        for (v, src) in &self.inputs {
+            of[*v] = index(src);
+        }
+        of
+    }
+
     /// Per parameter of this subgraph (a branch or a loop body), its gradient edges.
     pub(crate) fn param_edges(&self) -> Vec<usize> {
-        let mut param = vec![None; self.values.len()];
-        for (v, src) in &self.inputs {
-            if let InputSource::Param(k) = src {
-                param[*v] = Some(*k);
-            }
-        }
+        let param = self.param_of_values();
         self.edges_to(self.num_params, |v| param[v])
     }
 

@@ -6,7 +6,7 @@
 //! after the fact from the predicate or trip count the call kept, so the gradients are the
 //! eager ones, `None` included.
 
-use super::replay::{is_replayed, slot_of};
+use super::replay::is_replayed;
 use crate::graph::{Graph, NodeKind, ValueId};
 use crate::tensor::Tensor;
 
@@ -51,7 +51,7 @@ impl MadeWhen {
 /// For each slot of `g` (`slots` of them), for each of its uses in `replay_uses` order, when
 /// eager code makes it (`None`: always, as far as the call can tell).
 pub(super) fn use_conditions(g: &Graph, slots: usize) -> Vec<Vec<Option<MadeWhen>>> {
-    let slot_of = slot_of(g);
+    let slot_of = g.slot_of_values();
     let mut uses = vec![Vec::new(); slots];
     for node in g.nodes.iter().filter(|n| is_replayed(n)) {
         for (position, &v) in node.inputs.iter().enumerate() {

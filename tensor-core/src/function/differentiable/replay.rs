@@ -8,7 +8,7 @@
 //! control code, so the replay is there whenever one is met.
 
 use crate::error::{Error, Result};
-use crate::graph::{Graph, InputSource, Node, NodeKind, ValueId};
+use crate::graph::{Graph, Node, NodeKind, ValueId};
 use crate::ops::dispatch::apply;
 use crate::tensor::Tensor;
 use std::sync::OnceLock;
@@ -51,11 +51,7 @@ pub(super) fn is_replayed(node: &Node) -> bool {
 /// reads — an operand of a node, or a returned slot — in program order, then output order.
 /// Returns the outputs and the replayed values.
 pub(super) fn replay_uses(g: &Graph, mut read: impl FnMut(usize) -> Tensor) -> Result<(Vec<Tensor>, Replayed)> {
-    let mut slot_of: Vec<Option<usize>> = vec![None; g.values.len()];
-    for (v, src) in &g.inputs {
-        let InputSource::Data(slot) = src else { unreachable!("a differentiable graph reads data only") };
-        slot_of[*v] = Some(*slot);
-    }
+    let slot_of = g.slot_of_values();
     let mut values: Vec<Option<Tensor>> = vec![None; g.values.len()];
     for (v, s) in &g.constants {
         values[*v] = Some(Tensor::from_storage(s.clone()));
@@ -99,24 +95,13 @@ pub(super) fn replay(g: &Graph, slots: &[&Tensor]) -> Result<Vec<Tensor>> {
 /// How many gradient edges (see `Graph::edges_to`) each of the `slots` slots of `g` feeds
 /// in a replay: a use as a `cond`'s branch input counts the edges the branch gives it.
 pub(super) fn edges_per_slot(g: &Graph, slots: usize) -> Vec<usize> {
-    let slot_of = slot_of(g);
+    let slot_of = g.slot_of_values();
     g.edges_to(slots, |v| slot_of[v])
-}
-
-/// The slot each value of `g` is, if any.
-pub(super) fn slot_of(g: &Graph) -> Vec<Option<usize>> {
-    let mut slot_of: Vec<Option<usize>> = vec![None; g.values.len()];
-    for (v, src) in &g.inputs {
-        if let InputSource::Data(slot) = src {
-            slot_of[*v] = Some(*slot);
-        }
-    }
-    slot_of
 }
 
 /// How many uses (see `replay_uses`) each of the `slots` slots of `g` has.
 pub(super) fn uses_per_slot(g: &Graph, slots: usize) -> Vec<usize> {
-    let slot_of = slot_of(g);
+    let slot_of = g.slot_of_values();
     let mut uses = vec![0; slots];
     let node_inputs = g.nodes.iter().filter(|n| is_replayed(n)).flat_map(|n| n.inputs.iter());
     for &v in node_inputs.chain(&g.outputs) {

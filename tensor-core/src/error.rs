@@ -208,6 +208,20 @@ pub enum Error {
     #[error("graph `{graph}` is invalid: {problem}")]
     InvalidGraph { graph: String, problem: String },
 
+    // ---------------------------------------------------------------- devices
+
+    /// A GPU operation failed or cannot run here: no `cuda` feature, no driver or GPU, a
+    /// kernel NVRTC could not compile (the message carries its log), out of GPU memory, or
+    /// an op without a GPU kernel yet. Example: `x.to_device(Device::Cuda(0))` on a machine
+    /// without an NVIDIA driver. Fix: what the message says (`.to_cpu()` runs any op on the CPU).
+    #[error("{op}: {reason}")]
+    Device { op: &'static str, reason: String },
+
+    /// An op's inputs live on different devices. Example: `a.add(&b)` with `a` on `cuda:0`
+    /// and `b` on the CPU. Fix: move one with `to_device` (a 0-d CPU tensor is moved for you).
+    #[error("{op}: input {first_index} is on {first} but input {second_index} is on {second}; move them to one device with .to_device(..) first")]
+    DeviceMismatch { op: &'static str, first: crate::device::Device, first_index: usize, second: crate::device::Device, second_index: usize },
+
     // ---------------------------------------------------------------- saving and loading
     /// A file could not be read or written. Fix: check the path, its directory and the
     /// permissions.

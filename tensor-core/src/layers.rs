@@ -13,16 +13,16 @@
 //! graph IR    graph  autograd         the IR the tracer writes; backward engine and API
 //! ops         ops  random             Op families, dispatch (the executor seam); generators
 //! tensor      tensor                  the handle, thread context, grad nodes
-//! kernels     kernels                 CPU loops, fused programs
-//! values      math  error  storage  dtype  shape
+//! kernels     kernels  cuda           CPU loops, fused programs; the GPU backend
+//! values      math  error  storage  dtype  shape  device
 //! ```
 
 /// Each layer's modules, bottom up.
 const LAYERS: &[&[&str]] = &[
-    &["dtype", "shape"],
+    &["dtype", "shape", "device"],
     &["error", "storage"],
     &["math"],
-    &["kernels"],
+    &["kernels", "cuda"],
     &["tensor"],
     &["ops", "random"],
     &["graph", "autograd"],

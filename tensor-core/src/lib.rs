@@ -35,6 +35,8 @@ pub mod autograd;
 #[doc(hidden)]
 pub mod compile;
 pub mod control;
+mod cuda;
+pub mod device;
 pub mod distributed;
 pub mod dtype;
 pub mod error;
@@ -60,6 +62,7 @@ mod trace;
 pub use autograd::{
     enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOptions, EnableGradGuard, GradFn, NextFunction, NoGradGuard,
 };
+pub use device::Device;
 pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, GraphOutput};
@@ -131,7 +134,8 @@ macro_rules! tprint {
 pub mod prelude {
     pub use crate::io::StateDict;
     pub use crate::{
-        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Error, Generator, GraphArg, NoGradGuard, Result, Shape, Tensor,
+        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Device, Error, Generator, GraphArg, NoGradGuard, Result, Shape,
+        Tensor,
     };
 }
 

@@ -4,17 +4,25 @@
 //! over a function type (`Fn1`/`Fn2`), so it is monomorphized and vectorized per op, and
 //! which type serves which op is decided here alone. That is what makes an op compute the
 //! same bits in every mode: there is only one place that could make them differ.
+//!
+//! Each function also names its CUDA C twin (`CUDA`, defined in `cuda/prelude.cuh`), so the
+//! GPU's generated kernels are built from this same table, and a new function cannot be
+//! added without one.
 
 use super::kinds::{BinaryOp, CmpOp, UnaryOp};
 use super::num::{Float, Num};
 
 /// A scalar function of one value.
 pub(crate) trait Fn1<T, U> {
+    /// The CUDA C device function computing the same bits (see `cuda/prelude.cuh`).
+    const CUDA: &'static str;
     fn f(x: T) -> U;
 }
 
 /// A scalar function of two values.
 pub(crate) trait Fn2<T, U> {
+    /// The CUDA C device function computing the same bits (see `cuda/prelude.cuh`).
+    const CUDA: &'static str;
     fn f(x: T, y: T) -> U;
 }
 
@@ -22,6 +30,7 @@ macro_rules! float_fn1 {
     ($($name:ident => $method:ident),*) => {$(
         pub(crate) struct $name;
         impl<T: Float> Fn1<T, T> for $name {
+            const CUDA: &'static str = concat!("tc_", stringify!($method));
             #[inline(always)]
             fn f(x: T) -> T { x.$method() }
         }
@@ -33,6 +42,7 @@ macro_rules! num_fn1 {
     ($($name:ident => $method:ident),*) => {$(
         pub(crate) struct $name;
         impl<T: Num> Fn1<T, T> for $name {
+            const CUDA: &'static str = concat!("tc_", stringify!($method));
             #[inline(always)]
             fn f(x: T) -> T { x.$method() }
         }
@@ -43,6 +53,7 @@ num_fn1!(Neg => neg, Relu => relu, Abs => abs, Sign => sign);
 /// Logical not.
 pub(crate) struct Not;
 impl Fn1<bool, bool> for Not {
+    const CUDA: &'static str = "tc_not";
     #[inline(always)]
     fn f(x: bool) -> bool {
         !x
@@ -52,6 +63,8 @@ impl Fn1<bool, bool> for Not {
 /// A conversion between element types (`CastTo`).
 pub(crate) struct Cast;
 impl<T: CastTo<U>, U> Fn1<T, U> for Cast {
+    // A template: the generator names the target type (`tc_cast<float>`).
+    const CUDA: &'static str = "tc_cast";
     #[inline(always)]
     fn f(x: T) -> U {
         x.cast_to()
@@ -62,6 +75,7 @@ macro_rules! num_fn2 {
     ($($name:ident => $method:ident),*) => {$(
         pub(crate) struct $name;
         impl<T: Num> Fn2<T, T> for $name {
+            const CUDA: &'static str = concat!("tc_", stringify!($method));
             #[inline(always)]
             fn f(x: T, y: T) -> T { x.$method(y) }
         }
@@ -75,6 +89,7 @@ macro_rules! cmp_fn2 {
     ($($name:ident => $op:tt),*) => {$(
         pub(crate) struct $name;
         impl<T: PartialOrd> Fn2<T, bool> for $name {
+            const CUDA: &'static str = concat!("tc_cmp_", stringify!($name));
             #[inline(always)]
             fn f(x: T, y: T) -> bool { x $op y }
         }

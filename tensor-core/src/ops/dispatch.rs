@@ -145,16 +145,16 @@ struct Eager;
 
 impl Executor for Eager {
     fn apply(&self, op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
-        let (dtype, shape, storage) = run_eager(&op, inputs)?;
-        let out = Tensor::from_value(Value::Concrete(storage), dtype, shape);
+        let (dtype, shape, value) = run_anywhere(&op, inputs)?;
+        let out = Tensor::from_value(value, dtype, shape);
         record(op, inputs, &out);
         Ok(out)
     }
 
     fn apply_in_place(&self, u: InPlace) -> Result<()> {
         u.run(u.target, u.others, |op, inputs| {
-            let (_, _, storage) = run_eager(op, inputs)?;
-            u.target.set_value(Value::Concrete(storage));
+            let (_, _, value) = run_anywhere(op, inputs)?;
+            u.target.set_value(value);
             Ok(u.target.clone())
         })
     }
@@ -220,6 +220,19 @@ pub(crate) fn accumulate_into(t: &Tensor, g: &Tensor) -> Result<()> {
 
 /// Checks types and runs the kernel of `op` on concrete inputs: the result's dtype, shape
 /// (from the shape rule, which is exact for concrete inputs) and data.
+/// Runs `op` where its inputs live: on the CPU, or on their GPU (feature `cuda`).
+fn run_anywhere(op: &Op, inputs: &[&Tensor]) -> Result<(DType, Shape, Value)> {
+    // Until a tensor has been put on a GPU, no input can be on one: no need to ask.
+    #[cfg(feature = "cuda")]
+    if crate::tensor::any_on_device() {
+        if let Some(device) = super::device::placement(op.name(), inputs)? {
+            return super::device::run(op, inputs, device);
+        }
+    }
+    let (dtype, shape, storage) = run_eager(op, inputs)?;
+    Ok((dtype, shape, Value::Concrete(storage)))
+}
+
 pub(crate) fn run_eager(op: &Op, inputs: &[&Tensor]) -> Result<(DType, Shape, Storage)> {
     let (dtype, shape) = op.infer(&types_of(inputs))?;
     let storage = with_storages(inputs, op.name(), |s| op.compute(s))??;
@@ -257,6 +270,7 @@ fn with_storages<R>(inputs: &[&Tensor], op: &'static str, f: impl FnOnce(&[&Stor
             Held::Guard(g) => match &**g {
                 Value::Concrete(s) => s,
                 Value::Symbolic(sym) => return Err(sym.value_error(op)),
+                Value::Device(d) => return Err(crate::tensor::on_device_error(op, d.device)),
             },
         });
     }

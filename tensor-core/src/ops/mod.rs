@@ -5,6 +5,10 @@
 
 pub(crate) mod collective;
 mod conv;
+#[cfg(feature = "cuda")]
+mod device;
+#[cfg(feature = "cuda")]
+pub use device::run_fused;
 pub(crate) mod dispatch;
 pub(crate) mod elementwise;
 mod index;

@@ -84,6 +84,11 @@ impl fmt::Display for Tensor {
             }),
             None => match &*self.read_value() {
                 Value::Concrete(s) => pad(f, &concrete_text(s, f.precision())),
+                // As PyTorch does: the values, then where they live.
+                Value::Device(d) => {
+                    let host = crate::cuda::download(d).map_err(|_| fmt::Error)?;
+                    pad(f, &format!("{}, device={}", concrete_text(&host, f.precision()), d.device))
+                }
                 Value::Symbolic(_) => unreachable!("checked above"),
             },
         }

@@ -4,6 +4,7 @@
 pub(crate) mod context;
 mod convert;
 mod create;
+mod device;
 mod display;
 pub(crate) mod grad_mode;
 pub(crate) mod grad_node;
@@ -19,6 +20,8 @@ pub(crate) use symbol::Symbol;
 pub use symbol::ValueId;
 
 pub use create::seeded_rng;
+#[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
+pub(crate) use device::{any_on_device, on_device_error};
 pub(crate) use display::{capture_printed, PRINT_MARK};
 
 /// An n-dimensional array of one dtype. Cloning is cheap (a reference count); clones are
@@ -52,6 +55,8 @@ pub(crate) struct TensorInner {
 pub(crate) enum Value {
     Concrete(Storage),
     Symbolic(Symbol),
+    /// Data in a GPU's memory (feature `cuda`).
+    Device(crate::cuda::DeviceStorage),
 }
 
 /// The autograd state of one tensor.
@@ -216,6 +221,7 @@ impl Tensor {
         match &*self.read_value() {
             Value::Concrete(s) => Ok(s.clone()),
             Value::Symbolic(sym) => Err(sym.value_error(op)),
+            Value::Device(d) => Err(device::on_device_error(op, d.device)),
         }
     }
 
@@ -247,7 +253,7 @@ impl Tensor {
     pub(crate) fn symbol(&self) -> Option<Symbol> {
         match &*self.read_value() {
             Value::Symbolic(s) => Some(s.clone()),
-            Value::Concrete(_) => None,
+            Value::Concrete(_) | Value::Device(_) => None,
         }
     }
 }

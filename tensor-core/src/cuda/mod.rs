@@ -1,0 +1,24 @@
+//! The NVIDIA GPU backend (feature `cuda`): device buffers, kernels generated as CUDA C from
+//! the scalar-function table and compiled by NVRTC, products through cuBLAS. Like `kernels`
+//! it knows values, not ops: `ops::device` maps each op onto what this module offers.
+//!
+//! The source generator (`source`) is always built, so its output is tested on machines
+//! without a GPU. Everything that touches the driver is behind the feature; without it,
+//! [`DeviceStorage`] cannot be made and every entry point is an `Err` saying how to get one.
+
+// Built without the feature too, so that its golden tests run everywhere.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) mod source;
+mod storage;
+
+#[cfg(feature = "cuda")]
+mod runtime;
+#[cfg(feature = "cuda")]
+pub(crate) use runtime::{compile, download, elementwise, gemm, gpu_name, reduce, synchronize, upload, GemmShape};
+
+#[cfg(not(feature = "cuda"))]
+mod unavailable;
+#[cfg(not(feature = "cuda"))]
+pub(crate) use unavailable::{download, gpu_name, synchronize, upload};
+
+pub(crate) use storage::DeviceStorage;

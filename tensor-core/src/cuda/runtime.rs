@@ -1,0 +1,354 @@
+//! The driver side of the GPU backend: one context, stream and cuBLAS handle per GPU,
+//! opened on first use; kernels compiled by NVRTC once and cached in memory and on disk
+//! (keyed by the source's hash); transfers; launches. CUDA is loaded when first used, so a
+//! machine without it gets an `Err` from the first GPU call, never a panic.
+
+use super::source::{KernelSource, TcIndex, REDUCE_THREADS};
+use super::DeviceStorage;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::shape::Shape;
+use crate::storage::{Array, Storage};
+use cudarc::cublas::sys::cublasOperation_t;
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
+use ndarray::IxDyn;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+// SAFETY: `TcIndex` is `#[repr(C)]` plain data, the twin of the kernels' `struct TcIndex`.
+unsafe impl DeviceRepr for TcIndex {}
+
+/// One GPU, opened.
+struct Gpu {
+    device: Device,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    blas: Option<CudaBlas>,
+    kernels: Mutex<HashMap<String, CudaFunction>>,
+    arch: &'static str,
+    sms: u32,
+}
+
+static GPUS: Mutex<Vec<(usize, Arc<Gpu>)>> = Mutex::new(Vec::new());
+
+fn device_error(op: &'static str, device: Device, what: impl std::fmt::Display) -> Error {
+    Error::Device { op, reason: format!("{device}: {what}") }
+}
+
+fn driver_error(op: &'static str, device: Device) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| {
+        let text = format!("{e:?}");
+        let hint = if text.contains("OUT_OF_MEMORY") { " (the GPU is out of memory: free tensors or use smaller batches)" } else { "" };
+        device_error(op, device, format!("the CUDA driver failed: {text}{hint}"))
+    }
+}
+
+/// The GPU of `device`, opened on first use.
+fn gpu(op: &'static str, device: Device) -> Result<Arc<Gpu>> {
+    let Device::Cuda(n) = device else {
+        return Err(device_error(op, device, "not a GPU"));
+    };
+    let mut open = GPUS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, g)) = open.iter().find(|(k, _)| *k == n) {
+        return Ok(g.clone());
+    }
+    let g = Arc::new(open_gpu(op, device, n)?);
+    open.push((n, g.clone()));
+    Ok(g)
+}
+
+fn open_gpu(op: &'static str, device: Device, n: usize) -> Result<Gpu> {
+    // SAFETY: only tries to load the library.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(device_error(
+            op,
+            device,
+            "no CUDA driver on this machine (libcuda.so was not found); GPU tensors need an NVIDIA GPU and its driver",
+        ));
+    }
+    let count = CudaContext::device_count().map_err(driver_error(op, device))?;
+    if n >= count.max(0) as usize {
+        return Err(device_error(op, device, format!("this machine has {count} CUDA device(s)")));
+    }
+    let ctx = CudaContext::new(n).map_err(driver_error(op, device))?;
+    // One stream per GPU: no cross-stream events are needed.
+    // SAFETY: no other stream of this context exists yet.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().map_err(driver_error(op, device))?;
+    // SAFETY: only tries to load the library.
+    let blas = if unsafe { cudarc::cublas::sys::is_culib_present() } { CudaBlas::new(stream.clone()).ok() } else { None };
+    let (major, minor) = ctx.compute_capability().map_err(driver_error(op, device))?;
+    let sms = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(driver_error(op, device))?;
+    let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
+    Ok(Gpu { device, ctx, stream, blas, kernels: Mutex::new(HashMap::new()), arch, sms: sms.max(1) as u32 })
+}
+
+/// The GPU's name, as the driver reports it (`NVIDIA H100 80GB HBM3`).
+pub(crate) fn gpu_name(device: Device) -> Result<String> {
+    let g = gpu("gpu_name", device)?;
+    g.ctx.name().map_err(driver_error("gpu_name", device))
+}
+
+/// Waits until every kernel queued on `device` has finished (for timing).
+pub(crate) fn synchronize(device: Device) -> Result<()> {
+    let g = gpu("synchronize", device)?;
+    g.stream.synchronize().map_err(driver_error("synchronize", device))
+}
+
+// ------------------------------------------------------------------------------ kernels
+
+/// Where compiled kernels are kept between runs: `TENSOR_CORE_CUDA_CACHE`, else
+/// `$XDG_CACHE_HOME/tensor-core/cuda`, else `~/.cache/tensor-core/cuda`.
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("TENSOR_CORE_CUDA_CACHE") {
+        return Some(PathBuf::from(d));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("tensor-core").join("cuda"))
+}
+
+/// The options every kernel is compiled with: no contraction into FMAs (each step rounds as
+/// the CPU's does), IEEE division and square root, no flushing of subnormals.
+pub(crate) fn compile_options(arch: &'static str) -> CompileOptions {
+    CompileOptions { fmad: Some(false), prec_div: Some(true), prec_sqrt: Some(true), ftz: Some(false), arch: Some(arch), ..Default::default() }
+}
+
+/// PTX for `src`: from the disk cache, else from NVRTC (and then into the cache).
+pub(crate) fn compile(src: &KernelSource, arch: &'static str) -> Result<String> {
+    let file = cache_dir().map(|d| d.join(format!("{}-{:016x}-{arch}.ptx", src.name, super::source::fnv1a(&src.code))));
+    if let Some(ptx) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
+        return Ok(ptx);
+    }
+    // SAFETY: only tries to load the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Error::Device {
+            op: "compile",
+            reason: format!("kernel {}: NVRTC (libnvrtc.so) was not found; install CUDA's NVRTC (or `pip install nvidia-cuda-nvrtc`) and put its lib folder on LD_LIBRARY_PATH", src.name),
+        });
+    }
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src.code, compile_options(arch)).map_err(|e| compile_error(&src.name, e))?;
+    let text = ptx.to_src();
+    if let Some(f) = file {
+        // A cache that cannot be written only costs a compile next time.
+        let _ = f.parent().map(std::fs::create_dir_all);
+        let _ = std::fs::write(&f, &text);
+    }
+    Ok(text)
+}
+
+fn compile_error(name: &str, e: CompileError) -> Error {
+    let log = match &e {
+        CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+        other => format!("{other:?}"),
+    };
+    Error::Device { op: "compile", reason: format!("NVRTC could not compile kernel {name}:\n{log}") }
+}
+
+impl Gpu {
+    fn function(&self, src: &KernelSource) -> Result<CudaFunction> {
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = kernels.get(&src.name) {
+            return Ok(f.clone());
+        }
+        let ptx = compile(src, self.arch)?;
+        let module = self.ctx.load_module(Ptx::from_src(ptx)).map_err(driver_error("load kernel", self.device))?;
+        let f = module.load_function(&src.name).map_err(driver_error("load kernel", self.device))?;
+        kernels.insert(src.name.clone(), f.clone());
+        Ok(f)
+    }
+
+    /// A buffer of `bytes` bytes, uninitialized (at least one byte: the driver refuses
+    /// empty allocations).
+    fn alloc(&self, op: &'static str, bytes: usize) -> Result<CudaSlice<u8>> {
+        // SAFETY: every kernel writes all of its outputs before anything reads them.
+        unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(driver_error(op, self.device))
+    }
+
+    fn storage(&self, buffer: CudaSlice<u8>, dtype: DType, shape: Shape) -> DeviceStorage {
+        DeviceStorage { dtype, shape, device: self.device, buffer: Arc::new(buffer) }
+    }
+
+    fn grid(&self, blocks: usize) -> u32 {
+        blocks.clamp(1, self.sms as usize * 32) as u32
+    }
+}
+
+// ------------------------------------------------------------------------------ transfers
+
+/// Copies host data to `device`, in row-major order.
+pub(crate) fn upload(s: &Storage, device: Device) -> Result<DeviceStorage> {
+    let g = gpu("to_device", device)?;
+    let s = s.to_standard_layout();
+    let bytes: &[u8] = crate::with_array!(&s, a => {
+        // SAFETY: a standard-layout array's elements are `len` consecutive values of plain
+        // data (f32, f64, i32, i64, or bool: one byte, 0 or 1).
+        unsafe { std::slice::from_raw_parts(a.as_ptr() as *const u8, std::mem::size_of_val(a.as_slice().expect("standard layout"))) }
+    });
+    let mut buffer = g.alloc("to_device", bytes.len())?;
+    if !bytes.is_empty() {
+        g.stream.memcpy_htod(bytes, &mut buffer.slice_mut(0..bytes.len())).map_err(driver_error("to_device", device))?;
+    }
+    Ok(g.storage(buffer, s.dtype(), s.shape()))
+}
+
+/// Copies device data back to the host.
+pub(crate) fn download(d: &DeviceStorage) -> Result<Storage> {
+    let g = gpu("to_cpu", d.device)?;
+    Ok(match d.dtype {
+        DType::F32 => Storage::F32(read_back::<f32>(&g, d)?),
+        DType::F64 => Storage::F64(read_back::<f64>(&g, d)?),
+        DType::I32 => Storage::I32(read_back::<i32>(&g, d)?),
+        DType::I64 => Storage::I64(read_back::<i64>(&g, d)?),
+        DType::Bool => Storage::Bool(read_back::<bool>(&g, d)?),
+    })
+}
+
+fn read_back<T: Clone + Default>(g: &Gpu, d: &DeviceStorage) -> Result<Array<T>> {
+    let n = d.shape.numel();
+    let mut v = vec![T::default(); n];
+    let bytes = n * std::mem::size_of::<T>();
+    if bytes > 0 {
+        // SAFETY: `v` holds `n` plain values; the device wrote valid bit patterns of this
+        // dtype (bools as 0 or 1).
+        let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, bytes) };
+        g.stream.memcpy_dtoh(&d.buffer.slice(0..bytes), dst).map_err(driver_error("to_cpu", d.device))?;
+        g.stream.synchronize().map_err(driver_error("to_cpu", d.device))?;
+    }
+    Ok(Array::from_shape_vec(IxDyn(d.shape.dims()), v).expect("length matches dims"))
+}
+
+// ------------------------------------------------------------------------------ launches
+
+/// Runs an elementwise kernel over `shape`'s elements: one output per `out_dtypes` entry.
+pub(crate) fn elementwise(
+    src: &KernelSource,
+    index: &TcIndex,
+    inputs: &[&DeviceStorage],
+    out_dtypes: &[DType],
+    shape: &Shape,
+) -> Result<Vec<DeviceStorage>> {
+    let device = inputs.first().map_or(Device::Cuda(0), |i| i.device);
+    let g = gpu("elementwise", device)?;
+    let n = shape.numel();
+    let mut outs = out_dtypes.iter().map(|d| g.alloc("elementwise", n * d.size_of())).collect::<Result<Vec<_>>>()?;
+    if n > 0 {
+        let f = g.function(src)?;
+        let n64 = n as i64;
+        let mut b = g.stream.launch_builder(&f);
+        b.arg(&n64).arg(index);
+        for i in inputs {
+            b.arg(&*i.buffer);
+        }
+        for o in outs.iter_mut() {
+            b.arg(o);
+        }
+        let cfg = LaunchConfig { grid_dim: (g.grid(n.div_ceil(256)), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the kernel reads `n` elements of each contiguous input, one of each scalar
+        // input, and in-bounds offsets of strided inputs (strides from their shapes), and
+        // writes `n` elements of each output, all allocated above.
+        unsafe { b.launch(cfg) }.map_err(driver_error("elementwise", device))?;
+    }
+    Ok(outs.into_iter().zip(out_dtypes).map(|(o, &d)| g.storage(o, d, shape.clone())).collect())
+}
+
+/// Runs a reduction kernel: `n_out` outputs, each over `n_red` elements.
+pub(crate) fn reduce(src: &KernelSource, index: &TcIndex, input: &DeviceStorage, n_out: usize, n_red: usize, shape: &Shape) -> Result<DeviceStorage> {
+    let g = gpu("reduce", input.device)?;
+    let mut out = g.alloc("reduce", n_out * input.elem_size())?;
+    if n_out > 0 {
+        let f = g.function(src)?;
+        let (no, nr) = (n_out as i64, n_red as i64);
+        let mut b = g.stream.launch_builder(&f);
+        b.arg(&no).arg(&nr).arg(index).arg(&*input.buffer).arg(&mut out);
+        let cfg = LaunchConfig { grid_dim: (g.grid(n_out), 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: offsets come from the input's own dims and strides; one write per output.
+        unsafe { b.launch(cfg) }.map_err(driver_error("reduce", input.device))?;
+    }
+    Ok(g.storage(out, input.dtype, shape.clone()))
+}
+
+/// A batch of row-major products `op(a) @ op(b)`: `a` is `[m, k]` (or `[k, m]` read
+/// transposed), `b` is `[k, n]` (or `[n, k]`); a batch stride of 0 reuses one matrix.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GemmShape {
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub transpose_a: bool,
+    pub transpose_b: bool,
+    pub stride_a: usize,
+    pub stride_b: usize,
+}
+
+/// `C = op(A) @ op(B)` through cuBLAS (f32 and f64; no TF32).
+pub(crate) fn gemm(a: &DeviceStorage, b: &DeviceStorage, s: GemmShape, out_shape: &Shape) -> Result<DeviceStorage> {
+    let g = gpu("matmul", a.device)?;
+    let Some(blas) = g.blas.as_ref() else {
+        return Err(device_error("matmul", a.device, "cuBLAS (libcublas.so) was not found; put CUDA's lib folder on LD_LIBRARY_PATH"));
+    };
+    let mut out = g.alloc("matmul", s.batch * s.m * s.n * a.elem_size())?;
+    if s.batch * s.m * s.n > 0 {
+        match a.dtype {
+            DType::F32 => gemm_typed::<f32>(blas, a, b, &mut out, s, 1.0, 0.0),
+            DType::F64 => gemm_typed::<f64>(blas, a, b, &mut out, s, 1.0, 0.0),
+            other => return Err(Error::UnsupportedDType { op: "matmul", dtype: other, needs: "f32 or f64 on the GPU" }),
+        }
+        .map_err(|e| device_error("matmul", a.device, format!("cuBLAS failed: {e:?}")))?;
+    }
+    Ok(g.storage(out, a.dtype, out_shape.clone()))
+}
+
+fn gemm_typed<T: DeviceRepr>(
+    blas: &CudaBlas,
+    a: &DeviceStorage,
+    b: &DeviceStorage,
+    out: &mut CudaSlice<u8>,
+    s: GemmShape,
+    one: T,
+    zero: T,
+) -> std::result::Result<(), cudarc::cublas::result::CublasError>
+where
+    CudaBlas: Gemm<T>,
+{
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B comes first.
+    let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
+    let (m, n, k) = (s.m as i32, s.n as i32, s.k as i32);
+    let gemm = GemmConfig {
+        transa: op(s.transpose_b),
+        transb: op(s.transpose_a),
+        m: n,
+        n: m,
+        k,
+        alpha: one,
+        lda: if s.transpose_b { k } else { n },
+        ldb: if s.transpose_a { m } else { k },
+        beta: zero,
+        ldc: n,
+    };
+    let size = std::mem::size_of::<T>();
+    // SAFETY: the buffers hold elements of `T` (checked by the caller's dtype match), at
+    // least as many as the strides and shapes address.
+    unsafe {
+        let av = a.buffer.transmute::<T>(a.buffer.len() / size).expect("buffer size");
+        let bv = b.buffer.transmute::<T>(b.buffer.len() / size).expect("buffer size");
+        let len = out.len() / size;
+        let mut cv = out.transmute_mut::<T>(len).expect("buffer size");
+        if s.batch == 1 {
+            blas.gemm(gemm, &bv, &av, &mut cv)
+        } else {
+            let cfg = StridedBatchedConfig {
+                gemm,
+                batch_size: s.batch as i32,
+                stride_a: s.stride_b as i64,
+                stride_b: s.stride_a as i64,
+                stride_c: (s.m * s.n) as i64,
+            };
+            blas.gemm_strided_batched(cfg, &bv, &av, &mut cv)
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! CUDA C source for elementwise programs and reductions, generated from the same table of
+//! scalar functions the CPU loops use (`math::functions`): each function names its CUDA twin
+//! (`prelude.cuh`), and the generator only strings them together. Plain text, built and
+//! checked without a GPU (golden tests below; NVRTC compiles each one where it is installed).
+//!
+//! An elementwise program is the CPU's fused program (`kernels::fused::Instr`): instructions
+//! over the program's inputs and earlier results. One op run eagerly is a program of one
+//! instruction, so eager kernels and fused graph kernels come from one generator.
+
+use crate::dtype::{DType, Scalar};
+use crate::kernels::fused::{Instr, Operand};
+use crate::math::fastmath;
+use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, UnaryOp, GELU_C, GELU_K};
+use crate::math::{Fn1, Fn2, Not, Visit1, Visit2};
+use std::fmt::Write;
+
+/// The most dims an index computation handles (ranks above are refused before codegen).
+pub(crate) const MAX_RANK: usize = 8;
+/// The most strided (broadcast or permuted) inputs of one program.
+pub(crate) const MAX_STRIDED: usize = 8;
+
+/// The index argument of every kernel, the twin of its `struct TcIndex`: the output's dims,
+/// and each strided input's strides in elements (a reduction: kept dims then reduced dims,
+/// with the kept strides in row 0 and the reduced in row 1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TcIndex {
+    pub dims: [i64; MAX_RANK],
+    pub strides: [[i64; MAX_RANK]; MAX_STRIDED],
+}
+
+/// The scalar functions, compiled ahead of every kernel.
+const PRELUDE: &str = include_str!("prelude.cuh");
+
+/// A kernel's CUDA C: its entry point's name and the whole translation unit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KernelSource {
+    pub name: String,
+    pub code: String,
+}
+
+/// How a kernel reads one input, for output index `i`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Access {
+    /// `in[i]`: the input has the output's shape and is contiguous.
+    Contiguous,
+    /// `in[0]`: one value for every output.
+    Scalar,
+    /// `in[offset(i)]`, with the input's strides (0 on broadcast dims) from the kernel's
+    /// `TcIndex` argument: the `k`-th strided input reads `strides[k]`.
+    Strided(usize),
+}
+
+/// What the generator needs of an elementwise program.
+pub(crate) struct Program<'a> {
+    pub rank: usize,
+    pub inputs: &'a [(DType, Access)],
+    pub instrs: &'a [Instr],
+    pub outputs: &'a [usize],
+}
+
+/// The C type of a dtype's elements on the device (`bool` is one byte, as in Rust).
+pub(crate) fn c_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::I32 => "int",
+        DType::I64 => "long long",
+        DType::Bool => "tc_bool",
+    }
+}
+
+/// A scalar attribute as a C literal of `dtype`, converted as `Element::from_scalar` does,
+/// written by its bits so that no decimal rounding comes between.
+pub(crate) fn literal(s: Scalar, dtype: DType) -> String {
+    use crate::storage::Element;
+    match dtype {
+        DType::F32 => format!("__int_as_float(0x{:08x})", f32::from_scalar(s).to_bits()),
+        DType::F64 => format!("__longlong_as_double(0x{:016x}LL)", f64::from_scalar(s).to_bits()),
+        DType::I32 => format!("((int)0x{:08x})", i32::from_scalar(s) as u32),
+        DType::I64 => format!("((long long)0x{:016x}ULL)", i64::from_scalar(s) as u64),
+        DType::Bool => format!("((tc_bool){})", bool::from_scalar(s) as u8),
+    }
+}
+
+/// The table's function names, whatever the element type.
+struct CudaName;
+
+impl<T, U> Visit1<T, U> for CudaName {
+    type Out = &'static str;
+    fn visit<F: Fn1<T, U> + 'static>(self) -> &'static str {
+        F::CUDA
+    }
+}
+
+impl<T, U> Visit2<T, U> for CudaName {
+    type Out = &'static str;
+    fn visit<F: Fn2<T, U> + 'static>(self) -> &'static str {
+        F::CUDA
+    }
+}
+
+fn unary_fn(u: UnaryOp, dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => u.visit_float::<f32, _>(CudaName),
+        DType::F64 => u.visit_float::<f64, _>(CudaName),
+        DType::I32 => u.visit_num::<i32, _>(CudaName),
+        DType::I64 => u.visit_num::<i64, _>(CudaName),
+        DType::Bool => <CudaName as Visit1<bool, bool>>::visit::<Not>(CudaName),
+    }
+}
+
+fn binary_fn(b: BinaryOp) -> &'static str {
+    b.visit::<f32, _>(CudaName)
+}
+
+fn compare_fn(c: CmpOp) -> &'static str {
+    c.visit::<f32, _>(CudaName)
+}
+
+/// The C expression of one instruction over its operands' expressions.
+fn expression(op: &ElementwiseOp, args: &[String], in_dtype: DType) -> String {
+    let lit = |s: Scalar| literal(s, in_dtype);
+    match op {
+        ElementwiseOp::Unary(u) => format!("{}({})", unary_fn(*u, in_dtype), args[0]),
+        ElementwiseOp::Binary(b) => format!("{}({}, {})", binary_fn(*b), args[0], args[1]),
+        ElementwiseOp::BinaryScalar { op, scalar, scalar_first: true } => format!("{}({}, {})", binary_fn(*op), lit(scalar.0), args[0]),
+        ElementwiseOp::BinaryScalar { op, scalar, .. } => format!("{}({}, {})", binary_fn(*op), args[0], lit(scalar.0)),
+        ElementwiseOp::Compare(c) => format!("{}({}, {})", compare_fn(*c), args[0], args[1]),
+        ElementwiseOp::CompareScalar { op, scalar } => format!("{}({}, {})", compare_fn(*op), args[0], lit(scalar.0)),
+        ElementwiseOp::Where => format!("tc_where({}, {}, {})", args[0], args[1], args[2]),
+        ElementwiseOp::Clamp { min, max } => {
+            let lo = min.map_or_else(|| args[0].clone(), |m| format!("tc_clamp_lo({}, {})", args[0], lit(m.0)));
+            max.map_or(lo.clone(), |m| format!("tc_clamp_hi({lo}, {})", lit(m.0)))
+        }
+        ElementwiseOp::Cast(to) => format!("tc_cast<{}>({})", c_type(*to), args[0]),
+    }
+}
+
+/// The constants of `fastmath.rs` (and GELU's), as exact bit patterns.
+fn constants() -> String {
+    let mut out = String::new();
+    let mut f32s = vec![
+        ("TC_LOG2E", fastmath::LOG2E),
+        ("TC_LN2_HI", fastmath::LN2_HI),
+        ("TC_LN2_LO", fastmath::LN2_LO),
+        ("TC_EXP_HI", fastmath::EXP_HI),
+        ("TC_EXP_LO", fastmath::EXP_LO),
+        ("TC_ROUND_MAGIC", fastmath::ROUND_MAGIC),
+        ("TC_TANH_CLAMP", fastmath::TANH_CLAMP),
+        ("TC_TANH_TINY", fastmath::TANH_TINY),
+        ("TC_FRAC_1_SQRT_2_F32", std::f32::consts::FRAC_1_SQRT_2),
+    ];
+    let named = |prefix: &str, c: &[f32]| -> Vec<(String, f32)> { c.iter().enumerate().map(|(i, &v)| (format!("{prefix}{i}"), v)).collect() };
+    let mut owned = named("TC_EXP_P", &fastmath::EXP_P);
+    owned.extend(named("TC_TANH_P", &fastmath::TANH_P));
+    owned.extend(named("TC_TANH_Q", &fastmath::TANH_Q));
+    f32s.extend(owned.iter().map(|(n, v)| (n.as_str(), *v)));
+    for (name, v) in f32s {
+        writeln!(out, "#define {name} __int_as_float(0x{:08x})", v.to_bits()).expect("write to String");
+    }
+    for (name, v) in [("TC_GELU_K", GELU_K), ("TC_GELU_C", GELU_C), ("TC_FRAC_1_SQRT_2_F64", std::f64::consts::FRAC_1_SQRT_2)] {
+        writeln!(out, "#define {name} __longlong_as_double(0x{:016x}LL)", v.to_bits()).expect("write to String");
+    }
+    out
+}
+
+/// The index argument every kernel takes: the output's dims and each strided input's
+/// strides in elements (a `#[repr(C)]` twin on the Rust side, `launch::TcIndex`).
+const INDEX_STRUCT: &str = "struct TcIndex { long long dims[8]; long long strides[8][8]; };\n";
+
+/// The prelude every kernel starts with.
+fn header() -> String {
+    format!("{}{PRELUDE}\n{INDEX_STRUCT}", constants())
+}
+
+/// A 64-bit FNV-1a hash: kernel names and the disk cache's file names (stable across builds
+/// and platforms, unlike `std`'s hasher).
+pub(crate) fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// The index arithmetic: the coordinates of output index `i` (when a strided input needs
+/// them) and each input's value.
+fn loads(p: &Program, body: &mut String) {
+    if p.inputs.iter().any(|(_, a)| matches!(a, Access::Strided(_))) {
+        writeln!(body, "        long long rem = i, c[{}];", p.rank.max(1)).expect("write");
+        for d in (0..p.rank).rev() {
+            writeln!(body, "        c[{d}] = rem % ix.dims[{d}]; rem /= ix.dims[{d}];").expect("write");
+        }
+    }
+    for (k, (dtype, access)) in p.inputs.iter().enumerate() {
+        let at = match access {
+            Access::Contiguous => "i".to_string(),
+            Access::Scalar => "0".to_string(),
+            Access::Strided(s) => (0..p.rank).map(|d| format!("c[{d}] * ix.strides[{s}][{d}]")).collect::<Vec<_>>().join(" + "),
+        };
+        let at = if at.is_empty() { "0".to_string() } else { at };
+        writeln!(body, "        const {} a{k} = in{k}[{at}];", c_type(*dtype)).expect("write");
+    }
+}
+
+fn operand(o: &Operand) -> String {
+    match o {
+        Operand::Input(i) => format!("a{i}"),
+        Operand::Result(r) => format!("r{r}"),
+    }
+}
+
+fn operand_dtype(p: &Program, o: &Operand) -> DType {
+    match *o {
+        Operand::Input(i) => p.inputs[i].0,
+        Operand::Result(r) => p.instrs[r].dtype,
+    }
+}
+
+/// The CUDA C kernel of an elementwise program: one thread per output element (grid-stride),
+/// every intermediate in registers.
+pub(crate) fn elementwise(p: &Program) -> KernelSource {
+    let mut params: Vec<String> = vec!["const long long n".into(), "const TcIndex ix".into()];
+    for (k, (dtype, _)) in p.inputs.iter().enumerate() {
+        params.push(format!("const {}* __restrict__ in{k}", c_type(*dtype)));
+    }
+    for (j, &o) in p.outputs.iter().enumerate() {
+        params.push(format!("{}* __restrict__ out{j}", c_type(p.instrs[o].dtype)));
+    }
+    let mut body = String::new();
+    loads(p, &mut body);
+    for (k, instr) in p.instrs.iter().enumerate() {
+        let args: Vec<String> = instr.args.iter().map(operand).collect();
+        // Where's first operand is the bool condition; its type is the values'.
+        let typed_arg = if matches!(instr.op, ElementwiseOp::Where) { &instr.args[1] } else { &instr.args[0] };
+        let expr = expression(&instr.op, &args, operand_dtype(p, typed_arg));
+        writeln!(body, "        const {} r{k} = {expr};", c_type(instr.dtype)).expect("write");
+    }
+    for (j, &o) in p.outputs.iter().enumerate() {
+        writeln!(body, "        out{j}[i] = r{o};").expect("write");
+    }
+    let kernel = format!(
+        "(\n    {}) {{\n    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {{\n{body}    }}\n}}\n",
+        params.join(",\n    ")
+    );
+    let name = format!("tc_ew_{:016x}", fnv1a(&kernel));
+    KernelSource { code: format!("{}extern \"C\" __global__ void {name}{kernel}", header()), name }
+}
+
+/// The combining function, identity and final step of a reduction over `dtype`.
+fn reduce_parts(op: ReduceOp, dtype: DType) -> (&'static str, String) {
+    let extreme = |low: bool| match (dtype, low) {
+        (DType::F32, true) => "__int_as_float(0xff800000)".to_string(),
+        (DType::F32, false) => "__int_as_float(0x7f800000)".to_string(),
+        (DType::F64, true) => "__longlong_as_double(0xfff0000000000000LL)".to_string(),
+        (DType::F64, false) => "__longlong_as_double(0x7ff0000000000000LL)".to_string(),
+        (DType::I32, true) => "((int)0x80000000)".to_string(),
+        (DType::I32, false) => "((int)0x7fffffff)".to_string(),
+        (_, true) => "((long long)0x8000000000000000ULL)".to_string(),
+        (_, false) => "((long long)0x7fffffffffffffffULL)".to_string(),
+    };
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean => ("tc_add", format!("(({})0)", c_type(dtype))),
+        ReduceOp::Max => ("tc_maximum", extreme(true)),
+        ReduceOp::Min => ("tc_minimum", extreme(false)),
+    }
+}
+
+/// Threads per block of a reduction kernel (a power of two: the tree below halves it).
+pub(crate) const REDUCE_THREADS: u32 = 256;
+
+/// The CUDA C kernel of a reduction: one block per output element; each thread combines a
+/// strided share of the reduced elements, then the block combines its threads' values in a
+/// fixed tree. The order is fixed by the shape, so results repeat bit for bit; it is not the
+/// CPU's order (within 1e-5 relative for sums, docs/GPU.md).
+pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_rank: usize) -> KernelSource {
+    let t = c_type(dtype);
+    let (combine, identity) = reduce_parts(op, dtype);
+    let offset = |rank: usize, dims: &str, strides: &str, var: &str| -> String {
+        let mut s = format!("        long long {var}_off = 0, {var}_rem = {var};\n");
+        for d in (0..rank).rev() {
+            writeln!(s, "        {var}_off += ({var}_rem % ix.dims[{dims}{d}]) * ix.strides[{strides}][{d}]; {var}_rem /= ix.dims[{dims}{d}];")
+                .expect("write");
+        }
+        s
+    };
+    let finish = match op {
+        ReduceOp::Mean => format!("tc_div(sh[0], ({t})n_red)"),
+        _ => "sh[0]".to_string(),
+    };
+    // Kept dims are dims[0..kept_rank] with strides[0]; reduced dims are dims[kept_rank..]
+    // with strides[1].
+    let kernel = format!(
+        "(const long long n_out, const long long n_red, const TcIndex ix, const {t}* __restrict__ in0, {t}* __restrict__ out0) {{
+    __shared__ {t} sh[{threads}];
+    for (long long o = blockIdx.x; o < n_out; o += gridDim.x) {{
+{kept}        {t} acc = {identity};
+        for (long long r = threadIdx.x; r < n_red; r += blockDim.x) {{
+{red}            acc = {combine}(acc, in0[o_off + r_off]);
+        }}
+        sh[threadIdx.x] = acc;
+        __syncthreads();
+        for (int s = {half}; s > 0; s >>= 1) {{
+            if (threadIdx.x < s) sh[threadIdx.x] = {combine}(sh[threadIdx.x], sh[threadIdx.x + s]);
+            __syncthreads();
+        }}
+        if (threadIdx.x == 0) out0[o] = {finish};
+        __syncthreads();
+    }}
+}}
+",
+        threads = REDUCE_THREADS,
+        half = REDUCE_THREADS / 2,
+        kept = offset(kept_rank, "", "0", "o"),
+        red = offset(reduced_rank, &format!("{kept_rank} + "), "1", "r").replace("        ", "            "),
+    );
+    let name = format!("tc_reduce_{:016x}", fnv1a(&kernel));
+    KernelSource { code: format!("{}extern \"C\" __global__ void {name}{kernel}", header()), name }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,236 @@
+//! The generator's output: golden text for a few programs, and (feature `cuda`, where NVRTC
+//! is installed) every op on every dtype it takes compiled by NVRTC.
+
+use super::*;
+use crate::math::ScalarAttr;
+use smallvec::smallvec;
+
+fn instr(op: ElementwiseOp, args: &[usize], dtype: DType) -> Instr {
+    Instr { op, args: args.iter().map(|&i| Operand::Input(i)).collect(), dtype }
+}
+
+/// The kernel's own part (after the shared prelude).
+fn kernel_text(k: &KernelSource) -> &str {
+    let at = k.code.find("extern \"C\" __global__").expect("an entry point");
+    &k.code[at..]
+}
+
+#[test]
+fn a_one_op_program_reads_its_inputs_and_calls_the_tables_function() {
+    let inputs = [(DType::F32, Access::Contiguous), (DType::F32, Access::Strided(0))];
+    let ins = [instr(ElementwiseOp::Binary(BinaryOp::Add), &[0, 1], DType::F32)];
+    let k = elementwise(&Program { rank: 2, inputs: &inputs, instrs: &ins, outputs: &[0] });
+    let body = kernel_text(&k);
+    let expected = format!(
+        "extern \"C\" __global__ void {}(
+    const long long n,
+    const TcIndex ix,
+    const float* __restrict__ in0,
+    const float* __restrict__ in1,
+    float* __restrict__ out0) {{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {{
+        long long rem = i, c[2];
+        c[1] = rem % ix.dims[1]; rem /= ix.dims[1];
+        c[0] = rem % ix.dims[0]; rem /= ix.dims[0];
+        const float a0 = in0[i];
+        const float a1 = in1[c[0] * ix.strides[0][0] + c[1] * ix.strides[0][1]];
+        const float r0 = tc_add(a0, a1);
+        out0[i] = r0;
+    }}
+}}
+",
+        k.name
+    );
+    assert_eq!(body, expected);
+    assert!(k.name.starts_with("tc_ew_") && k.name.len() == 6 + 16);
+}
+
+#[test]
+fn a_fused_chain_keeps_intermediates_in_registers_and_writes_scalars_by_their_bits() {
+    // W2: tanh(x * 1.5 + 0.5) * sigmoid(x) - x * 0.5
+    let s = |v: f64| ScalarAttr(Scalar::Float(v));
+    let bs = |op, v, first| ElementwiseOp::BinaryScalar { op, scalar: s(v), scalar_first: first };
+    let r = |i: usize| Operand::Result(i);
+    let ins = vec![
+        instr(bs(BinaryOp::Mul, 1.5, false), &[0], DType::F32),
+        Instr { op: bs(BinaryOp::Add, 0.5, false), args: smallvec![r(0)], dtype: DType::F32 },
+        Instr { op: ElementwiseOp::Unary(UnaryOp::Tanh), args: smallvec![r(1)], dtype: DType::F32 },
+        instr(ElementwiseOp::Unary(UnaryOp::Sigmoid), &[0], DType::F32),
+        Instr { op: ElementwiseOp::Binary(BinaryOp::Mul), args: smallvec![r(2), r(3)], dtype: DType::F32 },
+        instr(bs(BinaryOp::Mul, 0.5, false), &[0], DType::F32),
+        Instr { op: ElementwiseOp::Binary(BinaryOp::Sub), args: smallvec![r(4), r(5)], dtype: DType::F32 },
+    ];
+    let k = elementwise(&Program { rank: 1, inputs: &[(DType::F32, Access::Contiguous)], instrs: &ins, outputs: &[6] });
+    let lines: Vec<&str> = kernel_text(&k).lines().map(str::trim).filter(|l| l.starts_with("const float")).collect();
+    assert_eq!(
+        lines,
+        [
+            "const float* __restrict__ in0,",
+            "const float a0 = in0[i];",
+            "const float r0 = tc_mul(a0, __int_as_float(0x3fc00000));",
+            "const float r1 = tc_add(r0, __int_as_float(0x3f000000));",
+            "const float r2 = tc_tanh(r1);",
+            "const float r3 = tc_sigmoid(a0);",
+            "const float r4 = tc_mul(r2, r3);",
+            "const float r5 = tc_mul(a0, __int_as_float(0x3f000000));",
+            "const float r6 = tc_sub(r4, r5);",
+        ]
+    );
+    assert!(kernel_text(&k).contains("out0[i] = r6;"));
+}
+
+#[test]
+fn each_op_kind_becomes_its_twin_in_the_prelude() {
+    let one = |op: ElementwiseOp, dtype: DType, n_in: usize, out: DType| -> String {
+        let inputs: Vec<(DType, Access)> =
+            (0..n_in).map(|k| (if k == 0 && matches!(op, ElementwiseOp::Where) { DType::Bool } else { dtype }, Access::Contiguous)).collect();
+        let ins = [instr(op, &(0..n_in).collect::<Vec<_>>(), out)];
+        let k = elementwise(&Program { rank: 1, inputs: &inputs, instrs: &ins, outputs: &[0] });
+        kernel_text(&k).lines().find(|l| l.contains("r0 =")).expect("an instruction").trim().to_string()
+    };
+    assert_eq!(one(ElementwiseOp::Unary(UnaryOp::Log), DType::F64, 1, DType::F64), "const double r0 = tc_ln(a0);");
+    assert_eq!(one(ElementwiseOp::Unary(UnaryOp::Not), DType::Bool, 1, DType::Bool), "const tc_bool r0 = tc_not(a0);");
+    assert_eq!(one(ElementwiseOp::Unary(UnaryOp::Relu), DType::I64, 1, DType::I64), "const long long r0 = tc_relu(a0);");
+    assert_eq!(one(ElementwiseOp::Compare(CmpOp::Le), DType::I32, 2, DType::Bool), "const tc_bool r0 = tc_cmp_Le(a0, a1);");
+    assert_eq!(one(ElementwiseOp::Where, DType::F32, 3, DType::F32), "const float r0 = tc_where(a0, a1, a2);");
+    assert_eq!(one(ElementwiseOp::Cast(DType::I32), DType::F64, 1, DType::I32), "const int r0 = tc_cast<int>(a0);");
+    let clamp = ElementwiseOp::Clamp { min: Some(ScalarAttr(Scalar::Int(-2))), max: Some(ScalarAttr(Scalar::Float(3.0))) };
+    assert_eq!(one(clamp, DType::I32, 1, DType::I32), "const int r0 = tc_clamp_hi(tc_clamp_lo(a0, ((int)0xfffffffe)), ((int)0x00000003));");
+    let pow_first = ElementwiseOp::BinaryScalar { op: BinaryOp::Pow, scalar: ScalarAttr(Scalar::Float(2.0)), scalar_first: true };
+    assert_eq!(one(pow_first, DType::F64, 1, DType::F64), "const double r0 = tc_pow(__longlong_as_double(0x4000000000000000LL), a0);");
+}
+
+#[test]
+fn literals_are_exact_bits_converted_as_the_cpu_converts() {
+    assert_eq!(literal(Scalar::Float(0.1), DType::F32), format!("__int_as_float(0x{:08x})", 0.1f32.to_bits()));
+    assert_eq!(literal(Scalar::Float(-2.7), DType::I64), "((long long)0xfffffffffffffffeULL)");
+    assert_eq!(literal(Scalar::Int(i64::MIN), DType::I64), "((long long)0x8000000000000000ULL)");
+    assert_eq!(literal(Scalar::Float(0.5), DType::Bool), "((tc_bool)1)");
+    assert_eq!(literal(Scalar::Float(f64::NAN), DType::I32), "((int)0x00000000)");
+}
+
+#[test]
+fn the_constants_are_fastmaths_own_bits() {
+    let k = elementwise(&Program {
+        rank: 1,
+        inputs: &[(DType::F32, Access::Contiguous)],
+        instrs: &[instr(ElementwiseOp::Unary(UnaryOp::Exp), &[0], DType::F32)],
+        outputs: &[0],
+    });
+    assert!(k.code.contains(&format!("#define TC_EXP_P0 __int_as_float(0x{:08x})", fastmath::EXP_P[0].to_bits())));
+    assert!(k.code.contains(&format!("#define TC_TANH_Q3 __int_as_float(0x{:08x})", fastmath::TANH_Q[3].to_bits())));
+    assert!(k.code.contains(&format!("#define TC_GELU_K __longlong_as_double(0x{:016x}LL)", GELU_K.to_bits())));
+}
+
+#[test]
+fn a_reduction_walks_kept_then_reduced_dims_and_combines_in_a_fixed_tree() {
+    let k = reduction(ReduceOp::Mean, DType::F32, 1, 2);
+    let body = kernel_text(&k);
+    assert!(body.contains("o_off += (o_rem % ix.dims[0]) * ix.strides[0][0]; o_rem /= ix.dims[0];"), "{body}");
+    assert!(body.contains("r_off += (r_rem % ix.dims[1 + 1]) * ix.strides[1][1]; r_rem /= ix.dims[1 + 1];"), "{body}");
+    assert!(body.contains("acc = tc_add(acc, in0[o_off + r_off]);"));
+    assert!(body.contains("out0[o] = tc_div(sh[0], (float)n_red);"));
+    let max = reduction(ReduceOp::Max, DType::I64, 0, 1);
+    assert!(kernel_text(&max).contains("long long acc = ((long long)0x8000000000000000ULL);"));
+    assert_ne!(k.name, reduction(ReduceOp::Sum, DType::F32, 1, 2).name);
+}
+
+/// Every kernel the GPU path can generate for one op, compiled by NVRTC for Hopper, with the
+/// options the runtime uses. NVRTC needs no GPU; without the library the test says so and
+/// checks nothing (`.ci/run` installs it from the Python package index).
+#[cfg(feature = "cuda")]
+#[test]
+fn nvrtc_compiles_every_op_on_every_dtype() {
+    // SAFETY: only tries to load the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("NVRTC not found: skipping the compile check (see docs/GPU.md)");
+        return;
+    }
+    let mut sources = Vec::new();
+    let all = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+    for u in [
+        UnaryOp::Neg,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Relu,
+        UnaryOp::Abs,
+        UnaryOp::Sign,
+        UnaryOp::Not,
+        UnaryOp::Erf,
+        UnaryOp::GeluTanh,
+        UnaryOp::GeluErf,
+    ] {
+        for d in all.into_iter().filter(|d| match u.domain() {
+            crate::math::Domain::Float => d.is_float(),
+            crate::math::Domain::Numeric => d.is_numeric(),
+            crate::math::Domain::Bool => *d == DType::Bool,
+        }) {
+            sources.push(one_op(ElementwiseOp::Unary(u), &[d], d));
+        }
+    }
+    for d in all.into_iter().filter(|d| d.is_numeric()) {
+        for b in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum] {
+            sources.push(one_op(ElementwiseOp::Binary(b), &[d, d], d));
+            sources.push(one_op(ElementwiseOp::BinaryScalar { op: b, scalar: ScalarAttr(Scalar::Float(1.5)), scalar_first: true }, &[d], d));
+        }
+        sources.push(one_op(ElementwiseOp::Clamp { min: Some(ScalarAttr(Scalar::Int(0))), max: Some(ScalarAttr(Scalar::Int(6))) }, &[d], d));
+        for r in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min] {
+            sources.push(reduction(r, d, 2, 1));
+        }
+    }
+    for d in all {
+        for c in [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge] {
+            sources.push(one_op(ElementwiseOp::Compare(c), &[d, d], DType::Bool));
+            sources.push(one_op(ElementwiseOp::CompareScalar { op: c, scalar: ScalarAttr(Scalar::Int(1)) }, &[d], DType::Bool));
+        }
+        sources.push(one_op(ElementwiseOp::Where, &[DType::Bool, d, d], d));
+        for to in all {
+            sources.push(one_op(ElementwiseOp::Cast(to), &[d], to));
+        }
+    }
+    // One translation unit of all of them (a kernel each), so NVRTC starts once.
+    let header_len = sources[0].code.find("extern \"C\"").expect("an entry point");
+    let mut unit = sources[0].code[..header_len].to_string();
+    for s in &sources {
+        unit.push_str(kernel_text(s));
+    }
+    let all_in_one = KernelSource { name: "all".into(), code: unit };
+    let ptx = crate::cuda::compile(&all_in_one, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+    for s in &sources {
+        assert!(ptx.contains(&format!(".entry {}(", s.name)), "{} is missing from the PTX", s.name);
+    }
+}
+
+/// `a * b + c` stays two roundings (`--fmad=false`), as on the CPU; a kernel NVRTC refuses is
+/// an `Err` carrying its log.
+#[cfg(feature = "cuda")]
+#[test]
+fn nvrtc_keeps_each_rounding_and_reports_its_log() {
+    // SAFETY: only tries to load the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("NVRTC not found: skipping the compile check (see docs/GPU.md)");
+        return;
+    }
+    let inputs = [(DType::F32, Access::Contiguous), (DType::F32, Access::Contiguous), (DType::F32, Access::Contiguous)];
+    let ins = vec![
+        instr(ElementwiseOp::Binary(BinaryOp::Mul), &[0, 1], DType::F32),
+        Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: smallvec![Operand::Result(0), Operand::Input(2)], dtype: DType::F32 },
+    ];
+    let k = elementwise(&Program { rank: 1, inputs: &inputs, instrs: &ins, outputs: &[1] });
+    let ptx = crate::cuda::compile(&k, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+    assert!(ptx.contains("mul.rn.f32") && ptx.contains("add.rn.f32") && !ptx.contains("fma"), "{ptx}");
+    let broken = KernelSource { name: "tc_broken".into(), code: "extern \"C\" __global__ void tc_broken() { undeclared(); }".into() };
+    let err = crate::cuda::compile(&broken, "compute_90").expect_err("it does not compile").to_string();
+    assert!(err.contains("tc_broken") && err.contains("undeclared"), "{err}");
+}
+
+#[cfg(feature = "cuda")]
+fn one_op(op: ElementwiseOp, dtypes: &[DType], out: DType) -> KernelSource {
+    let inputs: Vec<(DType, Access)> =
+        dtypes.iter().enumerate().map(|(k, &d)| (d, if k == 1 { Access::Strided(0) } else { Access::Contiguous })).collect();
+    let ins = [instr(op, &(0..dtypes.len()).collect::<Vec<_>>(), out)];
+    elementwise(&Program { rank: 3, inputs: &inputs, instrs: &ins, outputs: &[0] })
+}

@@ -1,0 +1,225 @@
+//! Ops on GPU tensors (feature `cuda`): each op mapped onto the CUDA backend. The shape and
+//! dtype rule is the op's own (`Op::infer`), so a GPU op accepts and refuses exactly what the
+//! CPU op does; elementwise ops are one-instruction programs of the generator that also
+//! builds fused kernels, reductions have their own kernel, products go to cuBLAS, and layout
+//! ops are free (a reshape) or one gather kernel. An op without a GPU path yet is an `Err`
+//! that names it and says `.to_cpu()`.
+
+use super::dispatch::types_of;
+use super::{LayoutOp, LinalgOp, Op, ReductionOp};
+use crate::cuda::source::{self, Access, KernelSource, Program, TcIndex, MAX_RANK, MAX_STRIDED};
+use crate::cuda::{self as backend, DeviceStorage, GemmShape};
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::fused::{Instr, Operand};
+use crate::math::{ElementwiseOp, ReduceOp};
+use crate::shape::Shape;
+use crate::tensor::{Tensor, Value};
+use smallvec::SmallVec;
+
+/// Where an op on `inputs` runs: `None` for the CPU, else the GPU all of them are on. A 0-d
+/// CPU tensor goes along with GPU operands (PyTorch's rule for scalars); any other mix is an
+/// `Err` naming both devices.
+pub(crate) fn placement(op: &'static str, inputs: &[&Tensor]) -> Result<Option<Device>> {
+    let mut gpu: Option<(usize, Device)> = None;
+    let mut cpu: Option<usize> = None;
+    for (i, t) in inputs.iter().enumerate() {
+        match t.device() {
+            Device::Cpu if t.0.shape.rank() == 0 => {}
+            Device::Cpu => cpu = cpu.or(Some(i)),
+            d => match gpu {
+                Some((j, e)) if e != d => return Err(Error::DeviceMismatch { op, first: e, first_index: j, second: d, second_index: i }),
+                None => gpu = Some((i, d)),
+                _ => {}
+            },
+        }
+    }
+    match (gpu, cpu) {
+        (Some((j, d)), Some(i)) => Err(Error::DeviceMismatch { op, first: d, first_index: j, second: Device::Cpu, second_index: i }),
+        (gpu, _) => Ok(gpu.map(|(_, d)| d)),
+    }
+}
+
+/// Runs `op` on `device`: its dtype, shape and the result's device data.
+pub(crate) fn run(op: &Op, inputs: &[&Tensor], device: Device) -> Result<(DType, Shape, Value)> {
+    let (dtype, shape) = op.infer(&types_of(inputs))?;
+    let data = inputs.iter().map(|t| device_data(t, op.name(), device)).collect::<Result<SmallVec<[DeviceStorage; 3]>>>()?;
+    let refs: SmallVec<[&DeviceStorage; 3]> = data.iter().collect();
+    let out = compute(op, &refs, dtype, &shape)?;
+    Ok((dtype, shape, Value::Device(out)))
+}
+
+fn device_data(t: &Tensor, op: &'static str, device: Device) -> Result<DeviceStorage> {
+    match &*t.read_value() {
+        Value::Device(d) => Ok(d.clone()),
+        Value::Concrete(s) => backend::upload(s, device),
+        Value::Symbolic(sym) => Err(sym.value_error(op)),
+    }
+}
+
+fn compute(op: &Op, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> Result<DeviceStorage> {
+    if shape.rank() > MAX_RANK || inputs.iter().any(|i| i.shape.rank() > MAX_RANK) {
+        return Err(no_kernel(op, "tensors of more than 8 dims"));
+    }
+    match op {
+        Op::Elementwise(e) => elementwise(e, inputs, dtype, shape),
+        Op::Reduction(ReductionOp::Reduce { op: r, axes, .. }) => reduce(*r, inputs[0], axes, shape),
+        Op::Linalg(LinalgOp::Matmul { transpose_a, transpose_b }) => matmul(inputs, *transpose_a, *transpose_b, shape),
+        Op::Layout(LayoutOp::Reshape(_)) => Ok(inputs[0].with_shape(shape.clone())),
+        Op::Layout(LayoutOp::Permute(axes)) => permute(inputs[0], axes, shape),
+        Op::Layout(LayoutOp::BroadcastTo(_)) => gather(inputs[0], &broadcast_strides(&inputs[0].shape, shape), shape),
+        Op::Layout(LayoutOp::SumTo(_)) => sum_to(inputs[0], shape),
+        other => Err(no_kernel(other, "this op")),
+    }
+}
+
+fn no_kernel(op: &Op, what: &str) -> Error {
+    Error::Device { op: op.name(), reason: format!("{what} has no GPU kernel yet; run it on the CPU with .to_cpu()") }
+}
+
+/// Row-major strides of `shape`, in elements.
+fn strides(shape: &Shape) -> SmallVec<[i64; 8]> {
+    let mut s: SmallVec<[i64; 8]> = SmallVec::from_elem(1, shape.rank());
+    for d in (0..shape.rank().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1] as i64;
+    }
+    s
+}
+
+/// The strides that read `input` broadcast to `out` (NumPy's rule: dims aligned at the end;
+/// a dim of 1, or a missing one, repeats: stride 0).
+fn broadcast_strides(input: &Shape, out: &Shape) -> SmallVec<[i64; 8]> {
+    let own = strides(input);
+    let skip = out.rank() - input.rank();
+    (0..out.rank()).map(|d| if d < skip || input[d - skip] == 1 { 0 } else { own[d - skip] }).collect()
+}
+
+fn index_of(shape: &Shape, strided: &[SmallVec<[i64; 8]>]) -> TcIndex {
+    let mut ix = TcIndex::default();
+    for (d, &n) in shape.dims().iter().enumerate() {
+        ix.dims[d] = n as i64;
+    }
+    for (k, s) in strided.iter().enumerate() {
+        ix.strides[k][..s.len()].copy_from_slice(s);
+    }
+    ix
+}
+
+/// One elementwise op: a program of one instruction over the op's inputs.
+fn elementwise(e: &ElementwiseOp, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> Result<DeviceStorage> {
+    let mut strided: Vec<SmallVec<[i64; 8]>> = Vec::new();
+    let access: SmallVec<[(DType, Access); 3]> = inputs.iter().map(|i| (i.dtype, access_of(&i.shape, shape, &mut strided))).collect();
+    let instr = Instr { op: e.clone(), args: (0..inputs.len()).map(Operand::Input).collect(), dtype };
+    let program = Program { rank: shape.rank(), inputs: &access, instrs: std::slice::from_ref(&instr), outputs: &[0] };
+    launch(&source::elementwise(&program), &index_of(shape, &strided), inputs, dtype, shape)
+}
+
+fn launch(src: &KernelSource, ix: &TcIndex, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> Result<DeviceStorage> {
+    let mut outs = backend::elementwise(src, ix, inputs, &[dtype], shape)?;
+    Ok(outs.pop().expect("one output"))
+}
+
+/// A copy of `input` read with `strides` (a permutation or a broadcast), in row-major order.
+fn gather(input: &DeviceStorage, strides: &[i64], shape: &Shape) -> Result<DeviceStorage> {
+    let access = [(input.dtype, Access::Strided(0))];
+    let instr = Instr { op: ElementwiseOp::Cast(input.dtype), args: [Operand::Input(0)].into_iter().collect(), dtype: input.dtype };
+    let program = Program { rank: shape.rank(), inputs: &access, instrs: std::slice::from_ref(&instr), outputs: &[0] };
+    launch(&source::elementwise(&program), &index_of(shape, &[strides.iter().copied().collect()]), &[input], input.dtype, shape)
+}
+
+fn permute(input: &DeviceStorage, axes: &[usize], shape: &Shape) -> Result<DeviceStorage> {
+    let own = strides(&input.shape);
+    let s: SmallVec<[i64; 8]> = axes.iter().map(|&a| own[a]).collect();
+    gather(input, &s, shape)
+}
+
+/// Reduces `input` over `axes` into `shape` (the op's output shape, kept dims or not).
+fn reduce(r: ReduceOp, input: &DeviceStorage, axes: &[usize], shape: &Shape) -> Result<DeviceStorage> {
+    let own = strides(&input.shape);
+    let kept: SmallVec<[usize; 8]> = (0..input.shape.rank()).filter(|d| !axes.contains(d)).collect();
+    let mut ix = TcIndex::default();
+    for (j, &d) in kept.iter().chain(axes).enumerate() {
+        ix.dims[j] = input.shape[d] as i64;
+    }
+    for (j, &d) in kept.iter().enumerate() {
+        ix.strides[0][j] = own[d];
+    }
+    for (j, &d) in axes.iter().enumerate() {
+        ix.strides[1][j] = own[d];
+    }
+    let n_red: usize = axes.iter().map(|&d| input.shape[d]).product();
+    let src = source::reduction(r, input.dtype, kept.len(), axes.len());
+    backend::reduce(&src, &ix, input, shape.numel(), n_red, shape)
+}
+
+/// Sums the dims `input` was broadcast along, back to `shape`.
+fn sum_to(input: &DeviceStorage, shape: &Shape) -> Result<DeviceStorage> {
+    let skip = input.shape.rank() - shape.rank();
+    let axes: SmallVec<[usize; 8]> = (0..input.shape.rank()).filter(|&d| d < skip || (shape[d - skip] == 1 && input.shape[d] != 1)).collect();
+    reduce(ReduceOp::Sum, input, &axes, shape)
+}
+
+fn matmul(inputs: &[&DeviceStorage], transpose_a: bool, transpose_b: bool, shape: &Shape) -> Result<DeviceStorage> {
+    let (a, b) = (inputs[0], inputs[1]);
+    let rank = shape.rank();
+    let batch_shape = Shape::from(shape.dims()[..rank - 2].to_vec());
+    let batch = batch_shape.numel();
+    let (m, n) = (shape[rank - 2], shape[rank - 1]);
+    let k = if transpose_a { a.shape[a.shape.rank() - 2] } else { a.shape[a.shape.rank() - 1] };
+    let a = full_batch(a, &batch_shape)?;
+    let b = full_batch(b, &batch_shape)?;
+    let stride = |s: &DeviceStorage| if batch_of(&s.shape) == 1 { 0 } else { s.shape[s.shape.rank() - 2] * s.shape[s.shape.rank() - 1] };
+    let gs = GemmShape { batch, m, n, k, transpose_a, transpose_b, stride_a: stride(&a), stride_b: stride(&b) };
+    backend::gemm(&a, &b, gs, shape)
+}
+
+fn batch_of(s: &Shape) -> usize {
+    s.dims()[..s.rank() - 2].iter().product()
+}
+
+/// An operand whose batch dims differ from the product's (and are not one matrix for all)
+/// is broadcast to them first; the rest are read in place with a batch stride (or 0).
+fn full_batch(x: &DeviceStorage, batch: &Shape) -> Result<DeviceStorage> {
+    let n = batch_of(&x.shape);
+    if n == 1 || n == batch.numel() {
+        return Ok(x.clone());
+    }
+    let r = x.shape.rank();
+    let mut dims = batch.dims().to_vec();
+    dims.extend_from_slice(&x.shape.dims()[r - 2..]);
+    let to = Shape::from(dims);
+    gather(x, &broadcast_strides(&x.shape, &to), &to)
+}
+
+// Keep MAX_STRIDED in reach of readers of `index_of`: a one-op program has at most three
+// strided inputs (where), far below it.
+const _: () = assert!(MAX_STRIDED >= 3);
+
+/// Runs a fused elementwise program (a graph's `Fused` node) as one generated CUDA kernel on
+/// the GPU its inputs live on: the seed of the GPU executable. Not part of the public API.
+#[doc(hidden)]
+pub fn run_fused(program: &crate::kernels::fused::FusedProgram, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    let device = placement("fused", inputs)?.ok_or_else(|| Error::Device { op: "fused", reason: "no input is on a GPU".into() })?;
+    let data = inputs.iter().map(|t| device_data(t, "fused", device)).collect::<Result<Vec<DeviceStorage>>>()?;
+    let shape = &program.shape;
+    let mut strided: Vec<SmallVec<[i64; 8]>> = Vec::new();
+    let access: Vec<(DType, Access)> = data.iter().map(|d| (d.dtype, access_of(&d.shape, shape, &mut strided))).collect();
+    let source = source::elementwise(&Program { rank: shape.rank(), inputs: &access, instrs: &program.instrs, outputs: &program.outputs });
+    let refs: Vec<&DeviceStorage> = data.iter().collect();
+    let dtypes: Vec<DType> = program.outputs.iter().map(|&o| program.instrs[o].dtype).collect();
+    let outs = backend::elementwise(&source, &index_of(shape, &strided), &refs, &dtypes, shape)?;
+    Ok(outs.into_iter().map(|d| Tensor::from_value(Value::Device(d.clone()), d.dtype, d.shape.clone())).collect())
+}
+
+/// How a kernel over `out` reads an input of `shape` (a strided one adds its strides).
+fn access_of(shape: &Shape, out: &Shape, strided: &mut Vec<SmallVec<[i64; 8]>>) -> Access {
+    if shape == out {
+        Access::Contiguous
+    } else if shape.numel() == 1 {
+        Access::Scalar
+    } else {
+        strided.push(broadcast_strides(shape, out));
+        Access::Strided(strided.len() - 1)
+    }
+}

@@ -8,6 +8,7 @@
 //! cargo run --release -p examples --features cuda --bin gpu_check -- --json gpu.jsonl
 //! ```
 
+use examples::bench::workloads::{w2_graph, w3_batch, w3_graph, w6_graph, Mlp};
 use std::time::Instant;
 use tensor_core::function::lookup;
 use tensor_core::graph::NodeKind;
@@ -98,8 +99,10 @@ fn compare_bits(cpu: &Tensor, gpu: &Tensor) -> Result<(usize, u64)> {
     Ok((differ, worst))
 }
 
-/// `f` on the CPU and on the GPU: the same bits (or, `exact = false`, within `ulps`).
-fn same_bits(x: &Tensor, f: &dyn Fn(&Tensor) -> Result<Tensor>, exact: bool, ulps: u64) -> Result<String> {
+/// `f` on the CPU and on the GPU: the same bits, or (`exact = false`: a function the CPU
+/// takes from the C library) within `tol` of each value, relative to max(|value|, 1), with
+/// NaNs and infinities where the CPU has them.
+fn same_bits(x: &Tensor, f: &dyn Fn(&Tensor) -> Result<Tensor>, exact: bool, tol: f64) -> Result<String> {
     let cpu = f(x)?;
     let gpu = f(&x.to_device(GPU)?)?;
     if gpu.device() != GPU {
@@ -107,8 +110,23 @@ fn same_bits(x: &Tensor, f: &dyn Fn(&Tensor) -> Result<Tensor>, exact: bool, ulp
     }
     let (differ, worst) = compare_bits(&cpu, &gpu)?;
     let n = cpu.numel();
-    let verdict = if differ == 0 || (!exact && worst <= ulps) { "" } else { "FAIL " };
-    Ok(format!("{verdict}{differ} of {n} differ in bits, worst {worst} ulp"))
+    if exact || differ == 0 || !cpu.dtype().is_float() {
+        let verdict = if differ == 0 { "" } else { "FAIL " };
+        return Ok(format!("{verdict}{differ} of {n} differ in bits, worst {worst} ulp"));
+    }
+    let a = cpu.cast(DType::F64)?.to_vec::<f64>()?;
+    let b = gpu.to_cpu()?.cast(DType::F64)?.to_vec::<f64>()?;
+    let mut err = 0.0f64;
+    for (x, y) in a.iter().zip(&b) {
+        if x.is_finite() != y.is_finite() || (!x.is_finite() && x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan())) {
+            return Ok(format!("FAIL {x} on the CPU, {y} on the GPU"));
+        }
+        if x.is_finite() {
+            err = err.max((x - y).abs() / x.abs().max(1.0));
+        }
+    }
+    let verdict = if err <= tol { "" } else { "FAIL " };
+    Ok(format!("{verdict}{differ} of {n} differ in bits, worst {worst} ulp, error {err:.1e} (tolerance {tol:.0e})"))
 }
 
 /// The largest difference relative to the largest magnitude of the CPU result.
@@ -159,11 +177,11 @@ fn elementwise_checks(c: &mut Checks) -> Result<()> {
     let y32 = Tensor::from_vec(v.iter().rev().map(|x| x * 0.75 + 0.25).collect::<Vec<f32>>(), &[n])?;
     let y64 = y32.cast(DType::F64)?;
     for (name, f, exact) in unary_ops() {
-        c.record(&format!("{name} f32"), same_bits(&x32, &f, exact, 4));
+        c.record(&format!("{name} f32"), same_bits(&x32, &f, exact, 1e-6));
         // The CPU's f64 transcendental functions are the C library's; CUDA's differ in the
         // last bits.
         let exact64 = matches!(name, "neg" | "relu" | "abs" | "sign" | "sqrt");
-        c.record(&format!("{name} f64"), same_bits(&x64, &f, exact64, 4));
+        c.record(&format!("{name} f64"), same_bits(&x64, &f, exact64, 1e-14));
     }
     type Binary = (&'static str, fn(&Tensor, &Tensor) -> Result<Tensor>, bool);
     let binary: Vec<Binary> = vec![
@@ -186,7 +204,7 @@ fn elementwise_checks(c: &mut Checks) -> Result<()> {
                 let other = if t.device() == GPU { y.to_device(GPU)? } else { y.clone() };
                 f(t, &other)
             };
-            c.record(&format!("{name} {dt}"), same_bits(x, &g, exact64, 8));
+            c.record(&format!("{name} {dt}"), same_bits(x, &g, exact64, if dt == "f32" { 1e-6 } else { 1e-14 }));
         }
     }
     let ints = Tensor::from_vec((0..4096).map(|i| (i * 7919 % 2003) - 1000).collect::<Vec<i64>>(), &[4096])?;
@@ -198,17 +216,17 @@ fn elementwise_checks(c: &mut Checks) -> Result<()> {
                 let o = if t.device() == GPU { b.to_device(GPU)? } else { b.clone() };
                 f(t, &o)
             };
-            c.record(&format!("{name} {dt}"), same_bits(&a, &g, true, 0));
+            c.record(&format!("{name} {dt}"), same_bits(&a, &g, true, 0.0));
         }
     }
     // Scalars, clamps and casts: the generator's literals and conversions.
-    c.record("x * 1.5 + 0.5 f32", same_bits(&x32, &|t| t.mul(1.5)?.add(0.5), true, 0));
-    c.record("clamp f32", same_bits(&x32, &|t| t.clamp(-2.0, 3.0), true, 0));
+    c.record("x * 1.5 + 0.5 f32", same_bits(&x32, &|t| t.mul(1.5)?.add(0.5), true, 0.0));
+    c.record("clamp f32", same_bits(&x32, &|t| t.clamp(-2.0, 3.0), true, 0.0));
     for to in [DType::F64, DType::I32, DType::I64, DType::Bool] {
-        c.record(&format!("cast f32 -> {to}"), same_bits(&x32, &|t| t.cast(to), true, 0));
+        c.record(&format!("cast f32 -> {to}"), same_bits(&x32, &|t| t.cast(to), true, 0.0));
     }
-    c.record("cast f64 -> f32", same_bits(&x64, &|t| t.cast(DType::F32), true, 0));
-    c.record("cast i64 -> f32", same_bits(&ints, &|t| t.mul(1_000_003i64)?.cast(DType::F32), true, 0));
+    c.record("cast f64 -> f32", same_bits(&x64, &|t| t.cast(DType::F32), true, 0.0));
+    c.record("cast i64 -> f32", same_bits(&ints, &|t| t.mul(1_000_003i64)?.cast(DType::F32), true, 0.0));
     Ok(())
 }
 
@@ -218,15 +236,15 @@ fn layout_and_product_checks(c: &mut Checks) -> Result<()> {
     let col = Tensor::randn(&[4, 37, 1], DType::F32, 3);
     c.record(
         "broadcast add [4,37,64] + [64]",
-        same_bits(&a, &|t| t.add(&if t.device() == GPU { row.to_device(GPU)? } else { row.clone() }), true, 0),
+        same_bits(&a, &|t| t.add(&if t.device() == GPU { row.to_device(GPU)? } else { row.clone() }), true, 0.0),
     );
     c.record(
         "broadcast mul [4,37,64] * [4,37,1]",
-        same_bits(&a, &|t| t.mul(&if t.device() == GPU { col.to_device(GPU)? } else { col.clone() }), true, 0),
+        same_bits(&a, &|t| t.mul(&if t.device() == GPU { col.to_device(GPU)? } else { col.clone() }), true, 0.0),
     );
-    c.record("permute [2,0,1]", same_bits(&a, &|t| t.permute(&[2, 0, 1]), true, 0));
-    c.record("transpose + reshape", same_bits(&a, &|t| t.transpose(1, 2)?.reshape(&[4, -1]), true, 0));
-    c.record("broadcast_to", same_bits(&row, &|t| t.broadcast_to(&[3, 5, 64]), true, 0));
+    c.record("permute [2,0,1]", same_bits(&a, &|t| t.permute(&[2, 0, 1]), true, 0.0));
+    c.record("transpose + reshape", same_bits(&a, &|t| t.transpose(1, 2)?.reshape(&[4, -1]), true, 0.0));
+    c.record("broadcast_to", same_bits(&row, &|t| t.broadcast_to(&[3, 5, 64]), true, 0.0));
     c.record("sum all", close(&[&a], &|t| t[0].sum(), 1e-5));
     c.record("sum axis 1", close(&[&a], &|t| t[0].sum_axes(&[1], false), 1e-5));
     c.record("mean axes 0,2 keepdim", close(&[&a], &|t| t[0].mean_axes(&[0, 2], true), 1e-5));
@@ -314,6 +332,69 @@ fn w2_traced(x: &Tensor) -> Result<Tensor> {
     examples::bench::workloads::w2(x)
 }
 
+#[graph_fn]
+fn on_device(x: &Tensor) -> Result<Tensor> {
+    x.exp()?.mul(2.0f32)
+}
+
+/// W3's model with its parameters on `device`.
+fn mlp_on(device: Device) -> Result<Mlp> {
+    let m = Mlp::new(0)?;
+    Ok(Mlp { params: m.params.iter().map(|p| p.to_device(device)).collect::<Result<_>>()? })
+}
+
+/// Graph functions on the GPU: one trace per device, graph == eager on the GPU bit for bit,
+/// and W3's training step (forward, backward, SGD in place) against the CPU's.
+fn graph_checks(c: &mut Checks) -> Result<()> {
+    let x = Tensor::randn(&[1000], DType::F32, 21);
+    let cpu = on_device(&x)?;
+    let gpu = on_device(&x.to_device(GPU)?)?;
+    let f = lookup("on_device").expect("traced");
+    let reasons = f.retrace_reasons().join("; ");
+    c.record(
+        "a graph function traces once per device",
+        Ok(format!("{}{} traces; {reasons}", if f.trace_count() == 2 { "" } else { "FAIL " }, f.trace_count())),
+    );
+    c.record("its GPU call returns GPU data", Ok(format!("{}{}", if gpu.device() == GPU { "" } else { "FAIL " }, gpu.device())));
+    let (differ, _) = compare_bits(&cpu, &gpu)?;
+    c.record("graph on the GPU == graph on the CPU (exp, mul)", Ok(format!("{}{differ} of 1000 differ", if differ == 0 { "" } else { "FAIL " })));
+    let big = Tensor::randn(&[1 << 20], DType::F32, 22).to_device(GPU)?;
+    let (eager, graph) = (examples::bench::workloads::w2(&big)?, w2_graph(&big)?);
+    let (differ, _) = compare_bits(&eager, &graph)?;
+    c.record("W2 graph == W2 eager on the GPU", Ok(format!("{}{differ} of {} differ", if differ == 0 { "" } else { "FAIL " }, 1 << 20)));
+    let (bx, labels) = w3_batch(3)?;
+    let (cpu_model, eager_model, graph_model) = (mlp_on(Device::Cpu)?, mlp_on(GPU)?, mlp_on(GPU)?);
+    let (gx, gl) = (bx.to_device(GPU)?, labels.to_device(GPU)?);
+    for step in 0..3 {
+        let l_cpu = cpu_model.train_step(&bx, &labels, 0.01)?;
+        let l_eager = eager_model.train_step(&gx, &gl, 0.01)?;
+        let l_graph = w3_graph(&graph_model, &gx, &gl)?;
+        let (differ, _) = compare_bits(&l_eager, &l_graph)?;
+        c.record(
+            &format!("W3 step {step}: loss graph == eager on the GPU"),
+            Ok(format!("{}{differ} differ", if differ == 0 { "" } else { "FAIL " })),
+        );
+        c.record(
+            &format!("W3 step {step}: loss GPU vs CPU"),
+            rel_err(&l_cpu, &l_graph).map(|e| format!("{}relative error {e:.2e}", if e <= 1e-5 { "" } else { "FAIL " })),
+        );
+    }
+    for (k, (a, b)) in cpu_model.params.iter().zip(&graph_model.params).enumerate() {
+        c.record(
+            &format!("W3 param {k} after 3 steps, GPU graph vs CPU"),
+            rel_err(a, b).map(|e| format!("{}{} relative error {e:.2e}", if e <= 1e-5 { "" } else { "FAIL " }, b.device())),
+        );
+    }
+    for (k, (a, b)) in eager_model.params.iter().zip(&graph_model.params).enumerate() {
+        let (differ, _) = compare_bits(a, b)?;
+        c.record(
+            &format!("W3 param {k} after 3 steps, GPU graph == GPU eager"),
+            Ok(format!("{}{differ} differ", if differ == 0 { "" } else { "FAIL " })),
+        );
+    }
+    Ok(())
+}
+
 /// Median microseconds per call of `f`, synchronized after each call.
 fn time(mut f: impl FnMut() -> Result<()>, calls: usize) -> Result<f64> {
     for _ in 0..3 {
@@ -328,6 +409,19 @@ fn time(mut f: impl FnMut() -> Result<()>, calls: usize) -> Result<f64> {
         .collect::<Result<_>>()?;
     us.sort_by(f64::total_cmp);
     Ok(us[us.len() / 2])
+}
+
+/// Microseconds per call of `calls` calls queued back to back, then one wait: the GPU's
+/// throughput when the host keeps ahead of it (what a training loop sees).
+fn pipelined(mut f: impl FnMut() -> Result<()>, calls: usize) -> Result<f64> {
+    f()?;
+    GPU.synchronize()?;
+    let t = Instant::now();
+    for _ in 0..calls {
+        f()?;
+    }
+    GPU.synchronize()?;
+    Ok(t.elapsed().as_secs_f64() * 1e6 / calls as f64)
 }
 
 fn json(workload: &str, mode: &str, median_us: f64, extra: &str, name: &str) -> String {
@@ -361,15 +455,45 @@ fn timings(c: &mut Checks, name: &str) -> Result<Vec<String>> {
     } else {
         c.record("W2 fused kernel", Ok("FAIL the W2 graph has no fused node".into()));
     }
+    let graph = time(|| w2_graph(&x).map(|_| ()), 50)?;
+    let graph_p = pipelined(|| w2_graph(&x).map(|_| ()), 200)?;
+    lines.push(json(
+        "W2",
+        "graph",
+        graph,
+        &format!(",\"pipelined_us\":{graph_p:.2},\"gbps\":{:.1},\"gbps_pipelined\":{:.1}", bytes / graph / 1e3, bytes / graph_p / 1e3),
+        name,
+    ));
+    let (bx, labels) = w3_batch(3)?;
+    let (gx, gl) = (bx.to_device(GPU)?, labels.to_device(GPU)?);
+    let (m_eager, m_graph) = (mlp_on(GPU)?, mlp_on(GPU)?);
+    let w3e = time(|| m_eager.train_step(&gx, &gl, 0.01).map(|_| ()), 50)?;
+    let w3e_p = pipelined(|| m_eager.train_step(&gx, &gl, 0.01).map(|_| ()), 100)?;
+    lines.push(json("W3", "eager", w3e, &format!(",\"pipelined_us\":{w3e_p:.2}"), name));
+    let w3g = time(|| w3_graph(&m_graph, &gx, &gl).map(|_| ()), 50)?;
+    let w3g_p = pipelined(|| w3_graph(&m_graph, &gx, &gl).map(|_| ()), 100)?;
+    lines.push(json("W3", "graph", w3g, &format!(",\"pipelined_us\":{w3g_p:.2}"), name));
     let copy = time(|| x.add(0.0f32).map(|_| ()), 50)?;
     lines.push(json("copy", "eager", copy, &format!(",\"gbps\":{:.1}", bytes / copy / 1e3), name));
     let a = Tensor::randn(&[1024, 1024], DType::F32, 12).to_device(GPU)?;
     let b = Tensor::randn(&[1024, 1024], DType::F32, 13).to_device(GPU)?;
     let mm = time(|| a.matmul(&b).map(|_| ()), 100)?;
-    lines.push(json("W5", "eager", mm, &format!(",\"tflops\":{:.2}", 2.0 * 1024f64.powi(3) / mm / 1e6), name));
+    let mm_p = pipelined(|| a.matmul(&b).map(|_| ()), 200)?;
+    let flop = 2.0 * 1024f64.powi(3);
+    lines.push(json(
+        "W5",
+        "eager",
+        mm,
+        &format!(",\"pipelined_us\":{mm_p:.2},\"tflops\":{:.2},\"tflops_pipelined\":{:.2}", flop / mm / 1e6, flop / mm_p / 1e6),
+        name,
+    ));
     let one = Tensor::ones(&[1], DType::F32).to_device(GPU)?;
     let w6 = time(|| one.add(1.0f32).map(|_| ()), 200)?;
-    lines.push(json("W6", "eager", w6, "", name));
+    let w6_p = pipelined(|| one.add(1.0f32).map(|_| ()), 1000)?;
+    lines.push(json("W6", "eager", w6, &format!(",\"pipelined_us\":{w6_p:.2}"), name));
+    let w6g = time(|| w6_graph(&one).map(|_| ()), 200)?;
+    let w6g_p = pipelined(|| w6_graph(&one).map(|_| ()), 1000)?;
+    lines.push(json("W6", "graph", w6g, &format!(",\"pipelined_us\":{w6g_p:.2}"), name));
     for l in &lines {
         println!("{l}");
     }
@@ -394,6 +518,7 @@ fn main() {
         ("layout and products", layout_and_product_checks),
         ("gradients", gradient_checks),
         ("errors", error_checks),
+        ("graph functions", graph_checks),
     ] {
         if let Err(e) = f(&mut c) {
             c.record(section, Err(e));

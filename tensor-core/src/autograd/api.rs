@@ -256,7 +256,8 @@ fn root_gradient(root: &Tensor, gradient: Option<&Tensor>) -> Result<Tensor> {
             }
             Ok(g.clone())
         }
-        None if shape.is_known() && shape.numel() == 1 => Ok(Tensor::ones(shape.dims(), root.0.dtype)),
+        // On the root's device: the seed of a GPU backward is GPU data.
+        None if shape.is_known() && shape.numel() == 1 => Tensor::ones(shape.dims(), root.0.dtype).to_device(root.device()),
         None => Err(Error::BackwardNonScalar { shape }),
     }
 }

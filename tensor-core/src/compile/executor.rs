@@ -113,6 +113,10 @@ impl Executable {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn run(&self, slots: &[&Tensor]) -> Result<Outputs> {
+        #[cfg(feature = "cuda")]
+        if let Some(device) = super::gpu::device_of(&self.graph, slots)? {
+            return super::gpu::run(&self.graph, &self.plan, slots, device);
+        }
         let run = || self.with_table(|values| self.run_steps(slots, &[], values, Tensor::from_storage));
         if self.plan.on_worker {
             crate::kernels::parallel::on_worker(run)

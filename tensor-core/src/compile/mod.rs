@@ -9,6 +9,8 @@ mod epilogue;
 mod executor;
 mod fold;
 mod fuse;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod pass;
 mod plan;
 mod simplify;

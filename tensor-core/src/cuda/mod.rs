@@ -13,8 +13,10 @@ mod storage;
 
 #[cfg(feature = "cuda")]
 mod runtime;
+#[cfg(all(feature = "cuda", test))]
+pub(crate) use runtime::compile;
 #[cfg(feature = "cuda")]
-pub(crate) use runtime::{compile, download, elementwise, gemm, gpu_name, reduce, synchronize, upload, GemmShape};
+pub(crate) use runtime::{download, elementwise, gemm, gpu_name, reduce, synchronize, upload, GemmShape};
 
 #[cfg(not(feature = "cuda"))]
 mod unavailable;

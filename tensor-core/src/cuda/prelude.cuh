@@ -97,13 +97,14 @@ template <> struct tc_caster<double> {
 };
 template <> struct tc_caster<int> {
     template <typename T> __device__ static int go(T x) { return (int)x; }
-    __device__ static int go(float x) { return __float2int_rz(x); }
-    __device__ static int go(double x) { return __double2int_rz(x); }
+    // Rust's `as` gives 0 for NaN, the conversion instructions their lowest value.
+    __device__ static int go(float x) { return isnan(x) ? 0 : __float2int_rz(x); }
+    __device__ static int go(double x) { return isnan(x) ? 0 : __double2int_rz(x); }
 };
 template <> struct tc_caster<long long> {
     template <typename T> __device__ static long long go(T x) { return (long long)x; }
-    __device__ static long long go(float x) { return __float2ll_rz(x); }
-    __device__ static long long go(double x) { return __double2ll_rz(x); }
+    __device__ static long long go(float x) { return isnan(x) ? 0 : __float2ll_rz(x); }
+    __device__ static long long go(double x) { return isnan(x) ? 0 : __double2ll_rz(x); }
 };
 template <> struct tc_caster<tc_bool> {
     template <typename T> __device__ static tc_bool go(T x) { return x != (T)0; }
@@ -122,6 +123,9 @@ template <typename T> __device__ __forceinline__ T tc_where(tc_bool c, T a, T b)
 
 // e^x: Cody-Waite reduction, a degree-6 polynomial, the exponent bits (fastmath::exp_f32).
 __device__ __forceinline__ float tc_exp(float x) {
+    // A NaN passes through the CPU's arithmetic as itself (quieted); the GPU's arithmetic
+    // makes its own NaN, whose bits the exponent step below would turn into a number.
+    if (isnan(x)) return tc_quiet(x);
     float xc = x < TC_EXP_LO ? TC_EXP_LO : x;
     xc = xc > TC_EXP_HI ? TC_EXP_HI : xc;
     float kf = __fmaf_rn(xc, TC_LOG2E, TC_ROUND_MAGIC);

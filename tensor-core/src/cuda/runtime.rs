@@ -79,12 +79,33 @@ fn open_gpu(op: &'static str, device: Device, n: usize) -> Result<Gpu> {
     // SAFETY: no other stream of this context exists yet.
     unsafe { ctx.disable_event_tracking() };
     let stream = ctx.new_stream().map_err(driver_error(op, device))?;
+    keep_freed_memory(&ctx);
     // SAFETY: only tries to load the library.
     let blas = if unsafe { cudarc::cublas::sys::is_culib_present() } { CudaBlas::new(stream.clone()).ok() } else { None };
     let (major, minor) = ctx.compute_capability().map_err(driver_error(op, device))?;
     let sms = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(driver_error(op, device))?;
     let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
     Ok(Gpu { device, ctx, stream, blas, kernels: Mutex::new(HashMap::new()), arch, sms: sms.max(1) as u32 })
+}
+
+/// Lets the device's memory pool keep what is freed for the next allocation, as PyTorch's
+/// caching allocator does; by default the pool returns it to the driver at every
+/// synchronization, and each call of a graph then maps its buffers anew.
+fn keep_freed_memory(ctx: &CudaContext) {
+    use cudarc::driver::sys;
+    let mut pool = std::mem::MaybeUninit::<sys::CUmemoryPool>::uninit();
+    let mut threshold: u64 = u64::MAX;
+    // SAFETY: `pool` is written by the driver before it is read; the attribute takes a u64.
+    // A failure leaves the default behaviour, which is slower, not wrong.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(pool.as_mut_ptr(), ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS {
+            let _ = sys::cuMemPoolSetAttribute(
+                pool.assume_init(),
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &mut threshold as *mut u64 as *mut std::ffi::c_void,
+            );
+        }
+    }
 }
 
 /// The GPU's name, as the driver reports it (`NVIDIA H100 80GB HBM3`).
@@ -119,7 +140,8 @@ pub(crate) fn compile_options(arch: &'static str) -> CompileOptions {
 
 /// PTX for `src`: from the disk cache, else from NVRTC (and then into the cache).
 pub(crate) fn compile(src: &KernelSource, arch: &'static str) -> Result<String> {
-    let file = cache_dir().map(|d| d.join(format!("{}-{:016x}-{arch}.ptx", src.name, super::source::fnv1a(&src.code))));
+    let code = src.code();
+    let file = cache_dir().map(|d| d.join(format!("{}-{:016x}-{arch}.ptx", src.name, super::source::fnv1a(&code))));
     if let Some(ptx) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
         return Ok(ptx);
     }
@@ -130,7 +152,7 @@ pub(crate) fn compile(src: &KernelSource, arch: &'static str) -> Result<String> 
             reason: format!("kernel {}: NVRTC (libnvrtc.so) was not found; install CUDA's NVRTC (or `pip install nvidia-cuda-nvrtc`) and put its lib folder on LD_LIBRARY_PATH", src.name),
         });
     }
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src.code, compile_options(arch)).map_err(|e| compile_error(&src.name, e))?;
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&code, compile_options(arch)).map_err(|e| compile_error(&src.name, e))?;
     let text = ptx.to_src();
     if let Some(f) = file {
         // A cache that cannot be written only costs a compile next time.
@@ -246,7 +268,9 @@ pub(crate) fn elementwise(
         for o in outs.iter_mut() {
             b.arg(o);
         }
-        let cfg = LaunchConfig { grid_dim: (g.grid(n.div_ceil(256)), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // One thread per element: occupancy hides the memory latency (the kernel's loop is
+        // grid-stride only for sizes beyond the grid's limit).
+        let cfg = LaunchConfig { grid_dim: (n.div_ceil(256).clamp(1, i32::MAX as usize) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: the kernel reads `n` elements of each contiguous input, one of each scalar
         // input, and in-bounds offsets of strided inputs (strides from their shapes), and
         // writes `n` elements of each output, all allocated above.

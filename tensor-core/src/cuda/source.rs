@@ -32,11 +32,25 @@ pub(crate) struct TcIndex {
 /// The scalar functions, compiled ahead of every kernel.
 const PRELUDE: &str = include_str!("prelude.cuh");
 
-/// A kernel's CUDA C: its entry point's name and the whole translation unit.
+/// A kernel's CUDA C: its entry point's name and its own text; the prelude every kernel
+/// shares comes in front of it in [`code`](Self::code). The name is the text's hash, so a
+/// launch finds a compiled kernel without building the whole unit again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct KernelSource {
     pub name: String,
-    pub code: String,
+    pub kernel: String,
+}
+
+impl KernelSource {
+    fn new(prefix: &str, signature_and_body: &str) -> KernelSource {
+        let name = format!("{prefix}_{:016x}", fnv1a(signature_and_body));
+        KernelSource { kernel: format!("extern \"C\" __global__ void {name}{signature_and_body}"), name }
+    }
+
+    /// The whole translation unit: the prelude, then the kernel.
+    pub(crate) fn code(&self) -> String {
+        format!("{}{}", header(), self.kernel)
+    }
 }
 
 /// How a kernel reads one input, for output index `i`.
@@ -169,9 +183,10 @@ fn constants() -> String {
 /// strides in elements (a `#[repr(C)]` twin on the Rust side, `launch::TcIndex`).
 const INDEX_STRUCT: &str = "struct TcIndex { long long dims[8]; long long strides[8][8]; };\n";
 
-/// The prelude every kernel starts with.
-fn header() -> String {
-    format!("{}{PRELUDE}\n{INDEX_STRUCT}", constants())
+/// The prelude every kernel starts with (built once).
+pub(crate) fn header() -> &'static str {
+    static HEADER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HEADER.get_or_init(|| format!("{}{PRELUDE}\n{INDEX_STRUCT}", constants()))
 }
 
 /// A 64-bit FNV-1a hash: kernel names and the disk cache's file names (stable across builds
@@ -240,8 +255,23 @@ pub(crate) fn elementwise(p: &Program) -> KernelSource {
         "(\n    {}) {{\n    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {{\n{body}    }}\n}}\n",
         params.join(",\n    ")
     );
-    let name = format!("tc_ew_{:016x}", fnv1a(&kernel));
-    KernelSource { code: format!("{}extern \"C\" __global__ void {name}{kernel}", header()), name }
+    KernelSource::new("tc_ew", &kernel)
+}
+
+/// `out[i] = (label of row i / classes) == (column i % classes)`, as `dtype` (`ix.dims[0]` is
+/// the number of classes).
+pub(crate) fn one_hot(label: DType, dtype: DType) -> KernelSource {
+    let (l, t) = (c_type(label), c_type(dtype));
+    let kernel = format!(
+        "(const long long n, const TcIndex ix, const {l}* __restrict__ in0, {t}* __restrict__ out0) {{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {{
+        const long long row = i / ix.dims[0], col = i % ix.dims[0];
+        out0[i] = tc_cast<{t}>((tc_bool)((long long)in0[row] == col));
+    }}
+}}
+"
+    );
+    KernelSource::new("tc_one_hot", &kernel)
 }
 
 /// The combining function, identity and final step of a reduction over `dtype`.
@@ -311,8 +341,7 @@ pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_ra
         kept = offset(kept_rank, "", "0", "o"),
         red = offset(reduced_rank, &format!("{kept_rank} + "), "1", "r").replace("        ", "            "),
     );
-    let name = format!("tc_reduce_{:016x}", fnv1a(&kernel));
-    KernelSource { code: format!("{}extern \"C\" __global__ void {name}{kernel}", header()), name }
+    KernelSource::new("tc_reduce", &kernel)
 }
 
 #[cfg(test)]

@@ -6,14 +6,14 @@
 //! that names it and says `.to_cpu()`.
 
 use super::dispatch::types_of;
-use super::{LayoutOp, LinalgOp, Op, ReductionOp};
+use super::{IndexOp, LayoutOp, LinalgOp, NnOp, Op, ReductionOp};
 use crate::cuda::source::{self, Access, KernelSource, Program, TcIndex, MAX_RANK, MAX_STRIDED};
 use crate::cuda::{self as backend, DeviceStorage, GemmShape};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::fused::{Instr, Operand};
-use crate::math::{ElementwiseOp, ReduceOp};
+use crate::math::{BinaryOp, ElementwiseOp, ReduceOp, UnaryOp};
 use crate::shape::Shape;
 use crate::tensor::{Tensor, Value};
 use smallvec::SmallVec;
@@ -50,12 +50,20 @@ pub(crate) fn run(op: &Op, inputs: &[&Tensor], device: Device) -> Result<(DType,
     Ok((dtype, shape, Value::Device(out)))
 }
 
-fn device_data(t: &Tensor, op: &'static str, device: Device) -> Result<DeviceStorage> {
+/// `t`'s data on `device` (a CPU tensor is copied there).
+pub(crate) fn device_data(t: &Tensor, op: &'static str, device: Device) -> Result<DeviceStorage> {
     match &*t.read_value() {
         Value::Device(d) => Ok(d.clone()),
         Value::Concrete(s) => backend::upload(s, device),
         Value::Symbolic(sym) => Err(sym.value_error(op)),
     }
+}
+
+/// Runs `op` on device data, after its shape and dtype rule (a graph's step on the GPU).
+pub(crate) fn compute_on(op: &Op, inputs: &[&DeviceStorage]) -> Result<DeviceStorage> {
+    let types: SmallVec<[super::TypeRef; 3]> = inputs.iter().map(|d| super::TypeRef { dtype: d.dtype, shape: &d.shape }).collect();
+    let (dtype, shape) = op.infer(&types)?;
+    compute(op, inputs, dtype, &shape)
 }
 
 fn compute(op: &Op, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> Result<DeviceStorage> {
@@ -70,6 +78,10 @@ fn compute(op: &Op, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> R
         Op::Layout(LayoutOp::Permute(axes)) => permute(inputs[0], axes, shape),
         Op::Layout(LayoutOp::BroadcastTo(_)) => gather(inputs[0], &broadcast_strides(&inputs[0].shape, shape), shape),
         Op::Layout(LayoutOp::SumTo(_)) => sum_to(inputs[0], shape),
+        Op::Nn(NnOp::Softmax { axis }) => softmax(inputs[0], *axis, false),
+        Op::Nn(NnOp::LogSoftmax { axis }) => softmax(inputs[0], *axis, true),
+        Op::Nn(NnOp::CrossEntropy) => cross_entropy(inputs[0], inputs[1]),
+        Op::Index(IndexOp::OneHot { classes, dtype }) => one_hot(inputs[0], *classes, *dtype),
         other => Err(no_kernel(other, "this op")),
     }
 }
@@ -202,14 +214,24 @@ const _: () = assert!(MAX_STRIDED >= 3);
 pub fn run_fused(program: &crate::kernels::fused::FusedProgram, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let device = placement("fused", inputs)?.ok_or_else(|| Error::Device { op: "fused", reason: "no input is on a GPU".into() })?;
     let data = inputs.iter().map(|t| device_data(t, "fused", device)).collect::<Result<Vec<DeviceStorage>>>()?;
-    let shape = &program.shape;
-    let mut strided: Vec<SmallVec<[i64; 8]>> = Vec::new();
-    let access: Vec<(DType, Access)> = data.iter().map(|d| (d.dtype, access_of(&d.shape, shape, &mut strided))).collect();
-    let source = source::elementwise(&Program { rank: shape.rank(), inputs: &access, instrs: &program.instrs, outputs: &program.outputs });
-    let refs: Vec<&DeviceStorage> = data.iter().collect();
-    let dtypes: Vec<DType> = program.outputs.iter().map(|&o| program.instrs[o].dtype).collect();
-    let outs = backend::elementwise(&source, &index_of(shape, &strided), &refs, &dtypes, shape)?;
+    let outs = fused_on(program, &data.iter().collect::<Vec<_>>())?;
     Ok(outs.into_iter().map(|d| Tensor::from_value(Value::Device(d.clone()), d.dtype, d.shape.clone())).collect())
+}
+
+/// A fused program as one generated kernel over device data: its outputs.
+pub(crate) fn fused_on(program: &crate::kernels::fused::FusedProgram, inputs: &[&DeviceStorage]) -> Result<Vec<DeviceStorage>> {
+    let shape = &program.shape;
+    if shape.rank() > MAX_RANK {
+        return Err(Error::Device { op: "fused", reason: "a fused program over more than 8 dims has no GPU kernel yet".into() });
+    }
+    let mut strided: Vec<SmallVec<[i64; 8]>> = Vec::new();
+    let access: Vec<(DType, Access)> = inputs.iter().map(|d| (d.dtype, access_of(&d.shape, shape, &mut strided))).collect();
+    if strided.len() > MAX_STRIDED {
+        return Err(Error::Device { op: "fused", reason: format!("a fused program with {} broadcast inputs has no GPU kernel yet", strided.len()) });
+    }
+    let source = source::elementwise(&Program { rank: shape.rank(), inputs: &access, instrs: &program.instrs, outputs: &program.outputs });
+    let dtypes: Vec<DType> = program.outputs.iter().map(|&o| program.instrs[o].dtype).collect();
+    backend::elementwise(&source, &index_of(shape, &strided), inputs, &dtypes, shape)
 }
 
 /// How a kernel over `out` reads an input of `shape` (a strided one adds its strides).
@@ -222,4 +244,49 @@ fn access_of(shape: &Shape, out: &Shape, strided: &mut Vec<SmallVec<[i64; 8]>>) 
         strided.push(broadcast_strides(shape, out));
         Access::Strided(strided.len() - 1)
     }
+}
+
+// ------------------------------------------------------------------- composed on the GPU
+
+fn unary(u: UnaryOp, x: &DeviceStorage) -> Result<DeviceStorage> {
+    compute_on(&Op::Elementwise(ElementwiseOp::Unary(u)), &[x])
+}
+
+fn binary(b: BinaryOp, x: &DeviceStorage, y: &DeviceStorage) -> Result<DeviceStorage> {
+    compute_on(&Op::Elementwise(ElementwiseOp::Binary(b)), &[x, y])
+}
+
+fn reduce_keep(r: ReduceOp, x: &DeviceStorage, axis: usize) -> Result<DeviceStorage> {
+    compute_on(&Op::Reduction(ReductionOp::Reduce { op: r, axes: smallvec::smallvec![axis], keepdim: true }), &[x])
+}
+
+/// Softmax (or its log) along `axis`, from the GPU's reductions and elementwise kernels:
+/// `exp(x - max) / sum` (`(x - max) - log(sum)`), the CPU's formula in other kernels (within
+/// 1e-5 relative, as reductions are).
+fn softmax(x: &DeviceStorage, axis: usize, log: bool) -> Result<DeviceStorage> {
+    let shifted = binary(BinaryOp::Sub, x, &reduce_keep(ReduceOp::Max, x, axis)?)?;
+    let e = unary(UnaryOp::Exp, &shifted)?;
+    let total = reduce_keep(ReduceOp::Sum, &e, axis)?;
+    match log {
+        true => binary(BinaryOp::Sub, &shifted, &unary(UnaryOp::Log, &total)?),
+        false => binary(BinaryOp::Div, &e, &total),
+    }
+}
+
+/// The mean over rows of `-log_softmax(logits)[label]`.
+fn cross_entropy(logits: &DeviceStorage, labels: &DeviceStorage) -> Result<DeviceStorage> {
+    let picked = binary(BinaryOp::Mul, &softmax(logits, 1, true)?, &one_hot(labels, logits.shape[1], logits.dtype)?)?;
+    let per_row = compute_on(&Op::Reduction(ReductionOp::Reduce { op: ReduceOp::Sum, axes: smallvec::smallvec![1], keepdim: false }), &[&picked])?;
+    let mean = compute_on(&Op::Reduction(ReductionOp::Reduce { op: ReduceOp::Mean, axes: smallvec::smallvec![0], keepdim: false }), &[&per_row])?;
+    unary(UnaryOp::Neg, &mean)
+}
+
+/// `[n] -> [n, classes]`: 1 where the column is the row's label (an out-of-range label gives
+/// a row of zeros here; the CPU op refuses it).
+fn one_hot(labels: &DeviceStorage, classes: usize, dtype: DType) -> Result<DeviceStorage> {
+    let shape = Shape::from(vec![labels.shape.numel(), classes]);
+    let src = source::one_hot(labels.dtype, dtype);
+    let mut ix = TcIndex::default();
+    ix.dims[0] = classes as i64;
+    launch(&src, &ix, &[labels], dtype, &shape)
 }

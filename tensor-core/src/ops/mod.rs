@@ -6,7 +6,7 @@
 pub(crate) mod collective;
 mod conv;
 #[cfg(feature = "cuda")]
-mod device;
+pub(crate) mod device;
 #[cfg(feature = "cuda")]
 pub use device::run_fused;
 pub(crate) mod dispatch;

@@ -11,8 +11,7 @@ fn instr(op: ElementwiseOp, args: &[usize], dtype: DType) -> Instr {
 
 /// The kernel's own part (after the shared prelude).
 fn kernel_text(k: &KernelSource) -> &str {
-    let at = k.code.find("extern \"C\" __global__").expect("an entry point");
-    &k.code[at..]
+    &k.kernel
 }
 
 #[test]
@@ -117,9 +116,9 @@ fn the_constants_are_fastmaths_own_bits() {
         instrs: &[instr(ElementwiseOp::Unary(UnaryOp::Exp), &[0], DType::F32)],
         outputs: &[0],
     });
-    assert!(k.code.contains(&format!("#define TC_EXP_P0 __int_as_float(0x{:08x})", fastmath::EXP_P[0].to_bits())));
-    assert!(k.code.contains(&format!("#define TC_TANH_Q3 __int_as_float(0x{:08x})", fastmath::TANH_Q[3].to_bits())));
-    assert!(k.code.contains(&format!("#define TC_GELU_K __longlong_as_double(0x{:016x}LL)", GELU_K.to_bits())));
+    assert!(k.code().contains(&format!("#define TC_EXP_P0 __int_as_float(0x{:08x})", fastmath::EXP_P[0].to_bits())));
+    assert!(k.code().contains(&format!("#define TC_TANH_Q3 __int_as_float(0x{:08x})", fastmath::TANH_Q[3].to_bits())));
+    assert!(k.code().contains(&format!("#define TC_GELU_K __longlong_as_double(0x{:016x}LL)", GELU_K.to_bits())));
 }
 
 #[test]
@@ -187,17 +186,16 @@ fn nvrtc_compiles_every_op_on_every_dtype() {
             sources.push(one_op(ElementwiseOp::CompareScalar { op: c, scalar: ScalarAttr(Scalar::Int(1)) }, &[d], DType::Bool));
         }
         sources.push(one_op(ElementwiseOp::Where, &[DType::Bool, d, d], d));
+        if d.is_int() {
+            sources.extend([DType::F32, DType::F64].map(|to| one_hot(d, to)));
+        }
         for to in all {
             sources.push(one_op(ElementwiseOp::Cast(to), &[d], to));
         }
     }
     // One translation unit of all of them (a kernel each), so NVRTC starts once.
-    let header_len = sources[0].code.find("extern \"C\"").expect("an entry point");
-    let mut unit = sources[0].code[..header_len].to_string();
-    for s in &sources {
-        unit.push_str(kernel_text(s));
-    }
-    let all_in_one = KernelSource { name: "all".into(), code: unit };
+    let unit: String = sources.iter().map(|s| s.kernel.as_str()).collect();
+    let all_in_one = KernelSource { name: "all".into(), kernel: unit };
     let ptx = crate::cuda::compile(&all_in_one, "compute_90").unwrap_or_else(|e| panic!("{e}"));
     for s in &sources {
         assert!(ptx.contains(&format!(".entry {}(", s.name)), "{} is missing from the PTX", s.name);
@@ -222,7 +220,7 @@ fn nvrtc_keeps_each_rounding_and_reports_its_log() {
     let k = elementwise(&Program { rank: 1, inputs: &inputs, instrs: &ins, outputs: &[1] });
     let ptx = crate::cuda::compile(&k, "compute_90").unwrap_or_else(|e| panic!("{e}"));
     assert!(ptx.contains("mul.rn.f32") && ptx.contains("add.rn.f32") && !ptx.contains("fma"), "{ptx}");
-    let broken = KernelSource { name: "tc_broken".into(), code: "extern \"C\" __global__ void tc_broken() { undeclared(); }".into() };
+    let broken = KernelSource { name: "tc_broken".into(), kernel: "extern \"C\" __global__ void tc_broken() { undeclared(); }".into() };
     let err = crate::cuda::compile(&broken, "compute_90").expect_err("it does not compile").to_string();
     assert!(err.contains("tc_broken") && err.contains("undeclared"), "{err}");
 }

@@ -4,7 +4,7 @@
 
 use super::cache_key::{field_path_text, KeyRef};
 use super::statics::StaticValue;
-use super::words::{read_tensor_header, Tag, PAYLOAD_MASK, UNKNOWN_RANK_CODE};
+use super::words::{read_device, read_tensor_header, Tag, PAYLOAD_MASK, UNKNOWN_RANK_CODE};
 use crate::dtype::DType;
 use crate::shape::Shape;
 
@@ -15,6 +15,7 @@ pub(crate) enum Part {
         dtype: DType,
         shape: Shape,
         requires_grad: bool,
+        device: crate::device::Device,
     },
     /// The hash of a type name (generic functions and methods).
     Type(u64),
@@ -36,7 +37,10 @@ impl Part {
 impl std::fmt::Display for Part {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Part::Tensor { dtype, shape, requires_grad } => write!(f, "{dtype}{shape}{}", if *requires_grad { " requires_grad" } else { "" }),
+            Part::Tensor { dtype, shape, requires_grad, device } => {
+                let on = if device.is_cuda() { format!(" on {device}") } else { String::new() };
+                write!(f, "{dtype}{shape}{}{on}", if *requires_grad { " requires_grad" } else { "" })
+            }
             Part::Value(v) | Part::Structure(v) => f.write_str(v),
             Part::Static(v) => write!(f, "{v}"),
             Part::Type(h) => write!(f, "type #{h:016x}"),
@@ -108,7 +112,7 @@ pub(crate) fn decode(key: KeyRef) -> Decoded {
                     Shape::from(words[i - rank..i].iter().map(|&d| d as usize).collect::<Vec<_>>())
                 };
                 d.leaf_args.push(d.args.len().saturating_sub(1));
-                Part::Tensor { dtype, shape, requires_grad }
+                Part::Tensor { dtype, shape, requires_grad, device: read_device(payload) }
             }
             Some(tag) => {
                 let (part, used) = scalar_part(tag, payload, &words[i..], key.statics);

@@ -52,8 +52,14 @@ fn untyped(parts: &[Labeled]) -> Vec<&Labeled> {
 
 fn part_change(old: &Part, new: &Part) -> String {
     match (old, new) {
-        (Part::Tensor { dtype: a, shape: sa, requires_grad: ra }, Part::Tensor { dtype: b, shape: sb, requires_grad: rb }) => {
+        (
+            Part::Tensor { dtype: a, shape: sa, requires_grad: ra, device: da },
+            Part::Tensor { dtype: b, shape: sb, requires_grad: rb, device: db },
+        ) => {
             let mut what = Vec::new();
+            if da != db {
+                what.push(format!("device {da} -> {db}"));
+            }
             if a != b {
                 what.push(format!("dtype {a} -> {b}"));
             }
@@ -109,6 +115,14 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::tensor::Tensor;
+
+    #[test]
+    fn a_change_of_device_is_named() {
+        use crate::device::Device;
+        let on = |device| Part::Tensor { dtype: DType::F32, shape: crate::shape::Shape::from(vec![2]), requires_grad: false, device };
+        assert_eq!(part_change(&on(Device::Cpu), &on(Device::Cuda(0))), "device cpu -> cuda:0");
+        assert_eq!(on(Device::Cuda(1)).to_string(), "f32[2] on cuda:1");
+    }
 
     fn sig(f: impl FnOnce(&mut Flattener)) -> Signature {
         let mut fl = Flattener::new();

@@ -4,7 +4,7 @@
 use super::cache_key::{CacheKey, Fields, Label};
 use super::signature::Signature;
 use super::statics::{StaticValue, Statics};
-use super::words::{hash_of, tagged, tensor_header, KeyWords, Tag};
+use super::words::{device_bits, hash_of, tagged, tensor_header, KeyWords, Tag};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::fmt::Debug;
@@ -83,7 +83,9 @@ impl Flattener {
     /// ```
     pub fn tensor(&mut self, t: &Tensor) {
         let shape = &t.0.shape;
-        let header = tensor_header(t.0.dtype, t.requires_grad_raw(), shape.rank());
+        // Until a tensor has been on a GPU, every one is on the CPU: no need to ask.
+        let device = if crate::tensor::any_on_device() { device_bits(t.device()) } else { 0 };
+        let header = tensor_header(t.0.dtype, t.requires_grad_raw(), shape.rank()) | device;
         self.leaf_pos.push(self.words.len() as u16);
         self.words.push(tagged(Tag::Tensor, header));
         for &d in shape.dims() {

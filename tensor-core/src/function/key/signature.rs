@@ -2,7 +2,7 @@
 //! derived from it (without dims, with other shapes) and names for its leaves.
 
 use super::cache_key::{field_path, field_path_text, CacheKey, Fields, Label};
-use super::words::{read_tensor_header, tagged, tensor_header, without_rank, KeyWords, Tag, PAYLOAD_MASK, UNKNOWN_RANK_CODE};
+use super::words::{read_tensor_header, tagged, tensor_header, without_rank, KeyWords, Tag, DEVICE_BITS, PAYLOAD_MASK, UNKNOWN_RANK_CODE};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
@@ -89,10 +89,11 @@ impl Signature {
             let pos = pos as usize;
             words.extend_from_slice(&old[i..pos]);
             let (dtype, requires_grad, rank) = read_tensor_header(old[pos] & PAYLOAD_MASK);
+            let device = old[pos] & DEVICE_BITS;
             if shape.is_unknown_rank() {
-                words.push(tagged(Tag::Tensor, tensor_header(dtype, requires_grad, UNKNOWN_RANK_CODE)));
+                words.push(tagged(Tag::Tensor, tensor_header(dtype, requires_grad, UNKNOWN_RANK_CODE) | device));
             } else {
-                words.push(tagged(Tag::Tensor, tensor_header(dtype, requires_grad, shape.rank())));
+                words.push(tagged(Tag::Tensor, tensor_header(dtype, requires_grad, shape.rank()) | device));
                 words.extend(shape.dims().iter().map(|&d| d as u64));
             }
             i = pos + 1 + rank;

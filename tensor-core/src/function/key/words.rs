@@ -2,6 +2,7 @@
 //! argument's start, a tensor header, a scalar's value, a length, ...), so a key can be read
 //! back without the types that wrote it.
 
+use crate::device::Device;
 use crate::dtype::DType;
 use smallvec::SmallVec;
 
@@ -95,7 +96,29 @@ pub(super) fn tensor_header(dtype: DType, requires_grad: bool, rank: usize) -> u
 
 /// A tensor header's dtype, requires_grad and rank.
 pub(super) fn read_tensor_header(payload: u64) -> (DType, bool, usize) {
-    (DType::ALL[(payload & 7) as usize], payload & 8 != 0, (payload >> 4) as usize)
+    (DType::ALL[(payload & 7) as usize], payload & 8 != 0, ((payload & RANK_BITS) >> 4) as usize)
+}
+
+/// Where a header keeps the rank (bits 4-19).
+const RANK_BITS: u64 = 0xFFFF << 4;
+/// Where a header keeps the device (bits 32-55: 0 for the CPU, n + 1 for GPU n), so a body
+/// traces once per device.
+pub(super) const DEVICE_BITS: u64 = 0xFF_FFFF << 32;
+
+/// A device as header bits.
+pub(super) fn device_bits(device: Device) -> u64 {
+    match device {
+        Device::Cpu => 0,
+        Device::Cuda(n) => ((n as u64 + 1) << 32) & DEVICE_BITS,
+    }
+}
+
+/// The device a header's bits name.
+pub(super) fn read_device(payload: u64) -> Device {
+    match (payload & DEVICE_BITS) >> 32 {
+        0 => Device::Cpu,
+        n => Device::Cuda(n as usize - 1),
+    }
 }
 
 /// The rank a tensor header carries for a shape of unknown rank (in the keys that describe
@@ -104,7 +127,7 @@ pub(super) const UNKNOWN_RANK_CODE: usize = 0xFFFF;
 
 /// A tensor header word without its rank: equal for tensors that differ only in rank.
 pub(super) fn without_rank(word: u64) -> u64 {
-    word & !(PAYLOAD_MASK & !0xF)
+    word & !RANK_BITS
 }
 
 /// A 64-bit hash of `v` (the same within a process).
@@ -118,6 +141,22 @@ pub(super) fn hash_of<T: std::hash::Hash + ?Sized>(v: &T) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_header_keeps_the_device_apart_from_the_rank() {
+        for device in [Device::Cpu, Device::Cuda(0), Device::Cuda(7)] {
+            let h = tensor_header(DType::F32, true, UNKNOWN_RANK_CODE) | device_bits(device);
+            assert_eq!(read_device(h), device);
+            assert_eq!(read_tensor_header(h), (DType::F32, true, UNKNOWN_RANK_CODE));
+            let (a, b) = (tagged(Tag::Tensor, h), tagged(Tag::Tensor, tensor_header(DType::F32, true, 2) | device_bits(device)));
+            assert_eq!(without_rank(a), without_rank(b));
+            assert_eq!(read_device(without_rank(a) & PAYLOAD_MASK), device);
+        }
+        // The same tensor on another device is another key word, relaxed or not.
+        let on = |d| tagged(Tag::Tensor, tensor_header(DType::F32, false, 1) | device_bits(d));
+        assert_ne!(without_rank(on(Device::Cpu)), without_rank(on(Device::Cuda(0))));
+        assert_ne!(on(Device::Cuda(0)), on(Device::Cuda(1)));
+    }
 
     #[test]
     fn tags_and_headers_round_trip() {

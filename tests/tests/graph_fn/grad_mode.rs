@@ -211,6 +211,9 @@ fn a_relaxed_trace_serves_its_own_grad_mode() -> Result<()> {
     assert_eq!(values(&no_grad(|| grad_mode_relaxed(&x(7)))?), [3.0; 7], "the second one");
     let f = function("grad_mode_relaxed");
     assert_eq!(f.cached_signatures(), ["x: f32[2]", "x: f32[?]", "x: f32[4] (grad mode disabled)", "x: f32[?] (grad mode disabled)"]);
-    assert_eq!(f.retrace_reasons(), ["first call", "arg x: shape [2] -> [3]", "arg x: shape [3] -> [4]; grad mode: enabled -> disabled", "arg x: shape [4] -> [5]"]);
+    assert_eq!(
+        f.retrace_reasons(),
+        ["first call", "arg x: shape [2] -> [3]", "arg x: shape [3] -> [4]; grad mode: enabled -> disabled", "arg x: shape [4] -> [5]"]
+    );
     Ok(())
 }

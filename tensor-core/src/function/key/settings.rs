@@ -9,7 +9,7 @@
 //! of that happens, and a body may also branch on `is_grad_enabled()` itself. Replaying one
 //! mode's graph in the other would run what the eager body would not (or refuse what it
 //! would run). The other settings a body could observe are listed with the reason each is
-//! not keyed in the guide (`guide.rs`, "What else a body reads while tracing").
+//! not keyed in the guide (`guide.rs`, "Grad mode, and what else a body reads while tracing").
 
 use crate::autograd::is_grad_enabled;
 

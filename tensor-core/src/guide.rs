@@ -114,6 +114,59 @@
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
 //!
+//! ## Grad mode, and what else a body reads while tracing
+//!
+//! **Grad mode** ([`no_grad`](crate::no_grad), [`set_grad_enabled`](crate::autograd::set_grad_enabled),
+//! per thread) at the time of the call is part of the signature too, as torch.compile guards
+//! on it: the same arguments in the other mode trace again, with the reason
+//! `grad mode: enabled -> disabled` (and signatures traced with it off read
+//! `x: f32[2] (grad mode disabled)`). Each mode then runs the graph its own trace made, so a
+//! call does what the eager body does in that mode: a training step whose `backward()` is an
+//! `Err` under `no_grad` eagerly is that `Err` as a graph call too, and accumulates nothing;
+//! an in-place update of a parameter traced under `no_grad` is `Error::InPlaceOnLeaf` when
+//! called with grad on; a `while_loop` keeps its iterations only in the mode that needs them;
+//! a body that branches on [`is_grad_enabled()`](crate::is_grad_enabled) keeps one trace per
+//! mode. A cache hit reads the mode from a thread-local and allocates nothing for it.
+//!
+//! ```
+//! use tensor_core::prelude::*;
+//! #[graph_fn]
+//! fn guide_by_mode(x: &Tensor) -> Result<Tensor> {
+//!     x.mul(if tensor_core::is_grad_enabled() { 2.0 } else { 3.0 }) // decided while tracing
+//! }
+//! let x = Tensor::ones(&[2], DType::F32);
+//! for _ in 0..3 {
+//!     assert_eq!(guide_by_mode(&x)?.to_vec::<f32>()?, [2.0, 2.0]);
+//!     assert_eq!(no_grad(|| guide_by_mode(&x))?.to_vec::<f32>()?, [3.0, 3.0]);
+//! }
+//! let f = tensor_core::function::lookup("guide_by_mode").unwrap();
+//! assert_eq!(f.retrace_reasons(), ["first call", "grad mode: enabled -> disabled"]);
+//! assert_eq!(f.cached_signatures(), ["x: f32[2]", "x: f32[2] (grad mode disabled)"]);
+//! # Ok::<(), tensor_core::Error>(())
+//! ```
+//!
+//! The other process- and thread-wide settings a body could observe while it is traced, and
+//! why none of them is in the key:
+//!
+//! | setting | decision |
+//! |---|---|
+//! | grad mode (`no_grad`, `enable_grad`, `set_grad_enabled`) | **keyed**, as above |
+//! | [`run_functions_eagerly`](crate::run_functions_eagerly) | already handled: read at every call before the key; when on, no graph runs and nothing traces, so a trace never sees it on |
+//! | the default random generator ([`manual_seed`](crate::random::manual_seed)) | already handled: its state is a tensor, captured by reference like any other (read at each call, advanced and written back), and reseeding updates that tensor in place |
+//! | SIMD level ([`set_max_level`](crate::kernels::simd::set_max_level)), code generation ([`set_codegen`](crate::set_codegen)) | cannot change results: every level and the interpreter give the same bits; a fused program keeps the loops picked when it was traced, so set them before tracing |
+//! | thread count ([`set_num_threads`](crate::set_num_threads)) | cannot change results: reductions fix their order by shape, and kernels read the count when the graph runs |
+//! | the distributed world (`distributed::init`) | fixed for the process; a collective op keeps the number of ranks it was traced for and a run in another job is an `Err` saying to trace again |
+//! | the gradient hook of `DataParallel` | not read by a trace: it is called on eager gradient accumulation only |
+//!
+//! Settings that belong to a value, not the thread — a layer's training flag (`Dropout`),
+//! an optimizer's learning rate — are keyed through the argument that holds them (by value),
+//! or fixed at trace time when captured.
+//!
+//! A [`ConcreteFunction`](crate::function::ConcreteFunction) (from `ConcreteFunction::trace`
+//! or `concrete_functions()`) and an exported, loaded function are one graph: they run what was
+//! traced, in the grad mode it was traced in, whichever mode they are called in. The mode of a
+//! `ConcreteFunction` call decides only whether it records a grad node for its outputs.
+//!
 //! ## Return types
 //!
 //! A graph function returns a [`Tensor`](crate::Tensor), `()`, or a tuple, `Vec` or `Option`

@@ -1,9 +1,11 @@
-//! #[graph_fn]: arguments, the trace cache, options, introspection, models, random numbers.
+//! #[graph_fn]: arguments, the trace cache and grad mode in its key, options, introspection,
+//! models, random numbers.
 
 mod acceptance;
 mod args;
 mod cache;
 mod control_gradients;
+mod grad_mode;
 mod gradients;
 mod introspection;
 mod model;

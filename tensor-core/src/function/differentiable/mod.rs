@@ -71,7 +71,7 @@ pub(crate) fn no_gradient(g: &Graph) -> Option<&'static str> {
     (control && !replay::control_replay_registered()).then_some(CONTROL_FLOW)
 }
 
-const GRAD_STATE: &str = " from outside the call: its graph reads or writes a .grad (a backward() or zero_grad() inside the function); take the gradient inside the function, or call it under no_grad";
+const GRAD_STATE: &str = " from outside the call: its graph reads or writes a .grad (a backward() or zero_grad() inside the function); take the gradient inside the function and read its outputs as values (item(), detach())";
 const CONTROL_FLOW: &str = " from outside the call: its graph has cond/while_loop nodes made without the control layer; take the gradient inside the function, or run it eagerly (run_functions_eagerly(true))";
 const WRITES_GRAD_INPUT: &str =
     " from outside the call: it updated in place an input that requires grad; update a detached tensor, or take the gradient inside the function";

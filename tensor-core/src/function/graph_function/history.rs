@@ -32,9 +32,11 @@ const REMEMBER_REMOVED: usize = 1024;
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceRecord {
-    /// The signature it was traced for (`x: f32[2, 3], lr: 0.01`; `?` for relaxed dims).
+    /// The signature it was traced for (`x: f32[2, 3], lr: 0.01`; `?` for relaxed dims;
+    /// ` (grad mode disabled)` after it for a call under `no_grad`).
     pub signature: String,
-    /// Why it happened: `first call`, or what changed (`arg x: shape [2] -> [3]`).
+    /// Why it happened: `first call`, or what changed (`arg x: shape [2] -> [3]`,
+    /// `grad mode: enabled -> disabled`).
     pub reason: String,
 }
 

@@ -113,7 +113,8 @@ impl GraphFunction {
     }
 
     /// The signatures currently cached, in the order they were traced (`x: f32[?, 784]`,
-    /// with `?` for the dims a relaxed or fixed signature leaves unknown).
+    /// with `?` for the dims a relaxed or fixed signature leaves unknown, and
+    /// ` (grad mode disabled)` after one traced for calls under `no_grad`).
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -122,7 +123,9 @@ impl GraphFunction {
     ///     x.add(1.0)
     /// }
     /// inc(&Tensor::ones(&[2, 3], DType::F32))?;
-    /// assert_eq!(tensor_core::function::lookup("inc").unwrap().cached_signatures(), ["x: f32[2, 3]"]);
+    /// no_grad(|| inc(&Tensor::ones(&[2, 3], DType::F32)))?; // grad mode is keyed: traces again
+    /// let signatures = tensor_core::function::lookup("inc").unwrap().cached_signatures();
+    /// assert_eq!(signatures, ["x: f32[2, 3]", "x: f32[2, 3] (grad mode disabled)"]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn cached_signatures(&self) -> Vec<String> {

@@ -1,23 +1,37 @@
-//! `CacheKey`: what a call is cached under — its key words and the static values whose hashes
-//! the words hold — and `KeyRef`, a key with the field names that label its parts, for
-//! reading it back.
+//! `CacheKey`: what a call is cached under — its key words, the static values whose hashes
+//! the words hold, and the thread's settings a trace reads (grad mode) — and `KeyRef`, a key
+//! with the field names that label its parts, for reading it back.
 
+use super::settings::Settings;
 use super::statics::{StaticValue, Statics};
 use super::words::KeyWords;
 use smallvec::SmallVec;
 use std::hash::{Hash, Hasher};
 
-/// Key words plus static values. Hashes by the words alone (they hold each static value's
-/// hash); equal when the words are equal and each static value is `Eq` to the other's.
+/// Key words plus static values plus the settings the call was made under. Hashes by the
+/// words (they hold each static value's hash) and the settings; equal when the words and the
+/// settings are equal and each static value is `Eq` to the other's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CacheKey {
     pub(crate) words: KeyWords,
     pub(crate) statics: Statics,
+    /// Outside the words: a copy, so keying it allocates nothing, even for a key whose words
+    /// fill their inline space.
+    pub(crate) settings: Settings,
+}
+
+impl CacheKey {
+    /// A key derived from this one (without dims, with other shapes): `words`, with the same
+    /// static values and settings.
+    pub(crate) fn with_words(&self, words: KeyWords) -> CacheKey {
+        CacheKey { words, statics: self.statics.clone(), settings: self.settings }
+    }
 }
 
 impl Hash for CacheKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.words.hash(state);
+        self.settings.hash(state);
     }
 }
 
@@ -42,17 +56,19 @@ impl std::fmt::Display for Label {
 /// one).
 pub(crate) type Fields = SmallVec<[(u16, Option<Label>); 16]>;
 
-/// Key words, the static values they refer to, and the field scopes that name their parts.
+/// Key words, the static values they refer to, the settings, and the field scopes that name
+/// their parts.
 #[derive(Clone, Copy)]
 pub(crate) struct KeyRef<'a> {
     pub(crate) words: &'a [u64],
     pub(crate) statics: &'a [StaticValue],
+    pub(crate) settings: Settings,
     pub(crate) fields: &'a [(u16, Option<Label>)],
 }
 
 impl<'a> KeyRef<'a> {
     pub(crate) fn new(key: &'a CacheKey, fields: &'a [(u16, Option<Label>)]) -> KeyRef<'a> {
-        KeyRef { words: &key.words, statics: &key.statics, fields }
+        KeyRef { words: &key.words, statics: &key.statics, settings: key.settings, fields }
     }
 }
 
@@ -86,9 +102,19 @@ mod tests {
 
     #[test]
     fn keys_with_equal_words_differ_by_their_static_values() {
-        let key = |v: i32| CacheKey { words: KeyWords::from_slice(&[1, 2]), statics: vec![StaticValue::new(v)] };
+        let key = |v: i32| CacheKey { words: KeyWords::from_slice(&[1, 2]), statics: vec![StaticValue::new(v)], settings: Settings::default() };
         assert_eq!(hash(&key(1)), hash(&key(2)), "the words alone are hashed");
         assert_ne!(key(1), key(2));
         assert_eq!(key(1), key(1));
+    }
+
+    #[test]
+    fn keys_with_equal_words_differ_by_their_settings() {
+        let on = CacheKey { words: KeyWords::from_slice(&[1, 2]), ..CacheKey::default() };
+        let off = CacheKey { settings: crate::autograd::no_grad(Settings::current), ..on.clone() };
+        assert_ne!(on, off);
+        assert_ne!(hash(&on), hash(&off), "the settings are hashed too");
+        assert_eq!(on.with_words(KeyWords::from_slice(&[3])).settings, on.settings);
+        assert_eq!(off.with_words(KeyWords::from_slice(&[3])).settings, off.settings);
     }
 }

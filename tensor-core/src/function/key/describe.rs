@@ -1,10 +1,18 @@
-//! The text of a signature: `x: f32[2, 3], lr: 0.01, batch: (x: f32[4], mode: Train)`.
+//! The text of a signature: `x: f32[2, 3], lr: 0.01, batch: (x: f32[4], mode: Train)`, with
+//! the settings that are not the defaults after it (`x: f32[2] (grad mode disabled)`).
 
 use super::cache_key::KeyRef;
 use super::decode::{decode, Labeled};
 
-/// The signature text of a key: `x: f32[2, 3], lr: 0.01`.
+/// The signature text of a key: `x: f32[2, 3], lr: 0.01`, then its aliasing and its
+/// settings when not the defaults (`x: f32[2] (grad mode disabled)`).
 pub(crate) fn describe(names: &[&str], key: KeyRef) -> String {
+    let text = describe_args(names, key);
+    format!("{text}{}", key.settings.suffix()).trim_start().to_string()
+}
+
+/// The arguments' text, and which of them are one tensor.
+fn describe_args(names: &[&str], key: KeyRef) -> String {
     let decoded = decode(key);
     let args = decoded
         .args

@@ -1,14 +1,25 @@
 //! Explaining a cache miss: why a call with a new key retraced, compared with the last traced
-//! key (`arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: type Tensor -> i32`).
+//! key (`arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: type Tensor -> i32`,
+//! `grad mode: enabled -> disabled`).
 
 use super::cache_key::KeyRef;
 use super::decode::{decode, Labeled, Part};
 use super::describe::join;
+use super::settings::Settings;
 
 /// Why a call with `new` retraced, compared with the last traced signature `old`:
-/// `arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: dtype i32 -> f32`. Empty when the
-/// signatures are equal (the entry had been evicted or cleared).
+/// `arg x: shape [2] -> [3]`, `arg n: 1 -> 2`, `arg x: dtype i32 -> f32`, then a changed
+/// setting (`grad mode: enabled -> disabled`). Empty when the keys are equal (the entry had
+/// been evicted or cleared).
 pub(crate) fn explain(names: &[&str], types: &[(u64, &str)], old: KeyRef, new: KeyRef) -> Vec<String> {
+    let mut reasons = argument_changes(names, types, old, new);
+    reasons.extend(Settings::changes(old.settings, new.settings));
+    reasons
+}
+
+/// What changed in the arguments: each one's parts, else the aliasing, else the
+/// instantiation.
+fn argument_changes(names: &[&str], types: &[(u64, &str)], old: KeyRef, new: KeyRef) -> Vec<String> {
     let (old, new) = (decode(old), decode(new));
     let aliasing = (old.aliases != new.aliases).then(|| format!("aliasing ({}) -> ({})", old.alias_text(names), new.alias_text(names)));
     let mut reasons: Vec<String> = old.args.iter().zip(&new.args).enumerate().flat_map(|(k, (o, n))| arg_changes(names, types, k, o, n)).collect();
@@ -235,5 +246,24 @@ mod tests {
         }
         let (a, b) = (sig(|f| f.static_value(&Opaque(1))), sig(|f| f.static_value(&Opaque(2))));
         assert_eq!(explain(&["o"], &[], a.key_ref(), b.key_ref()), ["arg o: Opaque -> a different value with the same Debug text"]);
+    }
+
+    #[test]
+    fn a_changed_grad_mode_is_named_after_the_arguments() {
+        let x = |n: usize| {
+            move |f: &mut Flattener| {
+                f.arg();
+                f.tensor(&Tensor::zeros(&[n], DType::F32));
+            }
+        };
+        let (on, off) = (sig(x(2)), crate::autograd::no_grad(|| sig(x(2))));
+        assert_eq!(explain(&["x"], &[], on.key_ref(), off.key_ref()), ["grad mode: enabled -> disabled"]);
+        assert_eq!(explain(&["x"], &[], off.key_ref(), on.key_ref()), ["grad mode: disabled -> enabled"]);
+        let wider = crate::autograd::no_grad(|| sig(x(3)));
+        assert_eq!(explain(&["x"], &[], on.key_ref(), wider.key_ref()), ["arg x: shape [2] -> [3]", "grad mode: enabled -> disabled"]);
+        assert!(explain(&["x"], &[], off.key_ref(), off.key_ref()).is_empty());
+        assert_eq!(describe(&["x"], on.key_ref()), "x: f32[2]");
+        assert_eq!(describe(&["x"], off.key_ref()), "x: f32[2] (grad mode disabled)");
+        assert!(on.erased() != off.erased() && on.rank_erased() != off.rank_erased(), "a relaxed trace serves its own grad mode only");
     }
 }

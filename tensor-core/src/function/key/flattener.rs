@@ -2,6 +2,7 @@
 //! (see `words.rs`), static values, tensor leaves, and the field names that label them.
 
 use super::cache_key::{CacheKey, Fields, Label};
+use super::settings::Settings;
 use super::signature::Signature;
 use super::statics::{StaticValue, Statics};
 use super::words::{device_bits, hash_of, tagged, tensor_header, KeyWords, Tag};
@@ -379,7 +380,8 @@ impl Flattener {
     }
 
     /// Finishes: leaves that are the same tensor as an earlier leaf are marked, since a graph
-    /// traced with two names for one tensor reads it once.
+    /// traced with two names for one tensor reads it once; the key takes this thread's
+    /// settings (grad mode), which a trace reads as it reads the arguments.
     pub(crate) fn finish(mut self) -> Signature {
         let n = self.leaves.len();
         let mut repeated: SmallVec<[bool; 8]> = SmallVec::from_elem(false, n);
@@ -390,7 +392,7 @@ impl Flattener {
             }
         }
         Signature {
-            key: CacheKey { words: self.words, statics: self.statics },
+            key: CacheKey { words: self.words, statics: self.statics, settings: Settings::current() },
             leaves: self.leaves,
             dims: self.dims,
             leaf_args: self.leaf_args,

@@ -44,7 +44,7 @@ impl Signature {
                 words.push(w);
             }
         }
-        CacheKey { words, statics: self.key.statics.clone() }
+        self.key.with_words(words)
     }
 
     /// The key without tensor dims and ranks: equal for calls that differ only in shapes.
@@ -76,7 +76,7 @@ impl Signature {
             }
         }
         let words = self.key.words.iter().zip(&erase).filter(|&(_, &e)| !e).map(|(&w, _)| w).collect();
-        CacheKey { words, statics: self.key.statics.clone() }
+        self.key.with_words(words)
     }
 
     /// The key with the leaves' shapes replaced by `shapes` (the shapes a trace used, with
@@ -99,7 +99,7 @@ impl Signature {
             i = pos + 1 + rank;
         }
         words.extend_from_slice(&old[i..]);
-        CacheKey { words, statics: self.key.statics.clone() }
+        self.key.with_words(words)
     }
 
     /// A name per leaf: the argument's name and label path (`batch.x`, `layers.0.weight`),

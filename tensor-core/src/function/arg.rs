@@ -51,6 +51,36 @@ impl<T: GraphArg + ?Sized> GraphArgField for T {
     }
 }
 
+/// A `#[graph_arg(skip)]` field, for [`SkippedGraphArg`] and [`SkippedOther`]: the derive calls
+/// `(&Skipped(&field)).check_skipped(..)`, and method resolution picks the first when the
+/// field's type is `GraphArg` (so its tensors can be looked at) and the second, which does
+/// nothing, otherwise. Not part of the public API.
+#[doc(hidden)]
+pub struct Skipped<'a, T: ?Sized>(pub &'a T);
+
+/// A skipped field that is `GraphArg`: its tensors that require grad are noted, and one that
+/// no flattened field holds makes the call or the state dict an `Err` (a parameter would be
+/// left out silently). Not part of the public API.
+#[doc(hidden)]
+pub trait SkippedGraphArg {
+    fn check_skipped(&self, name: &'static str, f: &mut Flattener);
+}
+
+impl<T: GraphArg + ?Sized> SkippedGraphArg for Skipped<'_, T> {
+    fn check_skipped(&self, name: &'static str, f: &mut Flattener) {
+        f.skipped_field(name, self.0);
+    }
+}
+
+/// A skipped field of any other type: it holds no tensor the library can see. Not part of
+/// the public API.
+#[doc(hidden)]
+pub trait SkippedOther {
+    fn check_skipped(&self, _name: &'static str, _f: &mut Flattener) {}
+}
+
+impl<T: ?Sized> SkippedOther for &Skipped<'_, T> {}
+
 /// How `#[derive(GraphArg)]` keys a `#[graph_arg(static)]` field: by value. The key keeps a
 /// clone and compares it with `Eq` (its hash only speeds up the lookup), and signatures and
 /// retrace reasons show its `Debug` text. Not part of the public API.

@@ -140,7 +140,8 @@ pub mod prelude {
 pub mod __private {
     pub use crate::control::autograph;
     pub use crate::function::{
-        Flattener, GraphArg, GraphArgField, GraphFunction, GraphReturn, Options, Skipped, SkippedGraphArg, SkippedOther, StaticField, TensorSpec, TracePolicy,
+        Flattener, GraphArg, GraphArgField, GraphFunction, GraphReturn, Options, Skipped, SkippedGraphArg, SkippedOther, StaticField, TensorSpec,
+        TracePolicy,
     };
     pub use crate::trace::tprint_impl;
     pub use crate::DType;

@@ -232,7 +232,12 @@ fn nn_layers_and_containers_have_pytorchs_state_dict_names() -> Result<()> {
     }
     let rng = &mut tensor_core::seeded_rng(0);
     let attn = CausalSelfAttention::new(4, 2, DType::F32, rng)?;
-    let decoder = Decoder { wte: Embedding::new(5, 4, DType::F32, rng)?, attn, ln: LayerNorm::new(4, 1e-5, DType::F32)?, drop: Dropout::new(0.1, &Generator::new(0))? };
+    let decoder = Decoder {
+        wte: Embedding::new(5, 4, DType::F32, rng)?,
+        attn,
+        ln: LayerNorm::new(4, 1e-5, DType::F32)?,
+        drop: Dropout::new(0.1, &Generator::new(0))?,
+    };
     let expected = ["wte.weight", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias", "ln.weight", "ln.bias", "drop.generator"];
     assert_eq!(names(&decoder.state_dict()?), expected);
     Ok(())
@@ -302,7 +307,10 @@ fn a_strict_load_of_a_file_lacking_parameters_lists_them_and_changes_nothing() -
     io::save_tensors(&path, &[])?;
     let err = io::load_safetensors(&mut model, &path).unwrap_err();
     let all = STACK_NAMES.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-    assert_eq!(err.to_string(), format!("load_state_dict: 9 missing keys: {all}; nothing was loaded (a non-strict load takes the names that match and returns the others)"));
+    assert_eq!(
+        err.to_string(),
+        format!("load_state_dict: 9 missing keys: {all}; nothing was loaded (a non-strict load takes the names that match and returns the others)")
+    );
     // A file without the Sequential's third layer, with a name of another model.
     let mut named = Stack::new(5)?.state_dict()?;
     named.retain(|(n, _)| !n.starts_with("body.2."));

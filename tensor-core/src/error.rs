@@ -239,11 +239,30 @@ pub enum Error {
     #[error("{path}: {format} version {found} is newer than this build reads (up to version {supported}); load it with a newer tensor-core or write it again with this one")]
     FileVersion { path: String, format: &'static str, found: u32, supported: u32 },
 
-    /// Named tensors do not fit what they are loaded into: a missing or unexpected name, or
-    /// another dtype or shape. Nothing was changed. Fix: load the state dict of the same
+    /// A named tensor does not fit the tensor it is loaded into (another dtype or shape), or
+    /// a name is given twice. Nothing was changed. Fix: load the state dict of the same
     /// model (names as `state_dict()` gives them), or build the model with the saved shapes.
     #[error("{op}: tensor `{name}`{problem}; nothing was loaded")]
     StateDict { op: &'static str, name: String, problem: String },
+
+    /// A strict load met names that do not match the model's: tensors of the model that the
+    /// state dict lacks (`missing`), entries that are no tensor of the model (`unexpected`),
+    /// or both; every one is listed. Nothing was changed. Fix: load the state dict of the same
+    /// model, or load non-strictly (`load_state_dict_non_strict`, PyTorch's `strict=False`),
+    /// which loads the names that match and returns the others.
+    #[error("{op}: {}; nothing was loaded (a non-strict load takes the names that match and returns the others)", key_lists(.missing, .unexpected))]
+    StateDictKeys { op: &'static str, missing: Vec<String>, unexpected: Vec<String> },
+
+    /// Fields marked `#[graph_arg(skip)]` hold tensors that require grad (parameters) which no
+    /// other field holds: a graph function would not read them as inputs, and a state dict
+    /// would leave them out. Nothing was run, saved or loaded. Fix: drop the `skip` (every
+    /// `nn` layer is a `GraphArg`; `#[derive(GraphArg)]` makes your own types one).
+    #[error(
+        "{op}: {} #[graph_arg(skip)] but {} tensors that require grad (parameters), which the signature and the state dict would leave out; remove the skip so that they are leaves",
+        names(.fields),
+        if .fields.len() == 1 { "holds" } else { "hold" }
+    )]
+    SkippedParameters { op: String, fields: Vec<String> },
 
     /// An op in a graph has no ONNX operator to become. Fix: export a graph without it (a
     /// forward pass for inference, without the loss's gradient or an optimizer step).
@@ -289,6 +308,25 @@ impl Error {
 
     pub(crate) fn shapes(op: &'static str, lhs: &Shape, rhs: &Shape, hint: impl Into<String>) -> Error {
         Error::ShapeMismatch { op, lhs: lhs.clone(), rhs: rhs.clone(), hint: hint.into() }
+    }
+}
+
+/// "2 missing keys: `a`, `b`; 1 unexpected key: `c`", leaving out an empty list.
+fn key_lists(missing: &[String], unexpected: &[String]) -> String {
+    let list = |kind: &str, keys: &[String]| match keys.len() {
+        0 => None,
+        1 => Some(format!("1 {kind} key: `{}`", keys[0])),
+        n => Some(format!("{n} {kind} keys: {}", keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))),
+    };
+    [list("missing", missing), list("unexpected", unexpected)].into_iter().flatten().collect::<Vec<_>>().join("; ")
+}
+
+/// "field `a` is" or "fields `a`, `b` are".
+fn names(fields: &[String]) -> String {
+    let quoted = fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
+    match fields.len() {
+        1 => format!("field {quoted} is"),
+        _ => format!("fields {quoted} are"),
     }
 }
 

@@ -8,6 +8,7 @@
 //!   `cache_capacity`, `name`
 //! - [The trace cache](#the-trace-cache) and [introspection](#introspection-and-debugging)
 //! - [A complete training step](#a-complete-training-step)
+//! - [Checkpoints](#checkpoints): state dicts, strict and non-strict loads
 //! - [Debug builds](#debug-builds)
 //!
 //! # Which calls can fail
@@ -77,10 +78,19 @@
 //!   call, such as a step counter, as tensors);
 //! - **collections**: `Vec`, slices, arrays, tuples (up to 8) and `Option` of the above, by
 //!   length (or variant) and elements;
+//! - **`nn` layers and containers**: every layer ([`Linear`](crate::nn::Linear),
+//!   [`Conv2d`](crate::nn::Conv2d), ...) and [`Sequential`](crate::nn::Sequential) — their
+//!   parameters as leaves, their settings by value, and a `Sequential`'s layers by position
+//!   and type (a [`Module`](crate::nn::Module) is always a `GraphArg`);
 //! - **your structs and enums** with `#[derive(GraphArg)]`: each field as above, by name;
-//!   mark a field `#[graph_arg(static)]` to key it by value (it must be `Hash + Eq`), or
-//!   `#[graph_arg(skip)]` to leave it out (a tensor in a skipped field is still read at each
-//!   call: it is captured, see [State](#captured-state-and-in-place-updates));
+//!   mark a field that holds no tensors `#[graph_arg(static)]` to key it by value (it must be
+//!   `Hash + Eq`), or `#[graph_arg(skip)]` to leave it out (a tensor in a skipped field is
+//!   still read at each call: it is captured, see
+//!   [State](#captured-state-and-in-place-updates)). A skipped field holding tensors that
+//!   require grad which no other field holds is an `Err` at every call
+//!   ([`Error::SkippedParameters`](crate::Error::SkippedParameters)): the graph would not read
+//!   those parameters as inputs, and checkpoints would leave them out. Skipping an optimizer
+//!   over the other fields' parameters is fine;
 //! - the optimizers [`Sgd`](crate::optim::Sgd) and [`Adam`](crate::optim::Adam): their
 //!   hyperparameters by value, their parameters and state as leaves.
 //!
@@ -442,6 +452,55 @@
 //! assert!(graph_model.w1.grad().is_some()); // .grad written back by the graph
 //! let f = tensor_core::function::lookup("guide_train_step").unwrap();
 //! assert_eq!(f.trace_count(), 1); // traced once, replayed 19 times
+//! # Ok::<(), tensor_core::Error>(())
+//! ```
+//!
+//! # Checkpoints
+//!
+//! Every `GraphArg` value has a state dict ([`StateDict`](crate::io::StateDict), in the
+//! prelude): its tensors named by the fields, elements and layer positions that hold them —
+//! the names of its graph functions' leaves, and PyTorch's (`body.0.weight`, where PyTorch
+//! counts a `Sequential`'s parameterless layers too). [`io::save_safetensors`](crate::io::save_safetensors)
+//! writes it; loading replaces the values of the model's own tensors in place. Loads are
+//! strict, as PyTorch's default: a file lacking some of the model's tensors, or holding
+//! others, is an `Err` listing every such name, and the model is left unchanged. A
+//! non-strict load (PyTorch's `strict=False`) loads the names that match and returns the
+//! others.
+//!
+//! ```
+//! use tensor_core::io;
+//! use tensor_core::nn::{Linear, ReLU, Sequential};
+//! use tensor_core::prelude::*;
+//!
+//! #[derive(GraphArg)]
+//! struct Classifier {
+//!     body: Sequential,
+//!     head: Linear,
+//! }
+//! let new = |seed| -> Result<Classifier> {
+//!     let rng = &mut tensor_core::seeded_rng(seed);
+//!     let body = Sequential::new().add(Linear::new(4, 8, DType::F32, rng)?).add(ReLU);
+//!     Ok(Classifier { body, head: Linear::new_without_bias(8, 3, DType::F32, rng)? })
+//! };
+//! let model = new(0)?;
+//! let named = model.state_dict()?;
+//! let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+//! assert_eq!(names, ["body.0.weight", "body.0.bias", "head.weight"]);
+//!
+//! let path = std::env::temp_dir().join(format!("guide-{}.safetensors", std::process::id()));
+//! io::save_safetensors(&model, &path)?;
+//! let mut fresh = new(1)?;
+//! io::load_safetensors(&mut fresh, &path)?; // strict: every name, dtype and shape checked
+//! assert_eq!(fresh.head.weight().to_vec::<f32>()?, model.head.weight().to_vec::<f32>()?);
+//!
+//! // A checkpoint of the body alone: strictly an error naming what is missing...
+//! let body_only = vec![named[0].clone(), named[1].clone()];
+//! let err = fresh.load_state_dict(&body_only).unwrap_err();
+//! assert!(err.to_string().contains("1 missing key: `head.weight`"), "{err}");
+//! // ...or, non-strictly, loaded, with the missing names returned.
+//! let keys = fresh.load_state_dict_non_strict(&body_only)?;
+//! assert_eq!((keys.missing, keys.unexpected.len()), (vec!["head.weight".to_string()], 0));
+//! # std::fs::remove_file(&path).unwrap();
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
 //!

@@ -143,7 +143,10 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::control::autograph;
-    pub use crate::function::{Flattener, GraphArg, GraphArgField, GraphFunction, GraphReturn, Options, StaticField, TensorSpec, TracePolicy};
+    pub use crate::function::{
+        Flattener, GraphArg, GraphArgField, GraphFunction, GraphReturn, Options, Skipped, SkippedGraphArg, SkippedOther, StaticField, TensorSpec,
+        TracePolicy,
+    };
     pub use crate::trace::tprint_impl;
     pub use crate::DType;
 }

@@ -690,6 +690,37 @@ fn state_dict() -> Vec<Error> {
     vec![e]
 }
 
+fn state_dict_keys() -> Vec<Error> {
+    let mut model = vec![f32s(&[1.0, 2.0], &[2]), f32s(&[3.0], &[1])];
+    let e = err(model.load_state_dict(&[("1".to_string(), f32s(&[5.0], &[1])), ("2".to_string(), f32s(&[5.0], &[1]))]));
+    assert!(matches!(&e, Error::StateDictKeys { missing, unexpected, .. } if missing == &["0"] && unexpected == &["2"]), "{e:?}");
+    says(&e, &["load_state_dict: 1 missing key: `0`; 1 unexpected key: `2`; nothing was loaded", "non-strict"]);
+    assert_eq!(model[1].to_vec::<f32>().unwrap(), vec![3.0], "unchanged");
+    vec![e]
+}
+
+/// A model whose only parameter is in a skipped field.
+#[derive(GraphArg)]
+struct Hiding {
+    #[graph_arg(skip)]
+    w: Tensor,
+}
+
+#[graph_fn]
+fn read_hiding(m: &Hiding, x: &Tensor) -> Result<Tensor> {
+    x.mul(&m.w)
+}
+
+fn skipped_parameters() -> Vec<Error> {
+    let model = Hiding { w: f32s(&[1.0], &[1]).requires_grad_(true).unwrap() };
+    let graph = err(read_hiding(&model, &f32s(&[2.0], &[1])));
+    assert!(matches!(&graph, Error::SkippedParameters { fields, .. } if fields == &["m.w"]), "{graph:?}");
+    says(&graph, &["read_hiding: field `m.w` is #[graph_arg(skip)] but holds tensors that require grad", "remove the skip"]);
+    let eager = err(model.state_dict());
+    says(&eager, &["state_dict: field `w` is #[graph_arg(skip)]"]);
+    vec![graph, eager]
+}
+
 fn onnx_unsupported() -> Vec<Error> {
     let x = f32s(&[1.0, -2.0], &[2]);
     let step = ConcreteFunction::trace("step", &[("x", &x)], || {
@@ -764,6 +795,8 @@ mod each {
         bad_file,
         file_version,
         state_dict,
+        state_dict_keys,
+        skipped_parameters,
         onnx_unsupported,
         distributed,
     );

@@ -149,7 +149,7 @@ fn a_loaded_training_step_updates_the_callers_parameters_as_the_original_does() 
     assert_eq!(loaded.captures().len(), 3 * 8, "Adam's step, exp_avg and exp_avg_sq for each parameter");
     // A copy of the model as it was after the first step, trained by the loaded step.
     let mut copy = Cnn::new(4);
-    copy.load_state_dict(&original.state_dict())?;
+    copy.load_state_dict(&original.state_dict()?)?;
     let mut args: Vec<Tensor> = copy.live();
     args.extend([x.clone(), y.clone()]);
     let refs: Vec<&Tensor> = args.iter().collect();

@@ -277,7 +277,7 @@ impl Run {
 
     /// Saves the model, Adam's state and the number of epochs trained.
     fn save(&self, path: &Path, epochs: usize) -> Result<()> {
-        let mut named = prefixed("model", self.model.state_dict());
+        let mut named = prefixed("model", self.model.state_dict()?);
         named.extend(prefixed("optimizer", self.model.opt.state_dict()));
         named.push(("epoch".to_string(), Tensor::scalar(epochs as i64)));
         io::save_tensors(path, &named)

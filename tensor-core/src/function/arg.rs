@@ -39,7 +39,8 @@ pub trait GraphArg {
 #[diagnostic::on_unimplemented(
     message = "field type `{Self}` is not `GraphArg`, so #[derive(GraphArg)] cannot put it in the signature",
     label = "neither a tensor nor a `GraphArg` type",
-    note = "mark the field #[graph_arg(static)] to key it by value (it must be Hash + Eq + Clone + Debug), or #[graph_arg(skip)] to leave it out of the signature"
+    note = "if `{Self}` holds tensors or layers, add #[derive(GraphArg)] to it (or implement `GraphArg`), so that its tensors are leaves of the signature and entries of the state dict; every `nn` layer, `Sequential` included, already is one",
+    note = "only a field that holds no tensors may be #[graph_arg(static)], keyed by value (Hash + Eq + Clone + Debug), or #[graph_arg(skip)], left out"
 )]
 pub trait GraphArgField {
     fn flatten_field(&self, f: &mut Flattener);
@@ -51,6 +52,36 @@ impl<T: GraphArg + ?Sized> GraphArgField for T {
     }
 }
 
+/// A `#[graph_arg(skip)]` field, for [`SkippedGraphArg`] and [`SkippedOther`]: the derive calls
+/// `(&Skipped(&field)).check_skipped(..)`, and method resolution picks the first when the
+/// field's type is `GraphArg` (so its tensors can be looked at) and the second, which does
+/// nothing, otherwise. Not part of the public API.
+#[doc(hidden)]
+pub struct Skipped<'a, T: ?Sized>(pub &'a T);
+
+/// A skipped field that is `GraphArg`: its tensors that require grad are noted, and one that
+/// no flattened field holds makes the call or the state dict an `Err` (a parameter would be
+/// left out silently). Not part of the public API.
+#[doc(hidden)]
+pub trait SkippedGraphArg {
+    fn check_skipped(&self, name: &'static str, f: &mut Flattener);
+}
+
+impl<T: GraphArg + ?Sized> SkippedGraphArg for Skipped<'_, T> {
+    fn check_skipped(&self, name: &'static str, f: &mut Flattener) {
+        f.skipped_field(name, self.0);
+    }
+}
+
+/// A skipped field of any other type: it holds no tensor the library can see. Not part of
+/// the public API.
+#[doc(hidden)]
+pub trait SkippedOther {
+    fn check_skipped(&self, _name: &'static str, _f: &mut Flattener) {}
+}
+
+impl<T: ?Sized> SkippedOther for &Skipped<'_, T> {}
+
 /// How `#[derive(GraphArg)]` keys a `#[graph_arg(static)]` field: by value. The key keeps a
 /// clone and compares it with `Eq` (its hash only speeds up the lookup), and signatures and
 /// retrace reasons show its `Debug` text. Not part of the public API.
@@ -58,7 +89,8 @@ impl<T: GraphArg + ?Sized> GraphArgField for T {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a #[graph_arg(static)] field: static fields are keyed by value and must be Hash + Eq + Clone + Debug + Send + Sync + 'static",
     label = "this type is not Hash + Eq + Clone + Debug + Send + Sync + 'static",
-    note = "derive Clone, Debug, Hash, PartialEq and Eq for it; or, if it is a tensor, a Rust scalar or a string, drop the mark (it is already `GraphArg`); or mark it #[graph_arg(skip)] if it does not change what the function computes"
+    note = "if it holds tensors (a tensor, a layer, a model) or is a Rust scalar or a string, drop the mark: it is already `GraphArg`, and its tensors are leaves of the signature and entries of the state dict",
+    note = "otherwise derive Clone, Debug, Hash, PartialEq and Eq for it; or, if it holds no tensors and does not change what the function computes, mark it #[graph_arg(skip)]"
 )]
 pub trait StaticField {
     fn flatten_static(&self, f: &mut Flattener);

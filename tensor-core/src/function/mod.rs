@@ -11,7 +11,7 @@ mod options;
 mod output;
 mod registry;
 
-pub use arg::{GraphArg, GraphArgField, StaticField};
+pub use arg::{GraphArg, GraphArgField, Skipped, SkippedGraphArg, SkippedOther, StaticField};
 pub use concrete::ConcreteFunction;
 pub(crate) use differentiable::register_control_replay;
 pub use graph_function::{functions_run_eagerly, run_functions_eagerly, GraphFunction, TraceRecord};

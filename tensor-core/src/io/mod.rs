@@ -1,12 +1,16 @@
 //! Saving and loading tensors: a model's named tensors (its state dict) and checkpoints in
 //! **safetensors**, the format PyTorch, candle, burn and the model hubs use.
 //!
-//! Every [`GraphArg`](crate::GraphArg) value — a `#[derive(GraphArg)]` model, a `Vec` of
-//! layers, a tensor — has a state dict through [`StateDict`]: its tensor leaves named by the
-//! fields that hold them (`fc1.weight`, `layers.0.bias`; nested structs, `Vec`s and `Option`s
-//! included), the names its graph functions' signatures use too. Loading checks every name,
-//! dtype and shape before it changes anything, and replaces the values of the model's own
-//! tensors, so handles to them (an optimizer's, a captured one's) stay valid.
+//! Every [`GraphArg`](crate::GraphArg) value — a `#[derive(GraphArg)]` model, any `nn`
+//! layer, a `Vec` of layers, a tensor — has a state dict through [`StateDict`]: its tensor
+//! leaves named by the fields that hold them (`fc1.weight`, `layers.0.bias`; nested structs,
+//! `Vec`s, `Option`s and `nn::Sequential`s included, `body.0.weight`), the names its graph
+//! functions' signatures use too. Loading checks every name, dtype and shape before it
+//! changes anything, and replaces the values of the model's own tensors, so handles to them
+//! (an optimizer's, a captured one's) stay valid. A load is strict — missing or unexpected
+//! names are an `Err` listing them — unless asked to be non-strict
+//! ([`load_safetensors_non_strict`], [`StateDict::load_state_dict_non_strict`]), which
+//! returns them instead.
 //!
 //! ```
 //! use tensor_core::prelude::*;
@@ -24,7 +28,7 @@
 //! }
 //! let dense = |seed| Dense { weight: Tensor::randn(&[2, 2], DType::F32, seed), bias: Some(Tensor::zeros(&[2], DType::F32)) };
 //! let model = Mlp { fc1: dense(1), fc2: dense(2) };
-//! let names: Vec<String> = model.state_dict().into_iter().map(|(name, _)| name).collect();
+//! let names: Vec<String> = model.state_dict()?.into_iter().map(|(name, _)| name).collect();
 //! assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
 //!
 //! let path = std::env::temp_dir().join(format!("io-doc-{}.safetensors", std::process::id()));
@@ -46,10 +50,10 @@ mod safetensors_file;
 mod state_dict;
 
 pub(crate) use bytes::to_le_bytes;
-pub use safetensors_file::{load_safetensors, load_tensors, save_safetensors, save_tensors};
+pub use safetensors_file::{load_safetensors, load_safetensors_non_strict, load_tensors, save_safetensors, save_tensors};
 pub(crate) use safetensors_file::{read_tensors as read_safetensors, views_of};
 pub(crate) use state_dict::assign_named;
-pub use state_dict::{prefixed, unprefixed, StateDict};
+pub use state_dict::{prefixed, unprefixed, IncompatibleKeys, StateDict};
 
 /// A path as error messages print it.
 pub(crate) fn path_text(path: &std::path::Path) -> String {

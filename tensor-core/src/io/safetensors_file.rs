@@ -5,7 +5,7 @@
 
 use super::bytes::{dtype_from_safetensors, from_le_bytes, safetensors_dtype, to_le_bytes};
 use super::path_text;
-use super::state_dict::StateDict;
+use super::state_dict::{IncompatibleKeys, StateDict};
 use crate::error::{Error, Result};
 use crate::function::GraphArg;
 use crate::tensor::Tensor;
@@ -33,12 +33,14 @@ const CHECKSUM_KEY: &str = "tensor_core.crc32";
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub fn save_safetensors<T: GraphArg + ?Sized>(model: &T, path: impl AsRef<Path>) -> Result<()> {
-    save_tensors(path, &model.state_dict())
+    save_tensors(path, &model.state_dict()?)
 }
 
-/// Loads a safetensors file into `model`: every tensor of the model must be in the file,
-/// with its dtype and shape, and the file must hold no other; the first mismatch is an
-/// `Err` naming it, and the model is left unchanged. See [`StateDict::load_state_dict`].
+/// Loads a safetensors file into `model`, strictly: every tensor of the model must be in
+/// the file, with its dtype and shape, and the file must hold no other. Missing and
+/// unexpected names are an `Err` listing every one, another dtype or shape one naming the
+/// first; after an `Err` the model is unchanged. See [`StateDict::load_state_dict`], and
+/// [`load_safetensors_non_strict`] to load the names that match.
 ///
 /// ```
 /// use tensor_core::prelude::*;
@@ -57,6 +59,30 @@ pub fn save_safetensors<T: GraphArg + ?Sized>(model: &T, path: impl AsRef<Path>)
 pub fn load_safetensors<T: GraphArg + ?Sized>(model: &mut T, path: impl AsRef<Path>) -> Result<()> {
     let named = load_tensors(path)?;
     model.load_state_dict(&named)
+}
+
+/// Loads the tensors of a safetensors file whose names are `model`'s and returns the names
+/// that did not match (PyTorch's `strict=False`): the model's tensors missing from the file
+/// keep their values, the file's other tensors are not loaded. A matched tensor of another
+/// dtype or shape is still an `Err`, and nothing changes then. See
+/// [`StateDict::load_state_dict_non_strict`].
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// #[derive(GraphArg)]
+/// struct Model { w: Tensor, b: Tensor }
+/// let path = std::env::temp_dir().join(format!("non-strict-doc-{}.safetensors", std::process::id()));
+/// tensor_core::io::save_tensors(&path, &[("w".to_string(), Tensor::full(&[2], 3.0, DType::F32))])?;
+/// let mut model = Model { w: Tensor::zeros(&[2], DType::F32), b: Tensor::zeros(&[2], DType::F32) };
+/// let keys = tensor_core::io::load_safetensors_non_strict(&mut model, &path)?;
+/// assert_eq!((keys.missing, keys.unexpected.len()), (vec!["b".to_string()], 0));
+/// assert_eq!(model.w.to_vec::<f32>()?, vec![3.0, 3.0]);
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn load_safetensors_non_strict<T: GraphArg + ?Sized>(model: &mut T, path: impl AsRef<Path>) -> Result<IncompatibleKeys> {
+    let named = load_tensors(path)?;
+    model.load_state_dict_non_strict(&named)
 }
 
 /// Writes named tensors to a safetensors file at `path` (replaced whole). Names must be

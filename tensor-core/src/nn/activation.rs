@@ -4,7 +4,8 @@ use super::module::Module;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
-/// `max(x, 0)` elementwise, as a layer (PyTorch's `nn.ReLU`). No parameters.
+/// `max(x, 0)` elementwise, as a layer (PyTorch's `nn.ReLU`). No parameters (a
+/// [`GraphArg`](crate::GraphArg) with no leaves).
 ///
 /// ```
 /// use tensor_core::prelude::*;
@@ -13,7 +14,7 @@ use crate::tensor::Tensor;
 /// assert_eq!(y.to_vec::<f32>()?, vec![0.0, 0.5]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, crate::GraphArg)]
 pub struct ReLU;
 
 impl Module for ReLU {

@@ -178,12 +178,18 @@ impl Module for CausalSelfAttention {
     }
 }
 
-/// The projections' parameters are leaves; the head count and the dropout layer (its
-/// probability, mode and generator) are flattened too.
+/// The projections are leaves under their field names (`qkv.weight`, `proj.bias`); the head
+/// count and the dropout layer (its probability, mode and generator) are flattened too.
 impl GraphArg for CausalSelfAttention {
     fn flatten(&self, f: &mut Flattener) {
         f.uint(self.heads as u64);
-        self.parameters().flatten(f);
+        for (name, linear) in [("qkv", &self.qkv), ("proj", &self.proj)] {
+            f.field(name);
+            linear.flatten(f);
+            f.end_field();
+        }
+        f.field("dropout");
         self.dropout.flatten(f);
+        f.end_field();
     }
 }

@@ -29,7 +29,7 @@ use rand::Rng;
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::Conv2d;
 /// let conv = Conv2d::new(1, 6, [5, 5], DType::F32, &mut tensor_core::seeded_rng(0))?;
-/// let state = conv.state_dict();
+/// let state = conv.state_dict()?;
 /// assert_eq!((state[0].0.as_str(), state[0].1.dims()), ("weight", vec![6, 1, 5, 5]));
 /// # Ok::<(), tensor_core::Error>(())
 /// ```

@@ -109,11 +109,13 @@ impl Module for Dropout {
     }
 }
 
-/// `p` and the mode are keyed by value; the generator's state is a leaf.
+/// `p` and the mode are keyed by value; the generator's state is a leaf, `generator`.
 impl GraphArg for Dropout {
     fn flatten(&self, f: &mut Flattener) {
         f.f64(self.p);
         f.bool(self.training);
+        f.field("generator");
         self.generator.flatten(f);
+        f.end_field();
     }
 }

@@ -83,9 +83,11 @@ impl Module for Embedding {
     }
 }
 
-/// The table is the one leaf.
+/// The table is the one leaf, `weight` (PyTorch's name).
 impl GraphArg for Embedding {
     fn flatten(&self, f: &mut Flattener) {
+        f.field("weight");
         self.weight.flatten(f);
+        f.end_field();
     }
 }

@@ -5,7 +5,8 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// Flattens every dim after the first (PyTorch's `nn.Flatten()`, `start_dim = 1`):
-/// `[n, c, h, w]` becomes `[n, c*h*w]`. No parameters.
+/// `[n, c, h, w]` becomes `[n, c*h*w]`. No parameters (a [`GraphArg`](crate::GraphArg) with
+/// no leaves).
 ///
 /// ```
 /// use tensor_core::prelude::*;
@@ -14,7 +15,7 @@ use crate::tensor::Tensor;
 /// assert_eq!(y.dims(), vec![2, 60]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, crate::GraphArg)]
 pub struct Flatten;
 
 impl Module for Flatten {

@@ -77,11 +77,16 @@ impl Module for LayerNorm {
     }
 }
 
-/// The scale and shift are leaves; `eps` is keyed by value.
+/// The scale and shift are leaves, `weight` and `bias` (PyTorch's names); `eps` is keyed by
+/// value.
 impl GraphArg for LayerNorm {
     fn flatten(&self, f: &mut Flattener) {
         f.f64(self.eps);
+        f.field("weight");
         self.weight.flatten(f);
+        f.end_field();
+        f.field("bias");
         self.bias.flatten(f);
+        f.end_field();
     }
 }

@@ -36,7 +36,7 @@ use rand::Rng;
 /// struct Net { fc1: Linear, fc2: Linear }
 /// let rng = &mut tensor_core::seeded_rng(0);
 /// let net = Net { fc1: Linear::new(4, 8, DType::F32, rng)?, fc2: Linear::new_without_bias(8, 2, DType::F32, rng)? };
-/// let names: Vec<String> = net.state_dict().into_iter().map(|(n, _)| n).collect();
+/// let names: Vec<String> = net.state_dict()?.into_iter().map(|(n, _)| n).collect();
 /// assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight"]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```

@@ -5,7 +5,8 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// 2-d max pooling (PyTorch's `nn.MaxPool2d` without padding or dilation): the maximum of
-/// each `kernel` window of an `[n, c, h, w]` input, moved by `stride`. No parameters.
+/// each `kernel` window of an `[n, c, h, w]` input, moved by `stride`. No parameters; as a
+/// [`GraphArg`](crate::GraphArg), its window and stride are keyed by value.
 ///
 /// ```
 /// use tensor_core::prelude::*;
@@ -16,7 +17,7 @@ use crate::tensor::Tensor;
 /// assert!(pool.parameters().is_empty());
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, crate::GraphArg)]
 pub struct MaxPool2d {
     /// The window (rows, columns).
     pub kernel: [usize; 2],

@@ -2,10 +2,17 @@
 
 use super::module::Module;
 use crate::error::Result;
+use crate::function::{Flattener, GraphArg};
 use crate::tensor::Tensor;
 
 /// A chain of layers: `forward` feeds each layer's output to the next, and `parameters`
 /// lists every layer's parameters in order (PyTorch's `nn.Sequential`).
+///
+/// A `Sequential` is a [`GraphArg`]: each layer flattens under its position, counting the
+/// layers without parameters too, so a field `body` holding one has state dict entries
+/// `body.0.weight`, `body.2.bias` (PyTorch's names), and a `#[graph_fn]` taking it (or a
+/// struct holding it) reads its parameters as inputs. Each layer's type is part of the
+/// signature, so chains that differ only in a parameterless layer trace apart.
 ///
 /// ```
 /// use tensor_core::prelude::*;
@@ -19,11 +26,15 @@ use crate::tensor::Tensor;
 /// assert_eq!(model.len(), 4);
 /// assert_eq!(model.parameters().len(), 4);
 /// assert_eq!(model.forward(&Tensor::zeros(&[5, 3, 4], DType::F32))?.dims(), vec![5, 2]);
+/// let names: Vec<String> = model.state_dict()?.into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["1.weight", "1.bias", "3.weight", "3.bias"]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 #[derive(Default)]
 pub struct Sequential {
     layers: Vec<Box<dyn Module + Send + Sync>>,
+    /// Each layer's type name, for the signature (a `dyn Module` cannot say it).
+    kinds: Vec<&'static str>,
 }
 
 impl Sequential {
@@ -49,8 +60,9 @@ impl Sequential {
     /// assert_eq!(model.len(), 2);
     /// ```
     #[allow(clippy::should_implement_trait)] // a builder step (as PyTorch's add_module), not `+`
-    pub fn add(mut self, layer: impl Module + Send + Sync + 'static) -> Sequential {
+    pub fn add<L: Module + Send + Sync + 'static>(mut self, layer: L) -> Sequential {
         self.layers.push(Box::new(layer));
+        self.kinds.push(std::any::type_name::<L>());
         self
     }
 
@@ -95,5 +107,18 @@ impl Module for Sequential {
 
     fn parameters(&self) -> Vec<Tensor> {
         self.layers.iter().flat_map(|l| l.parameters()).collect()
+    }
+}
+
+/// The layers by position (`0.weight`), each keyed by its type and then by what it flattens.
+impl GraphArg for Sequential {
+    fn flatten(&self, f: &mut Flattener) {
+        f.len(self.layers.len());
+        for (i, (layer, kind)) in self.layers.iter().zip(&self.kinds).enumerate() {
+            f.element(i);
+            f.type_name(kind);
+            layer.flatten(f);
+            f.end_field();
+        }
     }
 }

@@ -72,10 +72,22 @@ fn field_flatten(field: &Field, access: TokenStream) -> TokenStream {
     let flatten = match field.role() {
         Role::Leaf => quote_spanned! {ty.span()=> <#ty as ::tensor_core::__private::GraphArgField>::flatten_field(#access, __tc_f); },
         Role::Static => quote_spanned! {ty.span()=> <#ty as ::tensor_core::__private::StaticField>::flatten_static(#access, __tc_f); },
-        Role::Skip => return quote!(),
+        Role::Skip => return skipped_check(field, access),
     };
     match &field.label {
         Some(name) => quote! { __tc_f.field(#name); #flatten __tc_f.end_field(); },
         None => flatten,
     }
+}
+
+/// A skipped field adds nothing to the key, but its parameters are looked for: method
+/// resolution picks `SkippedGraphArg` (which notes the tensors that require grad, an error
+/// unless another field holds them) when the type is `GraphArg`, else `SkippedOther`, a no-op.
+fn skipped_check(field: &Field, access: TokenStream) -> TokenStream {
+    let name = field.label.clone().unwrap_or_else(|| field.index.to_string());
+    quote! {{
+        #[allow(unused_imports)]
+        use ::tensor_core::__private::{SkippedGraphArg as _, SkippedOther as _};
+        (&::tensor_core::__private::Skipped(#access)).check_skipped(#name, __tc_f);
+    }}
 }

@@ -1,5 +1,6 @@
 //! `#[derive(GraphArg)]`: tensor-carrying fields become leaves of the signature; fields marked
-//! `#[graph_arg(static)]` key by value (Hash + Eq); `#[graph_arg(skip)]` fields are ignored.
+//! `#[graph_arg(static)]` key by value (Hash + Eq); `#[graph_arg(skip)]` fields add nothing,
+//! but a parameter only they hold is an error at run time (see `expand::skipped_check`).
 //!
 //! One phase per file, as for `#[graph_fn]`: `parse` reads the item into a small model,
 //! `valid` checks it, `expand` writes the impl.
@@ -31,7 +32,9 @@ mod tests {
         assert!(out.starts_with("# [automatically_derived] impl < T : :: tensor_core :: __private :: GraphArg >"), "{out}");
         let (w, act, b) = (out.find("\"w\"").unwrap(), out.find("\"act\"").unwrap(), out.find("\"b\"").unwrap());
         assert!(w < act && act < b, "{out}");
-        assert!(out.contains("StaticField") && !out.contains("\"n\""), "{out}");
+        assert!(out.contains("StaticField"), "{out}");
+        // A skipped field adds no label or key, only the check for parameters it would hide.
+        assert!(out.contains("Skipped (& self . n)) . check_skipped (\"n\" , __tc_f)") && !out.contains("field (\"n\")"), "{out}");
     }
 
     #[test]

@@ -39,6 +39,11 @@ impl GraphFunction {
     pub(super) fn call_graph<R: GraphReturn>(&'static self, self_type: Option<&'static str>, flat: Flattener, body: impl FnOnce() -> R) -> R {
         let sig = flat.finish();
         let state = self.state(self_type);
+        // A skipped field's parameters would be neither inputs nor written back: refuse.
+        let hidden = sig.hidden_fields(Some(self.arg_names));
+        if !hidden.is_empty() {
+            return R::from_error(Error::SkippedParameters { op: state.full_name.clone(), fields: hidden });
+        }
         let call_no = state.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let entry = match self.resolve(state, &sig, call_no, body) {
             Resolved::Run(entry) => entry,

@@ -1,11 +1,12 @@
 //! `Flattener`: what `GraphArg` implementations write a call's arguments into — key words
 //! (see `words.rs`), static values, tensor leaves, and the field names that label them.
 
-use super::cache_key::{CacheKey, Fields, Label};
+use super::cache_key::{field_path_text, CacheKey, Fields, Label};
 use super::settings::Settings;
 use super::signature::Signature;
 use super::statics::{StaticValue, Statics};
 use super::words::{device_bits, hash_of, tagged, tensor_header, KeyWords, Tag};
+use crate::function::GraphArg;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::fmt::Debug;
@@ -39,6 +40,10 @@ pub struct Flattener {
     fields: Fields,
     /// The type names keyed by hash (for readable retrace reasons; not part of the key).
     type_names: SmallVec<[(u64, &'static str); 2]>,
+    /// The tensors that require grad in `#[graph_arg(skip)]` fields, with the field's
+    /// argument and label path: parameters left out unless a flattened part holds them too
+    /// (see `finish`).
+    skipped: Vec<(u16, String, Tensor)>,
     args: u16,
 }
 
@@ -379,6 +384,27 @@ impl Flattener {
         self.type_names.push((hash, name));
     }
 
+    /// Notes the tensors of a `#[graph_arg(skip)]` field called `name`: one that requires
+    /// grad and that no flattened part holds is a parameter the signature and the state dict
+    /// would silently leave out, which `finish` reports (`Signature::hidden`).
+    pub(crate) fn skipped_field<T: GraphArg + ?Sized>(&mut self, name: &'static str, value: &T) {
+        let mut inner = Flattener::new();
+        value.flatten(&mut inner);
+        let inner_skipped = inner.skipped.into_iter().map(|(_, _, t)| t);
+        let mut params = inner.leaves.into_iter().chain(inner_skipped).filter(Tensor::requires_grad).peekable();
+        if params.peek().is_none() {
+            return;
+        }
+        // Named only when there is something to report: the cache-hit path builds no strings.
+        let mut path = field_path_text(&self.fields, self.words.len());
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(name);
+        let arg = self.args.saturating_sub(1);
+        self.skipped.extend(params.map(|t| (arg, path.clone(), t)));
+    }
+
     /// Finishes: leaves that are the same tensor as an earlier leaf are marked, since a graph
     /// traced with two names for one tensor reads it once; the key takes this thread's
     /// settings (grad mode), which a trace reads as it reads the arguments.
@@ -391,7 +417,9 @@ impl Flattener {
                 repeated[i] = true;
             }
         }
+        let hidden = hidden_parameters(self.skipped, &self.leaves);
         Signature {
+            hidden,
             key: CacheKey { words: self.words, statics: self.statics, settings: Settings::current() },
             leaves: self.leaves,
             dims: self.dims,
@@ -402,4 +430,17 @@ impl Flattener {
             repeated,
         }
     }
+}
+
+/// The skipped fields (argument, path) holding a tensor that requires grad which no leaf is,
+/// each once, in order.
+fn hidden_parameters(skipped: Vec<(u16, String, Tensor)>, leaves: &[Tensor]) -> Vec<(u16, String)> {
+    let mut hidden: Vec<(u16, String)> = Vec::new();
+    for (arg, path, t) in skipped {
+        let held = leaves.iter().any(|l| l.same_as(&t));
+        if !held && !hidden.iter().any(|(a, p)| *a == arg && *p == path) {
+            hidden.push((arg, path));
+        }
+    }
+    hidden
 }

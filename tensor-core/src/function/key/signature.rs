@@ -24,6 +24,9 @@ pub struct Signature {
     pub(crate) type_names: SmallVec<[(u64, &'static str); 2]>,
     /// Leaves that are the same tensor as an earlier leaf (one slot serves both).
     pub(super) repeated: SmallVec<[bool; 8]>,
+    /// `#[graph_arg(skip)]` fields (argument, label path) holding parameters that no leaf
+    /// is: an error of the call or the state dict, see `hidden_fields`.
+    pub(super) hidden: Vec<(u16, String)>,
 }
 
 impl Signature {
@@ -123,6 +126,18 @@ impl Signature {
     pub(crate) fn leaf_paths(&self) -> Vec<String> {
         let base = self.leaf_pos.iter().map(|&pos| field_path_text(&self.fields, pos as usize)).collect();
         dedup_names(base)
+    }
+
+    /// The `#[graph_arg(skip)]` fields that hold tensors requiring grad which no leaf is (so
+    /// they would be left out), named as leaves are: with the argument's name when
+    /// `arg_names` are given (`self.body`), else by label path (`body`).
+    pub(crate) fn hidden_fields(&self, arg_names: Option<&[&str]>) -> Vec<String> {
+        let name = |&(arg, ref path): &(u16, String)| match arg_names.and_then(|names| names.get(arg as usize)) {
+            Some(arg) if path.is_empty() => arg.to_string(),
+            Some(arg) => format!("{arg}.{path}"),
+            None => path.clone(),
+        };
+        self.hidden.iter().map(name).collect()
     }
 
     /// The leaves that get a slot: each tensor once, in first-seen order.

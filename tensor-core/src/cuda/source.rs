@@ -229,6 +229,45 @@ fn operand_dtype(p: &Program, o: &Operand) -> DType {
     }
 }
 
+/// A generated kernel kept for its program, so that a launch of a program seen before (every
+/// eager op after its first use, every graph step after the first call) only hashes it.
+struct Cached {
+    rank: usize,
+    inputs: Vec<(DType, Access)>,
+    instrs: Vec<Instr>,
+    outputs: Vec<usize>,
+    source: std::sync::Arc<KernelSource>,
+}
+
+impl Cached {
+    fn is(&self, p: &Program) -> bool {
+        self.rank == p.rank && self.inputs == p.inputs && self.instrs == p.instrs && self.outputs == p.outputs
+    }
+}
+
+/// [`elementwise`], generated once per program.
+pub(crate) fn elementwise_cached(p: &Program) -> std::sync::Arc<KernelSource> {
+    use std::hash::{Hash, Hasher};
+    type Map = std::collections::HashMap<u64, Vec<Cached>>;
+    static CACHE: std::sync::Mutex<Option<Map>> = std::sync::Mutex::new(None);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (p.rank, p.inputs, p.instrs, p.outputs).hash(&mut h);
+    let hash = h.finish();
+    let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(Map::new);
+    if let Some(c) = cache.get(&hash).and_then(|v| v.iter().find(|c| c.is(p))) {
+        return c.source.clone();
+    }
+    let source = std::sync::Arc::new(elementwise(p));
+    // A bound on what is kept: a process that makes ever new programs starts over.
+    if cache.len() >= 4096 {
+        cache.clear();
+    }
+    let entry = Cached { rank: p.rank, inputs: p.inputs.to_vec(), instrs: p.instrs.to_vec(), outputs: p.outputs.to_vec(), source: source.clone() };
+    cache.entry(hash).or_default().push(entry);
+    source
+}
+
 /// The CUDA C kernel of an elementwise program: one thread per output element (grid-stride),
 /// every intermediate in registers.
 pub(crate) fn elementwise(p: &Program) -> KernelSource {
@@ -291,6 +330,15 @@ fn reduce_parts(op: ReduceOp, dtype: DType) -> (&'static str, String) {
         ReduceOp::Max => ("tc_maximum", extreme(true)),
         ReduceOp::Min => ("tc_minimum", extreme(false)),
     }
+}
+
+/// [`reduction`], generated once per kind, dtype and ranks.
+pub(crate) fn reduction_cached(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_rank: usize) -> std::sync::Arc<KernelSource> {
+    type Map = std::collections::HashMap<(ReduceOp, DType, usize, usize), std::sync::Arc<KernelSource>>;
+    static CACHE: std::sync::Mutex<Option<Map>> = std::sync::Mutex::new(None);
+    let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(Map::new);
+    cache.entry((op, dtype, kept_rank, reduced_rank)).or_insert_with(|| std::sync::Arc::new(reduction(op, dtype, kept_rank, reduced_rank))).clone()
 }
 
 /// Threads per block of a reduction kernel (a power of two: the tree below halves it).

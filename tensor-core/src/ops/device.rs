@@ -124,7 +124,7 @@ fn elementwise(e: &ElementwiseOp, inputs: &[&DeviceStorage], dtype: DType, shape
     let access: SmallVec<[(DType, Access); 3]> = inputs.iter().map(|i| (i.dtype, access_of(&i.shape, shape, &mut strided))).collect();
     let instr = Instr { op: e.clone(), args: (0..inputs.len()).map(Operand::Input).collect(), dtype };
     let program = Program { rank: shape.rank(), inputs: &access, instrs: std::slice::from_ref(&instr), outputs: &[0] };
-    launch(&source::elementwise(&program), &index_of(shape, &strided), inputs, dtype, shape)
+    launch(&source::elementwise_cached(&program), &index_of(shape, &strided), inputs, dtype, shape)
 }
 
 fn launch(src: &KernelSource, ix: &TcIndex, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> Result<DeviceStorage> {
@@ -137,7 +137,7 @@ fn gather(input: &DeviceStorage, strides: &[i64], shape: &Shape) -> Result<Devic
     let access = [(input.dtype, Access::Strided(0))];
     let instr = Instr { op: ElementwiseOp::Cast(input.dtype), args: [Operand::Input(0)].into_iter().collect(), dtype: input.dtype };
     let program = Program { rank: shape.rank(), inputs: &access, instrs: std::slice::from_ref(&instr), outputs: &[0] };
-    launch(&source::elementwise(&program), &index_of(shape, &[strides.iter().copied().collect()]), &[input], input.dtype, shape)
+    launch(&source::elementwise_cached(&program), &index_of(shape, &[strides.iter().copied().collect()]), &[input], input.dtype, shape)
 }
 
 fn permute(input: &DeviceStorage, axes: &[usize], shape: &Shape) -> Result<DeviceStorage> {
@@ -161,7 +161,7 @@ fn reduce(r: ReduceOp, input: &DeviceStorage, axes: &[usize], shape: &Shape) -> 
         ix.strides[1][j] = own[d];
     }
     let n_red: usize = axes.iter().map(|&d| input.shape[d]).product();
-    let src = source::reduction(r, input.dtype, kept.len(), axes.len());
+    let src = source::reduction_cached(r, input.dtype, kept.len(), axes.len());
     backend::reduce(&src, &ix, input, shape.numel(), n_red, shape)
 }
 
@@ -229,7 +229,7 @@ pub(crate) fn fused_on(program: &crate::kernels::fused::FusedProgram, inputs: &[
     if strided.len() > MAX_STRIDED {
         return Err(Error::Device { op: "fused", reason: format!("a fused program with {} broadcast inputs has no GPU kernel yet", strided.len()) });
     }
-    let source = source::elementwise(&Program { rank: shape.rank(), inputs: &access, instrs: &program.instrs, outputs: &program.outputs });
+    let source = source::elementwise_cached(&Program { rank: shape.rank(), inputs: &access, instrs: &program.instrs, outputs: &program.outputs });
     let dtypes: Vec<DType> = program.outputs.iter().map(|&o| program.instrs[o].dtype).collect();
     backend::elementwise(&source, &index_of(shape, &strided), inputs, &dtypes, shape)
 }

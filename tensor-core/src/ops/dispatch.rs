@@ -224,10 +224,10 @@ pub(crate) fn accumulate_into(t: &Tensor, g: &Tensor) -> Result<()> {
 fn run_anywhere(op: &Op, inputs: &[&Tensor]) -> Result<(DType, Shape, Value)> {
     // Until a tensor has been put on a GPU, no input can be on one: no need to ask.
     #[cfg(feature = "cuda")]
-    if crate::tensor::any_on_device() {
-        if let Some(device) = super::device::placement(op.name(), inputs)? {
-            return super::device::run(op, inputs, device);
-        }
+    if crate::tensor::any_on_device()
+        && let Some(device) = super::device::placement(op.name(), inputs)?
+    {
+        return super::device::run(op, inputs, device);
     }
     let (dtype, shape, storage) = run_eager(op, inputs)?;
     Ok((dtype, shape, Value::Concrete(storage)))

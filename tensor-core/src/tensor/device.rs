@@ -116,3 +116,26 @@ impl Device {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+
+    /// Without a GPU (and, in the default build, without the feature) moving a tensor there is
+    /// an `Err` that says which, and the tensor stays as it was.
+    #[test]
+    fn moving_to_a_gpu_that_is_not_there_is_an_err_that_says_why() {
+        let x = Tensor::ones(&[2], DType::F32);
+        let err = match x.to_device(Device::Cuda(0)) {
+            Err(e) => e.to_string(),
+            // A machine with a GPU and its driver: nothing to check here (the device script
+            // checks that machine).
+            Ok(_) => return,
+        };
+        let expected = if cfg!(feature = "cuda") { "no CUDA driver" } else { "`cuda` feature" };
+        assert!(err.contains("cuda:0") && err.contains(expected), "{err}");
+        assert_eq!((x.device(), x.to_vec::<f32>().unwrap()), (Device::Cpu, vec![1.0, 1.0]));
+        assert!(Device::Cuda(0).synchronize().is_err() && Device::Cuda(0).name().is_err());
+    }
+}

@@ -104,6 +104,38 @@ def main():
     except Exception as e:
         out["sgemm_error"] = f"{type(e).__name__}: {e}"[:1000]
 
+    # ---- one CUDA graph launch: `y = x + 1` on one float, captured, replayed and synchronized
+    # (the reference of W6 on the GPU: a cache hit of a one-op graph function)
+    try:
+        import statistics
+        x = torch.ones(1, device=dev)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                y = x + 1
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = x + 1
+        for _ in range(10):
+            graph.replay()
+        torch.cuda.synchronize()
+        us = []
+        for _ in range(2000):
+            t = time.perf_counter_ns()
+            graph.replay()
+            torch.cuda.synchronize()
+            us.append((time.perf_counter_ns() - t) / 1e3)
+        out["cuda_graph_launch_us"] = round(statistics.median(us), 2)
+        t = time.perf_counter_ns()
+        for _ in range(2000):
+            graph.replay()
+        torch.cuda.synchronize()
+        out["cuda_graph_launch_pipelined_us"] = round((time.perf_counter_ns() - t) / 1e3 / 2000, 2)
+    except Exception as e:
+        out["cuda_graph_error"] = f"{type(e).__name__}: {e}"[:1000]
+
     out["wall_s"] = round(time.perf_counter() - t_start, 2)
     print(json.dumps(out), flush=True)
     return 0

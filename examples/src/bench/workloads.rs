@@ -53,6 +53,11 @@ impl Mlp {
     }
 
     /// The logits of a batch.
+    /// The same model with its parameters on `device` (still trainable leaves).
+    pub fn to_device(&self, device: Device) -> Result<Mlp> {
+        Ok(Mlp { params: self.params.iter().map(|p| p.to_device(device)).collect::<Result<_>>()? })
+    }
+
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let p = &self.params;
         let h = x.matmul(&p[0])?.add(&p[1])?.relu()?;

@@ -39,6 +39,10 @@ struct Args {
     /// Also count heap allocations per call (the mean of 10 calls, all threads).
     #[arg(long)]
     allocs: bool,
+    /// Where the workload runs: cpu, or cuda / cuda:N (feature `cuda`; W2, W3, W5 and W6 in
+    /// eager and graph mode, each call followed by a synchronization).
+    #[arg(long, default_value = "cpu", value_parser = parse_device)]
+    device: Device,
     /// Write W8's model (W4's LeNet-5, forward pass on one image) as ONNX to FILE and exit.
     #[arg(long, value_name = "FILE")]
     onnx: Option<PathBuf>,
@@ -66,6 +70,9 @@ fn main() -> Result<()> {
     for workload in &workloads {
         for &mode in &modes {
             let made = match *workload {
+                _ if args.device.is_cuda() => {
+                    make_on_gpu(workload, mode, args.device)?.map(|call| (call, format!(",\"device\":\"{}\"", args.device)))
+                }
                 "W8" => make_w8(mode)?,
                 _ => make(workload, mode)?.map(|call| (call, String::new())),
             };
@@ -89,6 +96,61 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn parse_device(s: &str) -> std::result::Result<Device, String> {
+    match s {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => Ok(Device::Cuda(0)),
+        _ => s.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(Device::Cuda).ok_or_else(|| format!("`{s}`: expected cpu, cuda or cuda:N")),
+    }
+}
+
+/// One call of `workload` in `mode` with its tensors on `device`, synchronized, or `None` for
+/// what does not run on the GPU yet.
+fn make_on_gpu(workload: &str, mode: Mode, device: Device) -> Result<Option<Call>> {
+    let on = |t: Tensor| t.to_device(device);
+    let call: Box<dyn FnMut() -> Result<Tensor>> = match (workload, mode) {
+        ("W2", Mode::Eager | Mode::Graph) => {
+            let x = on(Tensor::randn(&[4_194_304], DType::F32, 2))?;
+            if mode == Mode::Eager {
+                Box::new(move || w::w2(&x))
+            } else {
+                Box::new(move || w::w2_graph(&x))
+            }
+        }
+        ("W3", Mode::Eager | Mode::Graph) => {
+            let (model, (x, labels)) = (w::Mlp::new(3)?.to_device(device)?, w::w3_batch(4)?);
+            let (x, labels) = (on(x)?, on(labels)?);
+            if mode == Mode::Eager {
+                Box::new(move || model.train_step(&x, &labels, 0.01))
+            } else {
+                Box::new(move || w::w3_graph(&model, &x, &labels))
+            }
+        }
+        ("W5", Mode::Eager | Mode::Graph) => {
+            let (a, b) = (on(Tensor::randn(&[1024, 1024], DType::F32, 5))?, on(Tensor::randn(&[1024, 1024], DType::F32, 6))?);
+            if mode == Mode::Eager {
+                Box::new(move || w::w5(&a, &b))
+            } else {
+                Box::new(move || w::w5_graph(&a, &b))
+            }
+        }
+        ("W6", Mode::Eager | Mode::Graph) => {
+            let x = on(Tensor::ones(&[1], DType::F32))?;
+            if mode == Mode::Eager {
+                Box::new(move || w::w6(&x))
+            } else {
+                Box::new(move || w::w6_graph(&x))
+            }
+        }
+        _ => return Ok(None),
+    };
+    let mut call = call;
+    Ok(Some(Box::new(move || {
+        drop(black_box(call().expect("GPU workload")));
+        device.synchronize().expect("GPU synchronize");
+    })))
 }
 
 /// W8's call in `mode` with the extra JSON fields of its line: `graph` is the forward pass

@@ -339,8 +339,7 @@ fn on_device(x: &Tensor) -> Result<Tensor> {
 
 /// W3's model with its parameters on `device`.
 fn mlp_on(device: Device) -> Result<Mlp> {
-    let m = Mlp::new(0)?;
-    Ok(Mlp { params: m.params.iter().map(|p| p.to_device(device)).collect::<Result<_>>()? })
+    Mlp::new(0)?.to_device(device)
 }
 
 /// Graph functions on the GPU: one trace per device, graph == eager on the GPU bit for bit,

@@ -332,6 +332,11 @@ fn w2_traced(x: &Tensor) -> Result<Tensor> {
     examples::bench::workloads::w2(x)
 }
 
+#[graph_fn(reduce_retracing)]
+fn relaxed(x: &Tensor) -> Result<Tensor> {
+    x.exp()?.mul(2.0f32)?.add(x)
+}
+
 #[graph_fn]
 fn on_device(x: &Tensor) -> Result<Tensor> {
     x.exp()?.mul(2.0f32)
@@ -357,6 +362,12 @@ fn graph_checks(c: &mut Checks) -> Result<()> {
     c.record("its GPU call returns GPU data", Ok(format!("{}{}", if gpu.device() == GPU { "" } else { "FAIL " }, gpu.device())));
     let (differ, _) = compare_bits(&cpu, &gpu)?;
     c.record("graph on the GPU == graph on the CPU (exp, mul)", Ok(format!("{}{differ} of 1000 differ", if differ == 0 { "" } else { "FAIL " })));
+    for n in [3, 4, 5, 9] {
+        let x = Tensor::randn(&[n], DType::F32, n as u64);
+        let (cpu, gpu) = (relaxed(&x)?, relaxed(&x.to_device(GPU)?)?);
+        let (differ, _) = compare_bits(&cpu, &gpu)?;
+        c.record(&format!("a relaxed trace on the GPU, size {n}"), Ok(format!("{}{differ} differ", if differ == 0 { "" } else { "FAIL " })));
+    }
     let big = Tensor::randn(&[1 << 20], DType::F32, 22).to_device(GPU)?;
     let (eager, graph) = (examples::bench::workloads::w2(&big)?, w2_graph(&big)?);
     let (differ, _) = compare_bits(&eager, &graph)?;
@@ -539,6 +550,9 @@ fn main() {
         }
         Err(e) => c.record("timings", Err(e)),
     }
+    let (captured, failed, last) = tensor_core::compile::cuda_graph_counts();
+    let verdict = if captured > 0 && failed == 0 { "" } else { "FAIL " };
+    c.record("graph calls replayed as CUDA graphs", Ok(format!("{verdict}{captured} captured, {failed} failed {last}")));
     println!("{} passed, {} failed", c.passed, c.failed);
     std::process::exit(if c.failed == 0 { 0 } else { 1 });
 }

@@ -58,6 +58,9 @@ pub struct Executable {
     controls: Vec<Option<ControlPlan>>,
     /// Value tables of finished runs, reused so a call does not allocate one.
     tables: Mutex<Vec<Vec<Option<Storage>>>>,
+    /// Calls on a GPU, and their CUDA graph once captured.
+    #[cfg(feature = "cuda")]
+    gpu_calls: super::gpu::GpuCalls,
 }
 
 impl Executable {
@@ -77,7 +80,14 @@ impl Executable {
         let graph = if optimize { super::optimize(graph, None) } else { graph.clone() };
         let plan = Plan::new(&graph);
         let controls = plan.steps.iter().map(|s| ControlPlan::new(&s.node.kind, optimize)).collect();
-        Executable { graph, plan, controls, tables: Mutex::new(Vec::new()) }
+        Executable {
+            graph,
+            plan,
+            controls,
+            tables: Mutex::new(Vec::new()),
+            #[cfg(feature = "cuda")]
+            gpu_calls: Default::default(),
+        }
     }
 
     /// The graph that runs.
@@ -115,7 +125,7 @@ impl Executable {
     pub fn run(&self, slots: &[&Tensor]) -> Result<Outputs> {
         #[cfg(feature = "cuda")]
         if let Some(device) = super::gpu::device_of(&self.graph, slots)? {
-            return super::gpu::run(&self.graph, &self.plan, slots, device);
+            return super::gpu::run(&self.graph, &self.plan, slots, device, &self.gpu_calls);
         }
         let run = || self.with_table(|values| self.run_steps(slots, &[], values, Tensor::from_storage));
         if self.plan.on_worker {

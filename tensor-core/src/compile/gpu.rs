@@ -4,13 +4,20 @@
 //! runs as it runs eagerly on the GPU, and the state writes land on the caller's tensors as
 //! device data. The graph is the one the CPU runs: only the kernels differ.
 //!
-//! Not yet: one planned arena and the capture of the whole call as a CUDA graph (each value
-//! is its own allocation, from the driver's stream-ordered pool), and `cond`/`while_loop`
-//! nodes, which are an `Err` naming them.
+//! **CUDA graphs.** A graph of kernels and products only (three or more), with every shape
+//! known, is run
+//! plainly on its first call (kernels compile, cuBLAS warms up), captured as one CUDA graph
+//! on its second, and replayed from then on: a call copies its inputs into the capture's own
+//! buffers, launches the graph once, and copies out what it returns and writes (the graph's
+//! memory is its own, made again by each launch at the same addresses). A capture that
+//! fails leaves the plain run in place. `TENSOR_CORE_CUDA_GRAPHS=0` turns capture off.
+//!
+//! Not yet: one planned arena (each value is its own allocation from the driver's pool, or,
+//! in a capture, the graph's), and `cond`/`while_loop` nodes, which are an `Err` naming them.
 
 use super::executor::Outputs;
 use super::plan::Plan;
-use crate::cuda::DeviceStorage;
+use crate::cuda::{CapturedGraph, DeviceStorage};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite};
@@ -19,6 +26,8 @@ use crate::ops::device as gpu_ops;
 use crate::ops::{BinaryOp, ElementwiseOp, Op};
 use crate::tensor::{Tensor, Value};
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// The GPU the call's tensor slots live on, if any (none: the CPU executor runs it).
 pub(super) fn device_of(graph: &Graph, slots: &[&Tensor]) -> Result<Option<Device>> {
@@ -36,8 +45,152 @@ pub(super) fn device_of(graph: &Graph, slots: &[&Tensor]) -> Result<Option<Devic
     gpu_ops::placement("graph call", &read)
 }
 
+/// An executable's GPU calls: how many ran, and its captured CUDA graph once there is one.
+#[derive(Default)]
+pub(super) struct GpuCalls(Mutex<CallState>);
+
+#[derive(Default)]
+struct CallState {
+    calls: usize,
+    failed: bool,
+    captured: Option<Captured>,
+}
+
+/// A captured call: the buffers it reads its inputs from, and where its outputs and written
+/// values are after each launch.
+struct Captured {
+    graph: CapturedGraph,
+    device: Device,
+    inputs: Vec<(InputSource, DeviceStorage)>,
+    /// Uploaded once: the graph reads them where they are.
+    _constants: Vec<DeviceStorage>,
+    outputs: Vec<Placed>,
+    writes: Vec<Option<Placed>>,
+    state_writes: Vec<StateWrite>,
+}
+
+/// A value the graph leaves at a fixed device address.
+struct Placed {
+    address: u64,
+    dtype: crate::dtype::DType,
+    shape: crate::shape::Shape,
+}
+
+/// How many calls were captured as CUDA graphs, and how many captures failed (with the last
+/// failure), in this process: for the device checks. Not part of the public API.
+#[doc(hidden)]
+pub fn cuda_graph_counts() -> (usize, usize, String) {
+    let last = LAST_FAILURE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    (CAPTURES.load(Ordering::Relaxed), FAILURES.load(Ordering::Relaxed), last)
+}
+
+static CAPTURES: AtomicUsize = AtomicUsize::new(0);
+static FAILURES: AtomicUsize = AtomicUsize::new(0);
+static LAST_FAILURE: Mutex<String> = Mutex::new(String::new());
+
+/// Runs the call on `device`: replayed from its CUDA graph when it has one, captured on its
+/// second call when it can be, else step by step.
+pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device, calls: &GpuCalls) -> Result<Outputs> {
+    if !capturable(graph, plan) {
+        return run_plain(graph, plan, slots, device);
+    }
+    let mut state = calls.0.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = state.captured.as_ref().filter(|c| c.device == device) {
+        return replay(c, slots);
+    }
+    state.calls += 1;
+    if state.calls < 2 || state.failed || state.captured.is_some() {
+        return run_plain(graph, plan, slots, device);
+    }
+    match capture_call(graph, plan, slots, device) {
+        Ok(c) => {
+            CAPTURES.fetch_add(1, Ordering::Relaxed);
+            let out = replay(&c, slots);
+            state.captured = Some(c);
+            out
+        }
+        Err(e) => {
+            FAILURES.fetch_add(1, Ordering::Relaxed);
+            *LAST_FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = e.to_string();
+            state.failed = true;
+            run_plain(graph, plan, slots, device)
+        }
+    }
+}
+
+/// The fewest steps worth a capture: a replay adds a copy in and out per value, which a call
+/// of one or two kernels does not win back.
+const MIN_CAPTURED_STEPS: usize = 3;
+
+/// Kernels and products only (no host work: printing, reading a `.grad` while running,
+/// control flow), every shape known, enough steps, and capture not turned off.
+fn capturable(graph: &Graph, plan: &Plan) -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *OFF.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_GRAPHS").is_ok_and(|v| v == "0"));
+    !off && !plan.checks_shapes
+        && plan.steps.len() >= MIN_CAPTURED_STEPS
+        && graph.inputs.iter().all(|(_, src)| !matches!(src, InputSource::Param(_)))
+        && plan.steps.iter().all(|s| matches!(s.node.kind, NodeKind::Op(_) | NodeKind::Fused(_) | NodeKind::Epilogue(_)))
+}
+
+/// Records the call's steps as one CUDA graph over buffers of its own.
+fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -> Result<Captured> {
+    let mut inputs = Vec::new();
+    for (_, src) in &graph.inputs {
+        let now = read_input(slots, *src, device)?;
+        inputs.push((*src, crate::cuda::empty(device, now.dtype, &now.shape)?));
+    }
+    let constants = graph.constants.iter().map(|(_, s)| crate::cuda::upload(s, device)).collect::<Result<Vec<_>>>()?;
+    let (captured, (outs, writes)) = crate::cuda::capture(device, || {
+        let mut values: Vec<Option<DeviceStorage>> = vec![None; graph.values.len()];
+        for ((v, _), (_, buffer)) in graph.inputs.iter().zip(&inputs) {
+            values[*v] = Some(buffer.clone());
+        }
+        for ((v, _), c) in graph.constants.iter().zip(&constants) {
+            values[*v] = Some(c.clone());
+        }
+        run_steps(plan, slots, device, &mut values)?;
+        let get = |v: usize| values[v].clone().expect("outputs and written values are kept");
+        let outs: Vec<DeviceStorage> = graph.outputs.iter().map(|&v| get(v)).collect();
+        let writes: Vec<Option<DeviceStorage>> = graph
+            .writes
+            .iter()
+            .map(|w| match w {
+                StateWrite::Data { value, .. } => Some(get(*value)),
+                StateWrite::Grad { value, .. } => value.map(get),
+            })
+            .collect();
+        Ok((outs, writes))
+    })?;
+    let placed = |d: &DeviceStorage| Placed { address: crate::cuda::address(d), dtype: d.dtype, shape: d.shape.clone() };
+    let outputs = outs.iter().map(placed).collect();
+    let written = writes.iter().map(|w| w.as_ref().map(placed)).collect();
+    // The graph owns these buffers (each launch makes them again): never freed from here.
+    std::mem::forget(outs);
+    std::mem::forget(writes);
+    Ok(Captured { graph: captured, device, inputs, _constants: constants, outputs, writes: written, state_writes: graph.writes.clone() })
+}
+
+/// One launch of a captured call: inputs copied in, outputs and writes copied out.
+fn replay(c: &Captured, slots: &[&Tensor]) -> Result<Outputs> {
+    for (src, buffer) in &c.inputs {
+        let now = read_input(slots, *src, c.device)?;
+        crate::cuda::copy_from(buffer, crate::cuda::address(&now))?;
+    }
+    c.graph.replay()?;
+    let take = |p: &Placed| -> Result<DeviceStorage> {
+        let d = crate::cuda::empty(c.device, p.dtype, &p.shape)?;
+        crate::cuda::copy_from(&d, p.address)?;
+        Ok(d)
+    };
+    let outputs = c.outputs.iter().map(|p| take(p).map(tensor_of)).collect::<Result<Outputs>>()?;
+    let written = c.writes.iter().map(|w| w.as_ref().map(take).transpose()).collect::<Result<Vec<_>>>()?;
+    apply_writes(&c.state_writes, slots, written);
+    Ok(outputs)
+}
+
 /// Runs the plan's steps on `device`, applies the writes, returns the outputs.
-pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -> Result<Outputs> {
+fn run_plain(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -> Result<Outputs> {
     let mut values: Vec<Option<DeviceStorage>> = vec![None; graph.values.len()];
     for (v, src) in &graph.inputs {
         values[*v] = Some(read_input(slots, *src, device)?);
@@ -45,6 +198,33 @@ pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device)
     for (v, s) in &graph.constants {
         values[*v] = Some(crate::cuda::upload(s, device)?);
     }
+    run_steps(plan, slots, device, &mut values)?;
+    let get = |v: usize| values[v].clone().expect("outputs and written values are kept");
+    let outputs = graph.outputs.iter().map(|&v| tensor_of(get(v))).collect();
+    let written = graph
+        .writes
+        .iter()
+        .map(|w| match w {
+            StateWrite::Data { value, .. } => Some(get(*value)),
+            StateWrite::Grad { value, .. } => value.map(get),
+        })
+        .collect();
+    apply_writes(&graph.writes, slots, written);
+    Ok(outputs)
+}
+
+/// The state writes, each with its value (none: a `.grad` cleared).
+fn apply_writes(writes: &[StateWrite], slots: &[&Tensor], values: Vec<Option<DeviceStorage>>) {
+    for (w, value) in writes.iter().zip(values) {
+        match w {
+            StateWrite::Data { slot, .. } => slots[*slot].set_value(Value::Device(value.expect("a data write has a value"))),
+            StateWrite::Grad { slot, .. } => slots[*slot].set_grad_raw(value.map(tensor_of)),
+        }
+    }
+}
+
+/// The steps, each value freed at its last use.
+fn run_steps(plan: &Plan, slots: &[&Tensor], device: Device, values: &mut [Option<DeviceStorage>]) -> Result<()> {
     for step in &plan.steps {
         let node = &step.node;
         let outs = {
@@ -58,15 +238,7 @@ pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device)
             values[v] = None;
         }
     }
-    let get = |v: usize| values[v].clone().expect("outputs and written values are kept");
-    let outputs = graph.outputs.iter().map(|&v| tensor_of(get(v))).collect();
-    for w in &graph.writes {
-        match w {
-            StateWrite::Data { slot, value } => slots[*slot].set_value(Value::Device(get(*value))),
-            StateWrite::Grad { slot, value } => slots[*slot].set_grad_raw(value.map(|v| tensor_of(get(v)))),
-        }
-    }
-    Ok(outputs)
+    Ok(())
 }
 
 fn tensor_of(d: DeviceStorage) -> Tensor {

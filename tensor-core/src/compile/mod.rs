@@ -11,6 +11,8 @@ mod fold;
 mod fuse;
 #[cfg(feature = "cuda")]
 mod gpu;
+#[cfg(feature = "cuda")]
+pub use gpu::cuda_graph_counts;
 mod pass;
 mod plan;
 mod simplify;

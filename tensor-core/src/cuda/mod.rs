@@ -16,6 +16,8 @@ mod runtime;
 #[cfg(all(feature = "cuda", test))]
 pub(crate) use runtime::compile;
 #[cfg(feature = "cuda")]
+pub(crate) use runtime::{address, capture, copy_from, empty, CapturedGraph};
+#[cfg(feature = "cuda")]
 pub(crate) use runtime::{download, elementwise, gemm, gpu_name, reduce, synchronize, upload, GemmShape};
 
 #[cfg(not(feature = "cuda"))]

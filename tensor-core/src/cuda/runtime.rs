@@ -28,6 +28,9 @@ struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: Option<CudaBlas>,
+    /// The stream (and its cuBLAS handle) a graph call is captured on, made on first use: a
+    /// stream of its own, so that other threads' work on `stream` never joins a capture.
+    capture: std::sync::OnceLock<(Arc<CudaStream>, Option<CudaBlas>)>,
     kernels: Mutex<HashMap<String, CudaFunction>>,
     arch: &'static str,
     sms: u32,
@@ -85,7 +88,7 @@ fn open_gpu(op: &'static str, device: Device, n: usize) -> Result<Gpu> {
     let (major, minor) = ctx.compute_capability().map_err(driver_error(op, device))?;
     let sms = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(driver_error(op, device))?;
     let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
-    Ok(Gpu { device, ctx, stream, blas, kernels: Mutex::new(HashMap::new()), arch, sms: sms.max(1) as u32 })
+    Ok(Gpu { device, ctx, stream, blas, capture: std::sync::OnceLock::new(), kernels: Mutex::new(HashMap::new()), arch, sms: sms.max(1) as u32 })
 }
 
 /// Lets the device's memory pool keep what is freed for the next allocation, as PyTorch's
@@ -170,7 +173,28 @@ fn compile_error(name: &str, e: CompileError) -> Error {
     Error::Device { op: "compile", reason: format!("NVRTC could not compile kernel {name}:\n{log}") }
 }
 
+thread_local! {
+    /// Set while this thread captures a graph call: its launches and allocations go to the
+    /// capture stream.
+    static CAPTURING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl Gpu {
+    /// Where this thread's work goes: the capture stream while it captures, else the GPU's.
+    fn stream(&self) -> &Arc<CudaStream> {
+        match CAPTURING.with(|c| c.get()) {
+            true => &self.capture.get().expect("made before a capture starts").0,
+            false => &self.stream,
+        }
+    }
+
+    fn blas(&self) -> Option<&CudaBlas> {
+        match CAPTURING.with(|c| c.get()) {
+            true => self.capture.get().expect("made before a capture starts").1.as_ref(),
+            false => self.blas.as_ref(),
+        }
+    }
+
     fn function(&self, src: &KernelSource) -> Result<CudaFunction> {
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = kernels.get(&src.name) {
@@ -187,7 +211,7 @@ impl Gpu {
     /// empty allocations).
     fn alloc(&self, op: &'static str, bytes: usize) -> Result<CudaSlice<u8>> {
         // SAFETY: every kernel writes all of its outputs before anything reads them.
-        unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(driver_error(op, self.device))
+        unsafe { self.stream().alloc::<u8>(bytes.max(1)) }.map_err(driver_error(op, self.device))
     }
 
     fn storage(&self, buffer: CudaSlice<u8>, dtype: DType, shape: Shape) -> DeviceStorage {
@@ -204,6 +228,7 @@ impl Gpu {
 /// Copies host data to `device`, in row-major order.
 pub(crate) fn upload(s: &Storage, device: Device) -> Result<DeviceStorage> {
     let g = gpu("to_device", device)?;
+    refuse_while_capturing("to_device", device)?;
     let s = s.to_standard_layout();
     let bytes: &[u8] = crate::with_array!(&s, a => {
         // SAFETY: a standard-layout array's elements are `len` consecutive values of plain
@@ -220,6 +245,7 @@ pub(crate) fn upload(s: &Storage, device: Device) -> Result<DeviceStorage> {
 /// Copies device data back to the host.
 pub(crate) fn download(d: &DeviceStorage) -> Result<Storage> {
     let g = gpu("to_cpu", d.device)?;
+    refuse_while_capturing("to_cpu", d.device)?;
     Ok(match d.dtype {
         DType::F32 => Storage::F32(read_back::<f32>(&g, d)?),
         DType::F64 => Storage::F64(read_back::<f64>(&g, d)?),
@@ -260,7 +286,7 @@ pub(crate) fn elementwise(
     if n > 0 {
         let f = g.function(src)?;
         let n64 = n as i64;
-        let mut b = g.stream.launch_builder(&f);
+        let mut b = g.stream().launch_builder(&f);
         b.arg(&n64).arg(index);
         for i in inputs {
             b.arg(&*i.buffer);
@@ -286,7 +312,7 @@ pub(crate) fn reduce(src: &KernelSource, index: &TcIndex, input: &DeviceStorage,
     if n_out > 0 {
         let f = g.function(src)?;
         let (no, nr) = (n_out as i64, n_red as i64);
-        let mut b = g.stream.launch_builder(&f);
+        let mut b = g.stream().launch_builder(&f);
         b.arg(&no).arg(&nr).arg(index).arg(&*input.buffer).arg(&mut out);
         let cfg = LaunchConfig { grid_dim: (g.grid(n_out), 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: offsets come from the input's own dims and strides; one write per output.
@@ -312,7 +338,7 @@ pub(crate) struct GemmShape {
 /// `C = op(A) @ op(B)` through cuBLAS (f32 and f64; no TF32).
 pub(crate) fn gemm(a: &DeviceStorage, b: &DeviceStorage, s: GemmShape, out_shape: &Shape) -> Result<DeviceStorage> {
     let g = gpu("matmul", a.device)?;
-    let Some(blas) = g.blas.as_ref() else {
+    let Some(blas) = g.blas() else {
         return Err(device_error("matmul", a.device, "cuBLAS (libcublas.so) was not found; put CUDA's lib folder on LD_LIBRARY_PATH"));
     };
     let mut out = g.alloc("matmul", s.batch * s.m * s.n * a.elem_size())?;
@@ -375,4 +401,92 @@ where
             blas.gemm_strided_batched(cfg, &bv, &av, &mut cv)
         }
     }
+}
+
+// ------------------------------------------------------------------------------ CUDA graphs
+
+/// A transfer waits for the host, which a capture cannot record.
+fn refuse_while_capturing(op: &'static str, device: Device) -> Result<()> {
+    match CAPTURING.with(|c| c.get()) {
+        true => Err(device_error(op, device, "a copy between host and GPU cannot be part of a captured CUDA graph")),
+        false => Ok(()),
+    }
+}
+
+/// A whole call recorded as one CUDA graph, replayed by [`replay`](Self::replay). The memory
+/// its kernels allocated belongs to the graph (freed and made again at the same addresses by
+/// each launch), so what a caller keeps is copied out after each launch.
+pub(crate) struct CapturedGraph {
+    graph: cudarc::driver::CudaGraph,
+    device: Device,
+}
+
+// SAFETY: the graph is used only under the caller's lock (one launch at a time), as the
+// driver asks of graph objects.
+unsafe impl Send for CapturedGraph {}
+// SAFETY: as above.
+unsafe impl Sync for CapturedGraph {}
+
+/// Records what `f` launches on `device` as one CUDA graph (nothing runs yet). `f` must only
+/// launch kernels and products on device data: a transfer in it is an `Err`.
+pub(crate) fn capture<R>(device: Device, f: impl FnOnce() -> Result<R>) -> Result<(CapturedGraph, R)> {
+    use cudarc::driver::sys;
+    let g = gpu("capture", device)?;
+    let (stream, _) = g.capture.get_or_init(|| {
+        let s = g.ctx.new_stream().unwrap_or_else(|_| g.stream.clone());
+        let blas = if g.blas.is_some() { CudaBlas::new(s.clone()).ok() } else { None };
+        (s, blas)
+    });
+    // What the GPU's stream has queued comes first.
+    stream.join(&g.stream).map_err(driver_error("capture", device))?;
+    stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(driver_error("capture", device))?;
+    CAPTURING.with(|c| c.set(true));
+    let result = f();
+    CAPTURING.with(|c| c.set(false));
+    // Always ended, so the stream leaves capture mode whatever `f` did.
+    let ended = stream.end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    let r = result?;
+    match ended.map_err(driver_error("capture", device))? {
+        Some(graph) => Ok((CapturedGraph { graph, device }, r)),
+        None => Err(device_error("capture", device, "the capture recorded nothing")),
+    }
+}
+
+impl CapturedGraph {
+    /// Launches the graph on the GPU's stream (after what is queued there).
+    pub(crate) fn replay(&self) -> Result<()> {
+        let g = gpu("replay", self.device)?;
+        // SAFETY: the graph exec lives as long as `self`; the stream is the GPU's own.
+        unsafe { cudarc::driver::sys::cuGraphLaunch(self.graph.cu_graph_exec(), g.stream.cu_stream()) }
+            .result()
+            .map_err(driver_error("replay", self.device))
+    }
+}
+
+/// The device address of `d`'s data (stable for static buffers and graph allocations).
+pub(crate) fn address(d: &DeviceStorage) -> u64 {
+    use cudarc::driver::DevicePtr;
+    let g = gpu("address", d.device).expect("data on a GPU that is open");
+    let (ptr, _sync) = d.buffer.device_ptr(g.stream());
+    ptr
+}
+
+/// Copies `bytes` bytes from device address `src` into `dst`, on the GPU's stream.
+pub(crate) fn copy_from(dst: &DeviceStorage, src: u64) -> Result<()> {
+    let g = gpu("copy", dst.device)?;
+    let bytes = dst.shape.numel() * dst.elem_size();
+    if bytes > 0 {
+        // SAFETY: both ranges are live device allocations of at least `bytes` bytes.
+        unsafe { cudarc::driver::sys::cuMemcpyDtoDAsync_v2(address(dst), src, bytes, g.stream.cu_stream()) }
+            .result()
+            .map_err(driver_error("copy", dst.device))?;
+    }
+    Ok(())
+}
+
+/// A new buffer on `device` for `dtype` x `shape`, uninitialized.
+pub(crate) fn empty(device: Device, dtype: DType, shape: &Shape) -> Result<DeviceStorage> {
+    let g = gpu("empty", device)?;
+    let buffer = g.alloc("empty", shape.numel() * dtype.size_of())?;
+    Ok(g.storage(buffer, dtype, shape.clone()))
 }

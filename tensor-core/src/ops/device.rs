@@ -220,7 +220,13 @@ pub fn run_fused(program: &crate::kernels::fused::FusedProgram, inputs: &[&Tenso
 
 /// A fused program as one generated kernel over device data: its outputs.
 pub(crate) fn fused_on(program: &crate::kernels::fused::FusedProgram, inputs: &[&DeviceStorage]) -> Result<Vec<DeviceStorage>> {
-    let shape = &program.shape;
+    // A program traced with a dim unknown runs on the inputs' broadcast shape (the shape rules
+    // of its ops checked it when they were traced for the dims that were known).
+    let broadcast = || inputs.iter().try_fold(Shape::scalar(), |s, i| crate::shape::broadcast_shapes(&s, &i.shape));
+    let shape = &match program.shape.is_known() {
+        true => program.shape.clone(),
+        false => broadcast().ok_or_else(|| Error::Device { op: "fused", reason: "the inputs of a fused program do not broadcast".into() })?,
+    };
     if shape.rank() > MAX_RANK {
         return Err(Error::Device { op: "fused", reason: "a fused program over more than 8 dims has no GPU kernel yet".into() });
     }

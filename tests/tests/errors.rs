@@ -10,8 +10,10 @@ use tensor_core::control::{cond, while_loop};
 use tensor_core::function::ConcreteFunction;
 use tensor_core::prelude::*;
 
-/// Variants nothing in tensor-core can produce yet for a caller to see (none today).
-const NOT_REACHABLE: [&str; 0] = [];
+/// Variants nothing can produce on a machine without a GPU (these tests run on CI's), with
+/// why: `DeviceMismatch` needs a tensor on a GPU; `scripts/gpu_device_check.sh` triggers it
+/// (`gpu_check`'s "mixing devices is an Err naming both").
+const NOT_REACHABLE: [&str; 1] = ["DeviceMismatch"];
 
 /// Asserts the message of `e` contains every piece, and returns it.
 #[track_caller]
@@ -743,6 +745,15 @@ fn distributed() -> Vec<Error> {
     vec![e]
 }
 
+fn device() -> Vec<Error> {
+    // This build has no GPU support, or this machine no GPU: either way an Err saying which.
+    let x = f32s(&[1.0, -2.0], &[2]);
+    let e = err(x.to_device(Device::Cuda(0)));
+    assert!(matches!(&e, Error::Device { op: "to_device", .. }), "{e:?}");
+    says(&e, &["cuda:0"]);
+    vec![e]
+}
+
 // ------------------------------------------------------------------------------ the tests
 
 macro_rules! variant_tests {
@@ -799,6 +810,7 @@ mod each {
         skipped_parameters,
         onnx_unsupported,
         distributed,
+        device,
     );
 
     #[test]

@@ -91,8 +91,10 @@
 //!   ([`Error::SkippedParameters`](crate::Error::SkippedParameters)): the graph would not read
 //!   those parameters as inputs, and checkpoints would leave them out. Skipping an optimizer
 //!   over the other fields' parameters is fine;
-//! - the optimizers [`Sgd`](crate::optim::Sgd) and [`Adam`](crate::optim::Adam): their
-//!   hyperparameters by value, their parameters and state as leaves.
+//! - the optimizers [`Sgd`](crate::optim::Sgd), [`Adam`](crate::optim::Adam) and
+//!   [`AdamW`](crate::optim::AdamW): their scheduled hyperparameters (`lr`, momentum, betas,
+//!   weight decay), parameters and state as leaves (so a new learning rate does not
+//!   retrace), `eps` and whether there is weight decay by value.
 //!
 //! A method also keys its `Self` type and flattens `&self` like an argument.
 //!
@@ -168,9 +170,12 @@
 //! | the distributed world (`distributed::init`) | fixed for the process; a collective op keeps the number of ranks it was traced for and a run in another job is an `Err` saying to trace again |
 //! | the gradient hook of `DataParallel` | not read by a trace: it is called on eager gradient accumulation only |
 //!
-//! Settings that belong to a value, not the thread — a layer's training flag (`Dropout`),
-//! an optimizer's learning rate — are keyed through the argument that holds them (by value),
-//! or fixed at trace time when captured.
+//! Settings that belong to a value, not the thread — a layer's training flag (`Dropout`) —
+//! are keyed through the argument that holds them (by value), or fixed at trace time when
+//! captured. An optimizer's learning rate and the other hyperparameters a schedule changes
+//! are not settings but state: 0-d tensors the step reads at every call
+//! ([`Hyperparameter`](crate::optim::Hyperparameter)), as TF keeps `learning_rate` in a
+//! variable, so `set_lr` and the [`lr_scheduler`](crate::optim::lr_scheduler)s never retrace.
 //!
 //! A [`ConcreteFunction`](crate::function::ConcreteFunction) (from `ConcreteFunction::trace`
 //! or `concrete_functions()`) and an exported, loaded function are one graph: they run what was

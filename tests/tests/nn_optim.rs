@@ -5,6 +5,7 @@
 
 use tensor_core::function::ConcreteFunction;
 use tensor_core::nn::{self, init, Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential};
+use tensor_core::optim::lr_scheduler::{CosineAnnealingLR, LrScheduler, OneCycleLR};
 use tensor_core::optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
 use tensor_core::prelude::*;
 use tests::{assert_bits_eq, assert_close, assert_values, tensor};
@@ -512,6 +513,96 @@ fn traced_training_step_matches_eager() -> Result<()> {
             assert_bits_eq(&p.grad().unwrap(), &q.grad().unwrap());
         }
     }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------ schedules
+
+/// One training step: forward, mean cross-entropy, backward, the optimizer's update.
+fn train_step(model: &Sequential, opt: &dyn Optimizer, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    opt.zero_grad()?;
+    let loss = nn::cross_entropy(&model.forward(x)?, labels)?;
+    loss.backward()?;
+    opt.step()?;
+    Ok(loss)
+}
+
+#[graph_fn]
+fn scheduled_adamw_step(model: &Sequential, opt: &AdamW, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    train_step(model, opt, x, labels)
+}
+
+#[graph_fn]
+fn one_cycle_sgd_step(model: &Sequential, opt: &Sgd, x: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    train_step(model, opt, x, labels)
+}
+
+/// Runs `steps` scheduled steps eagerly and as a graph (`graph_step`), asserting after each
+/// that the losses, parameters and gradients have the same bits.
+fn scheduled_runs_match<O: Optimizer, S: LrScheduler>(
+    make_opt: impl Fn(Vec<Tensor>) -> Result<O>,
+    make_sched: impl Fn(&O) -> Result<S>,
+    graph_step: impl Fn(&Sequential, &O, &Tensor, &Tensor) -> Result<Tensor>,
+    steps: usize,
+) -> Result<Vec<f64>> {
+    let (x, labels) = blobs(48, 7)?;
+    let (model_eager, model_graph) = (mlp(8)?, mlp(8)?);
+    let (opt_eager, opt_graph) = (make_opt(model_eager.parameters())?, make_opt(model_graph.parameters())?);
+    let (mut sched_eager, mut sched_graph) = (make_sched(&opt_eager)?, make_sched(&opt_graph)?);
+    let mut lrs = Vec::new();
+    for step in 0..steps {
+        lrs.push(opt_graph.lr());
+        let eager = train_step(&model_eager, &opt_eager, &x, &labels)?;
+        let graph = graph_step(&model_graph, &opt_graph, &x, &labels)?;
+        assert_eq!(eager.item::<f32>()?.to_bits(), graph.item::<f32>()?.to_bits(), "loss at step {step}");
+        for (p, q) in model_eager.parameters().iter().zip(&model_graph.parameters()) {
+            assert_bits_eq(p, q);
+            assert_bits_eq(&p.grad().unwrap(), &q.grad().unwrap());
+        }
+        sched_eager.step()?;
+        sched_graph.step()?;
+        assert_eq!(opt_eager.lr().to_bits(), opt_graph.lr().to_bits());
+    }
+    Ok(lrs)
+}
+
+#[test]
+fn a_hundred_cosine_scheduled_adamw_steps_are_one_trace_and_match_eager_bit_for_bit() -> Result<()> {
+    let config = AdamConfig { lr: 0.05, betas: (0.9, 0.95), eps: 1e-8, weight_decay: 0.1 };
+    let lrs = scheduled_runs_match(|p| AdamW::with_config(p, config), |opt| CosineAnnealingLR::new(opt, 100, 1e-4), scheduled_adamw_step, 100)?;
+    // The schedule did move the rate the graph read: from 0.05 down towards 1e-4.
+    assert_eq!(lrs[0], 0.05);
+    assert!((lrs[50] - (1e-4 + (0.05 - 1e-4) / 2.0)).abs() < 1e-12, "{}", lrs[50]);
+    assert!(lrs[99] < 1e-3, "{}", lrs[99]);
+    let f = tensor_core::function::lookup("scheduled_adamw_step").unwrap();
+    assert_eq!(f.trace_count(), 1, "{:?}", f.retrace_reasons());
+    Ok(())
+}
+
+#[test]
+fn one_cycle_moves_sgds_rate_and_momentum_without_retracing() -> Result<()> {
+    let config = SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 1e-3 };
+    let lrs = scheduled_runs_match(|p| Sgd::with_config(p, config), |opt| OneCycleLR::new(opt, 0.5, 20), one_cycle_sgd_step, 20)?;
+    assert_eq!(lrs[5], 0.5); // the peak, at step 0.3 * 20 - 1
+    let f = tensor_core::function::lookup("one_cycle_sgd_step").unwrap();
+    assert_eq!(f.trace_count(), 1, "{:?}", f.retrace_reasons());
+    Ok(())
+}
+
+#[test]
+fn set_lr_changes_a_captured_traced_step_without_retracing() -> Result<()> {
+    let p = tensor::<f32>(&[1.0, -2.0], &[2]).requires_grad_(true)?;
+    let mut opt = Sgd::new(vec![p.clone()], 0.5)?;
+    fresh_grad(&p, 0.5)?; // grad = p = [1, -2]
+    let f = ConcreteFunction::trace("sgd_step", &[], || {
+        opt.step()?;
+        Ok(vec![])
+    })?;
+    f.call(&[])?; // p -= 0.5 * [1, -2]
+    assert_values(&p, &[0.5, -1.0]);
+    opt.set_lr(0.25)?;
+    f.call(&[])?; // the same grad, the new rate
+    assert_values(&p, &[0.25, -0.5]);
     Ok(())
 }
 

@@ -1,8 +1,8 @@
 //! Adam with bias correction and L2 weight decay (PyTorch's `torch.optim.Adam`).
 
-use super::{check_non_negative, check_params, with_weight_decay, Optimizer};
+use super::{check_non_negative, check_params, with_weight_decay, Hyperparameter, Optimizer};
 use crate::autograd::NoGradGuard;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// The hyperparameters of [`Adam`]; the defaults are PyTorch's.
@@ -54,8 +54,19 @@ impl Default for AdamConfig {
 /// ```
 pub struct Adam {
     params: Vec<Tensor>,
-    config: AdamConfig,
+    pub(super) hyper: AdamHyperparameters,
+    /// Not scheduled: a Rust value, keyed by value when the optimizer is an argument.
+    eps: f64,
     state: Vec<AdamState>,
+}
+
+/// The hyperparameters a schedule may change, read by the step as tensors.
+pub(super) struct AdamHyperparameters {
+    pub(super) lr: Hyperparameter,
+    beta1: Hyperparameter,
+    beta2: Hyperparameter,
+    /// The L2 penalty (AdamW keeps its decoupled decay itself and builds this at 0).
+    weight_decay: Hyperparameter,
 }
 
 /// Adam's state for one parameter, all in tensors made when the optimizer is built.
@@ -103,17 +114,24 @@ impl Adam {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn with_config(params: Vec<Tensor>, config: AdamConfig) -> Result<Adam> {
-        check_params("Adam", &params)?;
-        check_non_negative("Adam", "lr", config.lr)?;
-        check_non_negative("Adam", "eps", config.eps)?;
-        check_non_negative("Adam", "weight_decay", config.weight_decay)?;
-        check_beta("betas.0", config.betas.0)?;
-        check_beta("betas.1", config.betas.1)?;
-        let state = params.iter().map(|p| AdamState { step: Tensor::scalar(0.0f64), exp_avg: p.zeros_like(), exp_avg_sq: p.zeros_like() }).collect();
-        Ok(Adam { params, config, state })
+        Adam::named("Adam", params, config)
     }
 
-    /// The hyperparameters.
+    /// `with_config` with `op` naming the optimizer in errors (AdamW builds one).
+    pub(super) fn named(op: &'static str, params: Vec<Tensor>, config: AdamConfig) -> Result<Adam> {
+        check_params(op, &params)?;
+        check_non_negative(op, "eps", config.eps)?;
+        let hyper = AdamHyperparameters {
+            lr: Hyperparameter::new(op, "lr", config.lr)?,
+            beta1: Hyperparameter::beta(op, "betas.0", config.betas.0)?,
+            beta2: Hyperparameter::beta(op, "betas.1", config.betas.1)?,
+            weight_decay: Hyperparameter::optional(op, "weight_decay", config.weight_decay)?,
+        };
+        let state = params.iter().map(|p| AdamState { step: Tensor::scalar(0.0f64), exp_avg: p.zeros_like(), exp_avg_sq: p.zeros_like() }).collect();
+        Ok(Adam { params, hyper, eps: config.eps, state })
+    }
+
+    /// The hyperparameters' current values.
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -121,25 +139,27 @@ impl Adam {
     /// assert_eq!(opt.config().eps, 1e-8);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn config(&self) -> &AdamConfig {
-        &self.config
+    pub fn config(&self) -> AdamConfig {
+        let h = &self.hyper;
+        AdamConfig { lr: h.lr.get(), betas: (h.beta1.get(), h.beta2.get()), eps: self.eps, weight_decay: h.weight_decay.get() }
     }
 
-    /// Changes the learning rate (for a schedule). A step already traced into a graph keeps
-    /// the rate it was traced with.
+    /// Changes the learning rate (for a schedule; see also [`lr_scheduler`](super::lr_scheduler)).
+    /// The rate is a tensor the step reads, so a step traced into a graph uses the new rate
+    /// at its next call, without retracing, with the same bits as an eager step. A value
+    /// that is not finite or is below 0 is an `Err` and changes nothing.
     ///
     /// ```
     /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::Optimizer;
     /// let mut opt = tensor_core::optim::Adam::new(vec![], 0.1)?;
     /// opt.set_lr(0.05)?;
-    /// assert_eq!(opt.config().lr, 0.05);
+    /// assert_eq!(opt.lr(), 0.05);
     /// assert!(opt.set_lr(f64::NAN).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn set_lr(&mut self, lr: f64) -> Result<()> {
-        check_non_negative("Adam", "lr", lr)?;
-        self.config.lr = lr;
-        Ok(())
+        self.hyper.lr.set(lr)
     }
 
     /// The number of steps taken by parameter `index` (those with a gradient), as an f64
@@ -165,7 +185,7 @@ impl Adam {
     /// The optimizer's state as named tensors, PyTorch's names for parameter `i` (in the
     /// order the parameters were given): `state.{i}.step`, `state.{i}.exp_avg`,
     /// `state.{i}.exp_avg_sq`. Snapshots (later steps do not change them). The
-    /// hyperparameters are Rust values, not part of it.
+    /// hyperparameters are not part of it.
     ///
     /// Saved beside the model's state dict, it makes a checkpoint from which training
     /// resumes exactly as if it had never stopped:
@@ -234,7 +254,7 @@ impl Optimizer for Adam {
         let _no_grad = NoGradGuard::new();
         for (p, s) in self.params.iter().zip(&self.state) {
             if let Some(grad) = p.grad() {
-                s.update(p, grad, &self.config)?;
+                s.update(p, grad, &self.hyper, self.eps)?;
             }
         }
         Ok(())
@@ -243,48 +263,50 @@ impl Optimizer for Adam {
     fn parameters(&self) -> &[Tensor] {
         &self.params
     }
+
+    fn hyperparameters(&self) -> Vec<&Hyperparameter> {
+        let h = &self.hyper;
+        vec![&h.lr, &h.beta1, &h.beta2, &h.weight_decay]
+    }
 }
 
 impl AdamState {
     /// One Adam step of `p`, with tensor ops only (so it traces).
-    fn update(&self, p: &Tensor, grad: Tensor, c: &AdamConfig) -> Result<()> {
-        let (beta1, beta2) = c.betas;
+    ///
+    /// The hyperparameters are f64 tensors (see [`Hyperparameter`]); each is used as the
+    /// Rust `f64` it replaces was: in the parameter's dtype where that was a scalar operand
+    /// (`beta1`, `1 - beta1`, ...), in f64 in the bias corrections and the step size.
+    fn update(&self, p: &Tensor, grad: Tensor, h: &AdamHyperparameters, eps: f64) -> Result<()> {
+        let dtype = p.dtype();
         self.step.add_(1.0)?;
-        let g = with_weight_decay(grad, p, c.weight_decay)?;
-        self.exp_avg.mul_(beta1)?;
-        self.exp_avg.add_(&g.mul(1.0 - beta1)?)?;
-        self.exp_avg_sq.mul_(beta2)?;
-        self.exp_avg_sq.add_(&g.mul(&g)?.mul(1.0 - beta2)?)?;
+        let g = with_weight_decay(grad, p, &h.weight_decay)?;
+        self.exp_avg.mul_(&h.beta1.in_dtype(dtype)?)?;
+        self.exp_avg.add_(&g.mul(&h.beta1.one_minus(dtype)?)?)?;
+        self.exp_avg_sq.mul_(&h.beta2.in_dtype(dtype)?)?;
+        self.exp_avg_sq.add_(&g.mul(&g)?.mul(&h.beta2.one_minus(dtype)?)?)?;
         // The bias corrections, in f64 from the step tensor (see `AdamState`), then in the
         // parameter's dtype as PyTorch applies its Python-float corrections.
-        let dtype = p.dtype();
-        let correction1 = self.bias_correction(beta1)?;
-        let correction2 = self.bias_correction(beta2)?;
-        let step_size = Tensor::scalar(c.lr).div(&correction1)?.cast(dtype)?;
-        let denom = self.exp_avg_sq.sqrt()?.div(&correction2.sqrt()?.cast(dtype)?)?.add(c.eps)?;
+        let correction1 = self.bias_correction(&h.beta1)?;
+        let correction2 = self.bias_correction(&h.beta2)?;
+        let step_size = h.lr.tensor().div(&correction1)?.cast(dtype)?;
+        let denom = self.exp_avg_sq.sqrt()?.div(&correction2.sqrt()?.cast(dtype)?)?.add(eps)?;
         p.sub_(&self.exp_avg.div(&denom)?.mul(&step_size)?)
     }
 
     /// `1 - beta^t` as an f64 scalar tensor.
-    fn bias_correction(&self, beta: f64) -> Result<Tensor> {
-        Tensor::scalar(beta).pow(&self.step)?.neg()?.add(1.0)
+    fn bias_correction(&self, beta: &Hyperparameter) -> Result<Tensor> {
+        beta.tensor().pow(&self.step)?.neg()?.add(1.0)
     }
 }
 
-fn check_beta(arg: &'static str, beta: f64) -> Result<()> {
-    if (0.0..1.0).contains(&beta) {
-        Ok(())
-    } else {
-        Err(Error::invalid("Adam", arg, format!("must be in [0, 1), found {beta}")))
-    }
-}
-
-/// An `Adam` can be an argument of a `#[graph_fn]`: its parameters and state are tensor
-/// leaves (read and updated by the graph in place), its hyperparameters are keyed by value.
+/// An `Adam` can be an argument of a `#[graph_fn]`: its hyperparameters, parameters and
+/// state are tensor leaves (read, and the state updated, by the graph in place; a new
+/// learning rate does not retrace); `eps` and whether it has weight decay are keyed.
 impl crate::function::GraphArg for Adam {
     fn flatten(&self, f: &mut crate::function::Flattener) {
-        let c = &self.config;
-        [c.lr, c.betas.0, c.betas.1, c.eps, c.weight_decay].iter().for_each(|v| f.f64(*v));
+        f.f64(self.eps);
+        f.bool(self.hyper.weight_decay.is_used());
+        self.hyperparameters().into_iter().for_each(|h| h.flatten(f));
         self.params.flatten(f);
         for s in &self.state {
             s.step.flatten(f);

@@ -1,7 +1,7 @@
 //! AdamW: Adam with decoupled weight decay (Loshchilov & Hutter; PyTorch's
 //! `torch.optim.AdamW`).
 
-use super::{check_non_negative, Adam, AdamConfig, Optimizer};
+use super::{Adam, AdamConfig, Hyperparameter, Optimizer};
 use crate::autograd::NoGradGuard;
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -31,7 +31,8 @@ use crate::tensor::Tensor;
 pub struct AdamW {
     /// Adam without weight decay: the moments, step counts and update.
     adam: Adam,
-    weight_decay: f64,
+    /// The decoupled decay rate.
+    weight_decay: Hyperparameter,
 }
 
 impl AdamW {
@@ -60,12 +61,12 @@ impl AdamW {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn with_config(params: Vec<Tensor>, config: AdamConfig) -> Result<AdamW> {
-        check_non_negative("AdamW", "weight_decay", config.weight_decay)?;
-        let adam = Adam::with_config(params, AdamConfig { weight_decay: 0.0, ..config })?;
-        Ok(AdamW { adam, weight_decay: config.weight_decay })
+        let weight_decay = Hyperparameter::optional("AdamW", "weight_decay", config.weight_decay)?;
+        let adam = Adam::named("AdamW", params, AdamConfig { weight_decay: 0.0, ..config })?;
+        Ok(AdamW { adam, weight_decay })
     }
 
-    /// The hyperparameters (`weight_decay` is the decoupled rate).
+    /// The hyperparameters' current values (`weight_decay` is the decoupled rate).
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -74,17 +75,20 @@ impl AdamW {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn config(&self) -> AdamConfig {
-        AdamConfig { weight_decay: self.weight_decay, ..*self.adam.config() }
+        AdamConfig { weight_decay: self.weight_decay.get(), ..self.adam.config() }
     }
 
-    /// Changes the learning rate (for a schedule). A step already traced into a graph keeps
-    /// the rate it was traced with.
+    /// Changes the learning rate (for a schedule; see also [`lr_scheduler`](super::lr_scheduler)).
+    /// The rate is a tensor the step reads, so a step traced into a graph uses the new rate
+    /// at its next call, without retracing, with the same bits as an eager step; the
+    /// decoupled decay `1 - lr * weight_decay` follows it.
     ///
     /// ```
     /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::Optimizer;
     /// let mut opt = tensor_core::optim::AdamW::new(vec![], 0.1)?;
     /// opt.set_lr(0.05)?;
-    /// assert_eq!(opt.config().lr, 0.05);
+    /// assert_eq!(opt.lr(), 0.05);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn set_lr(&mut self, lr: f64) -> Result<()> {
@@ -110,11 +114,12 @@ impl AdamW {
 
 impl Optimizer for AdamW {
     fn step(&self) -> Result<()> {
-        let decay = 1.0 - self.adam.config().lr * self.weight_decay;
-        if self.weight_decay != 0.0 {
+        if self.weight_decay.is_used() {
             let _no_grad = NoGradGuard::new();
+            // `1 - lr * weight_decay` in f64, then in each parameter's dtype.
+            let decay = self.adam.hyper.lr.tensor().mul(self.weight_decay.tensor())?.neg()?.add(1.0)?;
             for p in self.adam.parameters().iter().filter(|p| p.grad().is_some()) {
-                p.mul_(decay)?;
+                p.mul_(&decay.cast(p.dtype())?)?;
             }
         }
         self.adam.step()
@@ -123,12 +128,21 @@ impl Optimizer for AdamW {
     fn parameters(&self) -> &[Tensor] {
         self.adam.parameters()
     }
+
+    /// Adam's `lr` and `betas`, then the decoupled `weight_decay`.
+    fn hyperparameters(&self) -> Vec<&Hyperparameter> {
+        let mut all = self.adam.hyperparameters();
+        all.truncate(3);
+        all.push(&self.weight_decay);
+        all
+    }
 }
 
 /// An `AdamW` can be an argument of a `#[graph_fn]`, as [`Adam`] can.
 impl crate::function::GraphArg for AdamW {
     fn flatten(&self, f: &mut crate::function::Flattener) {
-        f.f64(self.weight_decay);
+        f.bool(self.weight_decay.is_used());
+        self.weight_decay.flatten(f);
         self.adam.flatten(f);
     }
 }

@@ -8,8 +8,10 @@
 //! graph: run inside a `#[graph_fn]`, it becomes graph nodes whose in-place updates are
 //! written back to the parameters and the state tensors on every call.
 //!
-//! Build optimizers outside graph functions, as you do parameters. Their hyperparameters
-//! (`lr`, `momentum`, ...) are Rust values: a traced step uses the values it was traced with.
+//! Build optimizers outside graph functions, as you do parameters. The hyperparameters a
+//! schedule changes (`lr`, `momentum`, `betas`, `weight_decay`) are [`Hyperparameter`]s,
+//! 0-d tensors the step reads: changing one (`set_lr`, a scheduler of [`lr_scheduler`])
+//! never retraces, and a traced step uses the new value with the same bits as an eager one.
 //!
 //! ```
 //! use tensor_core::prelude::*;
@@ -28,10 +30,13 @@
 
 mod adam;
 mod adamw;
+mod hyperparameter;
+pub mod lr_scheduler;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig};
 pub use adamw::AdamW;
+pub use hyperparameter::Hyperparameter;
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::error::{Error, Result};
@@ -63,6 +68,55 @@ pub trait Optimizer {
     fn zero_grad(&self) -> Result<()> {
         self.parameters().iter().try_for_each(Tensor::zero_grad)
     }
+
+    /// The hyperparameters a schedule may change, learning rate first, under PyTorch's
+    /// param group names: `lr`, then `momentum` and `weight_decay` (SGD) or `betas.0`,
+    /// `betas.1` and `weight_decay` (Adam, AdamW). Live handles: setting one changes the
+    /// optimizer's next step, traced or not.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Optimizer, Sgd};
+    /// let opt = Sgd::new(vec![], 0.1)?;
+    /// let names: Vec<_> = opt.hyperparameters().iter().map(|h| h.name()).collect();
+    /// assert_eq!(names, ["lr", "momentum", "weight_decay"]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    fn hyperparameters(&self) -> Vec<&Hyperparameter>;
+
+    /// The hyperparameter called `name` (see [`hyperparameters`](Self::hyperparameters)),
+    /// or an `Err` listing the names there are.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{Adam, Optimizer};
+    /// let opt = Adam::new(vec![], 0.1)?;
+    /// opt.hyperparameter("betas.0")?.set(0.8)?;
+    /// assert_eq!(opt.config().betas, (0.8, 0.999));
+    /// assert!(opt.hyperparameter("momentum").is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    fn hyperparameter(&self, name: &str) -> Result<&Hyperparameter> {
+        let all = self.hyperparameters();
+        let names: Vec<&str> = all.iter().map(|h| h.name()).collect();
+        all.iter().find(|h| h.name() == name).copied().ok_or_else(|| {
+            Error::invalid("Optimizer::hyperparameter", "name", format!("no hyperparameter `{name}`; this optimizer has {}", names.join(", ")))
+        })
+    }
+
+    /// The current learning rate.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{AdamW, Optimizer};
+    /// let mut opt = AdamW::new(vec![], 0.1)?;
+    /// opt.set_lr(0.05)?;
+    /// assert_eq!(opt.lr(), 0.05);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    fn lr(&self) -> f64 {
+        self.hyperparameters().first().map_or(f64::NAN, |h| h.get())
+    }
 }
 
 /// Parameters must be distinct float tensors (a parameter given twice would be stepped twice).
@@ -79,7 +133,7 @@ fn check_params(op: &'static str, params: &[Tensor]) -> Result<()> {
     Ok(())
 }
 
-/// A hyperparameter must be finite and at least 0 (PyTorch's checks).
+/// A value must be finite and at least 0 (PyTorch's checks).
 fn check_non_negative(op: &'static str, arg: &'static str, value: f64) -> Result<()> {
     if value.is_finite() && value >= 0.0 {
         Ok(())
@@ -88,11 +142,12 @@ fn check_non_negative(op: &'static str, arg: &'static str, value: f64) -> Result
     }
 }
 
-/// `grad + weight_decay * p` (the L2 penalty's gradient), or `grad` itself when it is 0.
-fn with_weight_decay(grad: Tensor, p: &Tensor, weight_decay: f64) -> Result<Tensor> {
-    if weight_decay == 0.0 {
-        Ok(grad)
+/// `grad + weight_decay * p` (the L2 penalty's gradient), or `grad` itself when the
+/// optimizer was built without weight decay.
+fn with_weight_decay(grad: Tensor, p: &Tensor, weight_decay: &Hyperparameter) -> Result<Tensor> {
+    if weight_decay.is_used() {
+        grad.add(&p.mul(&weight_decay.in_dtype(p.dtype())?)?)
     } else {
-        grad.add(&p.mul(weight_decay)?)
+        Ok(grad)
     }
 }

@@ -1,6 +1,6 @@
 //! Stochastic gradient descent with momentum and weight decay (PyTorch's `torch.optim.SGD`).
 
-use super::{check_non_negative, check_params, with_weight_decay, Optimizer};
+use super::{check_params, with_weight_decay, Hyperparameter, Optimizer};
 use crate::autograd::NoGradGuard;
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -52,7 +52,9 @@ impl Default for SgdConfig {
 /// ```
 pub struct Sgd {
     params: Vec<Tensor>,
-    config: SgdConfig,
+    lr: Hyperparameter,
+    momentum: Hyperparameter,
+    weight_decay: Hyperparameter,
     /// One momentum buffer per parameter (none without momentum). They start at zero, made
     /// when the optimizer is built rather than on the first step (so a first step inside a
     /// traced function finds them): `momentum * 0 + g` is exactly PyTorch's `buf = g`.
@@ -85,20 +87,20 @@ impl Sgd {
     /// use tensor_core::optim::{Sgd, SgdConfig};
     /// let p = Tensor::zeros(&[3], DType::F32).requires_grad_(true)?;
     /// let config = SgdConfig { lr: 0.01, momentum: 0.9, weight_decay: 5e-4 };
-    /// assert_eq!(Sgd::with_config(vec![p.clone()], config)?.config(), &config);
+    /// assert_eq!(Sgd::with_config(vec![p.clone()], config)?.config(), config);
     /// assert!(Sgd::with_config(vec![p.clone(), p], config).is_err()); // p twice
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn with_config(params: Vec<Tensor>, config: SgdConfig) -> Result<Sgd> {
         check_params("Sgd", &params)?;
-        check_non_negative("Sgd", "lr", config.lr)?;
-        check_non_negative("Sgd", "momentum", config.momentum)?;
-        check_non_negative("Sgd", "weight_decay", config.weight_decay)?;
-        let buffers = if config.momentum != 0.0 { params.iter().map(Tensor::zeros_like).collect() } else { Vec::new() };
-        Ok(Sgd { params, config, buffers })
+        let lr = Hyperparameter::new("Sgd", "lr", config.lr)?;
+        let momentum = Hyperparameter::optional("Sgd", "momentum", config.momentum)?;
+        let weight_decay = Hyperparameter::optional("Sgd", "weight_decay", config.weight_decay)?;
+        let buffers = if momentum.is_used() { params.iter().map(Tensor::zeros_like).collect() } else { Vec::new() };
+        Ok(Sgd { params, lr, momentum, weight_decay, buffers })
     }
 
-    /// The hyperparameters.
+    /// The hyperparameters' current values.
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -106,31 +108,33 @@ impl Sgd {
     /// assert_eq!(opt.config().lr, 0.1);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn config(&self) -> &SgdConfig {
-        &self.config
+    pub fn config(&self) -> SgdConfig {
+        SgdConfig { lr: self.lr.get(), momentum: self.momentum.get(), weight_decay: self.weight_decay.get() }
     }
 
-    /// Changes the learning rate (for a schedule). A step already traced into a graph keeps
-    /// the rate it was traced with.
+    /// Changes the learning rate (for a schedule; see also [`lr_scheduler`](super::lr_scheduler)).
+    /// The rate is a tensor the step reads, so a step traced into a graph uses the new rate
+    /// at its next call, without retracing, with the same bits as an eager step. A value
+    /// that is not finite or is below 0 is an `Err` and changes nothing.
     ///
     /// ```
     /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::Optimizer;
     /// let mut opt = tensor_core::optim::Sgd::new(vec![], 0.1)?;
     /// opt.set_lr(0.01)?;
-    /// assert_eq!(opt.config().lr, 0.01);
+    /// assert_eq!(opt.lr(), 0.01);
+    /// assert!(opt.set_lr(-1.0).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn set_lr(&mut self, lr: f64) -> Result<()> {
-        check_non_negative("Sgd", "lr", lr)?;
-        self.config.lr = lr;
-        Ok(())
+        self.lr.set(lr)
     }
 }
 
 impl Sgd {
     /// The optimizer's state as named tensors: with momentum, PyTorch's
     /// `state.{i}.momentum_buffer` for parameter `i`; without, none. Snapshots (later steps
-    /// do not change them). The hyperparameters are Rust values, not part of it.
+    /// do not change them). The hyperparameters are not part of it.
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -179,19 +183,20 @@ impl Optimizer for Sgd {
         // The update must not be recorded for backward (and an in-place op on a leaf that
         // requires grad is only allowed with grad mode off).
         let _no_grad = NoGradGuard::new();
-        let SgdConfig { lr, momentum, weight_decay } = self.config;
         for (i, p) in self.params.iter().enumerate() {
             let Some(grad) = p.grad() else { continue };
-            let g = with_weight_decay(grad, p, weight_decay)?;
+            // The hyperparameters in the parameter's dtype, as Rust scalars would take it.
+            let dtype = p.dtype();
+            let g = with_weight_decay(grad, p, &self.weight_decay)?;
             let update = match self.buffers.get(i) {
                 Some(buf) => {
-                    buf.mul_(momentum)?;
+                    buf.mul_(&self.momentum.in_dtype(dtype)?)?;
                     buf.add_(&g)?;
                     buf.clone()
                 }
                 None => g,
             };
-            p.sub_(&update.mul(lr)?)?;
+            p.sub_(&update.mul(&self.lr.in_dtype(dtype)?)?)?;
         }
         Ok(())
     }
@@ -199,14 +204,19 @@ impl Optimizer for Sgd {
     fn parameters(&self) -> &[Tensor] {
         &self.params
     }
+
+    fn hyperparameters(&self) -> Vec<&Hyperparameter> {
+        vec![&self.lr, &self.momentum, &self.weight_decay]
+    }
 }
 
-/// An `Sgd` can be an argument of a `#[graph_fn]`: its parameters and momentum buffers are
-/// tensor leaves, its hyperparameters are keyed by value.
+/// An `Sgd` can be an argument of a `#[graph_fn]`: its hyperparameters, parameters and
+/// momentum buffers are tensor leaves (a new learning rate does not retrace); whether it
+/// has weight decay is keyed (the step has a term for it or not).
 impl crate::function::GraphArg for Sgd {
     fn flatten(&self, f: &mut crate::function::Flattener) {
-        let c = &self.config;
-        [c.lr, c.momentum, c.weight_decay].iter().for_each(|v| f.f64(*v));
+        f.bool(self.weight_decay.is_used());
+        self.hyperparameters().into_iter().for_each(|h| h.flatten(f));
         self.params.flatten(f);
         self.buffers.flatten(f);
     }

@@ -71,8 +71,8 @@
 //! Every argument type implements [`GraphArg`](crate::GraphArg), which splits a value into
 //! tensor leaves and a static part. The signature of a call is made of:
 //!
-//! - **tensors** (`Tensor` or `&Tensor`): their dtype, shape and whether they require grad —
-//!   not their values;
+//! - **tensors** (`Tensor` or `&Tensor`): their dtype, shape, whether they require grad and
+//!   their device (a body traces once per device, feature `cuda`) — not their values;
 //! - **Rust scalars** (`bool`, `char`, integers, `f32`, `f64`) and **strings** (`&str`,
 //!   `String`): their *value*, so a new value is a new trace (pass values that change every
 //!   call, such as a step counter, as tensors);

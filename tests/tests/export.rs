@@ -146,7 +146,7 @@ fn a_loaded_training_step_updates_the_callers_parameters_as_the_original_does() 
     let first = original.train_step(&x, &y)?;
     let f = lookup("Cnn::train_step").unwrap().concrete_functions().into_iter().next().unwrap();
     let loaded = round_trip(&f);
-    assert_eq!(loaded.captures().len(), 3 * 8, "Adam's step, exp_avg and exp_avg_sq for each parameter");
+    assert_eq!(loaded.captures().len(), 3 * 8 + 3, "Adam's step, exp_avg and exp_avg_sq for each parameter, and its lr and betas");
     // A copy of the model as it was after the first step, trained by the loaded step.
     let mut copy = Cnn::new(4);
     copy.load_state_dict(&original.state_dict()?)?;

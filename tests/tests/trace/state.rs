@@ -101,14 +101,16 @@ type MakeOptimizer = fn(Vec<Tensor>) -> Result<Box<dyn Optimizer>>;
 
 /// A training step traced once and called 20 times leaves the parameters (and grads) that
 /// 20 eager steps from the same initial values leave, bit for bit, with the same losses.
-fn traced_training_matches_eager(dtype: DType, make_opt: MakeOptimizer, state_tensors: usize) -> Result<()> {
+fn traced_training_matches_eager(dtype: DType, make_opt: MakeOptimizer, state_tensors: usize, hyperparameters: usize) -> Result<()> {
     let (x, labels) = training_data(dtype)?;
     let eager = mlp_params(dtype)?;
     let graph = mlp_params(dtype)?;
     let (eager_opt, graph_opt) = (make_opt(eager.clone())?, make_opt(graph.clone())?);
     let f = trace("train_step", &[("x", &x), ("labels", &labels)], || Ok(vec![train_step(&graph, graph_opt.as_ref(), &x, &labels)?]))?;
-    // The parameters and the optimizer's state tensors are captured; the step writes them back.
-    assert_eq!(f.captures().len(), 4 + state_tensors);
+    // The parameters and the optimizer's state tensors are captured (the step writes them
+    // back), and so are the hyperparameters the step reads (0-d tensors: a new rate does not
+    // retrace).
+    assert_eq!(f.captures().len(), 4 + state_tensors + hyperparameters);
     for (e, g) in eager.iter().zip(&graph) {
         assert_bits_eq(e, g);
         assert!(g.grad().is_none(), "tracing must not write real grads");
@@ -134,8 +136,10 @@ fn traced_sgd_training_step_matches_eager_steps_bit_for_bit() -> Result<()> {
     let momentum: MakeOptimizer = |p| Ok(Box::new(Sgd::with_config(p, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 0.01 })?));
     let plain: MakeOptimizer = |p| Ok(Box::new(Sgd::new(p, 0.2)?));
     for dtype in [DType::F32, DType::F64] {
-        traced_training_matches_eager(dtype, momentum, 4)?; // + a momentum buffer each
-        traced_training_matches_eager(dtype, plain, 0)?;
+        // + a momentum buffer each; lr, momentum and weight decay
+        traced_training_matches_eager(dtype, momentum, 4, 3)?;
+        // only lr: a momentum and weight decay of 0 have no term in the step
+        traced_training_matches_eager(dtype, plain, 0, 1)?;
     }
     Ok(())
 }
@@ -144,8 +148,8 @@ fn traced_sgd_training_step_matches_eager_steps_bit_for_bit() -> Result<()> {
 fn traced_adam_training_step_matches_eager_steps_bit_for_bit() -> Result<()> {
     let adam: MakeOptimizer = |p| Ok(Box::new(Adam::new(p, 0.05)?));
     for dtype in [DType::F32, DType::F64] {
-        // + step count, first and second moments for each parameter
-        traced_training_matches_eager(dtype, adam, 12)?;
+        // + step count, first and second moments for each parameter; lr and both betas
+        traced_training_matches_eager(dtype, adam, 12, 3)?;
     }
     Ok(())
 }

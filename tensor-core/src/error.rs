@@ -311,6 +311,23 @@ impl Error {
     }
 }
 
+/// An I/O error from the user's own code (`?` on a `std::fs` call in a function returning
+/// tensor-core's `Result`): `Error::Io` with what the system said. The path is not known here.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// fn read(path: &str) -> Result<String> {
+///     Ok(std::fs::read_to_string(path)?)
+/// }
+/// let e = read("/no/such/file").unwrap_err();
+/// assert!(matches!(e, Error::Io { action: "read or write", .. }));
+/// ```
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Io { path: "(a path of the caller's)".into(), action: "read or write", reason: e.to_string() }
+    }
+}
+
 /// "2 missing keys: `a`, `b`; 1 unexpected key: `c`", leaving out an empty list.
 fn key_lists(missing: &[String], unexpected: &[String]) -> String {
     let list = |kind: &str, keys: &[String]| match keys.len() {

@@ -1,6 +1,6 @@
 //! Ops: the one `Op` enum that eager execution, tracing, backward, graph printing and fusion
 //! all switch on. It is an enum of families; each family file holds its ops' user API
-//! (methods on `Tensor`), and implements [`Family`]: shape and dtype rule, kernel call,
+//! (methods on `Tensor`), and implements `Family`: shape and dtype rule, kernel call,
 //! gradient, what the gradient saves. This file routes an `Op` to its family, once.
 
 pub(crate) mod collective;
@@ -49,7 +49,7 @@ pub use transformer::AttentionOptions;
 pub(crate) type Axes = SmallVec<[usize; 4]>;
 
 /// Every op: a family and the family's op with its attributes. Each family is one file of
-/// this module and implements [`Family`] (name, shape/dtype rule, kernel, gradient, what the
+/// this module and implements `Family` (name, shape/dtype rule, kernel, gradient, what the
 /// gradient saves), so routing an op is one `match` the compiler checks.
 ///
 /// ```

@@ -74,7 +74,7 @@ pub enum NnOp {
     Softmax { axis: usize },
     /// (x)
     LogSoftmax { axis: usize },
-    /// (logits [n, c], labels [n]) -> scalar mean loss
+    /// (logits `[n, c]`, labels `[n]`) -> scalar mean loss
     CrossEntropy,
 }
 

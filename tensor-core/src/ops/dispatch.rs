@@ -218,8 +218,6 @@ pub(crate) fn accumulate_into(t: &Tensor, g: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Checks types and runs the kernel of `op` on concrete inputs: the result's dtype, shape
-/// (from the shape rule, which is exact for concrete inputs) and data.
 /// Runs `op` where its inputs live: on the CPU, or on their GPU (feature `cuda`).
 fn run_anywhere(op: &Op, inputs: &[&Tensor]) -> Result<(DType, Shape, Value)> {
     // Until a tensor has been put on a GPU, no input can be on one: no need to ask.
@@ -233,6 +231,8 @@ fn run_anywhere(op: &Op, inputs: &[&Tensor]) -> Result<(DType, Shape, Value)> {
     Ok((dtype, shape, Value::Concrete(storage)))
 }
 
+/// Checks types and runs the kernel of `op` on concrete inputs: the result's dtype, shape
+/// (from the shape rule, which is exact for concrete inputs) and data.
 pub(crate) fn run_eager(op: &Op, inputs: &[&Tensor]) -> Result<(DType, Shape, Storage)> {
     let (dtype, shape) = op.infer(&types_of(inputs))?;
     let storage = with_storages(inputs, op.name(), |s| op.compute(s))??;

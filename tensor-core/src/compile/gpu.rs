@@ -150,17 +150,7 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
             values[*v] = Some(c.clone());
         }
         run_steps(plan, slots, device, &mut values)?;
-        let get = |v: usize| values[v].clone().expect("outputs and written values are kept");
-        let outs: Vec<DeviceStorage> = graph.outputs.iter().map(|&v| get(v)).collect();
-        let writes: Vec<Option<DeviceStorage>> = graph
-            .writes
-            .iter()
-            .map(|w| match w {
-                StateWrite::Data { value, .. } => Some(get(*value)),
-                StateWrite::Grad { value, .. } => value.map(get),
-            })
-            .collect();
-        Ok((outs, writes))
+        Ok(kept_values(graph, &values))
     })?;
     let placed = |d: &DeviceStorage| Placed { address: crate::cuda::address(d), dtype: d.dtype, shape: d.shape.clone() };
     let outputs = outs.iter().map(placed).collect();
@@ -199,9 +189,16 @@ fn run_plain(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -> R
         values[*v] = Some(crate::cuda::upload(s, device)?);
     }
     run_steps(plan, slots, device, &mut values)?;
+    let (outs, written) = kept_values(graph, &values);
+    apply_writes(&graph.writes, slots, written);
+    Ok(outs.into_iter().map(tensor_of).collect())
+}
+
+/// What a run leaves: the outputs, and each state write's value (none: a `.grad` cleared).
+fn kept_values(graph: &Graph, values: &[Option<DeviceStorage>]) -> (Vec<DeviceStorage>, Vec<Option<DeviceStorage>>) {
     let get = |v: usize| values[v].clone().expect("outputs and written values are kept");
-    let outputs = graph.outputs.iter().map(|&v| tensor_of(get(v))).collect();
-    let written = graph
+    let outs = graph.outputs.iter().map(|&v| get(v)).collect();
+    let writes = graph
         .writes
         .iter()
         .map(|w| match w {
@@ -209,8 +206,7 @@ fn run_plain(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -> R
             StateWrite::Grad { value, .. } => value.map(get),
         })
         .collect();
-    apply_writes(&graph.writes, slots, written);
-    Ok(outputs)
+    (outs, writes)
 }
 
 /// The state writes, each with its value (none: a `.grad` cleared).

@@ -7,7 +7,16 @@ use tensor_core::prelude::*;
 /// The model (weights normal(0, 0.02) from `seed`, no dropout) and its AdamW (lr 3e-4, betas
 /// 0.9/0.95, eps 1e-8, weight decay 0.1 on every parameter).
 pub fn setup(seed: u64) -> Result<(Gpt, AdamW)> {
+    setup_on(seed, Device::Cpu)
+}
+
+/// [`setup`] with the model on `device`: built on the CPU, its parameters moved there in
+/// place, then the optimizer made (its state lives where the parameters do).
+pub fn setup_on(seed: u64, device: Device) -> Result<(Gpt, AdamW)> {
     let model = Gpt::new(GptConfig::w7(), seed, &Generator::new(seed))?;
+    for p in model.parameters() {
+        p.to_device_(device)?;
+    }
     let config = AdamConfig { lr: 3e-4, betas: (0.9, 0.95), eps: 1e-8, weight_decay: 0.1 };
     let opt = AdamW::with_config(model.parameters(), config)?;
     Ok((model, opt))

@@ -39,8 +39,9 @@ struct Args {
     /// Also count heap allocations per call (the mean of 10 calls, all threads).
     #[arg(long)]
     allocs: bool,
-    /// Where the workload runs: cpu, or cuda / cuda:N (feature `cuda`; W2, W3, W5 and W6 in
-    /// eager and graph mode, each call followed by a synchronization).
+    /// Where the workload runs: cpu, or cuda / cuda:N (feature `cuda`; W2, W3, W5, W6 and W7
+    /// in eager and graph mode, each call followed by a synchronization; the line adds
+    /// `gpu_us`, the median GPU time of a call by CUDA events).
     #[arg(long, default_value = "cpu", value_parser = parse_device)]
     device: Device,
     /// Write W8's model (W4's LeNet-5, forward pass on one image) as ONNX to FILE and exit.
@@ -83,9 +84,13 @@ fn main() -> Result<()> {
                 continue;
             };
             let t = timing::time(&mut call, 3, args.calls, Duration::from_secs_f64(args.min_time));
+            let gpu = match args.device.is_cuda() {
+                true => format!(",\"gpu_us\":{:.2}", gpu_median_us(&mut call, args.device, 50)?),
+                false => String::new(),
+            };
             let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
             println!(
-                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}{extra}}}",
+                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}{gpu}{extra}}}",
                 mode.name(),
                 t.median_us,
                 t.min_us,
@@ -96,6 +101,14 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The median GPU time of `calls` calls, each between two CUDA events (as the peers'
+/// `torch.cuda.Event` timings are taken).
+fn gpu_median_us(call: &mut Call, device: Device, calls: usize) -> Result<f64> {
+    let mut times = (0..calls).map(|_| device.time_on_gpu(&mut *call)).collect::<Result<Vec<f64>>>()?;
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
 }
 
 fn parse_device(s: &str) -> std::result::Result<Device, String> {
@@ -142,6 +155,15 @@ fn make_on_gpu(workload: &str, mode: Mode, device: Device) -> Result<Option<Call
                 Box::new(move || w::w6(&x))
             } else {
                 Box::new(move || w::w6_graph(&x))
+            }
+        }
+        ("W7", Mode::Eager | Mode::Graph) => {
+            let ((model, opt), (tokens, targets)) = (w7::setup_on(7, device)?, w7::batch(8)?);
+            let (tokens, targets) = (on(tokens)?, on(targets)?);
+            if mode == Mode::Eager {
+                Box::new(move || gpt::train_step(&model, &opt, &tokens, &targets))
+            } else {
+                Box::new(move || gpt::train_step_graph(&model, &opt, &tokens, &targets))
             }
         }
         _ => return Ok(None),

@@ -18,11 +18,11 @@ pub(crate) use runtime::compile;
 #[cfg(feature = "cuda")]
 pub(crate) use runtime::{address, capture, copy_from, empty, CapturedGraph};
 #[cfg(feature = "cuda")]
-pub(crate) use runtime::{download, elementwise, gemm, gpu_name, reduce, synchronize, upload, GemmShape};
+pub(crate) use runtime::{copy_regions, download, elementwise, gemm, gpu_name, reduce, synchronize, time_on_gpu, upload, GemmShape, Region};
 
 #[cfg(not(feature = "cuda"))]
 mod unavailable;
 #[cfg(not(feature = "cuda"))]
-pub(crate) use unavailable::{download, gpu_name, synchronize, upload};
+pub(crate) use unavailable::{download, gpu_name, synchronize, time_on_gpu, upload};
 
 pub(crate) use storage::DeviceStorage;

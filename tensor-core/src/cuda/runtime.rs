@@ -123,6 +123,18 @@ pub(crate) fn synchronize(device: Device) -> Result<()> {
     g.stream.synchronize().map_err(driver_error("synchronize", device))
 }
 
+/// The GPU time of what `f` queues on `device`'s stream, in microseconds: between two CUDA
+/// events recorded before and after it (waits for the second).
+pub(crate) fn time_on_gpu(device: Device, f: &mut dyn FnMut()) -> Result<f64> {
+    let g = gpu("time_on_gpu", device)?;
+    let timed = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = g.stream.record_event(timed).map_err(driver_error("time_on_gpu", device))?;
+    f();
+    let end = g.stream.record_event(timed).map_err(driver_error("time_on_gpu", device))?;
+    let ms = start.elapsed_ms(&end).map_err(driver_error("time_on_gpu", device))?;
+    Ok(ms as f64 * 1000.0)
+}
+
 // ------------------------------------------------------------------------------ kernels
 
 /// Where compiled kernels are kept between runs: `TENSOR_CORE_CUDA_CACHE`, else
@@ -296,7 +308,9 @@ pub(crate) fn elementwise(
         }
         // One thread per element: occupancy hides the memory latency (the kernel's loop is
         // grid-stride only for sizes beyond the grid's limit).
-        let cfg = LaunchConfig { grid_dim: (n.div_ceil(256).clamp(1, i32::MAX as usize) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let threads = n.div_ceil(src.per_thread);
+        let cfg =
+            LaunchConfig { grid_dim: (threads.div_ceil(256).clamp(1, i32::MAX as usize) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: the kernel reads `n` elements of each contiguous input, one of each scalar
         // input, and in-bounds offsets of strided inputs (strides from their shapes), and
         // writes `n` elements of each output, all allocated above.
@@ -319,6 +333,40 @@ pub(crate) fn reduce(src: &KernelSource, index: &TcIndex, input: &DeviceStorage,
         unsafe { b.launch(cfg) }.map_err(driver_error("reduce", input.device))?;
     }
     Ok(g.storage(out, input.dtype, shape.clone()))
+}
+
+/// One copy of [`copy_regions`]: `n` elements of `input`, walked by `index` with a
+/// [`copy`](super::source::copy) kernel, from element `from` of the input into element `to`
+/// of the output.
+pub(crate) struct Region<'a> {
+    pub kernel: &'a KernelSource,
+    pub index: TcIndex,
+    pub input: &'a DeviceStorage,
+    pub from: i64,
+    pub to: i64,
+    pub n: usize,
+}
+
+/// A new buffer of `dtype` x `shape` on `device` (zeroed first when `zero`) with each region
+/// copied into it, in order.
+pub(crate) fn copy_regions(device: Device, dtype: DType, shape: &Shape, zero: bool, regions: &[Region]) -> Result<DeviceStorage> {
+    let g = gpu("copy", device)?;
+    let mut out = g.alloc("copy", shape.numel() * dtype.size_of())?;
+    if zero {
+        g.stream().memset_zeros(&mut out).map_err(driver_error("copy", device))?;
+    }
+    for r in regions.iter().filter(|r| r.n > 0) {
+        let f = g.function(r.kernel)?;
+        let n = r.n as i64;
+        let mut b = g.stream().launch_builder(&f);
+        b.arg(&n).arg(&r.index).arg(&r.from).arg(&r.to).arg(&*r.input.buffer).arg(&mut out);
+        let cfg =
+            LaunchConfig { grid_dim: (r.n.div_ceil(256).clamp(1, i32::MAX as usize) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the caller's index walks `n` in-bounds elements of the input from `from`
+        // and as many in-bounds elements of the output from `to` (both from their shapes).
+        unsafe { b.launch(cfg) }.map_err(driver_error("copy", device))?;
+    }
+    Ok(g.storage(out, dtype, shape.clone()))
 }
 
 /// A batch of row-major products `op(a) @ op(b)`: `a` is `[m, k]` (or `[k, m]` read

@@ -39,12 +39,22 @@ const PRELUDE: &str = include_str!("prelude.cuh");
 pub(crate) struct KernelSource {
     pub name: String,
     pub kernel: String,
+    /// Elements each thread of the launch handles (4 for a vectorized elementwise kernel).
+    pub per_thread: usize,
 }
 
 impl KernelSource {
     fn new(prefix: &str, signature_and_body: &str) -> KernelSource {
-        let name = format!("{prefix}_{:016x}", fnv1a(signature_and_body));
-        KernelSource { kernel: format!("extern \"C\" __global__ void {name}{signature_and_body}"), name }
+        KernelSource::with_helpers(prefix, "", signature_and_body, 1)
+    }
+
+    /// A kernel with device functions of its own (`helpers`) in front of it.
+    /// Its helpers' names end in the kernel's (`tc_lane` becomes `tc_ew_…_lane`), so the
+    /// kernels of one translation unit never clash.
+    fn with_helpers(prefix: &str, helpers: &str, signature_and_body: &str, per_thread: usize) -> KernelSource {
+        let name = format!("{prefix}_{:016x}", fnv1a(&format!("{helpers}{signature_and_body}")));
+        let own = |text: &str| text.replace("tc_lane(", &format!("{name}_lane("));
+        KernelSource { kernel: format!("{}extern \"C\" __global__ void {name}{}", own(helpers), own(signature_and_body)), name, per_thread }
     }
 
     /// The whole translation unit: the prelude, then the kernel.
@@ -269,8 +279,28 @@ pub(crate) fn elementwise_cached(p: &Program) -> std::sync::Arc<KernelSource> {
 }
 
 /// The CUDA C kernel of an elementwise program: one thread per output element (grid-stride),
-/// every intermediate in registers.
+/// every intermediate in registers. A program over contiguous (or scalar) 4-byte inputs and
+/// outputs is [vectorized](vectorized).
 pub(crate) fn elementwise(p: &Program) -> KernelSource {
+    if let Some(v) = vector_type(p) {
+        return vectorized(p, v);
+    }
+    let mut body = String::new();
+    loads(p, &mut body);
+    instructions(p, &mut body);
+    for (j, &o) in p.outputs.iter().enumerate() {
+        writeln!(body, "        out{j}[i] = r{o};").expect("write");
+    }
+    let kernel =
+        format!("(\n    {}) {{\n    for (long long i = {FIRST}; i < n; i += {STRIDE}) {{\n{body}    }}\n}}\n", parameters(p).join(",\n    "));
+    KernelSource::new("tc_ew", &kernel)
+}
+
+/// A grid-stride loop's first index and its step.
+const FIRST: &str = "(long long)blockIdx.x * blockDim.x + threadIdx.x";
+const STRIDE: &str = "(long long)gridDim.x * blockDim.x";
+
+fn parameters(p: &Program) -> Vec<String> {
     let mut params: Vec<String> = vec!["const long long n".into(), "const TcIndex ix".into()];
     for (k, (dtype, _)) in p.inputs.iter().enumerate() {
         params.push(format!("const {}* __restrict__ in{k}", c_type(*dtype)));
@@ -278,8 +308,11 @@ pub(crate) fn elementwise(p: &Program) -> KernelSource {
     for (j, &o) in p.outputs.iter().enumerate() {
         params.push(format!("{}* __restrict__ out{j}", c_type(p.instrs[o].dtype)));
     }
-    let mut body = String::new();
-    loads(p, &mut body);
+    params
+}
+
+/// `const T rK = ...;` for each instruction, over `aK` (inputs) and earlier `rK`.
+fn instructions(p: &Program, body: &mut String) {
     for (k, instr) in p.instrs.iter().enumerate() {
         let args: Vec<String> = instr.args.iter().map(operand).collect();
         // Where's first operand is the bool condition; its type is the values'.
@@ -287,14 +320,71 @@ pub(crate) fn elementwise(p: &Program) -> KernelSource {
         let expr = expression(&instr.op, &args, operand_dtype(p, typed_arg));
         writeln!(body, "        const {} r{k} = {expr};", c_type(instr.dtype)).expect("write");
     }
-    for (j, &o) in p.outputs.iter().enumerate() {
-        writeln!(body, "        out{j}[i] = r{o};").expect("write");
+}
+
+/// The 16-byte vector type of a program whose inputs are contiguous or scalar and whose
+/// contiguous inputs and outputs all have 4-byte elements of one kind (`float4`, `int4`),
+/// unless `TENSOR_CORE_CUDA_VECTORIZE=0`.
+fn vector_type(p: &Program) -> Option<&'static str> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_VECTORIZE").is_ok_and(|v| v == "0")) {
+        return None;
     }
+    let mut wide = p.inputs.iter().filter(|(_, a)| *a == Access::Contiguous).map(|(d, _)| *d).peekable();
+    wide.peek()?;
+    if p.inputs.iter().any(|(_, a)| matches!(a, Access::Strided(_))) {
+        return None;
+    }
+    let mut all = wide.chain(p.outputs.iter().map(|&o| p.instrs[o].dtype));
+    match all.next()? {
+        DType::F32 if all.all(|d| d == DType::F32) => Some("float4"),
+        DType::I32 if all.all(|d| d == DType::I32) => Some("int4"),
+        _ => None,
+    }
+}
+
+/// Four elements per thread with 16-byte loads and stores: a device function computes one
+/// element from its inputs' values (`tc_lane`), the loop calls it for each lane of a vector,
+/// and a scalar loop does the last `n % 4`. The four lanes are independent work for the
+/// thread, and a wide access moves more bytes per instruction than four narrow ones.
+fn vectorized(p: &Program, vector: &'static str) -> KernelSource {
+    let mut lane_params: Vec<String> = p.inputs.iter().enumerate().map(|(k, (d, _))| format!("const {} a{k}", c_type(*d))).collect();
+    lane_params.extend(p.outputs.iter().enumerate().map(|(j, &o)| format!("{}& o{j}", c_type(p.instrs[o].dtype))));
+    let mut lane = String::new();
+    instructions(p, &mut lane);
+    for (j, &o) in p.outputs.iter().enumerate() {
+        writeln!(lane, "        o{j} = r{o};").expect("write");
+    }
+    let helpers = format!("static __device__ __forceinline__ void tc_lane({}) {{\n{lane}}}\n", lane_params.join(", "));
+    let (mut setup, mut load, mut store) = (String::new(), String::new(), String::new());
+    let arg = |k: usize, lane: &str| match p.inputs[k].1 {
+        Access::Scalar => format!("s{k}"),
+        _ if lane.is_empty() => format!("in{k}[i]"),
+        _ => format!("v{k}.{lane}"),
+    };
+    for (k, (d, a)) in p.inputs.iter().enumerate() {
+        match a {
+            Access::Scalar => writeln!(setup, "    const {} s{k} = in{k}[0];", c_type(*d)),
+            _ => writeln!(load, "        const {vector} v{k} = reinterpret_cast<const {vector}*>(in{k})[v];"),
+        }
+        .expect("write");
+    }
+    for j in 0..p.outputs.len() {
+        writeln!(load, "        {vector} w{j};").expect("write");
+        writeln!(store, "        reinterpret_cast<{vector}*>(out{j})[v] = w{j};").expect("write");
+    }
+    let call = |lane: &str| {
+        let mut args: Vec<String> = (0..p.inputs.len()).map(|k| arg(k, lane)).collect();
+        args.extend((0..p.outputs.len()).map(|j| if lane.is_empty() { format!("out{j}[i]") } else { format!("w{j}.{lane}") }));
+        format!("tc_lane({});", args.join(", "))
+    };
+    let lanes: String = ["x", "y", "z", "w"].iter().map(|l| format!("        {}\n", call(l))).collect();
     let kernel = format!(
-        "(\n    {}) {{\n    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {{\n{body}    }}\n}}\n",
-        params.join(",\n    ")
+        "(\n    {params}) {{\n{setup}    const long long nv = n >> 2;\n    for (long long v = {FIRST}; v < nv; v += {STRIDE}) {{\n{load}{lanes}{store}    }}\n    for (long long i = (nv << 2) + {FIRST}; i < n; i += {STRIDE}) {{\n        {tail}\n    }}\n}}\n",
+        params = parameters(p).join(",\n    "),
+        tail = call(""),
     );
-    KernelSource::new("tc_ew", &kernel)
+    KernelSource::with_helpers("tc_ew", &helpers, &kernel, 4)
 }
 
 /// `out[i] = (label of row i / classes) == (column i % classes)`, as `dtype` (`ix.dims[0]` is
@@ -391,6 +481,9 @@ pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_ra
     );
     KernelSource::new("tc_reduce", &kernel)
 }
+
+mod movement;
+pub(crate) use movement::{copy, index_add, index_select};
 
 #[cfg(test)]
 mod tests;

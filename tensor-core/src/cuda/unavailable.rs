@@ -33,3 +33,8 @@ pub(crate) fn synchronize(device: Device) -> Result<()> {
 pub(crate) fn gpu_name(device: Device) -> Result<String> {
     Err(not_built(device))
 }
+
+/// Never succeeds: there is no GPU backend in this build.
+pub(crate) fn time_on_gpu(device: Device, _: &mut dyn FnMut()) -> Result<f64> {
+    Err(not_built(device))
+}

@@ -155,7 +155,8 @@ impl Tensor {
         let mut scores = self.matmul_t(key, false, true)?.mul(scale)?;
         if options.causal {
             let (tq, tk) = (scores.dims()[scores.rank() - 2], scores.dims()[scores.rank() - 1]);
-            let mask = Tensor::causal_mask(tq.max(tk)).narrow(0, 0, tq)?.narrow(1, 0, tk)?;
+            // Made on the host, then where the scores are (a constant of the graph when traced).
+            let mask = Tensor::causal_mask(tq.max(tk)).narrow(0, 0, tq)?.narrow(1, 0, tk)?.to_device(scores.device())?;
             scores = scores.masked_fill(&mask, f64::NEG_INFINITY)?;
         }
         if let Some(mask) = options.mask {

@@ -127,7 +127,13 @@ impl Adam {
             beta2: Hyperparameter::beta(op, "betas.1", config.betas.1)?,
             weight_decay: Hyperparameter::optional(op, "weight_decay", config.weight_decay)?,
         };
-        let state = params.iter().map(|p| AdamState { step: Tensor::scalar(0.0f64), exp_avg: p.zeros_like(), exp_avg_sq: p.zeros_like() }).collect();
+        // The state lives where its parameter does, the step count too (PyTorch's
+        // `capturable` Adam): a step on the GPU then reads nothing from the host.
+        let on = |p: &Tensor, t: Tensor| t.to_device(p.device());
+        let state = params
+            .iter()
+            .map(|p| Ok(AdamState { step: on(p, Tensor::scalar(0.0f64))?, exp_avg: on(p, p.zeros_like())?, exp_avg_sq: on(p, p.zeros_like())? }))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Adam { params, hyper, eps: config.eps, state })
     }
 

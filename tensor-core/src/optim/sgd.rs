@@ -96,7 +96,11 @@ impl Sgd {
         let lr = Hyperparameter::new("Sgd", "lr", config.lr)?;
         let momentum = Hyperparameter::optional("Sgd", "momentum", config.momentum)?;
         let weight_decay = Hyperparameter::optional("Sgd", "weight_decay", config.weight_decay)?;
-        let buffers = if momentum.is_used() { params.iter().map(Tensor::zeros_like).collect() } else { Vec::new() };
+        // Each momentum buffer lives where its parameter does.
+        let buffers = match momentum.is_used() {
+            true => params.iter().map(|p| p.zeros_like().to_device(p.device())).collect::<Result<_>>()?,
+            false => Vec::new(),
+        };
         Ok(Sgd { params, lr, momentum, weight_decay, buffers })
     }
 

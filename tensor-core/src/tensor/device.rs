@@ -73,6 +73,43 @@ impl Tensor {
         Ok(moved)
     }
 
+    /// Moves this tensor's data (and its `.grad`) to `device` in place: every handle of the
+    /// tensor, a model's layer included, then sees it there. This is how a model built on
+    /// the CPU goes to a GPU (PyTorch's `model.to(device)`): move each of its parameters,
+    /// then make the optimizer. Only a leaf moves in place (an op's result would leave its
+    /// gradient's history behind); anything else is an `Err` that says to use
+    /// [`to_device`](Self::to_device), and nothing changes.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let w = Tensor::ones(&[2], DType::F32).requires_grad_(true)?;
+    /// let layer_view = w.clone();
+    /// w.to_device_(Device::Cpu)?; // already there: nothing to do
+    /// assert!(layer_view.requires_grad() && layer_view.device() == Device::Cpu);
+    /// assert!(w.mul(2.0)?.to_device_(Device::Cpu).is_err()); // not a leaf
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn to_device_(&self, device: Device) -> Result<()> {
+        if !self.is_leaf() {
+            return Err(Error::invalid(
+                "to_device_",
+                "self",
+                "only a leaf tensor (a parameter, an input) moves in place; use .to_device(device) for an op's result",
+            ));
+        }
+        if self.device() == device {
+            return Ok(());
+        }
+        let moved = self.to_device(device)?;
+        let grad = self.grad().map(|g| g.to_device(device)).transpose()?;
+        let value = moved.read_value().clone();
+        self.set_value(value);
+        if grad.is_some() {
+            self.set_grad_raw(grad);
+        }
+        Ok(())
+    }
+
     /// A copy of this tensor in host memory (`to_device(Device::Cpu)`).
     ///
     /// ```
@@ -100,6 +137,14 @@ impl Device {
             Device::Cpu => Ok(()),
             gpu => crate::cuda::synchronize(gpu),
         }
+    }
+
+    /// The GPU time of the work `f` queues on this device, in microseconds, by CUDA events
+    /// recorded around it (what PyTorch's `torch.cuda.Event(enable_timing=True)` measures):
+    /// for the benchmarks. An `Err` on the CPU. Not part of the public API.
+    #[doc(hidden)]
+    pub fn time_on_gpu(self, mut f: impl FnMut()) -> Result<f64> {
+        crate::cuda::time_on_gpu(self, &mut f)
     }
 
     /// The device's name: the GPU's as its driver reports it (`NVIDIA H100 80GB HBM3`).

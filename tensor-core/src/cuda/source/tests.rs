@@ -60,12 +60,10 @@ fn a_fused_chain_keeps_intermediates_in_registers_and_writes_scalars_by_their_bi
         Instr { op: ElementwiseOp::Binary(BinaryOp::Sub), args: smallvec![r(4), r(5)], dtype: DType::F32 },
     ];
     let k = elementwise(&Program { rank: 1, inputs: &[(DType::F32, Access::Contiguous)], instrs: &ins, outputs: &[6] });
-    let lines: Vec<&str> = kernel_text(&k).lines().map(str::trim).filter(|l| l.starts_with("const float")).collect();
+    let lines: Vec<&str> = kernel_text(&k).lines().map(str::trim).filter(|l| l.starts_with("const float r")).collect();
     assert_eq!(
         lines,
         [
-            "const float* __restrict__ in0,",
-            "const float a0 = in0[i];",
             "const float r0 = tc_mul(a0, __int_as_float(0x3fc00000));",
             "const float r1 = tc_add(r0, __int_as_float(0x3f000000));",
             "const float r2 = tc_tanh(r1);",
@@ -75,7 +73,91 @@ fn a_fused_chain_keeps_intermediates_in_registers_and_writes_scalars_by_their_bi
             "const float r6 = tc_sub(r4, r5);",
         ]
     );
-    assert!(kernel_text(&k).contains("out0[i] = r6;"));
+    // Contiguous f32 in and out: four elements per thread, through the lane function.
+    let text = kernel_text(&k);
+    assert!(text.starts_with(&format!("static __device__ __forceinline__ void {}_lane(const float a0, float& o0) {{", k.name)), "{text}");
+    assert!(text.contains("        o0 = r6;\n}\n"), "{text}");
+    assert!(text.contains(&format!("{}_lane(v0.w, w0.w);", k.name)) && text.contains(&format!("{}_lane(in0[i], out0[i]);", k.name)), "{text}");
+    assert_eq!(k.per_thread, 4);
+}
+
+#[test]
+fn a_contiguous_program_of_4_byte_values_is_vectorized_with_scalars_read_once() {
+    let inputs = [(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)];
+    let ins = [instr(ElementwiseOp::Binary(BinaryOp::Mul), &[0, 1], DType::F32)];
+    let k = elementwise(&Program { rank: 2, inputs: &inputs, instrs: &ins, outputs: &[0] });
+    let expected = format!(
+        "static __device__ __forceinline__ void {n}_lane(const float a0, const float a1, float& o0) {{
+        const float r0 = tc_mul(a0, a1);
+        o0 = r0;
+}}
+extern \"C\" __global__ void {n}(
+    const long long n,
+    const TcIndex ix,
+    const float* __restrict__ in0,
+    const float* __restrict__ in1,
+    float* __restrict__ out0) {{
+    const float s1 = in1[0];
+    const long long nv = n >> 2;
+    for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += (long long)gridDim.x * blockDim.x) {{
+        const float4 v0 = reinterpret_cast<const float4*>(in0)[v];
+        float4 w0;
+        {n}_lane(v0.x, s1, w0.x);
+        {n}_lane(v0.y, s1, w0.y);
+        {n}_lane(v0.z, s1, w0.z);
+        {n}_lane(v0.w, s1, w0.w);
+        reinterpret_cast<float4*>(out0)[v] = w0;
+    }}
+    for (long long i = (nv << 2) + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {{
+        {n}_lane(in0[i], s1, out0[i]);
+    }}
+}}
+",
+        n = k.name
+    );
+    assert_eq!(kernel_text(&k), expected);
+    // Not vectorized: a strided input, 8-byte values, a bool output, mixed widths.
+    let not = |inputs: &[(DType, Access)], out: DType| {
+        let ins = [instr(ElementwiseOp::Binary(BinaryOp::Add), &[0, 1], out)];
+        elementwise(&Program { rank: 2, inputs, instrs: &ins, outputs: &[0] }).per_thread
+    };
+    assert_eq!(not(&[(DType::F32, Access::Contiguous), (DType::F32, Access::Strided(0))], DType::F32), 1);
+    assert_eq!(not(&[(DType::F64, Access::Contiguous), (DType::F64, Access::Contiguous)], DType::F64), 1);
+    assert_eq!(not(&[(DType::I32, Access::Contiguous), (DType::I32, Access::Contiguous)], DType::Bool), 1);
+    assert_eq!(not(&[(DType::I32, Access::Contiguous), (DType::F32, Access::Contiguous)], DType::F32), 1);
+    assert_eq!(not(&[(DType::I32, Access::Contiguous), (DType::I32, Access::Scalar)], DType::I32), 4);
+}
+
+#[test]
+fn region_copies_walk_the_region_and_offset_both_sides() {
+    let k = copy(DType::F64, 2);
+    let expected = format!(
+        "extern \"C\" __global__ void {}(const long long n, const TcIndex ix, const long long from, const long long to, const double* __restrict__ in0, double* __restrict__ out0) {{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {{
+        long long rem = i, src = from, dst = to;
+        {{ const long long c = rem % ix.dims[1]; rem /= ix.dims[1]; src += c * ix.strides[0][1]; dst += c * ix.strides[1][1]; }}
+        {{ const long long c = rem % ix.dims[0]; rem /= ix.dims[0]; src += c * ix.strides[0][0]; dst += c * ix.strides[1][0]; }}
+        out0[dst] = in0[src];
+    }}
+}}
+",
+        k.name
+    );
+    assert_eq!(kernel_text(&k), expected);
+    assert_ne!(copy(DType::F64, 3).name, k.name);
+}
+
+#[test]
+fn row_selections_read_the_index_and_index_add_sums_in_index_order() {
+    let select = index_select(DType::F32, DType::I64);
+    let text = kernel_text(&select);
+    assert!(text.contains("const long long k = (long long)in1[j];"), "{text}");
+    assert!(text.contains("out0[i] = (k >= 0 && k < size) ? in0[(o * size + k) * inner + r] : (float)0;"), "{text}");
+    let add = index_add(DType::F64, DType::I32);
+    let text = kernel_text(&add);
+    assert!(text.contains("const int* __restrict__ in1"), "{text}");
+    assert!(text.contains("for (long long j = 0; j < len; ++j) {"), "{text}");
+    assert!(text.contains("if ((long long)in1[j] == k) acc = tc_add(acc, in0[(o * len + j) * inner + r]);"), "{text}");
 }
 
 #[test]
@@ -193,9 +275,29 @@ fn nvrtc_compiles_every_op_on_every_dtype() {
             sources.push(one_op(ElementwiseOp::Cast(to), &[d], to));
         }
     }
+    for d in all {
+        sources.extend((1..=MAX_RANK).map(|rank| copy(d, rank)));
+        for i in [DType::I64, DType::I32] {
+            sources.push(index_select(d, i));
+            if d.is_numeric() {
+                sources.push(index_add(d, i));
+            }
+        }
+    }
+    // Vectorized programs: f32 and i32, a scalar input, two outputs.
+    for d in [DType::F32, DType::I32] {
+        let inputs = [(d, Access::Contiguous), (d, Access::Scalar), (d, Access::Contiguous)];
+        let ins = [
+            instr(ElementwiseOp::Binary(BinaryOp::Mul), &[0, 1], d),
+            Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: smallvec![Operand::Result(0), Operand::Input(2)], dtype: d },
+        ];
+        let k = elementwise(&Program { rank: 1, inputs: &inputs, instrs: &ins, outputs: &[0, 1] });
+        assert_eq!(k.per_thread, 4);
+        sources.push(k);
+    }
     // One translation unit of all of them (a kernel each), so NVRTC starts once.
     let unit: String = sources.iter().map(|s| s.kernel.as_str()).collect();
-    let all_in_one = KernelSource { name: "all".into(), kernel: unit };
+    let all_in_one = KernelSource { name: "all".into(), kernel: unit, per_thread: 1 };
     let ptx = crate::cuda::compile(&all_in_one, "compute_90").unwrap_or_else(|e| panic!("{e}"));
     for s in &sources {
         assert!(ptx.contains(&format!(".entry {}(", s.name)), "{} is missing from the PTX", s.name);
@@ -220,7 +322,8 @@ fn nvrtc_keeps_each_rounding_and_reports_its_log() {
     let k = elementwise(&Program { rank: 1, inputs: &inputs, instrs: &ins, outputs: &[1] });
     let ptx = crate::cuda::compile(&k, "compute_90").unwrap_or_else(|e| panic!("{e}"));
     assert!(ptx.contains("mul.rn.f32") && ptx.contains("add.rn.f32") && !ptx.contains("fma"), "{ptx}");
-    let broken = KernelSource { name: "tc_broken".into(), kernel: "extern \"C\" __global__ void tc_broken() { undeclared(); }".into() };
+    let broken =
+        KernelSource { name: "tc_broken".into(), kernel: "extern \"C\" __global__ void tc_broken() { undeclared(); }".into(), per_thread: 1 };
     let err = crate::cuda::compile(&broken, "compute_90").expect_err("it does not compile").to_string();
     assert!(err.contains("tc_broken") && err.contains("undeclared"), "{err}");
 }

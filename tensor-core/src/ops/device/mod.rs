@@ -2,8 +2,12 @@
 //! dtype rule is the op's own (`Op::infer`), so a GPU op accepts and refuses exactly what the
 //! CPU op does; elementwise ops are one-instruction programs of the generator that also
 //! builds fused kernels, reductions have their own kernel, products go to cuBLAS, and layout
-//! ops are free (a reshape) or one gather kernel. An op without a GPU path yet is an `Err`
+//! ops are free (a reshape), one gather kernel or region copies (`movement`), and softmax
+//! and cross-entropy are composed of the others (`composed`). An op without a GPU path yet is an `Err`
 //! that names it and says `.to_cpu()`.
+
+mod composed;
+mod movement;
 
 use super::dispatch::types_of;
 use super::{IndexOp, LayoutOp, LinalgOp, NnOp, Op, ReductionOp};
@@ -13,7 +17,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::fused::{Instr, Operand};
-use crate::math::{BinaryOp, ElementwiseOp, ReduceOp, UnaryOp};
+use crate::math::{ElementwiseOp, ReduceOp};
 use crate::shape::Shape;
 use crate::tensor::{Tensor, Value};
 use smallvec::SmallVec;
@@ -75,13 +79,18 @@ fn compute(op: &Op, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> R
         Op::Reduction(ReductionOp::Reduce { op: r, axes, .. }) => reduce(*r, inputs[0], axes, shape),
         Op::Linalg(LinalgOp::Matmul { transpose_a, transpose_b }) => matmul(inputs, *transpose_a, *transpose_b, shape),
         Op::Layout(LayoutOp::Reshape(_)) => Ok(inputs[0].with_shape(shape.clone())),
-        Op::Layout(LayoutOp::Permute(axes)) => permute(inputs[0], axes, shape),
-        Op::Layout(LayoutOp::BroadcastTo(_)) => gather(inputs[0], &broadcast_strides(&inputs[0].shape, shape), shape),
+        Op::Layout(LayoutOp::Permute(axes)) => movement::permute(inputs[0], axes, shape),
+        Op::Layout(LayoutOp::BroadcastTo(_)) => movement::broadcast(inputs[0], shape),
         Op::Layout(LayoutOp::SumTo(_)) => sum_to(inputs[0], shape),
-        Op::Nn(NnOp::Softmax { axis }) => softmax(inputs[0], *axis, false),
-        Op::Nn(NnOp::LogSoftmax { axis }) => softmax(inputs[0], *axis, true),
-        Op::Nn(NnOp::CrossEntropy) => cross_entropy(inputs[0], inputs[1]),
-        Op::Index(IndexOp::OneHot { classes, dtype }) => one_hot(inputs[0], *classes, *dtype),
+        Op::Layout(LayoutOp::Narrow { axis, start, .. }) => movement::narrow(inputs[0], *axis, *start, shape),
+        Op::Layout(LayoutOp::Pad { axis, before, .. }) => movement::pad(inputs[0], *axis, *before, shape),
+        Op::Layout(LayoutOp::Concat { axis }) => movement::concat(inputs, *axis, shape),
+        Op::Nn(NnOp::Softmax { axis }) => composed::softmax(inputs[0], *axis, false),
+        Op::Nn(NnOp::LogSoftmax { axis }) => composed::softmax(inputs[0], *axis, true),
+        Op::Nn(NnOp::CrossEntropy) => composed::cross_entropy(inputs[0], inputs[1]),
+        Op::Index(IndexOp::IndexSelect { axis }) => movement::index_select(inputs[0], inputs[1], *axis, shape),
+        Op::Index(IndexOp::IndexAdd { axis, .. }) => movement::index_add(inputs[0], inputs[1], *axis, shape),
+        Op::Index(IndexOp::OneHot { classes, dtype }) => movement::one_hot(inputs[0], *classes, *dtype),
         other => Err(no_kernel(other, "this op")),
     }
 }
@@ -130,20 +139,6 @@ fn elementwise(e: &ElementwiseOp, inputs: &[&DeviceStorage], dtype: DType, shape
 fn launch(src: &KernelSource, ix: &TcIndex, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> Result<DeviceStorage> {
     let mut outs = backend::elementwise(src, ix, inputs, &[dtype], shape)?;
     Ok(outs.pop().expect("one output"))
-}
-
-/// A copy of `input` read with `strides` (a permutation or a broadcast), in row-major order.
-fn gather(input: &DeviceStorage, strides: &[i64], shape: &Shape) -> Result<DeviceStorage> {
-    let access = [(input.dtype, Access::Strided(0))];
-    let instr = Instr { op: ElementwiseOp::Cast(input.dtype), args: [Operand::Input(0)].into_iter().collect(), dtype: input.dtype };
-    let program = Program { rank: shape.rank(), inputs: &access, instrs: std::slice::from_ref(&instr), outputs: &[0] };
-    launch(&source::elementwise_cached(&program), &index_of(shape, &[strides.iter().copied().collect()]), &[input], input.dtype, shape)
-}
-
-fn permute(input: &DeviceStorage, axes: &[usize], shape: &Shape) -> Result<DeviceStorage> {
-    let own = strides(&input.shape);
-    let s: SmallVec<[i64; 8]> = axes.iter().map(|&a| own[a]).collect();
-    gather(input, &s, shape)
 }
 
 /// Reduces `input` over `axes` into `shape` (the op's output shape, kept dims or not).
@@ -201,7 +196,7 @@ fn full_batch(x: &DeviceStorage, batch: &Shape) -> Result<DeviceStorage> {
     let mut dims = batch.dims().to_vec();
     dims.extend_from_slice(&x.shape.dims()[r - 2..]);
     let to = Shape::from(dims);
-    gather(x, &broadcast_strides(&x.shape, &to), &to)
+    movement::broadcast(x, &to)
 }
 
 // Keep MAX_STRIDED in reach of readers of `index_of`: a one-op program has at most three
@@ -250,49 +245,4 @@ fn access_of(shape: &Shape, out: &Shape, strided: &mut Vec<SmallVec<[i64; 8]>>) 
         strided.push(broadcast_strides(shape, out));
         Access::Strided(strided.len() - 1)
     }
-}
-
-// ------------------------------------------------------------------- composed on the GPU
-
-fn unary(u: UnaryOp, x: &DeviceStorage) -> Result<DeviceStorage> {
-    compute_on(&Op::Elementwise(ElementwiseOp::Unary(u)), &[x])
-}
-
-fn binary(b: BinaryOp, x: &DeviceStorage, y: &DeviceStorage) -> Result<DeviceStorage> {
-    compute_on(&Op::Elementwise(ElementwiseOp::Binary(b)), &[x, y])
-}
-
-fn reduce_keep(r: ReduceOp, x: &DeviceStorage, axis: usize) -> Result<DeviceStorage> {
-    compute_on(&Op::Reduction(ReductionOp::Reduce { op: r, axes: smallvec::smallvec![axis], keepdim: true }), &[x])
-}
-
-/// Softmax (or its log) along `axis`, from the GPU's reductions and elementwise kernels:
-/// `exp(x - max) / sum` (`(x - max) - log(sum)`), the CPU's formula in other kernels (within
-/// 1e-5 relative, as reductions are).
-fn softmax(x: &DeviceStorage, axis: usize, log: bool) -> Result<DeviceStorage> {
-    let shifted = binary(BinaryOp::Sub, x, &reduce_keep(ReduceOp::Max, x, axis)?)?;
-    let e = unary(UnaryOp::Exp, &shifted)?;
-    let total = reduce_keep(ReduceOp::Sum, &e, axis)?;
-    match log {
-        true => binary(BinaryOp::Sub, &shifted, &unary(UnaryOp::Log, &total)?),
-        false => binary(BinaryOp::Div, &e, &total),
-    }
-}
-
-/// The mean over rows of `-log_softmax(logits)[label]`.
-fn cross_entropy(logits: &DeviceStorage, labels: &DeviceStorage) -> Result<DeviceStorage> {
-    let picked = binary(BinaryOp::Mul, &softmax(logits, 1, true)?, &one_hot(labels, logits.shape[1], logits.dtype)?)?;
-    let per_row = compute_on(&Op::Reduction(ReductionOp::Reduce { op: ReduceOp::Sum, axes: smallvec::smallvec![1], keepdim: false }), &[&picked])?;
-    let mean = compute_on(&Op::Reduction(ReductionOp::Reduce { op: ReduceOp::Mean, axes: smallvec::smallvec![0], keepdim: false }), &[&per_row])?;
-    unary(UnaryOp::Neg, &mean)
-}
-
-/// `[n] -> [n, classes]`: 1 where the column is the row's label (an out-of-range label gives
-/// a row of zeros here; the CPU op refuses it).
-fn one_hot(labels: &DeviceStorage, classes: usize, dtype: DType) -> Result<DeviceStorage> {
-    let shape = Shape::from(vec![labels.shape.numel(), classes]);
-    let src = source::one_hot(labels.dtype, dtype);
-    let mut ix = TcIndex::default();
-    ix.dims[0] = classes as i64;
-    launch(&src, &ix, &[labels], dtype, &shape)
 }

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Every GPU check and GPU benchmark, in one run on a machine with an NVIDIA GPU and CUDA
-# (docs/GPU.md). Build the check binary on any machine first:
+# (docs/GPU.md). Build the binaries on any machine first:
 #
-#   cargo build --release -p examples --features cuda --bin gpu_check
+#   cargo build --release -p examples --features cuda --bin gpu_check --bin bench
 #   scripts/gpu_device_check.sh [OUT_DIR]
 #
 # It prints the GPU, runs target/release/gpu_check (every GPU op against the CPU, gradients,
-# errors, then W2/W5/W6 timings as JSON lines), then the peers on the same card
+# errors, graph functions, W7's step, then timings as JSON lines), the generated kernels'
+# register and instruction counts (where ptxas is installed), target/release/bench's W2 with
+# and without vectorized kernels, then the peers on the same card interleaved with the bench
 # (peers/gpu_round.sh: PyTorch eager, torch.compile default and reduce-overhead, JAX jit),
 # and ends with the table (peers/gpu_table.py). Under 8 minutes on an H100 with the defaults
-# (ROUNDS=1, BUDGET=240 s for the peers). Exit status: gpu_check's.
+# (ROUNDS=1, BUDGET=240 s for the peers; PEERS=0 skips them). Exit status: gpu_check's.
 set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-gpu-out}}
@@ -34,7 +36,31 @@ export TENSOR_CORE_CUDA_CACHE=${TENSOR_CORE_CUDA_CACHE:-$OUT_DIR/kernel-cache}
 status=${PIPESTATUS[0]}
 echo "gpu_check: exit $status after $((SECONDS - START)) s" | tee -a "$OUT_DIR/check.log"
 
-ROUNDS=${ROUNDS:-1} BUDGET=${BUDGET:-240} peers/gpu_round.sh "$OUT_DIR/gpu.jsonl" 2>&1 | tail -40
+# The generated kernels' register counts and instruction counts (SASS), largest PTX first,
+# where the toolkit's ptxas and cuobjdump are installed: says whether a kernel is bound by
+# its arithmetic or by memory.
+if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then
+    for ptx in $(ls -S "$TENSOR_CORE_CUDA_CACHE"/tc_ew_*.ptx 2>/dev/null | head -4); do
+        regs=$(ptxas -arch=sm_90 -v "$ptx" -o "$OUT_DIR/k.cubin" 2>&1 | grep -o "Used [0-9]* registers" | head -1)
+        sass=$(cuobjdump -sass "$OUT_DIR/k.cubin" | grep -cE '^\s+/\*[0-9a-f]{4}\*/')
+        echo "kernel $(basename "$ptx"): $regs, $sass SASS instructions" | tee -a "$OUT_DIR/check.log"
+    done
+    rm -f "$OUT_DIR/k.cubin"
+fi
+
+# tensor-core's bench on the GPU: W2 with and without vectorized kernels, then every GPU
+# workload (with the GPU time of a call by CUDA events).
+BENCH=${BENCH:-target/release/bench}
+if [ -x "$BENCH" ]; then
+    for v in 0 1; do
+        TENSOR_CORE_CUDA_VECTORIZE=$v "$BENCH" --device cuda --workload W2 --mode graph --min-time 0.3 |
+            sed "s/}$/,\"vectorize\":$v}/" | tee -a "$OUT_DIR/gpu.jsonl"
+    done
+fi
+
+[ "${PEERS:-1}" = 0 ] && { echo "done after $((SECONDS - START)) s (no peers)"; exit "$status"; }
+TC_BENCH=${TC_BENCH:-$( [ -x "$BENCH" ] && echo "$BENCH --device cuda --min-time 0.3")} \
+    ROUNDS=${ROUNDS:-1} BUDGET=${BUDGET:-240} peers/gpu_round.sh "$OUT_DIR/gpu.jsonl" 2>&1 | tail -40
 python3 peers/gpu_table.py "$OUT_DIR/gpu.jsonl" | tee "$OUT_DIR/table.md"
 echo "done after $((SECONDS - START)) s"
 exit "$status"

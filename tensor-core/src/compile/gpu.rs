@@ -12,6 +12,12 @@
 //! memory is its own, made again by each launch at the same addresses). A capture that
 //! fails leaves the plain run in place. `TENSOR_CORE_CUDA_GRAPHS=0` turns capture off.
 //!
+//! A state the call reads and writes (a parameter, an optimizer's moments) stays resident:
+//! the graph's last steps write its new value into the buffer it read it from, and that
+//! buffer becomes the tensor's data, so a training step copies no state in or out. If that
+//! buffer is held anywhere else (a detached copy), the call runs step by step instead and
+//! the next one captures again.
+//!
 //! Not yet: one planned arena (each value is its own allocation from the driver's pool, or,
 //! in a capture, the graph's), and `cond`/`while_loop` nodes, which are an `Err` naming them.
 
@@ -65,8 +71,20 @@ struct Captured {
     /// Uploaded once: the graph reads them where they are.
     _constants: Vec<DeviceStorage>,
     outputs: Vec<Placed>,
-    writes: Vec<Option<Placed>>,
+    writes: Vec<Written>,
     state_writes: Vec<StateWrite>,
+}
+
+/// Where a state write's value is after a launch.
+enum Written {
+    /// At a fixed address of the graph's memory (copied out after each launch).
+    Placed(Placed),
+    /// In the buffer of input `k`, which the graph overwrites as its last step: a parameter
+    /// or an optimizer's state, read and written by every call. The buffer becomes the
+    /// slot's data, so the next call reads it where it is, with no copy in or out.
+    Resident(usize),
+    /// A `.grad` cleared.
+    Cleared,
 }
 
 /// A value the graph leaves at a fixed device address.
@@ -96,7 +114,14 @@ pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device,
     }
     let mut state = calls.0.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = state.captured.as_ref().filter(|c| c.device == device) {
-        return replay(c, slots);
+        if !resident_shared(c, slots) {
+            return replay(c, slots);
+        }
+        // A buffer the graph overwrites is held elsewhere too (a detached copy of a
+        // parameter, say): this call runs step by step, and the next one captures again
+        // with buffers of its own.
+        state.captured = None;
+        return run_plain(graph, plan, slots, device);
     }
     state.calls += 1;
     if state.calls < 2 || state.failed || state.captured.is_some() {
@@ -141,6 +166,7 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
         inputs.push((*src, crate::cuda::empty(device, now.dtype, &now.shape)?));
     }
     let constants = graph.constants.iter().map(|(_, s)| crate::cuda::upload(s, device)).collect::<Result<Vec<_>>>()?;
+    let resident: Vec<Option<usize>> = graph.writes.iter().map(|w| resident_input(graph, w)).collect();
     let (captured, (outs, writes)) = crate::cuda::capture(device, || {
         let mut values: Vec<Option<DeviceStorage>> = vec![None; graph.values.len()];
         for ((v, _), (_, buffer)) in graph.inputs.iter().zip(&inputs) {
@@ -150,20 +176,68 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
             values[*v] = Some(c.clone());
         }
         run_steps(plan, slots, device, &mut values)?;
-        Ok(kept_values(graph, &values))
+        let (outs, writes) = kept_values(graph, &values);
+        // The last steps: each resident state's new value into its input's buffer (every
+        // read of the old value comes before, in the stream's order).
+        for (w, k) in writes.iter().zip(&resident) {
+            if let (Some(value), Some(k)) = (w, k) {
+                let buffer = &inputs[*k].1;
+                if crate::cuda::address(value) != crate::cuda::address(buffer) {
+                    crate::cuda::copy_from(buffer, crate::cuda::address(value))?;
+                }
+            }
+        }
+        Ok((outs, writes))
     })?;
     let placed = |d: &DeviceStorage| Placed { address: crate::cuda::address(d), dtype: d.dtype, shape: d.shape.clone() };
     let outputs = outs.iter().map(placed).collect();
-    let written = writes.iter().map(|w| w.as_ref().map(placed)).collect();
+    let written = writes
+        .iter()
+        .zip(&resident)
+        .map(|(w, k)| match (w, k) {
+            (_, Some(k)) => Written::Resident(*k),
+            (Some(d), None) => Written::Placed(placed(d)),
+            (None, None) => Written::Cleared,
+        })
+        .collect();
     // The graph owns these buffers (each launch makes them again): never freed from here.
     std::mem::forget(outs);
     std::mem::forget(writes);
     Ok(Captured { graph: captured, device, inputs, _constants: constants, outputs, writes: written, state_writes: graph.writes.clone() })
 }
 
-/// One launch of a captured call: inputs copied in, outputs and writes copied out.
+/// The input a state write updates in place: the slot's data, read by the graph as an input.
+fn resident_input(graph: &Graph, w: &StateWrite) -> Option<usize> {
+    match *w {
+        StateWrite::Data { slot, .. } => graph.inputs.iter().position(|(_, src)| *src == InputSource::Data(slot)),
+        StateWrite::Grad { .. } => None,
+    }
+}
+
+/// Whether the slot's data is `buffer` itself (so it needs no copy in).
+fn holds(slot: &Tensor, buffer: &DeviceStorage) -> bool {
+    matches!(&*slot.read_value(), Value::Device(d) if std::sync::Arc::ptr_eq(&d.buffer, &buffer.buffer))
+}
+
+/// Whether a buffer the graph overwrites is held by anyone besides the capture and its slot.
+fn resident_shared(c: &Captured, slots: &[&Tensor]) -> bool {
+    c.writes.iter().filter_map(|w| if let Written::Resident(k) = w { Some(*k) } else { None }).any(|k| {
+        let (src, buffer) = &c.inputs[k];
+        let InputSource::Data(s) = *src else { return false };
+        let owners = 1 + usize::from(holds(slots[s], buffer));
+        std::sync::Arc::strong_count(&buffer.buffer) > owners
+    })
+}
+
+/// One launch of a captured call: inputs copied in (a resident state already there is not),
+/// outputs and placed writes copied out, resident states left where the graph wrote them.
 fn replay(c: &Captured, slots: &[&Tensor]) -> Result<Outputs> {
     for (src, buffer) in &c.inputs {
+        if let InputSource::Data(s) = *src
+            && holds(slots[s], buffer)
+        {
+            continue;
+        }
         let now = read_input(slots, *src, c.device)?;
         crate::cuda::copy_from(buffer, crate::cuda::address(&now))?;
     }
@@ -174,7 +248,15 @@ fn replay(c: &Captured, slots: &[&Tensor]) -> Result<Outputs> {
         Ok(d)
     };
     let outputs = c.outputs.iter().map(|p| take(p).map(tensor_of)).collect::<Result<Outputs>>()?;
-    let written = c.writes.iter().map(|w| w.as_ref().map(take).transpose()).collect::<Result<Vec<_>>>()?;
+    let written = c
+        .writes
+        .iter()
+        .map(|w| match w {
+            Written::Placed(p) => take(p).map(Some),
+            Written::Resident(k) => Ok(Some(c.inputs[*k].1.clone())),
+            Written::Cleared => Ok(None),
+        })
+        .collect::<Result<Vec<_>>>()?;
     apply_writes(&c.state_writes, slots, written);
     Ok(outputs)
 }

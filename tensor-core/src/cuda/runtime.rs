@@ -519,13 +519,14 @@ pub(crate) fn address(d: &DeviceStorage) -> u64 {
     ptr
 }
 
-/// Copies `bytes` bytes from device address `src` into `dst`, on the GPU's stream.
+/// Copies `dst`'s size in bytes from device address `src` into `dst`, on the GPU's stream
+/// (the capture stream while this thread captures: then the copy is a step of the graph).
 pub(crate) fn copy_from(dst: &DeviceStorage, src: u64) -> Result<()> {
     let g = gpu("copy", dst.device)?;
     let bytes = dst.shape.numel() * dst.elem_size();
     if bytes > 0 {
         // SAFETY: both ranges are live device allocations of at least `bytes` bytes.
-        unsafe { cudarc::driver::sys::cuMemcpyDtoDAsync_v2(address(dst), src, bytes, g.stream.cu_stream()) }
+        unsafe { cudarc::driver::sys::cuMemcpyDtoDAsync_v2(address(dst), src, bytes, g.stream().cu_stream()) }
             .result()
             .map_err(driver_error("copy", dst.device))?;
     }

@@ -483,6 +483,7 @@ pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_ra
 }
 
 mod movement;
+#[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
 pub(crate) use movement::{copy, index_add, index_select};
 
 #[cfg(test)]

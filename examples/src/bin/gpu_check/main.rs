@@ -1,12 +1,15 @@
 //! The GPU checks and GPU timings of `scripts/gpu_device_check.sh` (feature `cuda`): every
 //! GPU op against the CPU op on the same data (bits for elementwise ops, 1e-5 relative for
-//! products and reductions), gradients on the GPU against the CPU's, the errors, then
-//! timings of W2 (eager and as one fused kernel) and W5. Prints one line per check and ends
+//! products and reductions), gradients on the GPU against the CPU's, the errors, graph
+//! functions, a transformer's ops and W7's training step (`transformer`), then timings of W2
+//! (eager and as one fused kernel), W3, W5, W6 and W7. Prints one line per check and ends
 //! with `N passed, M failed`; `--json FILE` appends the timings as the bench's JSON lines.
 //!
 //! ```sh
 //! cargo run --release -p examples --features cuda --bin gpu_check -- --json gpu.jsonl
 //! ```
+
+mod transformer;
 
 use examples::bench::workloads::{w2_graph, w3_batch, w3_graph, w6_graph, Mlp};
 use std::time::Instant;
@@ -402,6 +405,18 @@ fn graph_checks(c: &mut Checks) -> Result<()> {
             Ok(format!("{}{differ} differ", if differ == 0 { "" } else { "FAIL " })),
         );
     }
+    // The replayed step writes each parameter in place (resident state); a detached copy
+    // shares that buffer, so the next call must run step by step and leave the copy alone.
+    let p0 = &graph_model.params[0];
+    let snapshot = p0.detach();
+    let before = snapshot.to_cpu()?;
+    w3_graph(&graph_model, &gx, &gl)?;
+    let (kept, _) = compare_bits(&before, &snapshot)?;
+    let (stepped, _) = compare_bits(&before, p0)?;
+    c.record(
+        "a detached parameter keeps its values through a graph step",
+        Ok(format!("{}{kept} of its values changed; the parameter's: {stepped}", if kept == 0 && stepped > 0 { "" } else { "FAIL " })),
+    );
     Ok(())
 }
 
@@ -504,6 +519,7 @@ fn timings(c: &mut Checks, name: &str) -> Result<Vec<String>> {
     let w6g = time(|| w6_graph(&one).map(|_| ()), 200)?;
     let w6g_p = pipelined(|| w6_graph(&one).map(|_| ()), 1000)?;
     lines.push(json("W6", "graph", w6g, &format!(",\"pipelined_us\":{w6g_p:.2}"), name));
+    lines.extend(transformer::w7_timings(name)?);
     for l in &lines {
         println!("{l}");
     }
@@ -529,6 +545,9 @@ fn main() {
         ("gradients", gradient_checks),
         ("errors", error_checks),
         ("graph functions", graph_checks),
+        ("movement ops", transformer::movement_checks),
+        ("layer norm and attention", transformer::attention_checks),
+        ("W7 on the GPU", transformer::w7_checks),
     ] {
         if let Err(e) = f(&mut c) {
             c.record(section, Err(e));

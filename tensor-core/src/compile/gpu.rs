@@ -307,7 +307,10 @@ fn run_steps(plan: &Plan, slots: &[&Tensor], device: Device, values: &mut [Optio
         let node = &step.node;
         let outs = {
             let inputs: SmallVec<[&DeviceStorage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
-            run_node(node, &inputs, slots, device)?
+            match profiling() {
+                true => profiled(node, &inputs, || run_node(node, &inputs, slots, device))?,
+                false => run_node(node, &inputs, slots, device)?,
+            }
         };
         for (&v, s) in node.outputs.iter().zip(outs) {
             values[v] = Some(s);
@@ -317,6 +320,50 @@ fn run_steps(plan: &Plan, slots: &[&Tensor], device: Device, values: &mut [Optio
         }
     }
     Ok(())
+}
+
+/// `TENSOR_CORE_CUDA_PROFILE=1`: each step of a plain run is timed by CUDA events (waiting
+/// for each), summed per kind of step; [`cuda_profile`] reads the sums. For finding where a
+/// graph's GPU time goes, with `TENSOR_CORE_CUDA_GRAPHS=0` (a captured call is one launch).
+fn profiling() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_PROFILE").is_ok_and(|v| v == "1"))
+}
+
+type Profile = std::collections::HashMap<String, (usize, f64)>;
+static PROFILE: Mutex<Option<Profile>> = Mutex::new(None);
+
+fn profiled(
+    node: &Node,
+    inputs: &[&DeviceStorage],
+    run: impl FnOnce() -> Result<SmallVec<[DeviceStorage; 1]>>,
+) -> Result<SmallVec<[DeviceStorage; 1]>> {
+    let mut out = None;
+    let mut run = Some(run);
+    let device = inputs.first().map_or(Device::Cuda(0), |d| d.device);
+    let us = crate::cuda::time_on_gpu(device, &mut || out = run.take().map(|r| r()))?;
+    let kind = match &node.kind {
+        NodeKind::Op(op) => op.name().to_string(),
+        NodeKind::Fused(p) => format!("fused {}", p.instrs.len()),
+        NodeKind::Epilogue(e) => format!("{} + epilogue", e.anchor.name()),
+        other => format!("{:?}", std::mem::discriminant(other)),
+    };
+    let shape = inputs.first().map_or(String::new(), |d| format!("{}", d.shape));
+    let mut guard = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = guard.get_or_insert_with(Profile::new).entry(format!("{kind} {shape}")).or_default();
+    *entry = (entry.0 + 1, entry.1 + us);
+    out.expect("ran")
+}
+
+/// The GPU time of each kind of step (with its first input's shape) since the process
+/// started, with `TENSOR_CORE_CUDA_PROFILE=1`: (kind, steps, microseconds), most first. For
+/// the device checks; not part of the public API.
+#[doc(hidden)]
+pub fn cuda_profile() -> Vec<(String, usize, f64)> {
+    let guard = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rows: Vec<(String, usize, f64)> = guard.iter().flatten().map(|(k, (n, us))| (k.clone(), *n, *us)).collect();
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    rows
 }
 
 fn tensor_of(d: DeviceStorage) -> Tensor {

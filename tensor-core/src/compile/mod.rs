@@ -12,7 +12,7 @@ mod fuse;
 #[cfg(feature = "cuda")]
 mod gpu;
 #[cfg(feature = "cuda")]
-pub use gpu::cuda_graph_counts;
+pub use gpu::{cuda_graph_counts, cuda_profile};
 mod pass;
 mod plan;
 mod simplify;

@@ -483,8 +483,11 @@ pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_ra
 }
 
 mod movement;
+mod rows;
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
 pub(crate) use movement::{copy, index_add, index_select};
+#[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
+pub(crate) use rows::softmax;
 
 #[cfg(test)]
 mod tests;

@@ -499,7 +499,14 @@ fn timings(c: &mut Checks, name: &str) -> Result<Vec<String>> {
     let w3g_p = pipelined(|| w3_graph(&m_graph, &gx, &gl).map(|_| ()), 100)?;
     lines.push(json("W3", "graph", w3g, &format!(",\"pipelined_us\":{w3g_p:.2}"), name));
     let copy = time(|| x.add(0.0f32).map(|_| ()), 50)?;
-    lines.push(json("copy", "eager", copy, &format!(",\"gbps\":{:.1}", bytes / copy / 1e3), name));
+    let copy_p = pipelined(|| x.add(0.0f32).map(|_| ()), 200)?;
+    lines.push(json(
+        "copy",
+        "eager",
+        copy,
+        &format!(",\"pipelined_us\":{copy_p:.2},\"gbps\":{:.1},\"gbps_pipelined\":{:.1}", bytes / copy / 1e3, bytes / copy_p / 1e3),
+        name,
+    ));
     let a = Tensor::randn(&[1024, 1024], DType::F32, 12).to_device(GPU)?;
     let b = Tensor::randn(&[1024, 1024], DType::F32, 13).to_device(GPU)?;
     let mm = time(|| a.matmul(&b).map(|_| ()), 100)?;
@@ -538,6 +545,14 @@ fn main() {
         }
     };
     println!("device cuda:0: {name}");
+    if args.iter().any(|a| a == "--profile-w7") {
+        // Where W7's graph spends its GPU time, step by step (run with
+        // TENSOR_CORE_CUDA_PROFILE=1 TENSOR_CORE_CUDA_GRAPHS=0).
+        if let Err(e) = transformer::w7_profile() {
+            println!("profile: error: {e}");
+        }
+        return;
+    }
     let mut c = Checks::default();
     for (section, f) in [
         ("elementwise", elementwise_checks as fn(&mut Checks) -> Result<()>),

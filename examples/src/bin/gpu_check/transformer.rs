@@ -156,3 +156,33 @@ pub fn w7_timings(name: &str) -> Result<Vec<String>> {
     }
     Ok(lines)
 }
+
+/// W7's graph run step by step for 5 calls, then the GPU time of each kind of step (most
+/// first) and the total per call.
+pub fn w7_profile() -> Result<()> {
+    let (tokens, targets) = w7::batch(8)?;
+    let (gt, gy) = (tokens.to_device(GPU)?, targets.to_device(GPU)?);
+    let (model, opt) = w7::setup_on(7, GPU)?;
+    // The first call compiles kernels between its events: left out.
+    gpt::train_step_graph(&model, &opt, &gt, &gy)?;
+    let first: std::collections::HashMap<String, (usize, f64)> =
+        tensor_core::compile::cuda_profile().into_iter().map(|(k, n, us)| (k, (n, us))).collect();
+    let calls = 5;
+    for _ in 0..calls {
+        gpt::train_step_graph(&model, &opt, &gt, &gy)?;
+    }
+    let mut rows: Vec<(String, usize, f64)> = tensor_core::compile::cuda_profile()
+        .into_iter()
+        .map(|(k, n, us)| {
+            let (n0, us0) = first.get(&k).copied().unwrap_or((0, 0.0));
+            (k, n - n0, us - us0)
+        })
+        .collect();
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let total: f64 = rows.iter().map(|r| r.2).sum();
+    println!("W7 graph, GPU time per call by step kind (sum {:.1} us per call over {calls} calls):", total / calls as f64);
+    for (kind, n, us) in rows.iter().take(40) {
+        println!("{:9.1} us {:5.1}% {:4} steps  {kind}", us / calls as f64, 100.0 * us / total, n / calls);
+    }
+    Ok(())
+}

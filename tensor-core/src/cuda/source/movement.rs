@@ -54,23 +54,56 @@ pub(crate) fn index_select(dtype: DType, index: DType) -> KernelSource {
 
 /// `out[o, k, r] = Σ in[o, j, r]` over the `j` with `index[j] == k`, in the order of `j`
 /// (`ix.dims` = `[n, inner, size]`, `n` the index's length, `size` the output's along the
-/// axis). Each output element sums its own terms in index order, the CPU's order, so the
-/// result is the CPU's bit for bit and repeats (no atomics).
+/// axis). One block per output row `(o, k)`: its threads first list the `j` that hit `k`, in
+/// ascending order (a ballot per warp and the warps' counts in shared memory), then each
+/// column sums its terms over that list. The CPU's order, so the CPU's bits, and no atomics;
+/// a row with more hits than the list holds sums over the whole index instead.
 pub(crate) fn index_add(dtype: DType, index: DType) -> KernelSource {
     let (t, i) = (c_type(dtype), c_type(index));
     let kernel = format!(
         "(const long long n, const TcIndex ix, const {t}* __restrict__ in0, const {i}* __restrict__ in1, {t}* __restrict__ out0) {{
-    const long long len = ix.dims[0], inner = ix.dims[1], size = ix.dims[2];
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {{
-        const long long r = i % inner, k = (i / inner) % size, o = i / (inner * size);
-        {t} acc = ({t})0;
-        for (long long j = 0; j < len; ++j) {{
-            if ((long long)in1[j] == k) acc = tc_add(acc, in0[(o * len + j) * inner + r]);
+    __shared__ int hits[{cap}];
+    __shared__ int per_warp[32];
+    const long long len = ix.dims[0], inner = ix.dims[1], size = ix.dims[2], rows = n / inner;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{
+        const long long k = row % size, o = row / size;
+        long long found = 0;
+        for (long long j0 = 0; j0 < len; j0 += blockDim.x) {{
+            const long long j = j0 + threadIdx.x;
+            const bool hit = j < len && (long long)in1[j] == k;
+            const unsigned int ballot = __ballot_sync(0xffffffffu, hit);
+            if (lane == 0) per_warp[warp] = __popc(ballot);
+            __syncthreads();
+            long long at = found + __popc(ballot & ((1u << lane) - 1u));
+            long long chunk = 0;
+            for (int w = 0; w < warps; ++w) {{
+                if (w < warp) at += per_warp[w];
+                chunk += per_warp[w];
+            }}
+            if (hit && at < {cap}) hits[at] = (int)j;
+            found += chunk;
+            __syncthreads();
         }}
-        out0[i] = acc;
+        for (long long r = threadIdx.x; r < inner; r += blockDim.x) {{
+            {t} acc = ({t})0;
+            if (found <= {cap}) {{
+                for (long long h = 0; h < found; ++h) acc = tc_add(acc, in0[(o * len + hits[h]) * inner + r]);
+            }} else {{
+                for (long long j = 0; j < len; ++j) {{
+                    if ((long long)in1[j] == k) acc = tc_add(acc, in0[(o * len + j) * inner + r]);
+                }}
+            }}
+            out0[row * inner + r] = acc;
+        }}
+        __syncthreads();
     }}
 }}
-"
+",
+        cap = INDEX_ADD_HITS
     );
     KernelSource::new("tc_index_add", &kernel)
 }
+
+/// The hits of one output row an `index_add` block lists in shared memory.
+const INDEX_ADD_HITS: usize = 2048;

@@ -148,7 +148,7 @@ fn region_copies_walk_the_region_and_offset_both_sides() {
 }
 
 #[test]
-fn row_selections_read_the_index_and_index_add_sums_in_index_order() {
+fn row_selections_read_the_index_and_index_add_and_softmax_keep_their_order() {
     let select = index_select(DType::F32, DType::I64);
     let text = kernel_text(&select);
     assert!(text.contains("const long long k = (long long)in1[j];"), "{text}");
@@ -156,8 +156,17 @@ fn row_selections_read_the_index_and_index_add_sums_in_index_order() {
     let add = index_add(DType::F64, DType::I32);
     let text = kernel_text(&add);
     assert!(text.contains("const int* __restrict__ in1"), "{text}");
-    assert!(text.contains("for (long long j = 0; j < len; ++j) {"), "{text}");
+    assert!(text.contains("const bool hit = j < len && (long long)in1[j] == k;"), "{text}");
+    assert!(text.contains("if (hit && at < 2048) hits[at] = (int)j;"), "{text}");
+    assert!(text.contains("for (long long h = 0; h < found; ++h) acc = tc_add(acc, in0[(o * len + hits[h]) * inner + r]);"), "{text}");
     assert!(text.contains("if ((long long)in1[j] == k) acc = tc_add(acc, in0[(o * len + j) * inner + r]);"), "{text}");
+    for log in [false, true] {
+        let k = softmax(DType::F32, log);
+        let text = kernel_text(&k);
+        assert!(text.contains("acc = tc_maximum(acc, x[c]);") && text.contains("acc = tc_add(acc, tc_exp(tc_sub(x[c], m)));"), "{text}");
+        let last = if log { "y[c] = tc_sub(tc_sub(x[c], m), tc_ln(s));" } else { "y[c] = tc_div(tc_exp(tc_sub(x[c], m)), s);" };
+        assert!(text.contains(last), "{text}");
+    }
 }
 
 #[test]
@@ -283,6 +292,9 @@ fn nvrtc_compiles_every_op_on_every_dtype() {
                 sources.push(index_add(d, i));
             }
         }
+    }
+    for d in [DType::F32, DType::F64] {
+        sources.extend([softmax(d, false), softmax(d, true)]);
     }
     // Vectorized programs: f32 and i32, a scalar input, two outputs.
     for d in [DType::F32, DType::I32] {

@@ -1,8 +1,9 @@
-//! Ops composed on the GPU from its elementwise kernels and reductions: softmax, log-softmax
-//! and cross-entropy, with the CPU's formulas.
+//! Softmax, log-softmax and cross-entropy on the GPU, with the CPU's formulas: one row kernel
+//! for a softmax along the last axis, else composed of the elementwise kernels and reductions.
 
-use super::compute_on;
 use super::movement::one_hot;
+use super::{compute_on, launch};
+use crate::cuda::source::{self, TcIndex};
 use crate::cuda::DeviceStorage;
 use crate::error::Result;
 use crate::math::{BinaryOp, ElementwiseOp, ReduceOp, UnaryOp};
@@ -20,10 +21,16 @@ fn reduce_keep(r: ReduceOp, x: &DeviceStorage, axis: usize) -> Result<DeviceStor
     compute_on(&Op::Reduction(ReductionOp::Reduce { op: r, axes: smallvec::smallvec![axis], keepdim: true }), &[x])
 }
 
-/// Softmax (or its log) along `axis`, from the GPU's reductions and elementwise kernels:
-/// `exp(x - max) / sum` (`(x - max) - log(sum)`), the CPU's formula in other kernels (within
-/// 1e-5 relative, as reductions are).
+/// Softmax (or its log) along `axis`: `exp(x - max) / sum` (`(x - max) - log(sum)`), the
+/// CPU's formula (within 1e-5 relative, as reductions are). Along the last axis, one kernel
+/// does every step (a block per row); along another, the GPU's reductions and elementwise
+/// kernels do them one by one, with the same bits.
 pub(super) fn softmax(x: &DeviceStorage, axis: usize, log: bool) -> Result<DeviceStorage> {
+    if axis + 1 == x.shape.rank() && x.shape[axis] > 0 {
+        let mut ix = TcIndex::default();
+        ix.dims[0] = x.shape[axis] as i64;
+        return launch(&source::softmax(x.dtype, log), &ix, &[x], x.dtype, &x.shape);
+    }
     let shifted = binary(BinaryOp::Sub, x, &reduce_keep(ReduceOp::Max, x, axis)?)?;
     let e = unary(UnaryOp::Exp, &shifted)?;
     let total = reduce_keep(ReduceOp::Sum, &e, axis)?;

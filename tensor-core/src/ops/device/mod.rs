@@ -174,6 +174,13 @@ fn matmul(inputs: &[&DeviceStorage], transpose_a: bool, transpose_b: bool, shape
     let batch = batch_shape.numel();
     let (m, n) = (shape[rank - 2], shape[rank - 1]);
     let k = if transpose_a { a.shape[a.shape.rank() - 2] } else { a.shape[a.shape.rank() - 1] };
+    if batch > 1 && batch_of(&b.shape) == 1 && !transpose_a && batch_of(&a.shape) == batch {
+        // A batch of row-major matrices against one matrix is one product of all their rows
+        // (`[batch · m, k] @ [k, n]`, a linear layer on a sequence): one GEMM large enough
+        // to fill the GPU, not `batch` small ones.
+        let gs = GemmShape { batch: 1, m: batch * m, n, k, transpose_a, transpose_b, stride_a: 0, stride_b: 0 };
+        return backend::gemm(a, b, gs, shape);
+    }
     let a = full_batch(a, &batch_shape)?;
     let b = full_batch(b, &batch_shape)?;
     let stride = |s: &DeviceStorage| if batch_of(&s.shape) == 1 { 0 } else { s.shape[s.shape.rank() - 2] * s.shape[s.shape.rank() - 1] };

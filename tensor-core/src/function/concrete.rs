@@ -96,6 +96,25 @@ impl ConcreteFunction {
     /// assert_eq!(f.call(&[&Tensor::ones(&[5], DType::F32)])?[0].dims(), vec![5]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
+    ///
+    /// An export that serves any batch size: the batch dim traced unknown, the weights
+    /// captured (they travel in the file).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// use tensor_core::shape::UNKNOWN;
+    /// let w = Tensor::randn(&[4, 3], DType::F32, 0);
+    /// let x = Tensor::ones(&[2, 4], DType::F32);
+    /// let any_batch = [Shape::new(&[UNKNOWN, 4])];
+    /// let f = ConcreteFunction::trace_with_shapes("forward", &[("x", &x)], &any_batch, true, || Ok(vec![x.matmul(&w)?.relu()?]))?;
+    /// let loaded = tensor_core::export::load_bytes(&f.export_bytes()?)?;
+    /// for batch in [1, 7] {
+    ///     let xb = Tensor::randn(&[batch, 4], DType::F32, batch as u64);
+    ///     assert_eq!(loaded.call(&[&xb])?[0].to_vec::<f32>()?, xb.matmul(&w)?.relu()?.to_vec::<f32>()?);
+    /// }
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
     pub fn trace_with_shapes(
         name: &str,
         args: &[(&str, &Tensor)],

@@ -80,6 +80,20 @@ pub enum Error {
     #[error("{op}: expected dtype {expected}, found {found}; use .cast(DType::{expected_variant}) to convert")]
     DTypeMismatch { op: &'static str, expected: DType, found: DType, expected_variant: &'static str },
 
+    /// Two operands of one op have different dtypes. Example: an f64 batch into a model with
+    /// f32 weights (`x.matmul(&w)`), `a + b` with an f32 and an f64 tensor. Fix: cast one of
+    /// them to the other's dtype; the message names both and says how.
+    #[error("{op}: {second} is {second_dtype} but {first} is {first_dtype}; they must share one dtype: cast one of them, with .cast(DType::{first_variant}) on {second} or .cast(DType::{second_variant}) on {first}")]
+    OperandDTypes {
+        op: &'static str,
+        first: String,
+        first_dtype: DType,
+        first_variant: &'static str,
+        second: String,
+        second_dtype: DType,
+        second_variant: &'static str,
+    },
+
     /// The op is not defined for this dtype. Example: `exp` of an i32 tensor, `requires_grad_`
     /// on an integer tensor. Fix: cast to a dtype the op supports.
     #[error("{op}: not defined for dtype {dtype}; it needs {needs} (cast the input first)")]
@@ -300,6 +314,20 @@ impl fmt::Debug for Error {
 impl Error {
     pub(crate) fn dtype_mismatch(op: &'static str, expected: DType, found: DType) -> Error {
         Error::DTypeMismatch { op, expected, found, expected_variant: dtype_variant(expected) }
+    }
+
+    /// Operands `first` and `second` (named as the op's caller knows them: `self`, `other`,
+    /// `tensors[2]`) differ in dtype.
+    pub(crate) fn operand_dtypes(op: &'static str, first: (impl Into<String>, DType), second: (impl Into<String>, DType)) -> Error {
+        Error::OperandDTypes {
+            op,
+            first: first.0.into(),
+            first_dtype: first.1,
+            first_variant: dtype_variant(first.1),
+            second: second.0.into(),
+            second_dtype: second.1,
+            second_variant: dtype_variant(second.1),
+        }
     }
 
     pub(crate) fn invalid(op: &'static str, arg: &'static str, reason: impl Into<String>) -> Error {

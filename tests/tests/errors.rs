@@ -65,20 +65,21 @@ fn data_length() -> Vec<Error> {
 fn dtype_mismatch() -> Vec<Error> {
     let (a, b) = (Tensor::ones(&[2], DType::F32), Tensor::ones(&[2], DType::F64));
     let e1 = err(a.add(&b));
-    assert!(matches!(e1, Error::DTypeMismatch { op: "add", expected: DType::F32, found: DType::F64, .. }), "{e1:?}");
-    says(&e1, &["add", "expected dtype f32, found f64", ".cast(DType::F32)"]);
+    assert!(matches!(e1, Error::OperandDTypes { op: "add", first_dtype: DType::F32, second_dtype: DType::F64, .. }), "{e1:?}");
+    says(&e1, &["add: other is f64 but self is f32", ".cast(DType::F32) on other", ".cast(DType::F64) on self"]);
     // The operator panics with the same message.
     let (pa, pb) = (a.clone(), b.clone());
     assert_eq!(panic_message(move || &pa + &pb), e1.to_string());
     let e2 = err(Tensor::scalar(1i64).to_vec::<f32>());
     says(&e2, &["to_vec", "expected dtype f32, found i64", ".cast(DType::F32)"]);
-    let e3 = err(Tensor::ones(&[2, 2], DType::F32).matmul(&Tensor::ones(&[2, 2], DType::F64)));
-    says(&e3, &["matmul", "f32", "f64"]);
-    let e4 = err(Tensor::concat(&[&a, &Tensor::ones(&[2], DType::I32)], 0));
-    says(&e4, &["concat", "expected dtype f32, found i32"]);
+    // An f64 batch into f32 weights names the operand that differs, and both fixes.
+    let e3 = err(Tensor::ones(&[2, 2], DType::F64).matmul(&Tensor::ones(&[2, 2], DType::F32)));
+    says(&e3, &["matmul: other is f32 but self is f64", ".cast(DType::F64) on other", ".cast(DType::F32) on self"]);
+    let e4 = err(Tensor::concat(&[&a, &a, &Tensor::ones(&[2], DType::I32)], 0));
+    says(&e4, &["concat: tensors[2] is i32 but tensors[0] is f32"]);
     let cond = Tensor::from_vec(vec![true, false], &[2]).unwrap();
     let e5 = err(Tensor::where_(&cond, &a, &b));
-    says(&e5, &["where_", "f32", "f64"]);
+    says(&e5, &["where_: b is f64 but a is f32"]);
     // Comparisons return the error, as `compare` does.
     let e6 = err(a.compare(tensor_core::ops::CmpOp::Lt, &b));
     assert_eq!(err(a.lt(&b)).to_string(), e6.to_string());

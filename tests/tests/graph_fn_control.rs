@@ -490,7 +490,7 @@ fn a_question_mark_in_tensor_conditioned_code_passes_its_error_to_the_caller() {
     let w64 = Tensor::scalar(0.5f64);
     let graph = settle(&x, &w64).unwrap_err();
     let eager = eagerly(|| settle(&x, &w64)).unwrap_err();
-    assert!(matches!(graph, Error::DTypeMismatch { .. }), "{graph}");
+    assert!(matches!(graph, Error::OperandDTypes { .. }), "{graph}");
     assert_eq!(graph.to_string(), eager.to_string());
     // The failed trace left nothing behind: the thread is eager, and the good signature still
     // runs from its one trace.

@@ -104,7 +104,7 @@ impl Conv2d {
                 return Err(Error::shapes("Conv2d", &weight.shape(), &b.shape(), format!("the bias must be [{out}], one value per output channel")));
             }
             if b.dtype() != weight.dtype() {
-                return Err(Error::dtype_mismatch("Conv2d", weight.dtype(), b.dtype()));
+                return Err(Error::operand_dtypes("Conv2d", ("weight", weight.dtype()), ("bias", b.dtype())));
             }
         }
         let weight = weight.requires_grad_(true)?;

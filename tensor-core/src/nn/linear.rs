@@ -108,7 +108,7 @@ impl Linear {
                 return Err(Error::shapes("Linear", &weight.shape(), &b.shape(), format!("the bias must be [{out}], one value per output")));
             }
             if b.dtype() != weight.dtype() {
-                return Err(Error::dtype_mismatch("Linear", weight.dtype(), b.dtype()));
+                return Err(Error::operand_dtypes("Linear", ("weight", weight.dtype()), ("bias", b.dtype())));
             }
         }
         let weight = weight.requires_grad_(true)?;

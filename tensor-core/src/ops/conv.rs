@@ -156,9 +156,9 @@ fn out_len(op: &'static str, n: usize, k: usize, s: usize, p: usize) -> Result<u
 fn same_dtype(op: &'static str, inputs: &[TypeRef]) -> Result<DType> {
     let d = inputs[0].dtype;
     need_float(op, d)?;
-    for t in &inputs[1..] {
+    for (t, name) in inputs[1..].iter().zip(["weight", "bias"]) {
         if t.dtype != d {
-            return Err(Error::dtype_mismatch(op, d, t.dtype));
+            return Err(Error::operand_dtypes(op, ("input", d), (name, t.dtype)));
         }
     }
     Ok(d)

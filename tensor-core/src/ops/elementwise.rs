@@ -359,7 +359,7 @@ fn infer(op: &ElementwiseOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         }
         ElementwiseOp::Binary(b) => {
             need_numeric(b.name(), x.dtype)?;
-            Ok((x.dtype, broadcast_pair(b.name(), x, inputs[1])?))
+            Ok((x.dtype, broadcast_pair(b.name(), ("self", x), ("other", inputs[1]))?))
         }
         ElementwiseOp::BinaryScalar { op: b, .. } => {
             need_numeric(b.name(), x.dtype)?;
@@ -369,7 +369,7 @@ fn infer(op: &ElementwiseOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             need_numeric("clamp", x.dtype)?;
             Ok((x.dtype, x.shape.clone()))
         }
-        ElementwiseOp::Compare(c) => Ok((DType::Bool, broadcast_pair(c.name(), x, inputs[1])?)),
+        ElementwiseOp::Compare(c) => Ok((DType::Bool, broadcast_pair(c.name(), ("self", x), ("other", inputs[1]))?)),
         ElementwiseOp::CompareScalar { .. } => Ok((DType::Bool, x.shape.clone())),
         ElementwiseOp::Where => infer_where(inputs),
         ElementwiseOp::Cast(d) => Ok((*d, x.shape.clone())),
@@ -385,9 +385,10 @@ fn unary_dtype_check(u: UnaryOp, dtype: DType) -> Result<()> {
     }
 }
 
-fn broadcast_pair(op: &'static str, a: TypeRef, b: TypeRef) -> Result<Shape> {
+/// The broadcast shape of two operands (named for the error) of one dtype.
+fn broadcast_pair(op: &'static str, (a_name, a): (&str, TypeRef), (b_name, b): (&str, TypeRef)) -> Result<Shape> {
     if a.dtype != b.dtype {
-        return Err(Error::dtype_mismatch(op, a.dtype, b.dtype));
+        return Err(Error::operand_dtypes(op, (a_name, a.dtype), (b_name, b.dtype)));
     }
     broadcast_shapes(a.shape, b.shape).ok_or_else(|| Error::Broadcast { op, lhs: a.shape.clone(), rhs: b.shape.clone() })
 }
@@ -397,7 +398,7 @@ fn infer_where(inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     if c.dtype != DType::Bool {
         return Err(Error::UnsupportedDType { op: "where_", dtype: c.dtype, needs: "a bool condition (use a comparison such as x.gt(0.0))" });
     }
-    let ab = broadcast_pair("where_", a, b)?;
+    let ab = broadcast_pair("where_", ("a", a), ("b", b))?;
     let shape = broadcast_shapes(c.shape, &ab).ok_or_else(|| Error::Broadcast { op: "where_", lhs: c.shape.clone(), rhs: ab.clone() })?;
     Ok((a.dtype, shape))
 }

@@ -490,9 +490,9 @@ fn permute_shape(from: &Shape, perm: &[usize]) -> Result<Shape> {
 fn concat_shape(inputs: &[TypeRef], axis: usize) -> Result<Shape> {
     let first = inputs[0];
     let mut total = 0usize;
-    for t in inputs {
+    for (i, t) in inputs.iter().enumerate() {
         if t.dtype != first.dtype {
-            return Err(Error::dtype_mismatch("concat", first.dtype, t.dtype));
+            return Err(Error::operand_dtypes("concat", ("tensors[0]", first.dtype), (format!("tensors[{i}]"), t.dtype)));
         }
         let same_rest = t.shape.rank() == first.shape.rank() && (0..first.shape.rank()).all(|d| d == axis || t.shape[d] == first.shape[d]);
         if !same_rest {

@@ -196,7 +196,7 @@ fn split(a: &Shape, b: &Shape, t: Transposed) -> Result<(Shape, usize, usize, us
 fn infer(inputs: &[TypeRef], t: Transposed) -> Result<(DType, Shape)> {
     let (a, b) = (inputs[0], inputs[1]);
     if a.dtype != b.dtype {
-        return Err(Error::dtype_mismatch("matmul", a.dtype, b.dtype));
+        return Err(Error::operand_dtypes("matmul", ("self", a.dtype), ("other", b.dtype)));
     }
     need_numeric("matmul", a.dtype)?;
     let (batch, m, _, n) = split(a.shape, b.shape, t)?;

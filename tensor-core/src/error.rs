@@ -192,6 +192,11 @@ pub enum Error {
     #[error("{function}: argument `{arg}` does not match the input signature: expected {expected}, found {found}")]
     SignatureMismatch { function: String, arg: String, expected: String, found: String },
 
+    /// A concrete or loaded function was called with the wrong number of tensor arguments.
+    /// Fix: pass the tensors its signature lists, in that order.
+    #[error("{function}: called with {found} tensor argument(s), but it takes {expected}: {names}")]
+    ArgumentCount { function: String, expected: usize, found: usize, names: String },
+
     /// A graph function was traced more often than its `max_traces` allows.
     #[error("{function}: traced {count} times, more than max_traces = {limit}; last retrace because {reason}")]
     TooManyTraces { function: String, count: usize, limit: usize, reason: String },

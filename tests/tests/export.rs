@@ -307,10 +307,10 @@ fn graphs_whose_nodes_do_not_check_are_errors_naming_the_node() {
 fn calls_that_do_not_match_the_signature_are_errors() -> Result<()> {
     let loaded = round_trip(&small_function());
     let cases = [
-        (vec![], "expected 1 tensor arguments, found 0"),
+        (vec![], "called with 0 tensor argument(s), but it takes 1: x"),
         (vec![Tensor::ones(&[4, 3], DType::F64)], "expected f32[4, 3], found f64[4, 3]"),
         (vec![Tensor::ones(&[3, 4], DType::F32)], "expected f32[4, 3], found f32[3, 4]"),
-        (vec![Tensor::ones(&[4, 3], DType::F32), Tensor::ones(&[1], DType::F32)], "expected 1 tensor arguments, found 2"),
+        (vec![Tensor::ones(&[4, 3], DType::F32), Tensor::ones(&[1], DType::F32)], "called with 2 tensor argument(s), but it takes 1: x"),
     ];
     for (args, expected) in cases {
         let refs: Vec<&Tensor> = args.iter().collect();

@@ -114,7 +114,8 @@ impl LoadedFunction {
             found,
         };
         if args.len() != self.args.len() {
-            return Err(mismatch("(all)", format!("{} tensor arguments", self.args.len()), args.len().to_string()));
+            let names = self.args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ");
+            return Err(Error::ArgumentCount { function: self.name.clone(), expected: self.args.len(), found: args.len(), names });
         }
         for (spec, t) in self.args.iter().zip(args) {
             if spec.dtype != t.0.dtype || !spec.shape.admits(&t.0.shape) {

@@ -270,11 +270,11 @@ impl ConcreteFunction {
     fn check_args(&self, args: &[&Tensor]) -> Result<()> {
         let g = &self.traced_graph;
         if args.len() != g.num_arg_slots {
-            return Err(Error::SignatureMismatch {
+            return Err(Error::ArgumentCount {
                 function: self.name.clone(),
-                arg: "(all)".into(),
-                expected: format!("{} tensor arguments", g.num_arg_slots),
-                found: args.len().to_string(),
+                expected: g.num_arg_slots,
+                found: args.len(),
+                names: g.slot_names[..g.num_arg_slots].join(", "),
             });
         }
         for (slot, t) in args.iter().enumerate() {

@@ -45,7 +45,7 @@ mod proto;
 use crate::compile::{ConstantFold, Cse, Dce, Pass, Simplify};
 use crate::error::{Error, Result};
 use crate::function::ConcreteFunction;
-use crate::graph::{Graph, InputSource, NodeKind};
+use crate::graph::{Graph, InputSource, NodeKind, StateWrite};
 use crate::io::path_text;
 use crate::shape::UNKNOWN;
 use builder::{elem_type, Builder};
@@ -121,8 +121,12 @@ fn cleaned(traced: &Graph) -> Graph {
 
 fn graph_proto(g: &Graph, f: &ConcreteFunction) -> Result<GraphProto> {
     if let Some(w) = g.writes.first() {
+        let name = |slot: usize| g.slot_names.get(slot).cloned().unwrap_or_else(|| format!("argument {slot}"));
         return Err(Error::OnnxUnsupported {
-            op: format!("{w:?}"),
+            op: match w {
+                StateWrite::Data { slot, .. } => format!("the in-place update of `{}`", name(*slot)),
+                StateWrite::Grad { slot, .. } => format!("the write of `{}.grad`", name(*slot)),
+            },
             detail: " (a write to a tensor's data or .grad: export an inference graph, without in-place updates or backward)".into(),
         });
     }

@@ -36,6 +36,7 @@ pub mod autograd;
 pub mod compile;
 pub mod control;
 mod cuda;
+pub mod data;
 pub mod device;
 pub mod distributed;
 pub mod dtype;

@@ -21,8 +21,8 @@
 //!
 //! | calls | return | examples |
 //! |---|---|---|
-//! | ops: anything that computes a tensor, reads its values or runs autograd | `Result<_>` | `add` `matmul` `relu` `exp` `mean` `sum` `cast` `eq` `lt` `reshape` `cross_entropy` `conv2d` · `add_` `sub_` (in place) · `item` `to_vec` · `requires_grad_` `backward` `zero_grad` · `from_vec` (checks the data fills the shape) · an optimizer's `step` |
-//! | constructors from Rust values | the tensor | `zeros` `ones` `full` `scalar` `arange` `rand` `randn` `zeros_like` |
+//! | ops: anything that computes a tensor, reads its values or runs autograd | `Result<_>` | `add` `matmul` `relu` `exp` `mean` `sum` `cast` `eq` `lt` `reshape` `i` `cross_entropy` `mse_loss` `conv2d` · `randperm_gen` · `add_` `sub_` (in place) · `item` `to_vec` · `requires_grad_` `backward` `zero_grad` · `from_vec` (checks the data fills the shape) · an optimizer's `step` |
+//! | constructors from Rust values | the tensor | `zeros` `ones` `full` `scalar` `arange` `rand` `randn` `zeros_like` `randperm` |
 //! | handle operations | the tensor | `clone` `detach` |
 //! | accessors | the value | `dtype` `shape` `dims` `grad` `grad_fn` `is_leaf` `requires_grad` `version` |
 //! | operators `+ - * /` (tensor or Rust scalar on either side) | the tensor, or a panic with the `Err`'s message | `&a + &b`, `&x * 2.0` |

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! deploy      export  onnx  distributed  graphs that run without the source; ONNX; MPI jobs
-//! models      nn  optim               layers, losses, optimizers (and their state dicts)
+//! models      nn  optim  data         layers, losses, optimizers (and their state dicts); datasets
 //! saving      io                      state dicts, safetensors checkpoints
 //! control     control                 cond, while_loop, the macro's if/while
 //! function    function                #[graph_fn]: signatures, cache, ConcreteFunction
@@ -31,7 +31,7 @@ const LAYERS: &[&[&str]] = &[
     &["function"],
     &["control"],
     &["io"],
-    &["nn", "optim"],
+    &["nn", "optim", "data"],
     &["export", "onnx", "distributed"],
 ];
 

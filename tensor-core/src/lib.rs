@@ -22,9 +22,9 @@
 //!
 //! The modules, by concept: [`Tensor`] and its ops (the methods), [`autograd`]
 //! (`backward`, `grad`, `no_grad`), [`nn`] (layers, losses, initializers), [`optim`] (`Sgd`,
-//! `Adam`), [`control`] (`cond`, `while_loop`), [`function`] (the runtime of `#[graph_fn]`:
-//! `lookup` and introspection), [`graph`] and [`compile`] (the graph IR and its optimizing
-//! passes). `use tensor_core::prelude::*;` brings in what most programs need.
+//! `Adam`), [`data`] (`randperm`, `DataLoader`), [`control`] (`cond`, `while_loop`),
+//! [`function`] (the runtime of `#[graph_fn]`: `lookup` and introspection), [`graph`] and
+//! [`compile`] (the graph IR and its optimizing passes). `use tensor_core::prelude::*;` brings in what most programs need.
 
 #![warn(missing_docs)]
 
@@ -36,6 +36,7 @@ pub mod autograd;
 pub mod compile;
 pub mod control;
 mod cuda;
+pub mod data;
 pub mod device;
 pub mod distributed;
 pub mod dtype;

@@ -46,7 +46,7 @@ pub use flatten::Flatten;
 pub use gelu::Gelu;
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
-pub use loss::cross_entropy;
+pub use loss::{bce_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss, smooth_l1_loss, Reduction};
 pub use module::Module;
 pub use pool::MaxPool2d;
 pub use sequential::Sequential;

@@ -9,4 +9,5 @@ mod matmul_transposed;
 mod nn_conv;
 mod reduce_linalg;
 mod smoke;
+mod staples;
 mod tensor_basics;

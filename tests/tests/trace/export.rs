@@ -396,7 +396,7 @@ fn mutate_text(text: &mut Vec<u8>, edits: &[(prop::sample::Index, u8, u8)]) {
 proptest! {
     // Bounded to a few seconds in `cargo test`; PROPTEST_CASES=20000 runs longer (see
     // docs/EXPORT.md).
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: tests::proptest_cases(48), ..ProptestConfig::default() })]
 
     /// A real file with its graph section edited (and resealed, so the edits reach the
     /// parser and the checks) loads or fails with an `Err`, and a loaded one runs or fails

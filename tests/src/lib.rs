@@ -74,6 +74,13 @@ macro_rules! per_dtype {
     };
 }
 
+/// The number of proptest cases a bounded property test runs: `default` in `cargo test`, or
+/// `PROPTEST_CASES` when set, for the longer runs docs/TESTING.md lists (an explicit
+/// `ProptestConfig { cases, .. }` would otherwise ignore the variable).
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 /// Values of element type `T` from f64 literals.
 pub fn vals<T: Element>(v: &[f64]) -> Vec<T> {
     v.iter().map(|&x| T::from_f64(x)).collect()

@@ -104,7 +104,7 @@ fn check_binary(c: &Case, dtype: DType) -> std::result::Result<(), TestCaseError
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(tests::proptest_cases(200)))]
 
     #[test]
     fn binary_ops_match_reference_f64(c in case(2)) {

@@ -812,7 +812,7 @@ fn program_inputs(seed: u64, dtype: DType) -> Vec<Tensor> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: tests::proptest_cases(64), ..ProptestConfig::default() })]
 
     #[test]
     fn random_programs_trace_bit_identically(

@@ -1,8 +1,14 @@
-//! Tracing: eager and graph bit for bit, tprint!, graph snapshots, state by reference, cond and while_loop.
+//! Tracing: eager and graph bit for bit, tprint!, graph snapshots, state by reference, cond and
+//! while_loop; what traced graphs and models are saved as (checkpoints, exported graphs, ONNX
+//! run in tract-onnx); and every `Error` variant triggered.
 
+mod checkpoint;
 mod control_flow;
 mod control_gradient_bits;
 mod differential;
+mod errors;
+mod export;
+mod onnx;
 mod print;
 mod snapshot;
 mod state;

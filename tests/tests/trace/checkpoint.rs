@@ -670,7 +670,7 @@ fn mutate(bytes: &mut Vec<u8>, edits: &[(prop::sample::Index, u8, u8)]) {
 proptest! {
     // Bounded to a second or two in `cargo test`; PROPTEST_CASES=20000 runs longer (see
     // docs/EXPORT.md).
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: tests::proptest_cases(64), ..ProptestConfig::default() })]
 
     /// A checkpoint with a byte flipped, replaced, cut or inserted anywhere loads the saved
     /// values or fails with an `Err`; with several such edits it never panics.

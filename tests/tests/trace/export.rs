@@ -138,13 +138,19 @@ fn captured_weights_travel_in_the_file() -> Result<()> {
     Ok(())
 }
 
+/// `Cnn::train_step` is traced by this file's tests on several models (one per model): each
+/// takes this lock while it traces and picks its function, which is then the last one.
+static CNN_TRAIN_STEP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_loaded_training_step_updates_the_callers_parameters_as_the_original_does() -> Result<()> {
     let (x, y) = (images(9), labels());
     // The original: one step (which traces), then the export, then two more steps.
     let original = Cnn::new(3);
+    let tracing = CNN_TRAIN_STEP.lock().unwrap_or_else(|e| e.into_inner());
     let first = original.train_step(&x, &y)?;
-    let f = lookup("Cnn::train_step").unwrap().concrete_functions().into_iter().next().unwrap();
+    let f = lookup("Cnn::train_step").unwrap().concrete_functions().pop().unwrap();
+    drop(tracing);
     let loaded = round_trip(&f);
     assert_eq!(loaded.captures().len(), 3 * 8 + 3, "Adam's step, exp_avg and exp_avg_sq for each parameter, and its lr and betas");
     // A copy of the model as it was after the first step, trained by the loaded step.
@@ -359,6 +365,7 @@ fn corpus() -> Vec<Vec<u8>> {
     FILES
         .get_or_init(|| {
             let m = Cnn::new(11);
+            let _tracing = CNN_TRAIN_STEP.lock().unwrap_or_else(|e| e.into_inner());
             m.train_step(&images(1), &labels()).unwrap();
             collatz_steps(&Tensor::scalar(3i64)).unwrap();
             let first = |name: &str| lookup(name).unwrap().concrete_functions().into_iter().next().unwrap();
@@ -396,7 +403,7 @@ fn mutate_text(text: &mut Vec<u8>, edits: &[(prop::sample::Index, u8, u8)]) {
 proptest! {
     // Bounded to a few seconds in `cargo test`; PROPTEST_CASES=20000 runs longer (see
     // docs/EXPORT.md).
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: tests::proptest_cases(48), ..ProptestConfig::default() })]
 
     /// A real file with its graph section edited (and resealed, so the edits reach the
     /// parser and the checks) loads or fails with an `Err`, and a loaded one runs or fails

@@ -818,7 +818,7 @@ mod each {
     #[test]
     fn every_variant_is_covered() {
         // The variants as declared in error.rs.
-        let source = include_str!("../../tensor-core/src/error.rs");
+        let source = include_str!("../../../tensor-core/src/error.rs");
         let body = &source[source.find("pub enum Error {").expect("the enum")..];
         let body = &body[..body.find("\n}").expect("its end")];
         let declared: Vec<String> = body

@@ -332,14 +332,13 @@ impl Family for ElementwiseOp {
 
     fn saves(&self) -> Saves {
         match self {
-            ElementwiseOp::Unary(UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid) => Saves::output(),
-            ElementwiseOp::Unary(UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf) => {
-                Saves::inputs(0b1)
-            }
+            ElementwiseOp::Unary(u) => unary_saves(*u),
+            ElementwiseOp::Binary(BinaryOp::Add | BinaryOp::Sub) => Saves::default(),
             ElementwiseOp::Binary(BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum) => Saves::inputs(0b11),
             ElementwiseOp::BinaryScalar { op: BinaryOp::Mul | BinaryOp::Add | BinaryOp::Sub, .. } => Saves::default(),
-            ElementwiseOp::BinaryScalar { .. } | ElementwiseOp::Clamp { .. } | ElementwiseOp::Where => Saves::inputs(0b1),
-            _ => Saves::default(),
+            ElementwiseOp::BinaryScalar { op: BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum, .. } => Saves::inputs(0b1),
+            ElementwiseOp::Clamp { .. } | ElementwiseOp::Where => Saves::inputs(0b1),
+            ElementwiseOp::Compare(_) | ElementwiseOp::CompareScalar { .. } | ElementwiseOp::Cast(_) => Saves::default(),
         }
     }
 
@@ -462,7 +461,7 @@ fn unary(u: UnaryOp, x: &Storage) -> Storage {
         Storage::F64(a) => Storage::F64(u.visit_float(MapWith(a))),
         Storage::I32(a) => Storage::I32(u.visit_num(MapWith(a))),
         Storage::I64(a) => Storage::I64(u.visit_num(MapWith(a))),
-        Storage::Bool(a) => Storage::Bool(MapWith(a).visit::<crate::math::Not>()),
+        Storage::Bool(a) => Storage::Bool(u.visit_bool(MapWith(a))),
     }
 }
 
@@ -546,6 +545,15 @@ fn backward(op: &ElementwiseOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGr
             Ok(smallvec![if from.is_float() { Some(g.cast(from)?) } else { None }])
         }
         ElementwiseOp::Compare(_) | ElementwiseOp::CompareScalar { .. } => Err(Error::NotDifferentiable { op: op.name(), detail: "" }),
+    }
+}
+
+/// What `unary_grad` reads of the forward pass.
+fn unary_saves(u: UnaryOp) -> Saves {
+    match u {
+        UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid => Saves::output(),
+        UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf => Saves::inputs(0b1),
+        UnaryOp::Neg | UnaryOp::Sign | UnaryOp::Not => Saves::default(),
     }
 }
 

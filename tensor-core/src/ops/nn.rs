@@ -6,6 +6,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::index::indices;
 use crate::kernels::softmax as k;
+use crate::math::op_names;
 use crate::shape::{normalize_axis, Shape, UNKNOWN};
 use crate::storage::Storage;
 use crate::tensor::grad_node::BackwardCtx;
@@ -79,28 +80,11 @@ pub enum NnOp {
 }
 
 impl Family for NnOp {
-    fn name(&self) -> &'static str {
-        match self {
-            NnOp::Softmax { .. } => "softmax",
-            NnOp::LogSoftmax { .. } => "log_softmax",
-            NnOp::CrossEntropy => "cross_entropy",
-        }
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        match self {
-            NnOp::Softmax { .. } => "SoftmaxBackward",
-            NnOp::LogSoftmax { .. } => "LogSoftmaxBackward",
-            NnOp::CrossEntropy => "CrossEntropyBackward",
-        }
-    }
-
-    fn attrs(&self) -> String {
-        match self {
-            NnOp::Softmax { axis } | NnOp::LogSoftmax { axis } => format!("axis={axis}"),
-            NnOp::CrossEntropy => String::new(),
-        }
-    }
+    op_names! { NnOp {
+        Softmax { axis } => "softmax", "SoftmaxBackward", format!("axis={axis}");
+        LogSoftmax { axis } => "log_softmax", "LogSoftmaxBackward", format!("axis={axis}");
+        CrossEntropy => "cross_entropy", "CrossEntropyBackward";
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         infer(self, inputs)

@@ -141,9 +141,9 @@ fn stack(values: &[Storage], first: &Storage) -> Storage {
     let shape = first.shape();
     let dims = |n: usize| -> Vec<usize> { std::iter::once(n).chain(shape.dims().iter().copied()).collect() };
     if values.is_empty() {
-        return Storage::full(&crate::Shape::from(dims(0)), first.dtype(), crate::Scalar::Int(0));
+        return Storage::full(&crate::shape::Shape::from(dims(0)), first.dtype(), crate::dtype::Scalar::Int(0));
     }
-    let parts: Vec<Storage> = values.iter().map(|v| crate::map_array!(v, a => crate::kernels::layout::reshape(a, &dims(1)))).collect();
+    let parts: Vec<Storage> = values.iter().map(|v| crate::storage::map_array!(v, a => crate::kernels::layout::reshape(a, &dims(1)))).collect();
     let refs: Vec<&Storage> = parts.iter().collect();
     crate::ops::Op::Layout(crate::ops::LayoutOp::Concat { axis: 0 }).compute(&refs).expect("loop variables keep their dtype and shape")
 }

@@ -89,9 +89,10 @@ fn timeout_reason(timeout: Duration) -> String {
     )
 }
 
-/// The transport's end of a [`Pending`]: where the answer goes.
+/// The transport's end of a [`Pending`]: where the answer goes (made by the MPI transport).
 pub struct Job(Sender<Answer>);
 
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl Job {
     /// A job for `op` and the `Pending` that waits for it at most `timeout`.
     pub fn new(op: &'static str, timeout: Duration) -> (Job, Pending) {

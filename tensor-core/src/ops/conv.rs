@@ -228,7 +228,7 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
         ConvOp::MaxPool2d { kernel, stride } => {
             let s = inputs[0].shape();
             let g = PoolGeom { h: s[2], w: s[3], kernel: *kernel, stride: *stride };
-            crate::map_float!(inputs[0], x => kp::max_pool2d(x, &g), other => other())
+            crate::storage::map_float!(inputs[0], x => kp::max_pool2d(x, &g), other => other())
         }
         ConvOp::MaxPool2dGrad { kernel, stride } => {
             let s = inputs[0].shape();

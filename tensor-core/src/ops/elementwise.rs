@@ -416,7 +416,7 @@ fn compute(op: &ElementwiseOp, inputs: &[&Storage]) -> Storage {
         ElementwiseOp::CompareScalar { op, scalar } => Storage::Bool(compare_scalar(*op, x, scalar.0)),
         ElementwiseOp::Where => where_kernel(inputs, &out_shape()),
         ElementwiseOp::Clamp { min, max } => clamp(x, min.map(|s| s.0), max.map(|s| s.0)),
-        ElementwiseOp::Cast(d) => crate::with_array!(x, a => cast(a, *d)),
+        ElementwiseOp::Cast(d) => crate::storage::with_array!(x, a => cast(a, *d)),
     }
 }
 
@@ -479,7 +479,7 @@ fn binary_scalar(b: BinaryOp, x: &Storage, s: Scalar, first: bool) -> Storage {
     fn go<T: Num>(b: BinaryOp, a: &Array<T>, s: Scalar, first: bool) -> Array<T> {
         b.visit(WithScalar(a, T::from_scalar(s), first))
     }
-    crate::map_numeric!(x, a => go(b, a, s, first), bool => unreachable!("checked by infer"))
+    crate::storage::map_numeric!(x, a => go(b, a, s, first), bool => unreachable!("checked by infer"))
 }
 
 fn compare(c: CmpOp, x: &Storage, y: &Storage, shape: &Shape) -> Array<bool> {
@@ -497,7 +497,7 @@ fn compare_scalar(c: CmpOp, x: &Storage, s: Scalar) -> Array<bool> {
     fn go<T: Element>(a: &Array<T>, c: CmpOp, s: Scalar) -> Array<bool> {
         c.visit(WithScalar(a, T::from_scalar(s), false))
     }
-    crate::with_array!(x, a => go(a, c, s))
+    crate::storage::with_array!(x, a => go(a, c, s))
 }
 
 fn where_kernel(inputs: &[&Storage], shape: &Shape) -> Storage {
@@ -517,7 +517,7 @@ fn clamp(x: &Storage, min: Option<Scalar>, max: Option<Scalar>) -> Storage {
         let (lo, hi) = (min.map(T::from_scalar), max.map(T::from_scalar));
         map(a, move |v| clamp_value(v, lo, hi))
     }
-    crate::map_numeric!(x, a => go(a, min, max), bool => unreachable!("checked by infer"))
+    crate::storage::map_numeric!(x, a => go(a, min, max), bool => unreachable!("checked by infer"))
 }
 
 fn cast<T: CastToAll + Element>(a: &Array<T>, to: DType) -> Storage {

@@ -160,21 +160,21 @@ fn compute(op: &IndexOp, inputs: &[&Storage]) -> Result<Storage> {
     Ok(match op {
         IndexOp::IndexSelect { axis } => {
             let idx = k::indices(inputs[1], x.shape()[*axis], "index_select")?;
-            crate::map_array!(x, a => k::index_select(a, *axis, &idx))
+            crate::storage::map_array!(x, a => k::index_select(a, *axis, &idx))
         }
         IndexOp::IndexAdd { axis, size } => {
             let idx = k::indices(inputs[1], *size, "index_add")?;
-            crate::map_numeric!(x, a => k::index_add(a, *axis, &idx, *size), bool => unreachable!("gradients are numeric"))
+            crate::storage::map_numeric!(x, a => k::index_add(a, *axis, &idx, *size), bool => unreachable!("gradients are numeric"))
         }
         IndexOp::Gather { axis } => {
             let idx = k::indices(inputs[1], x.shape()[*axis], "gather")?;
             let dims = inputs[1].shape();
-            crate::map_array!(x, a => k::gather(a, *axis, &idx, dims.dims()))
+            crate::storage::map_array!(x, a => k::gather(a, *axis, &idx, dims.dims()))
         }
         IndexOp::ScatterAdd { axis, size } => {
             let idx = k::indices(inputs[1], *size, "scatter_add")?;
             let dims = x.shape().with_dim(*axis, *size);
-            crate::map_numeric!(x, a => k::scatter_add(a, *axis, &idx, dims.dims()), bool => unreachable!("gradients are numeric"))
+            crate::storage::map_numeric!(x, a => k::scatter_add(a, *axis, &idx, dims.dims()), bool => unreachable!("gradients are numeric"))
         }
         IndexOp::OneHot { classes, dtype } => {
             let idx = k::indices(x, *classes, "one_hot")?;

@@ -486,24 +486,24 @@ fn compute(op: &LayoutOp, inputs: &[&Storage]) -> Result<Storage> {
     Ok(match op {
         LayoutOp::Reshape(_) => {
             let (_, shape) = infer(op, &[TypeRef { dtype: x.dtype(), shape: &x.shape() }])?;
-            crate::map_array!(x, a => k::reshape(a, shape.dims()))
+            crate::storage::map_array!(x, a => k::reshape(a, shape.dims()))
         }
-        LayoutOp::Permute(perm) => crate::map_array!(x, a => k::permute(a, perm)),
+        LayoutOp::Permute(perm) => crate::storage::map_array!(x, a => k::permute(a, perm)),
         LayoutOp::BroadcastTo(target) => {
             let dims = resolve_unknown(target, &x.shape());
-            crate::map_array!(x, a => k::broadcast_to(a, &dims))
+            crate::storage::map_array!(x, a => k::broadcast_to(a, &dims))
         }
         LayoutOp::SumTo(target) => {
             let dims = resolve_unknown(target, &x.shape());
-            crate::map_numeric!(x, a => k::sum_to(a, &dims), bool => unreachable!("sum_to is only used on gradients"))
+            crate::storage::map_numeric!(x, a => k::sum_to(a, &dims), bool => unreachable!("sum_to is only used on gradients"))
         }
         LayoutOp::Concat { axis } => concat(inputs, *axis),
         LayoutOp::Narrow { axis, start, len } => {
             check_narrow(x, *axis, *start, *len)?;
-            crate::map_array!(x, a => k::narrow(a, *axis, *start, *len))
+            crate::storage::map_array!(x, a => k::narrow(a, *axis, *start, *len))
         }
         LayoutOp::Pad { axis, before, after } => {
-            crate::map_numeric!(x, a => k::pad(a, *axis, *before, *after), bool => unreachable!("pad is only used on gradients"))
+            crate::storage::map_numeric!(x, a => k::pad(a, *axis, *before, *after), bool => unreachable!("pad is only used on gradients"))
         }
     })
 }

@@ -133,14 +133,14 @@ fn compute(op: &NnOp, inputs: &[&Storage]) -> Result<Storage> {
     let x = inputs[0];
     let other = || unreachable!("checked by infer");
     Ok(match op {
-        NnOp::Softmax { axis } => crate::map_float!(x, a => k::softmax(a, *axis), other => other()),
-        NnOp::LogSoftmax { axis } => crate::map_float!(x, a => k::log_softmax(a, *axis), other => other()),
+        NnOp::Softmax { axis } => crate::storage::map_float!(x, a => k::softmax(a, *axis), other => other()),
+        NnOp::LogSoftmax { axis } => crate::storage::map_float!(x, a => k::log_softmax(a, *axis), other => other()),
         NnOp::CrossEntropy => {
             let labels = indices(inputs[1], x.shape()[1], "cross_entropy")?;
             if labels.len() != x.shape()[0] {
                 return Err(Error::shapes("cross_entropy", &x.shape(), &inputs[1].shape(), "logits must be [n, classes] and labels [n]"));
             }
-            crate::map_float!(x, a => ndarray::arr0(k::cross_entropy(a, &labels)).into_dyn().into_shared(), other => other())
+            crate::storage::map_float!(x, a => ndarray::arr0(k::cross_entropy(a, &labels)).into_dyn().into_shared(), other => other())
         }
     })
 }

@@ -240,7 +240,7 @@ fn compute(op: &ReductionOp, inputs: &[&Storage]) -> Result<Storage> {
     match op {
         ReductionOp::Reduce { op: r, axes, keepdim } => {
             let out_shape = reduced_shape(&x.shape(), axes, *keepdim);
-            let reduced = crate::map_numeric!(x, a => reduce_kernel(a, axes, *r), bool => unreachable!("checked by infer"));
+            let reduced = crate::storage::map_numeric!(x, a => reduce_kernel(a, axes, *r), bool => unreachable!("checked by infer"));
             Ok(reshape_storage(reduced, &out_shape))
         }
         ReductionOp::Argmax { axis, keepdim } => {
@@ -276,7 +276,7 @@ fn argmax_any(x: &Storage, axis: usize) -> Array<i64> {
 }
 
 fn reshape_storage(s: Storage, shape: &Shape) -> Storage {
-    crate::map_array!(&s, a => crate::kernels::layout::reshape(a, shape.dims()))
+    crate::storage::map_array!(&s, a => crate::kernels::layout::reshape(a, shape.dims()))
 }
 
 fn backward(r: ReduceOp, axes: &[usize], keepdim: bool, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {

@@ -1,6 +1,9 @@
 //! The crate's layers, bottom up, and the test that keeps them so: a module may import
 //! (`use crate::…` or a `crate::…` path) only modules of its own layer or below, and the
-//! imports must not form a cycle. A new module must be given a layer here.
+//! imports must not form a cycle. A new module must be given a layer here. The test reads
+//! whole files, skipping comments, literals and `#[cfg(test)]` items (test modules, inline
+//! or in files of their own), and a name of the crate root (`crate::DType`) counts as an
+//! import of the module it comes from (`dtype`), as `lib.rs` re-exports it.
 //!
 //! ```text
 //! deploy      export  onnx  distributed  graphs that run without the source; ONNX; MPI jobs
@@ -80,19 +83,141 @@ mod tests {
         out
     }
 
-    /// The first path segment of every `crate::` path in non-test, non-comment code,
-    /// including each top-level name of a grouped `use crate::{a::…, b}`.
-    fn imported(source: &str) -> BTreeSet<String> {
-        let code: String =
-            source.split("#[cfg(test)]").next().unwrap_or("").lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+    /// `source` with its comments and its string and char literals blanked (so a brace or a
+    /// `crate::` inside one counts for nothing), line breaks kept.
+    fn strip_comments_and_literals(source: &str) -> String {
+        let s: Vec<char> = source.chars().collect();
+        let (mut out, mut i) = (String::with_capacity(source.len()), 0);
+        let ident = |c: char| c.is_alphanumeric() || c == '_';
+        while i < s.len() {
+            let (c, next) = (s[i], s.get(i + 1).copied());
+            if c == '/' && next == Some('/') {
+                while i < s.len() && s[i] != '\n' {
+                    i += 1;
+                }
+            } else if c == '/' && next == Some('*') {
+                i += 2;
+                while i + 1 < s.len() && !(s[i] == '*' && s[i + 1] == '/') {
+                    out.extend((s[i] == '\n').then_some('\n'));
+                    i += 1;
+                }
+                i += 2;
+            } else if c == 'r' && matches!(next, Some('"' | '#')) && (i == 0 || !ident(s[i - 1])) {
+                let hashes = s[i + 1..].iter().take_while(|&&h| h == '#').count();
+                if s.get(i + 1 + hashes) != Some(&'"') {
+                    out.push(c);
+                    i += 1;
+                    continue;
+                }
+                i += 2 + hashes;
+                while i < s.len() && !(s[i] == '"' && s[i + 1..].iter().take(hashes).filter(|&&h| h == '#').count() == hashes) {
+                    out.extend((s[i] == '\n').then_some('\n'));
+                    i += 1;
+                }
+                i += 1 + hashes;
+                out.push_str("\"\"");
+            } else if c == '"' {
+                i += 1;
+                while i < s.len() && s[i] != '"' {
+                    out.extend((s[i] == '\n').then_some('\n'));
+                    i += if s[i] == '\\' { 2 } else { 1 };
+                }
+                i += 1;
+                out.push_str("\"\"");
+            } else if c == '\'' && (next == Some('\\') || s.get(i + 2) == Some(&'\'')) {
+                // A char literal (a lifetime has no closing quote right after one char).
+                i += if next == Some('\\') { 3 } else { 1 };
+                while i < s.len() && s[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("' '");
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// The end of the item that starts at `at` (after its attributes): its `;`, or its
+    /// block's closing brace.
+    fn item_end(code: &str, at: usize) -> usize {
+        let mut depth = 0usize;
+        for (i, c) in code[at..].char_indices() {
+            match c {
+                ';' if depth == 0 => return at + i + 1,
+                '{' | '[' | '(' => depth += 1,
+                '}' | ']' | ')' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 && c == '}' {
+                        return at + i + 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        code.len()
+    }
+
+    /// `code` without its `#[cfg(test)]` items (a test module, or a `use` or `fn` compiled
+    /// only for tests), and the names of the test modules it declares in files of their own
+    /// (`#[cfg(test)] mod tests;`).
+    fn without_test_items(code: &str) -> (String, Vec<String>) {
+        let (mut out, mut rest, mut test_files) = (String::new(), code, Vec::new());
+        while let Some(at) = rest.find("#[cfg(test)]") {
+            out.push_str(&rest[..at]);
+            let end = item_end(rest, at + "#[cfg(test)]".len());
+            let item = rest[at..end].trim_end_matches(';');
+            if let Some(name) = item.rsplit_once("mod ").map(|(_, n)| n.trim()).filter(|n| !n.contains('{')) {
+                test_files.push(name.to_string());
+            }
+            out.extend(rest[at..end].chars().filter(|&c| c == '\n'));
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        (out, test_files)
+    }
+
+    /// The module each name of the crate root comes from (`DType` -> `dtype`), read from
+    /// `lib.rs`'s top-level `use`s.
+    fn root_names() -> BTreeMap<String, String> {
+        let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs is readable");
+        let code = strip_comments_and_literals(&lib);
+        let mods = modules();
+        let mut out = BTreeMap::new();
+        for stmt in code.split(';') {
+            // The statement without the attributes and block ends before it.
+            let lines: Vec<&str> = stmt.lines().map(str::trim_start).skip_while(|l| l.is_empty() || l.starts_with(['#', '}'])).collect();
+            let stmt = lines.join(" ");
+            let Some(path) = stmt.strip_prefix("pub use ").or_else(|| stmt.strip_prefix("pub(crate) use ")) else { continue };
+            let Some((module, names)) = path.split_once("::") else { continue };
+            if !mods.iter().any(|m| m == module) {
+                continue;
+            }
+            let words: Vec<&str> = names.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).filter(|w| !w.is_empty()).collect();
+            for w in words.iter().filter(|w| !w.ends_with("::")) {
+                let name = w.rsplit("::").next().unwrap_or(w);
+                out.entry(name.to_string()).or_insert_with(|| module.to_string());
+            }
+        }
+        out
+    }
+
+    /// The module every `crate::` path in non-test code names, including each top-level
+    /// name of a grouped `use crate::{a::…, b}`; a name of the crate root counts as the
+    /// module it comes from (`roots`).
+    fn imported(code: &str, roots: &BTreeMap<String, String>) -> BTreeSet<String> {
+        let word = |s: &str| -> String { s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+        let module_of = |w: String| roots.get(&w).cloned().unwrap_or(w);
         let mut names = BTreeSet::new();
-        let mut rest = code.as_str();
+        let mut rest = code;
         while let Some(at) = rest.find("crate::") {
             rest = &rest[at + "crate::".len()..];
             if let Some(group) = rest.strip_prefix('{') {
-                names.extend(group_names(group));
+                names.extend(group_names(group).into_iter().map(|n| module_of(word(&n))));
             } else {
-                names.insert(rest.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect());
+                names.insert(module_of(word(rest)));
             }
         }
         names
@@ -112,17 +237,32 @@ mod tests {
             current.push(c);
         }
         names.push(current);
-        names.iter().map(|n| n.trim_start_matches([',', ' ', '\n']).chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect()).collect()
+        names.iter().map(|n| n.trim_start_matches([',', ' ', '\n']).to_string()).collect()
     }
 
     /// Module -> the crate modules it imports, with a file that does.
     fn imports() -> BTreeMap<String, BTreeMap<String, PathBuf>> {
-        let mods = modules();
+        let (mods, roots) = (modules(), root_names());
         let mut out: BTreeMap<String, BTreeMap<String, PathBuf>> = BTreeMap::new();
         for m in &mods {
-            for f in files_of(m) {
-                let source = std::fs::read_to_string(&f).expect("a source file");
-                for n in imported(&source) {
+            let files = files_of(m);
+            let mut test_files = BTreeSet::new();
+            let mut codes = Vec::new();
+            for f in &files {
+                let source = std::fs::read_to_string(f).expect("a source file");
+                let (code, tests) = without_test_items(&strip_comments_and_literals(&source));
+                let dir = match f.file_name().is_some_and(|n| n == "mod.rs") {
+                    true => f.parent().expect("a folder").to_path_buf(),
+                    false => f.with_extension(""),
+                };
+                for t in tests {
+                    test_files.insert(dir.join(format!("{t}.rs")));
+                    test_files.insert(dir.join(&t).join("mod.rs"));
+                }
+                codes.push((f.clone(), code));
+            }
+            for (f, code) in codes.into_iter().filter(|(f, _)| !test_files.contains(f)) {
+                for n in imported(&code, &roots) {
                     if mods.contains(&n) && &n != m {
                         out.entry(m.clone()).or_default().entry(n).or_insert_with(|| f.clone());
                     }
@@ -184,10 +324,24 @@ mod tests {
         }
     }
 
-    /// The scanner sees grouped imports and ignores comments and test code.
+    /// The scanner sees grouped imports and root names, and ignores comments, literals and
+    /// test items, but not the code after them.
     #[test]
-    fn the_scanner_reads_paths_groups_and_skips_comments_and_tests() {
-        let found = imported("use crate::{ops::Op, tensor::{Tensor, context}};\n// crate::compile\nfn f() { crate::graph::render() }\n#[cfg(test)]\nuse crate::function;");
-        assert_eq!(found, ["graph", "ops", "tensor"].iter().map(|s| s.to_string()).collect());
+    fn the_scanner_reads_paths_groups_and_root_names_and_skips_comments_literals_and_tests() {
+        let source = "use crate::{ops::Op, tensor::{Tensor, context}};\n// crate::compile\nfn f() { crate::graph::render(\"crate::io\") }\n\
+                      #[cfg(test)]\nuse crate::function;\n#[cfg(test)]\nmod tests {\n    use crate::control;\n    fn g() { '}'; }\n}\n\
+                      fn h(d: crate::DType) -> crate::random::Generator { todo!() }";
+        let (code, test_files) = without_test_items(&strip_comments_and_literals(source));
+        let roots = BTreeMap::from([("DType".to_string(), "dtype".to_string())]);
+        let found: Vec<String> = imported(&code, &roots).into_iter().collect();
+        assert_eq!(found, ["dtype", "graph", "ops", "random", "tensor"]);
+        assert!(test_files.is_empty());
+        assert_eq!(without_test_items("#[cfg(test)]\nmod tests;\nfn f() {}").1, ["tests"]);
+    }
+
+    #[test]
+    fn root_names_map_to_their_modules() {
+        let roots = root_names();
+        assert_eq!((roots["DType"].as_str(), roots["Result"].as_str(), roots["Tensor"].as_str()), ("dtype", "error", "tensor"));
     }
 }

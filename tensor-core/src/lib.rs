@@ -114,6 +114,9 @@ pub use tensor_macros::graph_fn;
 /// ```
 pub use tensor_macros::GraphArg;
 pub use trace::executing_eagerly;
+// `cuda/` still names this storage macro through the crate root.
+#[cfg(feature = "cuda")]
+pub(crate) use storage::with_array;
 
 /// Prints like `println!`. Eagerly it prints at once; inside a traced graph function it
 /// prints the run-time values on every call, in program order (where `println!` runs only

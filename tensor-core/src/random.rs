@@ -28,9 +28,9 @@
 //! reseeds it. `Tensor::rand`/`randn` with an explicit `u64` seed stay as they were: plain
 //! host-side draws (inside a trace, constants fixed at trace time).
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
-use crate::DType;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The seed of the default generator until [`manual_seed`] (PyTorch's default seed).

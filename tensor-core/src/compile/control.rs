@@ -1,11 +1,54 @@
 //! Running `Cond` and `While` nodes: each subgraph is optimized and planned once, like a
-//! function's graph, and run on the node's input values.
+//! function's graph, and run on the node's input values. The one subgraph optimizer lives
+//! here too, so what an export writes is what the executor runs.
 
 use super::executor::Executable;
 use crate::error::{Error, Result};
-use crate::graph::NodeKind;
+use crate::graph::{Graph, NodeKind};
 use crate::storage::Storage;
 use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// `g` with the subgraphs of its `cond` and `while` nodes optimized (each by
+/// [`optimize`](super::optimize), and their own subgraphs in turn): what runs when the
+/// executor plans those nodes. `g`'s own nodes are left as they are.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::control::cond;
+/// use tensor_core::graph::NodeKind;
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![cond(&x.sum()?.gt(0.0)?, || x.mul(1.0), || x.neg())?]))?;
+/// let g = tensor_core::compile::optimize_subgraphs(f.traced_graph());
+/// let then = g.nodes.iter().find_map(|n| match &n.kind {
+///     NodeKind::Cond { then, .. } => Some(then.clone()),
+///     _ => None,
+/// });
+/// assert_eq!(then.unwrap().count_op("mul"), 0); // `* 1` simplified away inside the branch
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn optimize_subgraphs(g: &Graph) -> Graph {
+    let mut g = g.clone();
+    g.nodes.iter_mut().for_each(|n| optimize_node_subgraphs(&mut n.kind));
+    g
+}
+
+/// Optimizes the subgraphs of `kind` if it is a `Cond` or `While` node.
+fn optimize_node_subgraphs(kind: &mut NodeKind) {
+    let prepare = |sub: &mut Arc<Graph>| *sub = Arc::new(optimize_subgraphs(&super::optimize(sub, None)));
+    match kind {
+        NodeKind::Cond { then, other } => {
+            prepare(then);
+            prepare(other);
+        }
+        NodeKind::While { cond, body, .. } => {
+            prepare(cond);
+            prepare(body);
+        }
+        _ => {}
+    }
+}
 
 /// The planned subgraphs of a control-flow node.
 pub(super) enum ControlPlan {
@@ -14,17 +57,23 @@ pub(super) enum ControlPlan {
 }
 
 impl ControlPlan {
-    /// The plan of a `Cond` or `While` node (`None` for other nodes).
+    /// The plan of a `Cond` or `While` node (`None` for other nodes). With `optimize`, the
+    /// node's subgraphs hold what [`optimize_subgraphs`] makes of them.
     pub(super) fn new(kind: &NodeKind, optimize: bool) -> Option<ControlPlan> {
-        match kind {
-            NodeKind::Cond { then, other } => Some(ControlPlan::Cond {
-                then: Executable::new(then, optimize),
-                other: Executable::new(other, optimize),
-                then_params: then.num_params,
-            }),
+        if !matches!(kind, NodeKind::Cond { .. } | NodeKind::While { .. }) {
+            return None;
+        }
+        let mut kind = kind.clone();
+        if optimize {
+            optimize_node_subgraphs(&mut kind);
+        }
+        match &kind {
+            NodeKind::Cond { then, other } => {
+                Some(ControlPlan::Cond { then: Executable::new(then, false), other: Executable::new(other, false), then_params: then.num_params })
+            }
             NodeKind::While { cond, body, max_iterations, history } => Some(ControlPlan::While {
-                cond: Executable::new(cond, optimize),
-                body: Executable::new(body, optimize),
+                cond: Executable::new(cond, false),
+                body: Executable::new(body, false),
                 max_iterations: *max_iterations,
                 history: *history,
                 cond_params: cond.num_params,
@@ -92,9 +141,9 @@ fn stack(values: &[Storage], first: &Storage) -> Storage {
     let shape = first.shape();
     let dims = |n: usize| -> Vec<usize> { std::iter::once(n).chain(shape.dims().iter().copied()).collect() };
     if values.is_empty() {
-        return Storage::full(&crate::Shape::from(dims(0)), first.dtype(), crate::Scalar::Int(0));
+        return Storage::full(&crate::shape::Shape::from(dims(0)), first.dtype(), crate::dtype::Scalar::Int(0));
     }
-    let parts: Vec<Storage> = values.iter().map(|v| crate::map_array!(v, a => crate::kernels::layout::reshape(a, &dims(1)))).collect();
+    let parts: Vec<Storage> = values.iter().map(|v| crate::storage::map_array!(v, a => crate::kernels::layout::reshape(a, &dims(1)))).collect();
     let refs: Vec<&Storage> = parts.iter().collect();
     crate::ops::Op::Layout(crate::ops::LayoutOp::Concat { axis: 0 }).compute(&refs).expect("loop variables keep their dtype and shape")
 }

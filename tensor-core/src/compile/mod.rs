@@ -17,13 +17,16 @@ mod pass;
 mod plan;
 mod simplify;
 
+pub use control::optimize_subgraphs;
 pub use cse::Cse;
 pub use dce::Dce;
 pub use epilogue::FuseEpilogue;
 pub use executor::{Executable, Outputs};
 pub use fold::ConstantFold;
 pub use fuse::Fuse;
-pub use pass::{default_passes, optimize, Pass, PassLog};
+pub use pass::{
+    cleanup, cleanup_passes, default_passes, lowering_passes, optimize, run_once, run_to_fixed_point, Pass, PassList, PassLog, MAX_ROUNDS,
+};
 pub use simplify::Simplify;
 
 #[cfg(test)]

@@ -41,6 +41,29 @@ pub trait Pass {
 /// ```
 pub type PassList = Vec<Box<dyn Pass>>;
 
+/// The passes that keep ops as ops (simplification, constant folding, common
+/// subexpressions, dead code), run to a fixed point: what every graph gets first, and all an
+/// ONNX export gets.
+///
+/// ```
+/// let names: Vec<&str> = tensor_core::compile::cleanup_passes().iter().map(|p| p.name()).collect();
+/// assert_eq!(names, ["simplify", "constant_fold", "cse", "dce"]);
+/// ```
+pub fn cleanup_passes() -> PassList {
+    vec![Box::new(super::Simplify), Box::new(super::ConstantFold), Box::new(super::Cse), Box::new(super::Dce)]
+}
+
+/// The passes that lower a cleaned graph for the executor, run once each in order: fusion
+/// (elementwise groups, then epilogues) and the dead code it leaves.
+///
+/// ```
+/// let names: Vec<&str> = tensor_core::compile::lowering_passes().iter().map(|p| p.name()).collect();
+/// assert_eq!(names, ["fuse_elementwise", "fuse_epilogue", "dce"]);
+/// ```
+pub fn lowering_passes() -> PassList {
+    vec![Box::new(super::Fuse), Box::new(super::FuseEpilogue), Box::new(super::Dce)]
+}
+
 /// The passes in the order they run: the cleanup passes to a fixed point, then fusion
 /// (elementwise groups, then epilogues).
 ///
@@ -52,10 +75,11 @@ pub type PassList = Vec<Box<dyn Pass>>;
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub fn default_passes() -> (PassList, PassList) {
-    let cleanup: PassList = vec![Box::new(super::Simplify), Box::new(super::ConstantFold), Box::new(super::Cse), Box::new(super::Dce)];
-    let lowering: PassList = vec![Box::new(super::Fuse), Box::new(super::FuseEpilogue), Box::new(super::Dce)];
-    (cleanup, lowering)
+    (cleanup_passes(), lowering_passes())
 }
+
+/// The most rounds [`run_to_fixed_point`] runs its passes.
+pub const MAX_ROUNDS: usize = 8;
 
 /// The graph after each pass that changed it: (pass name, text form).
 ///
@@ -73,8 +97,80 @@ pub fn default_passes() -> (PassList, PassList) {
 /// ```
 pub type PassLog = Vec<(&'static str, String)>;
 
-/// Runs the default pipeline on a copy of `g`, recording the graph after each change if
-/// `log` is given.
+/// Runs each pass once, in order, recording the graph after each change if `log` is given;
+/// true if any pass changed `g`.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{lowering_passes, run_once};
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?.neg()?]))?;
+/// let mut g = f.traced_graph().clone();
+/// assert!(run_once(&mut g, &lowering_passes(), None));
+/// assert_eq!(g.count_op("fused"), 1);
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn run_once(g: &mut Graph, passes: &[Box<dyn Pass>], mut log: Option<&mut PassLog>) -> bool {
+    let mut changed = false;
+    for p in passes {
+        if p.run(g) {
+            changed = true;
+            if let Some(l) = log.as_deref_mut() {
+                l.push((p.name(), g.to_text()));
+            }
+        }
+    }
+    changed
+}
+
+/// Runs the passes in rounds until a round changes nothing (at most [`MAX_ROUNDS`]),
+/// recording the graph after each change if `log` is given; true if anything changed. The
+/// one fixed-point loop every caller uses.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::compile::{cleanup_passes, run_to_fixed_point};
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(1.0)?.neg()?.neg()?]))?;
+/// let mut g = f.traced_graph().clone();
+/// assert!(run_to_fixed_point(&mut g, &cleanup_passes(), None));
+/// assert_eq!((g.count_op("mul"), g.count_op("neg")), (0, 0));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn run_to_fixed_point(g: &mut Graph, passes: &[Box<dyn Pass>], mut log: Option<&mut PassLog>) -> bool {
+    let mut changed = false;
+    for _round in 0..MAX_ROUNDS {
+        if !run_once(g, passes, log.as_deref_mut()) {
+            break;
+        }
+        changed = true;
+    }
+    changed
+}
+
+/// A copy of `g` after the cleanup passes alone (to a fixed point): ops stay ops, so every
+/// node is one the graph's text, a gradient or an ONNX export can name.
+///
+/// ```
+/// use tensor_core::prelude::*;
+/// use tensor_core::function::ConcreteFunction;
+/// let x = Tensor::ones(&[2], DType::F32);
+/// let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.add(0.0)?.exp()?.neg()?]))?;
+/// let g = tensor_core::compile::cleanup(f.traced_graph());
+/// assert_eq!((g.count_op("exp"), g.count_op("neg"), g.count_op("fused")), (1, 1, 0));
+/// # Ok::<(), tensor_core::Error>(())
+/// ```
+pub fn cleanup(g: &Graph) -> Graph {
+    let mut g = g.clone();
+    run_to_fixed_point(&mut g, &cleanup_passes(), None);
+    g
+}
+
+/// Runs the default pipeline on a copy of `g` — the cleanup passes to a fixed point, then the
+/// lowering passes once — recording the graph after each change if `log` is given. The
+/// subgraphs of control-flow nodes are left as they are (see [`optimize_subgraphs`]).
 ///
 /// ```
 /// use tensor_core::prelude::*;
@@ -85,33 +181,15 @@ pub type PassLog = Vec<(&'static str, String)>;
 /// assert!(g.nodes.len() < f.traced_graph().nodes.len());
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+///
+/// [`optimize_subgraphs`]: super::optimize_subgraphs
 pub fn optimize(g: &Graph, mut log: Option<&mut PassLog>) -> Graph {
     let mut g = g.clone();
     if let Some(l) = log.as_deref_mut() {
         l.push(("traced", g.to_text()));
     }
-    let (cleanup, lowering) = default_passes();
-    for _round in 0..8 {
-        let mut changed = false;
-        for p in &cleanup {
-            if p.run(&mut g) {
-                changed = true;
-                if let Some(l) = log.as_deref_mut() {
-                    l.push((p.name(), g.to_text()));
-                }
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    for p in &lowering {
-        if p.run(&mut g)
-            && let Some(l) = log.as_deref_mut()
-        {
-            l.push((p.name(), g.to_text()));
-        }
-    }
+    run_to_fixed_point(&mut g, &cleanup_passes(), log.as_deref_mut());
+    run_once(&mut g, &lowering_passes(), log);
     debug_assert_eq!(crate::graph::validate(&g), Ok(()), "optimized graph of {}", g.name);
     g
 }

@@ -16,10 +16,12 @@
 //! every other type, which reports the variable at trace time.
 
 use super::{check_predicate, cond::cond_nodes, while_loop};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::function::GraphReturn;
+use crate::shape::Shape;
+use crate::tensor::Tensor;
 use crate::trace::{self, TraceGuard};
-use crate::{DType, Shape, Tensor};
 use std::marker::PhantomData;
 use std::vec::IntoIter;
 

@@ -40,7 +40,7 @@ pub fn cond<T: GraphOutput>(pred: &Tensor, then_fn: impl FnOnce() -> Result<T>, 
 /// and its result's structure.
 struct TracedBranch<S> {
     nested: Nested,
-    types: Vec<(crate::DType, crate::Shape)>,
+    types: Vec<(crate::dtype::DType, crate::shape::Shape)>,
     structure: S,
 }
 
@@ -53,7 +53,7 @@ fn trace_branch<T: GraphOutput>(name: &str, f: impl FnOnce() -> Result<T>) -> Re
     Ok(TracedBranch { nested, types, structure })
 }
 
-fn check_branches(then_out: &[(crate::DType, crate::Shape)], else_out: &[(crate::DType, crate::Shape)]) -> Result<()> {
+fn check_branches(then_out: &[(crate::dtype::DType, crate::shape::Shape)], else_out: &[(crate::dtype::DType, crate::shape::Shape)]) -> Result<()> {
     if then_out.len() != else_out.len() {
         let index = then_out.len().min(else_out.len());
         let count = |n: usize| format!("{n} tensors in all");

@@ -55,16 +55,14 @@ mod wire;
 pub use format::VERSION;
 pub use loaded::{ArgSpec, LoadedFunction};
 
-use crate::compile::optimize;
 use crate::error::{Error, Result};
 use crate::function::ConcreteFunction;
-use crate::graph::{Graph, InputSource, NodeKind};
+use crate::graph::{Graph, InputSource};
 use crate::io::path_text;
 use crate::tensor::Tensor;
 use format::OpenError;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 use wire::{ArgDef, CaptureDef, FileDef, GraphDef, GraphReader, GuardDef, TensorSink};
 
 /// Loads a function exported by [`ConcreteFunction::export`]: reads and checks the file,
@@ -137,7 +135,9 @@ impl ConcreteFunction {
     /// ```
     pub fn export_bytes(&self) -> Result<Vec<u8>> {
         let mut sink = TensorSink::default();
-        let graph = if self.is_optimized() { with_optimized_subgraphs(self.graph()) } else { self.graph().clone() };
+        // The subgraphs optimized as the executor optimizes them when it plans their node, so the
+        // file holds what runs, and loading runs it without optimizing again.
+        let graph = if self.is_optimized() { crate::compile::optimize_subgraphs(self.graph()) } else { self.graph().clone() };
         let mut captures = Vec::new();
         for (i, t) in self.captures().iter().enumerate() {
             let name = format!("capture.{i}");
@@ -184,28 +184,6 @@ fn arg_defs(traced: &Graph) -> Vec<ArgDef> {
             ArgDef { name: traced.slot_names[slot].clone(), dtype: ops_wire::WireDType(info.dtype), shape: ops_wire::WireShape(info.shape.clone()) }
         })
         .collect()
-}
-
-/// `g` with the subgraphs of its `cond` and `while` nodes optimized, as the executor
-/// optimizes them when it plans the node (so the file holds what runs, and loading runs it
-/// without optimizing again).
-fn with_optimized_subgraphs(g: &Graph) -> Graph {
-    let mut g = g.clone();
-    let prepare = |sub: &Arc<Graph>| Arc::new(with_optimized_subgraphs(&optimize(sub, None)));
-    for node in &mut g.nodes {
-        match &mut node.kind {
-            NodeKind::Cond { then, other } => {
-                *then = prepare(then);
-                *other = prepare(other);
-            }
-            NodeKind::While { cond, body, .. } => {
-                *cond = prepare(cond);
-                *body = prepare(body);
-            }
-            _ => {}
-        }
-    }
-    g
 }
 
 /// Writes `bytes` to a file beside `path`, then renames it over `path`.

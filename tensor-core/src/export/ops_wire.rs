@@ -1,6 +1,8 @@
 //! The serialized form of ops and their attributes: serde's remote derives mirror the op
 //! enums here, so the IR files stay free of serialization. A new op variant fails to compile
-//! here until it is given its serialized form (and its arity and checks in `check.rs`).
+//! here until it is given its serialized form (and its arity and checks in `check.rs`). The
+//! op kinds (`UnaryOp`, `BinaryOp`, `CmpOp`, `ReduceOp`) are spelled by the wire names their
+//! declarations give (`math/kinds.rs`), so a new elementwise function needs nothing here.
 //!
 //! JSON shapes: an op is `{"family": {"op": {attributes}}}` (`{"conv": {"conv2d": {"stride":
 //! [1, 1], "padding": [2, 2]}}}`), unit ops are their name (`{"linalg": "matmul"}`), dtypes
@@ -12,8 +14,11 @@ use crate::dtype::{DType, Scalar};
 use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, ScalarAttr, UnaryOp};
 use crate::ops::{CollectiveOp, ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp};
 use crate::shape::{Shape, UNKNOWN};
+use serde::de::{self, DeserializeSeed, EnumAccess, Unexpected, VariantAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use smallvec::SmallVec;
+use std::fmt;
+use std::marker::PhantomData;
 
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "Op", rename_all = "snake_case")]
@@ -32,18 +37,18 @@ pub(super) enum OpDef {
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "ElementwiseOp", rename_all = "snake_case")]
 pub(super) enum ElementwiseOpDef {
-    Unary(#[serde(with = "UnaryOpDef")] UnaryOp),
-    Binary(#[serde(with = "BinaryOpDef")] BinaryOp),
+    Unary(#[serde(with = "kind")] UnaryOp),
+    Binary(#[serde(with = "kind")] BinaryOp),
     BinaryScalar {
-        #[serde(with = "BinaryOpDef")]
+        #[serde(with = "kind")]
         op: BinaryOp,
         #[serde(with = "scalar_attr")]
         scalar: ScalarAttr,
         scalar_first: bool,
     },
-    Compare(#[serde(with = "CmpOpDef")] CmpOp),
+    Compare(#[serde(with = "kind")] CmpOp),
     CompareScalar {
-        #[serde(with = "CmpOpDef")]
+        #[serde(with = "kind")]
         op: CmpOp,
         #[serde(with = "scalar_attr")]
         scalar: ScalarAttr,
@@ -58,61 +63,95 @@ pub(super) enum ElementwiseOpDef {
     Cast(#[serde(with = "DTypeDef")] DType),
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "UnaryOp", rename_all = "snake_case")]
-pub(super) enum UnaryOpDef {
-    Neg,
-    Exp,
-    Log,
-    Sqrt,
-    Tanh,
-    Sigmoid,
-    Relu,
-    Abs,
-    Sign,
-    Not,
-    Erf,
-    GeluTanh,
-    GeluErf,
+/// An op kind with its wire names: a unit variant each, as serde's derive would write it.
+pub(super) trait WireKind: Copy + PartialEq + 'static {
+    /// The kind's name.
+    const KIND: &'static str;
+    /// Every op of the kind, in declaration order.
+    fn all() -> &'static [Self];
+    /// The wire name of each op of `all()`, in the same order.
+    fn wire_names() -> &'static [&'static str];
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "BinaryOp", rename_all = "snake_case")]
-pub(super) enum BinaryOpDef {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Pow,
-    Maximum,
-    Minimum,
+macro_rules! wire_kinds {
+    ($($ty:ident),*) => {$(
+        impl WireKind for $ty {
+            const KIND: &'static str = stringify!($ty);
+            fn all() -> &'static [Self] {
+                $ty::ALL
+            }
+            fn wire_names() -> &'static [&'static str] {
+                $ty::WIRE_NAMES
+            }
+        }
+    )*};
 }
+wire_kinds!(UnaryOp, BinaryOp, CmpOp, ReduceOp);
 
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "CmpOp", rename_all = "snake_case")]
-pub(super) enum CmpOpDef {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
+/// An op kind as its wire name (`"exp"`), read and written as serde's derive does a unit
+/// variant (the same JSON, the same errors).
+pub(super) mod kind {
+    use super::*;
 
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "ReduceOp", rename_all = "snake_case")]
-pub(super) enum ReduceOpDef {
-    Sum,
-    Mean,
-    Max,
-    Min,
+    pub fn serialize<T: WireKind, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        let i = T::all().iter().position(|k| k == v).expect("`all` lists every op of the kind");
+        s.serialize_unit_variant(T::KIND, i as u32, T::wire_names()[i])
+    }
+
+    pub fn deserialize<'de, T: WireKind, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        d.deserialize_enum(T::KIND, T::wire_names(), KindVisitor(PhantomData))
+    }
+
+    struct KindVisitor<T>(PhantomData<T>);
+
+    impl<'de, T: WireKind> Visitor<'de> for KindVisitor<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "enum {}", T::KIND)
+        }
+        fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<T, A::Error> {
+            let (i, variant) = data.variant_seed(VariantIndex::<T>(PhantomData))?;
+            variant.unit_variant()?;
+            Ok(T::all()[i])
+        }
+    }
+
+    /// The index of a variant named by its wire name (or by its index).
+    struct VariantIndex<T>(PhantomData<T>);
+
+    impl<'de, T: WireKind> DeserializeSeed<'de> for VariantIndex<T> {
+        type Value = usize;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+            d.deserialize_identifier(self)
+        }
+    }
+
+    impl<'de, T: WireKind> Visitor<'de> for VariantIndex<T> {
+        type Value = usize;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("variant identifier")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<usize, E> {
+            let n = T::all().len();
+            match usize::try_from(v) {
+                Ok(i) if i < n => Ok(i),
+                _ => Err(E::invalid_value(Unexpected::Unsigned(v), &format!("variant index 0 <= i < {n}").as_str())),
+            }
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<usize, E> {
+            T::wire_names().iter().position(|n| *n == v).ok_or_else(|| E::unknown_variant(v, T::wire_names()))
+        }
+        fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<usize, E> {
+            self.visit_str(&String::from_utf8_lossy(v))
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "ReductionOp", rename_all = "snake_case")]
 pub(super) enum ReductionOpDef {
     Reduce {
-        #[serde(with = "ReduceOpDef")]
+        #[serde(with = "kind")]
         op: ReduceOp,
         #[serde(with = "small_list")]
         axes: SmallVec<[usize; 4]>,
@@ -446,6 +485,34 @@ mod tests {
         }
         let clamp = Op::Elementwise(ElementwiseOp::Clamp { min: Some(ScalarAttr(Scalar::Int(-3))), max: None });
         assert_eq!(round_trip(clamp.clone()), (r#"{"elementwise":{"clamp":{"min":{"int":-3},"max":null}}}"#.to_string(), clamp));
+    }
+
+    /// `GeluTanh` -> `gelu_tanh`: what serde's derive spelled each kind before the
+    /// declarations gave the names, so files written then still load.
+    fn snake(variant: &str) -> String {
+        variant.chars().enumerate().flat_map(|(i, c)| (c.is_uppercase() && i > 0).then_some('_').into_iter().chain(c.to_lowercase())).collect()
+    }
+
+    fn kind_round_trips<T: WireKind + std::fmt::Debug>() {
+        for &k in T::all() {
+            let op = serde_json::to_string(&KindOf(k)).unwrap();
+            assert_eq!(op, format!("\"{}\"", snake(&format!("{k:?}"))));
+            assert_eq!(serde_json::from_str::<KindOf<T>>(&op).unwrap().0, k);
+        }
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(bound = "T: WireKind")]
+    struct KindOf<T: WireKind>(#[serde(with = "kind")] T);
+
+    #[test]
+    fn op_kinds_keep_their_wire_names() {
+        kind_round_trips::<UnaryOp>();
+        kind_round_trips::<BinaryOp>();
+        kind_round_trips::<CmpOp>();
+        kind_round_trips::<ReduceOp>();
+        let err = serde_json::from_str::<KindOf<CmpOp>>(r#""lte""#).map(|_| ()).unwrap_err().to_string();
+        assert_eq!(err, "unknown variant `lte`, expected one of `eq`, `ne`, `lt`, `le`, `gt`, `ge` at line 1 column 5");
     }
 
     #[test]

@@ -58,8 +58,8 @@ impl TensorSpec {
     /// assert_eq!(spec.shape().to_string(), "[?, 784]");
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn shape(&self) -> crate::Shape {
-        crate::Shape::from(self.dims.iter().map(|d| d.unwrap_or(crate::shape::UNKNOWN)).collect::<Vec<_>>())
+    pub fn shape(&self) -> crate::shape::Shape {
+        crate::shape::Shape::from(self.dims.iter().map(|d| d.unwrap_or(crate::shape::UNKNOWN)).collect::<Vec<_>>())
     }
 }
 

@@ -33,7 +33,7 @@ impl Graph {
         let pad = "  ".repeat(indent);
         writeln!(out, "graph {}({}) {{", self.name, self.input_list())?;
         for (v, storage) in &self.constants {
-            let t = crate::Tensor::from_storage(storage.clone());
+            let t = crate::tensor::Tensor::from_storage(storage.clone());
             let compact: String = t.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
             writeln!(out, "{pad}  {} = const {compact}", self.typed(*v))?;
         }

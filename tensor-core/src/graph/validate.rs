@@ -18,8 +18,8 @@ use crate::shape::{Shape, UNKNOWN};
 /// g.outputs.push(3); // a value that does not exist
 /// assert!(validate(&g).unwrap_err().to_string().starts_with("graph `g` is invalid: "));
 /// ```
-pub fn validate(g: &Graph) -> crate::Result<()> {
-    check(g).map_err(|problem| crate::Error::InvalidGraph { graph: g.name.clone(), problem })
+pub fn validate(g: &Graph) -> crate::error::Result<()> {
+    check(g).map_err(|problem| crate::error::Error::InvalidGraph { graph: g.name.clone(), problem })
 }
 
 /// The first problem of `g`, recursing into subgraphs.

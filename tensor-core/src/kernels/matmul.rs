@@ -279,51 +279,42 @@ fn gemm_float<T: Num>(
     // (stored as the flags say), so the pointers and strides describe live memory, as does the
     // m*n output buffer; with read_dst = false gemm only writes dst. T is f32 or f64 (checked
     // by the caller).
+    unsafe { gemm_raw(Dims { m, n, k }, d, false, (ap, ars, acs), (bp, brs, bcs), T::zero(), par) }
+}
+
+/// A product's sizes: `a` is `m x k`, `b` is `k x n`.
+#[derive(Clone, Copy)]
+struct Dims {
+    m: usize,
+    n: usize,
+    k: usize,
+}
+
+/// The one call into gemm: `dst = alpha * dst + a @ b` (with `read_dst`; else `dst = a @ b`),
+/// `dst` row-major `m x n`, each operand a pointer with its row and column strides in
+/// elements. `T` must be f32 or f64.
+///
+/// # Safety
+/// Each operand's pointer and strides must address live memory for its `m x k` or `k x n`
+/// elements, and `dst` must hold `m * n` (initialized when `read_dst`).
+unsafe fn gemm_raw<T: Num>(
+    Dims { m, n, k }: Dims,
+    dst: *mut T,
+    read_dst: bool,
+    (ap, ars, acs): (*const T, isize, isize),
+    (bp, brs, bcs): (*const T, isize, isize),
+    alpha: T,
+    par: gemm::Parallelism,
+) {
+    // SAFETY: the caller's contract; the casts are to T itself (checked by its TypeId).
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
-            gemm::gemm::<f32>(
-                m,
-                n,
-                k,
-                d as *mut f32,
-                1,
-                n as isize,
-                false,
-                ap as *const f32,
-                acs,
-                ars,
-                bp as *const f32,
-                bcs,
-                brs,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                par,
-            );
+            let (d, a, b) = (dst as *mut f32, ap as *const f32, bp as *const f32);
+            gemm::gemm::<f32>(m, n, k, d, 1, n as isize, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64() as f32, 1.0, false, false, false, par);
         } else {
-            gemm::gemm::<f64>(
-                m,
-                n,
-                k,
-                d as *mut f64,
-                1,
-                n as isize,
-                false,
-                ap as *const f64,
-                acs,
-                ars,
-                bp as *const f64,
-                bcs,
-                brs,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                par,
-            );
+            debug_assert_eq!(TypeId::of::<T>(), TypeId::of::<f64>());
+            let (d, a, b) = (dst as *mut f64, ap as *const f64, bp as *const f64);
+            gemm::gemm::<f64>(m, n, k, d, 1, n as isize, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64(), 1.0, false, false, false, par);
         }
     }
 }
@@ -384,56 +375,11 @@ pub fn gemm_into<T: Num>(a: MatRef<T>, b: MatRef<T>, dst: &mut [T], accumulate: 
         return;
     }
     let par = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    let (alpha, d) = (if accumulate { T::one() } else { T::zero() }, dst.as_mut_ptr());
+    let alpha = if accumulate { T::one() } else { T::zero() };
+    let (ap, bp) = ((a.data.as_ptr(), a.row_stride, a.col_stride), (b.data.as_ptr(), b.row_stride, b.col_stride));
     // SAFETY: the MatRefs describe live slices with in-bounds strides (callers build them from
     // row-major buffers of the stated sizes); dst holds m*n elements. T is f32 or f64.
-    unsafe {
-        if TypeId::of::<T>() == TypeId::of::<f32>() {
-            gemm::gemm::<f32>(
-                m,
-                n,
-                k,
-                d as *mut f32,
-                1,
-                n as isize,
-                accumulate,
-                a.data.as_ptr() as *const f32,
-                a.col_stride,
-                a.row_stride,
-                b.data.as_ptr() as *const f32,
-                b.col_stride,
-                b.row_stride,
-                alpha.to_f64() as f32,
-                1.0,
-                false,
-                false,
-                false,
-                par,
-            );
-        } else {
-            gemm::gemm::<f64>(
-                m,
-                n,
-                k,
-                d as *mut f64,
-                1,
-                n as isize,
-                accumulate,
-                a.data.as_ptr() as *const f64,
-                a.col_stride,
-                a.row_stride,
-                b.data.as_ptr() as *const f64,
-                b.col_stride,
-                b.row_stride,
-                alpha.to_f64(),
-                1.0,
-                false,
-                false,
-                false,
-                par,
-            );
-        }
-    }
+    unsafe { gemm_raw(Dims { m, n, k }, dst.as_mut_ptr(), accumulate, ap, bp, alpha, par) }
 }
 
 #[cfg(test)]

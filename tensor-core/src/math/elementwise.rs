@@ -2,7 +2,7 @@
 //! op enum wraps it, and fused programs are lists of it, so kernels need nothing above this
 //! layer to run one.
 
-use super::kinds::{BinaryOp, CmpOp, ScalarAttr, UnaryOp};
+use super::kinds::{op_names, BinaryOp, CmpOp, ScalarAttr, UnaryOp};
 use crate::dtype::DType;
 
 /// An elementwise op: computed per output element from the same position of its (broadcast)
@@ -50,45 +50,19 @@ pub enum ElementwiseOp {
 }
 
 impl ElementwiseOp {
-    /// The op's name in graph text.
-    ///
-    /// ```
-    /// use tensor_core::ops::{BinaryOp, ElementwiseOp};
-    /// assert_eq!(ElementwiseOp::Binary(BinaryOp::Add).name(), "add");
-    /// ```
-    pub fn name(&self) -> &'static str {
-        match self {
-            ElementwiseOp::Unary(u) => u.name(),
-            ElementwiseOp::Binary(b) | ElementwiseOp::BinaryScalar { op: b, .. } => b.name(),
-            ElementwiseOp::Compare(c) | ElementwiseOp::CompareScalar { op: c, .. } => c.name(),
-            ElementwiseOp::Where => "where",
-            ElementwiseOp::Clamp { .. } => "clamp",
-            ElementwiseOp::Cast(_) => "cast",
-        }
-    }
-
-    /// The PyTorch-style name of its backward node.
-    pub(crate) fn grad_fn_name(&self) -> &'static str {
-        match self {
-            ElementwiseOp::Unary(u) => u.grad_fn_name(),
-            ElementwiseOp::Binary(b) | ElementwiseOp::BinaryScalar { op: b, .. } => b.grad_fn_name(),
-            ElementwiseOp::Compare(_) | ElementwiseOp::CompareScalar { .. } => "NoBackward",
-            ElementwiseOp::Where => "WhereBackward",
-            ElementwiseOp::Clamp { .. } => "ClampBackward",
-            ElementwiseOp::Cast(_) => "CastBackward",
-        }
-    }
-
-    /// The attributes as graph text (empty when there are none).
-    pub(crate) fn attrs(&self) -> String {
-        match self {
-            ElementwiseOp::BinaryScalar { scalar, scalar_first: true, .. } => format!("lhs={}", scalar.0),
-            ElementwiseOp::BinaryScalar { scalar, .. } | ElementwiseOp::CompareScalar { scalar, .. } => format!("rhs={}", scalar.0),
-            ElementwiseOp::Clamp { min, max } => format!("min={} max={}", bound(min), bound(max)),
-            ElementwiseOp::Cast(d) => format!("dtype={d}"),
-            _ => String::new(),
-        }
-    }
+    op_names! { pub ElementwiseOp {
+        Unary(u) => u.name(), u.grad_fn_name();
+        Binary(b) => b.name(), b.grad_fn_name();
+        BinaryScalar { op, scalar, scalar_first } => op.name(), op.grad_fn_name(), match scalar_first {
+            true => format!("lhs={}", scalar.0),
+            false => format!("rhs={}", scalar.0),
+        };
+        Compare(c) => c.name(), "NoBackward";
+        CompareScalar { op, scalar } => op.name(), "NoBackward", format!("rhs={}", scalar.0);
+        Where => "where", "WhereBackward";
+        Clamp { min, max } => "clamp", "ClampBackward", format!("min={} max={}", bound(min), bound(max));
+        Cast(d) => "cast", "CastBackward", format!("dtype={d}");
+    }}
 
     /// True when its output can carry a gradient.
     pub(crate) fn is_differentiable(&self) -> bool {

@@ -1,15 +1,16 @@
-//! The scalar functions as types, and the one table from each op kind to its function.
+//! The scalar functions as types. Which type serves which op is the op's declaration in
+//! `kinds.rs`, which generates the one table (`visit_float`, `visit_num`, `visit_bool`,
+//! `visit`) from each op kind to its function.
 //!
-//! Eager loops and fused programs both build their loops from this table: a loop is generic
-//! over a function type (`Fn1`/`Fn2`), so it is monomorphized and vectorized per op, and
-//! which type serves which op is decided here alone. That is what makes an op compute the
-//! same bits in every mode: there is only one place that could make them differ.
+//! Eager loops and fused programs both build their loops from that table: a loop is generic
+//! over a function type (`Fn1`/`Fn2`), so it is monomorphized and vectorized per op. That is
+//! what makes an op compute the same bits in every mode: there is only one place that could
+//! make them differ.
 //!
 //! Each function also names its CUDA C twin (`CUDA`, defined in `cuda/prelude.cuh`), so the
 //! GPU's generated kernels are built from this same table, and a new function cannot be
 //! added without one.
 
-use super::kinds::{BinaryOp, CmpOp, UnaryOp};
 use super::num::{Float, Num};
 
 /// A scalar function of one value.
@@ -108,64 +109,6 @@ pub(crate) trait Visit1<T, U> {
 pub(crate) trait Visit2<T, U> {
     type Out;
     fn visit<F: Fn2<T, U> + 'static>(self) -> Self::Out;
-}
-
-impl UnaryOp {
-    /// The table for float elements: hands `v` this op's function.
-    pub(crate) fn visit_float<T: Float, V: Visit1<T, T>>(self, v: V) -> V::Out {
-        match self {
-            UnaryOp::Exp => v.visit::<Exp>(),
-            UnaryOp::Log => v.visit::<Ln>(),
-            UnaryOp::Sqrt => v.visit::<Sqrt>(),
-            UnaryOp::Tanh => v.visit::<Tanh>(),
-            UnaryOp::Sigmoid => v.visit::<Sigmoid>(),
-            UnaryOp::Erf => v.visit::<Erf>(),
-            UnaryOp::GeluTanh => v.visit::<GeluTanh>(),
-            UnaryOp::GeluErf => v.visit::<GeluErf>(),
-            _ => self.visit_num(v),
-        }
-    }
-
-    /// The table for numeric elements. Float-only ops (and `not`) are refused by every op's
-    /// dtype rule before a loop is built, so they never reach here.
-    pub(crate) fn visit_num<T: Num, V: Visit1<T, T>>(self, v: V) -> V::Out {
-        match self {
-            UnaryOp::Neg => v.visit::<Neg>(),
-            UnaryOp::Relu => v.visit::<Relu>(),
-            UnaryOp::Abs => v.visit::<Abs>(),
-            UnaryOp::Sign => v.visit::<Sign>(),
-            other => unreachable!("{other:?} has no loop for this dtype; the dtype rule refuses it"),
-        }
-    }
-}
-
-impl BinaryOp {
-    /// The table: hands `v` this op's function.
-    pub(crate) fn visit<T: Num, V: Visit2<T, T>>(self, v: V) -> V::Out {
-        match self {
-            BinaryOp::Add => v.visit::<Add>(),
-            BinaryOp::Sub => v.visit::<Sub>(),
-            BinaryOp::Mul => v.visit::<Mul>(),
-            BinaryOp::Div => v.visit::<Div>(),
-            BinaryOp::Pow => v.visit::<Pow>(),
-            BinaryOp::Maximum => v.visit::<Maximum>(),
-            BinaryOp::Minimum => v.visit::<Minimum>(),
-        }
-    }
-}
-
-impl CmpOp {
-    /// The table: hands `v` this comparison's function.
-    pub(crate) fn visit<T: PartialOrd, V: Visit2<T, bool>>(self, v: V) -> V::Out {
-        match self {
-            CmpOp::Eq => v.visit::<Eq>(),
-            CmpOp::Ne => v.visit::<Ne>(),
-            CmpOp::Lt => v.visit::<Lt>(),
-            CmpOp::Le => v.visit::<Le>(),
-            CmpOp::Gt => v.visit::<Gt>(),
-            CmpOp::Ge => v.visit::<Ge>(),
-        }
-    }
 }
 
 /// `v` limited to `[lo, hi]`; NaN stays NaN (as in PyTorch).

@@ -11,6 +11,6 @@ mod num;
 
 pub use elementwise::ElementwiseOp;
 pub(crate) use functions::{clamp_value, AddPlain, Cast, CastToAll, Fn1, Fn2, MulPlain, Neg, Not, Visit1, Visit2};
-pub(crate) use kinds::Domain;
+pub(crate) use kinds::{op_names, Domain};
 pub use kinds::{BinaryOp, CmpOp, ReduceOp, ScalarAttr, UnaryOp};
 pub(crate) use num::{Float, Num, GELU_C, GELU_K};

@@ -66,7 +66,7 @@ impl<'g> Builder<'g> {
 
     /// A 0-d initializer: `s` in `dtype` (as the op would convert it).
     pub fn scalar(&mut self, s: Scalar, dtype: DType) -> String {
-        let storage = Storage::full(&crate::Shape::scalar(), dtype, s);
+        let storage = Storage::full(&crate::shape::Shape::scalar(), dtype, s);
         let name = self.fresh("scalar");
         self.initializer(name, &storage)
     }

@@ -42,7 +42,6 @@ mod builder;
 mod ops;
 mod proto;
 
-use crate::compile::{ConstantFold, Cse, Dce, Pass, Simplify};
 use crate::error::{Error, Result};
 use crate::function::ConcreteFunction;
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite};
@@ -91,7 +90,7 @@ pub fn export(f: &ConcreteFunction, path: impl AsRef<Path>) -> Result<()> {
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub fn to_bytes(f: &ConcreteFunction) -> Result<Vec<u8>> {
-    let g = cleaned(f.traced_graph());
+    let g = crate::compile::cleanup(f.traced_graph());
     let model = ModelProto {
         ir_version: IR_VERSION,
         opset_import: vec![OperatorSetIdProto { domain: String::new(), version: OPSET }],
@@ -101,22 +100,6 @@ pub fn to_bytes(f: &ConcreteFunction) -> Result<Vec<u8>> {
         graph: Some(graph_proto(&g, f)?),
     };
     Ok(model.encode_to_vec())
-}
-
-/// The traced graph after the passes that keep ops as ops.
-fn cleaned(traced: &Graph) -> Graph {
-    let mut g = traced.clone();
-    let passes: [&dyn Pass; 4] = [&Simplify, &ConstantFold, &Cse, &Dce];
-    for _ in 0..8 {
-        let mut changed = false;
-        for p in passes {
-            changed |= p.run(&mut g);
-        }
-        if !changed {
-            break;
-        }
-    }
-    g
 }
 
 fn graph_proto(g: &Graph, f: &ConcreteFunction) -> Result<GraphProto> {

@@ -249,8 +249,8 @@ fn index(b: &mut Builder, i: &IndexOp, ins: Vec<String>, y: String) -> Result<()
         IndexOp::Gather { axis } => b.node("GatherElements", ins, vec![y], vec![int("axis", *axis as i64)]),
         IndexOp::OneHot { classes, dtype } => {
             let depth = b.i64s(&[*classes as i64]);
-            let values = crate::storage::Storage::full(&crate::Shape::new(&[2]), *dtype, crate::Scalar::Int(0));
-            let values = crate::map_array!(&values, a => {
+            let values = crate::storage::Storage::full(&crate::shape::Shape::new(&[2]), *dtype, crate::dtype::Scalar::Int(0));
+            let values = crate::storage::map_array!(&values, a => {
                 let mut a = a.clone();
                 a[[1]] = crate::storage::Element::one();
                 a

@@ -13,6 +13,7 @@ use super::dispatch::apply;
 use super::{Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::math::op_names;
 use crate::shape::Shape;
 use crate::storage::{Array, Storage};
 use crate::tensor::grad_node::BackwardCtx;
@@ -88,9 +89,10 @@ fn timeout_reason(timeout: Duration) -> String {
     )
 }
 
-/// The transport's end of a [`Pending`]: where the answer goes.
+/// The transport's end of a [`Pending`]: where the answer goes (made by the MPI transport).
 pub struct Job(Sender<Answer>);
 
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl Job {
     /// A job for `op` and the `Pending` that waits for it at most `timeout`.
     pub fn new(op: &'static str, timeout: Duration) -> (Job, Pending) {
@@ -158,29 +160,11 @@ pub(crate) fn collective(op: CollectiveOp, x: &Tensor) -> Result<Tensor> {
 }
 
 impl Family for CollectiveOp {
-    fn name(&self) -> &'static str {
-        match self {
-            CollectiveOp::AllReduce { mean: false, .. } => "all_reduce_sum",
-            CollectiveOp::AllReduce { mean: true, .. } => "all_reduce_mean",
-            CollectiveOp::Broadcast { .. } => "broadcast",
-            CollectiveOp::AllGather { .. } => "all_gather",
-        }
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        match self {
-            CollectiveOp::AllReduce { .. } => "AllReduceBackward",
-            CollectiveOp::Broadcast { .. } => "BroadcastBackward",
-            CollectiveOp::AllGather { .. } => "AllGatherBackward",
-        }
-    }
-
-    fn attrs(&self) -> String {
-        match self {
-            CollectiveOp::Broadcast { root, world } => format!("root={root} world={world}"),
-            _ => format!("world={}", self.world()),
-        }
-    }
+    op_names! { CollectiveOp {
+        AllReduce { mean, world } => if *mean { "all_reduce_mean" } else { "all_reduce_sum" }, "AllReduceBackward", format!("world={world}");
+        Broadcast { root, world } => "broadcast", "BroadcastBackward", format!("root={root} world={world}");
+        AllGather { world } => "all_gather", "AllGatherBackward", format!("world={world}");
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         let x = inputs[0];

@@ -8,6 +8,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::conv::{self as kc, ConvGeom};
 use crate::kernels::pool::{self as kp, PoolGeom};
+use crate::math::op_names;
 use crate::shape::{Shape, UNKNOWN};
 use crate::storage::Storage;
 use crate::tensor::grad_node::BackwardCtx;
@@ -73,34 +74,13 @@ pub enum ConvOp {
 }
 
 impl Family for ConvOp {
-    fn name(&self) -> &'static str {
-        match self {
-            ConvOp::Conv2d { .. } => "conv2d",
-            ConvOp::Conv2dInputGrad { .. } => "conv2d_input_grad",
-            ConvOp::Conv2dWeightGrad { .. } => "conv2d_weight_grad",
-            ConvOp::MaxPool2d { .. } => "max_pool2d",
-            ConvOp::MaxPool2dGrad { .. } => "max_pool2d_grad",
-        }
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        match self {
-            ConvOp::Conv2d { .. } => "Conv2dBackward",
-            ConvOp::Conv2dInputGrad { .. } => "Conv2dInputGradBackward",
-            ConvOp::Conv2dWeightGrad { .. } => "Conv2dWeightGradBackward",
-            ConvOp::MaxPool2d { .. } => "MaxPool2dBackward",
-            ConvOp::MaxPool2dGrad { .. } => "MaxPool2dGradBackward",
-        }
-    }
-
-    fn attrs(&self) -> String {
-        match self {
-            ConvOp::Conv2d { stride, padding } => format!("stride={stride:?} padding={padding:?}"),
-            ConvOp::Conv2dInputGrad { stride, padding, input_hw } => format!("stride={stride:?} padding={padding:?} input_hw={input_hw:?}"),
-            ConvOp::Conv2dWeightGrad { stride, padding, kernel_hw } => format!("stride={stride:?} padding={padding:?} kernel_hw={kernel_hw:?}"),
-            ConvOp::MaxPool2d { kernel, stride } | ConvOp::MaxPool2dGrad { kernel, stride } => format!("kernel={kernel:?} stride={stride:?}"),
-        }
-    }
+    op_names! { ConvOp {
+        Conv2d { stride, padding } => "conv2d", "Conv2dBackward", format!("stride={stride:?} padding={padding:?}");
+        Conv2dInputGrad { stride, padding, input_hw } => "conv2d_input_grad", "Conv2dInputGradBackward", format!("stride={stride:?} padding={padding:?} input_hw={input_hw:?}");
+        Conv2dWeightGrad { stride, padding, kernel_hw } => "conv2d_weight_grad", "Conv2dWeightGradBackward", format!("stride={stride:?} padding={padding:?} kernel_hw={kernel_hw:?}");
+        MaxPool2d { kernel, stride } => "max_pool2d", "MaxPool2dBackward", format!("kernel={kernel:?} stride={stride:?}");
+        MaxPool2dGrad { kernel, stride } => "max_pool2d_grad", "MaxPool2dGradBackward", format!("kernel={kernel:?} stride={stride:?}");
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         infer(self, inputs)
@@ -117,7 +97,9 @@ impl Family for ConvOp {
     fn saves(&self) -> Saves {
         match self {
             ConvOp::MaxPool2d { .. } => Saves::inputs(0b1),
-            _ => Saves::inputs(0b11),
+            ConvOp::Conv2d { .. } | ConvOp::Conv2dInputGrad { .. } | ConvOp::Conv2dWeightGrad { .. } | ConvOp::MaxPool2dGrad { .. } => {
+                Saves::inputs(0b11)
+            }
         }
     }
 
@@ -246,7 +228,7 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
         ConvOp::MaxPool2d { kernel, stride } => {
             let s = inputs[0].shape();
             let g = PoolGeom { h: s[2], w: s[3], kernel: *kernel, stride: *stride };
-            crate::map_float!(inputs[0], x => kp::max_pool2d(x, &g), other => other())
+            crate::storage::map_float!(inputs[0], x => kp::max_pool2d(x, &g), other => other())
         }
         ConvOp::MaxPool2dGrad { kernel, stride } => {
             let s = inputs[0].shape();

@@ -332,14 +332,13 @@ impl Family for ElementwiseOp {
 
     fn saves(&self) -> Saves {
         match self {
-            ElementwiseOp::Unary(UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid) => Saves::output(),
-            ElementwiseOp::Unary(UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf) => {
-                Saves::inputs(0b1)
-            }
+            ElementwiseOp::Unary(u) => unary_saves(*u),
+            ElementwiseOp::Binary(BinaryOp::Add | BinaryOp::Sub) => Saves::default(),
             ElementwiseOp::Binary(BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum) => Saves::inputs(0b11),
             ElementwiseOp::BinaryScalar { op: BinaryOp::Mul | BinaryOp::Add | BinaryOp::Sub, .. } => Saves::default(),
-            ElementwiseOp::BinaryScalar { .. } | ElementwiseOp::Clamp { .. } | ElementwiseOp::Where => Saves::inputs(0b1),
-            _ => Saves::default(),
+            ElementwiseOp::BinaryScalar { op: BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum, .. } => Saves::inputs(0b1),
+            ElementwiseOp::Clamp { .. } | ElementwiseOp::Where => Saves::inputs(0b1),
+            ElementwiseOp::Compare(_) | ElementwiseOp::CompareScalar { .. } | ElementwiseOp::Cast(_) => Saves::default(),
         }
     }
 
@@ -418,7 +417,7 @@ fn compute(op: &ElementwiseOp, inputs: &[&Storage]) -> Storage {
         ElementwiseOp::CompareScalar { op, scalar } => Storage::Bool(compare_scalar(*op, x, scalar.0)),
         ElementwiseOp::Where => where_kernel(inputs, &out_shape()),
         ElementwiseOp::Clamp { min, max } => clamp(x, min.map(|s| s.0), max.map(|s| s.0)),
-        ElementwiseOp::Cast(d) => crate::with_array!(x, a => cast(a, *d)),
+        ElementwiseOp::Cast(d) => crate::storage::with_array!(x, a => cast(a, *d)),
     }
 }
 
@@ -463,7 +462,7 @@ fn unary(u: UnaryOp, x: &Storage) -> Storage {
         Storage::F64(a) => Storage::F64(u.visit_float(MapWith(a))),
         Storage::I32(a) => Storage::I32(u.visit_num(MapWith(a))),
         Storage::I64(a) => Storage::I64(u.visit_num(MapWith(a))),
-        Storage::Bool(a) => Storage::Bool(MapWith(a).visit::<crate::math::Not>()),
+        Storage::Bool(a) => Storage::Bool(u.visit_bool(MapWith(a))),
     }
 }
 
@@ -481,7 +480,7 @@ fn binary_scalar(b: BinaryOp, x: &Storage, s: Scalar, first: bool) -> Storage {
     fn go<T: Num>(b: BinaryOp, a: &Array<T>, s: Scalar, first: bool) -> Array<T> {
         b.visit(WithScalar(a, T::from_scalar(s), first))
     }
-    crate::map_numeric!(x, a => go(b, a, s, first), bool => unreachable!("checked by infer"))
+    crate::storage::map_numeric!(x, a => go(b, a, s, first), bool => unreachable!("checked by infer"))
 }
 
 fn compare(c: CmpOp, x: &Storage, y: &Storage, shape: &Shape) -> Array<bool> {
@@ -499,7 +498,7 @@ fn compare_scalar(c: CmpOp, x: &Storage, s: Scalar) -> Array<bool> {
     fn go<T: Element>(a: &Array<T>, c: CmpOp, s: Scalar) -> Array<bool> {
         c.visit(WithScalar(a, T::from_scalar(s), false))
     }
-    crate::with_array!(x, a => go(a, c, s))
+    crate::storage::with_array!(x, a => go(a, c, s))
 }
 
 fn where_kernel(inputs: &[&Storage], shape: &Shape) -> Storage {
@@ -519,7 +518,7 @@ fn clamp(x: &Storage, min: Option<Scalar>, max: Option<Scalar>) -> Storage {
         let (lo, hi) = (min.map(T::from_scalar), max.map(T::from_scalar));
         map(a, move |v| clamp_value(v, lo, hi))
     }
-    crate::map_numeric!(x, a => go(a, min, max), bool => unreachable!("checked by infer"))
+    crate::storage::map_numeric!(x, a => go(a, min, max), bool => unreachable!("checked by infer"))
 }
 
 fn cast<T: CastToAll + Element>(a: &Array<T>, to: DType) -> Storage {
@@ -547,6 +546,15 @@ fn backward(op: &ElementwiseOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGr
             Ok(smallvec![if from.is_float() { Some(g.cast(from)?) } else { None }])
         }
         ElementwiseOp::Compare(_) | ElementwiseOp::CompareScalar { .. } => Err(Error::NotDifferentiable { op: op.name(), detail: "" }),
+    }
+}
+
+/// What `unary_grad` reads of the forward pass.
+fn unary_saves(u: UnaryOp) -> Saves {
+    match u {
+        UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid => Saves::output(),
+        UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf => Saves::inputs(0b1),
+        UnaryOp::Neg | UnaryOp::Sign | UnaryOp::Not => Saves::default(),
     }
 }
 

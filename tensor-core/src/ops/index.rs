@@ -5,6 +5,7 @@ use super::{Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::index as k;
+use crate::math::op_names;
 use crate::shape::{normalize_axis, Shape, UNKNOWN};
 use crate::storage::Storage;
 use crate::tensor::grad_node::BackwardCtx;
@@ -78,33 +79,13 @@ pub enum IndexOp {
 }
 
 impl Family for IndexOp {
-    fn name(&self) -> &'static str {
-        match self {
-            IndexOp::IndexSelect { .. } => "index_select",
-            IndexOp::IndexAdd { .. } => "index_add",
-            IndexOp::Gather { .. } => "gather",
-            IndexOp::ScatterAdd { .. } => "scatter_add",
-            IndexOp::OneHot { .. } => "one_hot",
-        }
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        match self {
-            IndexOp::IndexSelect { .. } => "IndexSelectBackward",
-            IndexOp::IndexAdd { .. } => "IndexAddBackward",
-            IndexOp::Gather { .. } => "GatherBackward",
-            IndexOp::ScatterAdd { .. } => "ScatterAddBackward",
-            IndexOp::OneHot { .. } => "NoBackward",
-        }
-    }
-
-    fn attrs(&self) -> String {
-        match self {
-            IndexOp::IndexSelect { axis } | IndexOp::Gather { axis } => format!("axis={axis}"),
-            IndexOp::IndexAdd { axis, size } | IndexOp::ScatterAdd { axis, size } => format!("axis={axis} size={size}"),
-            IndexOp::OneHot { classes, dtype } => format!("classes={classes} dtype={dtype}"),
-        }
-    }
+    op_names! { IndexOp {
+        IndexSelect { axis } => "index_select", "IndexSelectBackward", format!("axis={axis}");
+        IndexAdd { axis, size } => "index_add", "IndexAddBackward", format!("axis={axis} size={size}");
+        Gather { axis } => "gather", "GatherBackward", format!("axis={axis}");
+        ScatterAdd { axis, size } => "scatter_add", "ScatterAddBackward", format!("axis={axis} size={size}");
+        OneHot { classes, dtype } => "one_hot", "NoBackward", format!("classes={classes} dtype={dtype}");
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         infer(self, inputs)
@@ -121,7 +102,7 @@ impl Family for IndexOp {
     fn saves(&self) -> Saves {
         match self {
             IndexOp::OneHot { .. } => Saves::default(),
-            _ => Saves::inputs(0b10),
+            IndexOp::IndexSelect { .. } | IndexOp::IndexAdd { .. } | IndexOp::Gather { .. } | IndexOp::ScatterAdd { .. } => Saves::inputs(0b10),
         }
     }
 
@@ -179,21 +160,21 @@ fn compute(op: &IndexOp, inputs: &[&Storage]) -> Result<Storage> {
     Ok(match op {
         IndexOp::IndexSelect { axis } => {
             let idx = k::indices(inputs[1], x.shape()[*axis], "index_select")?;
-            crate::map_array!(x, a => k::index_select(a, *axis, &idx))
+            crate::storage::map_array!(x, a => k::index_select(a, *axis, &idx))
         }
         IndexOp::IndexAdd { axis, size } => {
             let idx = k::indices(inputs[1], *size, "index_add")?;
-            crate::map_numeric!(x, a => k::index_add(a, *axis, &idx, *size), bool => unreachable!("gradients are numeric"))
+            crate::storage::map_numeric!(x, a => k::index_add(a, *axis, &idx, *size), bool => unreachable!("gradients are numeric"))
         }
         IndexOp::Gather { axis } => {
             let idx = k::indices(inputs[1], x.shape()[*axis], "gather")?;
             let dims = inputs[1].shape();
-            crate::map_array!(x, a => k::gather(a, *axis, &idx, dims.dims()))
+            crate::storage::map_array!(x, a => k::gather(a, *axis, &idx, dims.dims()))
         }
         IndexOp::ScatterAdd { axis, size } => {
             let idx = k::indices(inputs[1], *size, "scatter_add")?;
             let dims = x.shape().with_dim(*axis, *size);
-            crate::map_numeric!(x, a => k::scatter_add(a, *axis, &idx, dims.dims()), bool => unreachable!("gradients are numeric"))
+            crate::storage::map_numeric!(x, a => k::scatter_add(a, *axis, &idx, dims.dims()), bool => unreachable!("gradients are numeric"))
         }
         IndexOp::OneHot { classes, dtype } => {
             let idx = k::indices(x, *classes, "one_hot")?;

@@ -6,6 +6,7 @@ use super::{Axes, Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::layout as k;
+use crate::math::op_names;
 use crate::shape::{broadcast_shapes, normalize_axis, Shape, UNKNOWN};
 use crate::storage::Storage;
 use crate::tensor::grad_node::BackwardCtx;
@@ -353,40 +354,15 @@ pub enum LayoutOp {
 }
 
 impl Family for LayoutOp {
-    fn name(&self) -> &'static str {
-        match self {
-            LayoutOp::Reshape(_) => "reshape",
-            LayoutOp::Permute(_) => "permute",
-            LayoutOp::BroadcastTo(_) => "broadcast_to",
-            LayoutOp::SumTo(_) => "sum_to",
-            LayoutOp::Concat { .. } => "concat",
-            LayoutOp::Narrow { .. } => "narrow",
-            LayoutOp::Pad { .. } => "pad",
-        }
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        match self {
-            LayoutOp::Reshape(_) => "ReshapeBackward",
-            LayoutOp::Permute(_) => "PermuteBackward",
-            LayoutOp::BroadcastTo(_) => "BroadcastToBackward",
-            LayoutOp::SumTo(_) => "SumToBackward",
-            LayoutOp::Concat { .. } => "ConcatBackward",
-            LayoutOp::Narrow { .. } => "NarrowBackward",
-            LayoutOp::Pad { .. } => "PadBackward",
-        }
-    }
-
-    fn attrs(&self) -> String {
-        match self {
-            LayoutOp::Reshape(d) => format!("shape={d:?}"),
-            LayoutOp::Permute(p) => format!("perm={p:?}"),
-            LayoutOp::BroadcastTo(s) | LayoutOp::SumTo(s) => format!("shape={s}"),
-            LayoutOp::Concat { axis } => format!("axis={axis}"),
-            LayoutOp::Narrow { axis, start, len } => format!("axis={axis} start={start} len={len}"),
-            LayoutOp::Pad { axis, before, after } => format!("axis={axis} before={before} after={after}"),
-        }
-    }
+    op_names! { LayoutOp {
+        Reshape(d) => "reshape", "ReshapeBackward", format!("shape={d:?}");
+        Permute(p) => "permute", "PermuteBackward", format!("perm={p:?}");
+        BroadcastTo(s) => "broadcast_to", "BroadcastToBackward", format!("shape={s}");
+        SumTo(s) => "sum_to", "SumToBackward", format!("shape={s}");
+        Concat { axis } => "concat", "ConcatBackward", format!("axis={axis}");
+        Narrow { axis, start, len } => "narrow", "NarrowBackward", format!("axis={axis} start={start} len={len}");
+        Pad { axis, before, after } => "pad", "PadBackward", format!("axis={axis} before={before} after={after}");
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         infer(self, inputs)
@@ -510,24 +486,24 @@ fn compute(op: &LayoutOp, inputs: &[&Storage]) -> Result<Storage> {
     Ok(match op {
         LayoutOp::Reshape(_) => {
             let (_, shape) = infer(op, &[TypeRef { dtype: x.dtype(), shape: &x.shape() }])?;
-            crate::map_array!(x, a => k::reshape(a, shape.dims()))
+            crate::storage::map_array!(x, a => k::reshape(a, shape.dims()))
         }
-        LayoutOp::Permute(perm) => crate::map_array!(x, a => k::permute(a, perm)),
+        LayoutOp::Permute(perm) => crate::storage::map_array!(x, a => k::permute(a, perm)),
         LayoutOp::BroadcastTo(target) => {
             let dims = resolve_unknown(target, &x.shape());
-            crate::map_array!(x, a => k::broadcast_to(a, &dims))
+            crate::storage::map_array!(x, a => k::broadcast_to(a, &dims))
         }
         LayoutOp::SumTo(target) => {
             let dims = resolve_unknown(target, &x.shape());
-            crate::map_numeric!(x, a => k::sum_to(a, &dims), bool => unreachable!("sum_to is only used on gradients"))
+            crate::storage::map_numeric!(x, a => k::sum_to(a, &dims), bool => unreachable!("sum_to is only used on gradients"))
         }
         LayoutOp::Concat { axis } => concat(inputs, *axis),
         LayoutOp::Narrow { axis, start, len } => {
             check_narrow(x, *axis, *start, *len)?;
-            crate::map_array!(x, a => k::narrow(a, *axis, *start, *len))
+            crate::storage::map_array!(x, a => k::narrow(a, *axis, *start, *len))
         }
         LayoutOp::Pad { axis, before, after } => {
-            crate::map_numeric!(x, a => k::pad(a, *axis, *before, *after), bool => unreachable!("pad is only used on gradients"))
+            crate::storage::map_numeric!(x, a => k::pad(a, *axis, *before, *after), bool => unreachable!("pad is only used on gradients"))
         }
     })
 }

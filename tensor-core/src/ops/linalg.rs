@@ -6,6 +6,7 @@ use super::{need_numeric, Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::matmul::{matmul, Transposed};
+use crate::math::op_names;
 use crate::shape::{broadcast_shapes, Shape, UNKNOWN};
 use crate::storage::Storage;
 use crate::tensor::grad_node::BackwardCtx;
@@ -124,21 +125,12 @@ impl LinalgOp {
 }
 
 impl Family for LinalgOp {
-    fn name(&self) -> &'static str {
-        "matmul"
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        "MatmulBackward"
-    }
-
-    fn attrs(&self) -> String {
-        let t = self.flags();
-        if t == Transposed::default() {
-            return String::new();
-        }
-        format!("transpose_a={} transpose_b={}", t.a, t.b)
-    }
+    op_names! { LinalgOp {
+        Matmul { transpose_a, transpose_b } => "matmul", "MatmulBackward", match transpose_a | transpose_b {
+            true => format!("transpose_a={transpose_a} transpose_b={transpose_b}"),
+            false => String::new(),
+        };
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         infer(inputs, self.flags())

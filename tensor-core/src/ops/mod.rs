@@ -34,7 +34,11 @@ use crate::tensor::Tensor;
 use smallvec::SmallVec;
 
 pub use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, ScalarAttr, UnaryOp};
-pub use collective::{set_transport, transport, CollectiveOp, Job, Pending, Transport};
+pub use collective::CollectiveOp;
+// The distributed plumbing stays inside the crate: `distributed` installs the transport.
+#[cfg(feature = "mpi")]
+pub(crate) use collective::Job;
+pub(crate) use collective::{set_transport, transport, Pending, Transport};
 pub(crate) use conv::conv2d_into;
 pub use conv::ConvOp;
 pub use elementwise::Operand;
@@ -233,7 +237,7 @@ pub(crate) fn need_float(op: &'static str, dtype: DType) -> Result<()> {
     if dtype.is_float() {
         Ok(())
     } else {
-        Err(crate::Error::UnsupportedDType { op, dtype, needs: "a float dtype (f32 or f64)" })
+        Err(crate::error::Error::UnsupportedDType { op, dtype, needs: "a float dtype (f32 or f64)" })
     }
 }
 
@@ -242,6 +246,6 @@ pub(crate) fn need_numeric(op: &'static str, dtype: DType) -> Result<()> {
     if dtype.is_numeric() {
         Ok(())
     } else {
-        Err(crate::Error::UnsupportedDType { op, dtype, needs: "a numeric dtype (f32, f64, i32 or i64)" })
+        Err(crate::error::Error::UnsupportedDType { op, dtype, needs: "a numeric dtype (f32, f64, i32 or i64)" })
     }
 }

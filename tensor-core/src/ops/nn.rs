@@ -6,6 +6,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::index::indices;
 use crate::kernels::softmax as k;
+use crate::math::op_names;
 use crate::shape::{normalize_axis, Shape, UNKNOWN};
 use crate::storage::Storage;
 use crate::tensor::grad_node::BackwardCtx;
@@ -79,28 +80,11 @@ pub enum NnOp {
 }
 
 impl Family for NnOp {
-    fn name(&self) -> &'static str {
-        match self {
-            NnOp::Softmax { .. } => "softmax",
-            NnOp::LogSoftmax { .. } => "log_softmax",
-            NnOp::CrossEntropy => "cross_entropy",
-        }
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        match self {
-            NnOp::Softmax { .. } => "SoftmaxBackward",
-            NnOp::LogSoftmax { .. } => "LogSoftmaxBackward",
-            NnOp::CrossEntropy => "CrossEntropyBackward",
-        }
-    }
-
-    fn attrs(&self) -> String {
-        match self {
-            NnOp::Softmax { axis } | NnOp::LogSoftmax { axis } => format!("axis={axis}"),
-            NnOp::CrossEntropy => String::new(),
-        }
-    }
+    op_names! { NnOp {
+        Softmax { axis } => "softmax", "SoftmaxBackward", format!("axis={axis}");
+        LogSoftmax { axis } => "log_softmax", "LogSoftmaxBackward", format!("axis={axis}");
+        CrossEntropy => "cross_entropy", "CrossEntropyBackward";
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         infer(self, inputs)
@@ -149,14 +133,14 @@ fn compute(op: &NnOp, inputs: &[&Storage]) -> Result<Storage> {
     let x = inputs[0];
     let other = || unreachable!("checked by infer");
     Ok(match op {
-        NnOp::Softmax { axis } => crate::map_float!(x, a => k::softmax(a, *axis), other => other()),
-        NnOp::LogSoftmax { axis } => crate::map_float!(x, a => k::log_softmax(a, *axis), other => other()),
+        NnOp::Softmax { axis } => crate::storage::map_float!(x, a => k::softmax(a, *axis), other => other()),
+        NnOp::LogSoftmax { axis } => crate::storage::map_float!(x, a => k::log_softmax(a, *axis), other => other()),
         NnOp::CrossEntropy => {
             let labels = indices(inputs[1], x.shape()[1], "cross_entropy")?;
             if labels.len() != x.shape()[0] {
                 return Err(Error::shapes("cross_entropy", &x.shape(), &inputs[1].shape(), "logits must be [n, classes] and labels [n]"));
             }
-            crate::map_float!(x, a => ndarray::arr0(k::cross_entropy(a, &labels)).into_dyn().into_shared(), other => other())
+            crate::storage::map_float!(x, a => ndarray::arr0(k::cross_entropy(a, &labels)).into_dyn().into_shared(), other => other())
         }
     })
 }

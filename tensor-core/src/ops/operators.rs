@@ -7,7 +7,7 @@ use crate::dtype::Scalar;
 use crate::tensor::Tensor;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
-fn or_panic(r: crate::Result<Tensor>) -> Tensor {
+fn or_panic(r: crate::error::Result<Tensor>) -> Tensor {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -12,6 +12,7 @@ use super::{Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::random as k;
+use crate::math::op_names;
 use crate::random::Generator;
 use crate::shape::Shape;
 use crate::storage::{Array, Storage};
@@ -161,24 +162,19 @@ impl RandomOp {
     }
 }
 
+/// A draw's attributes as graph text (`shape=like` when it takes another input's shape).
+fn random_attrs(dtype: DType, shape: Option<&Shape>) -> String {
+    match shape {
+        Some(s) => format!("dtype={dtype} shape={s}"),
+        None => format!("dtype={dtype} shape=like"),
+    }
+}
+
 impl Family for RandomOp {
-    fn name(&self) -> &'static str {
-        match self {
-            RandomOp::Uniform { .. } => "uniform",
-            RandomOp::Normal { .. } => "normal",
-        }
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        "NoBackward"
-    }
-
-    fn attrs(&self) -> String {
-        match self.shape() {
-            Some(s) => format!("dtype={} shape={s}", self.dtype()),
-            None => format!("dtype={} shape=like", self.dtype()),
-        }
-    }
+    op_names! { RandomOp {
+        Uniform { dtype, shape } => "uniform", "NoBackward", random_attrs(*dtype, shape.as_ref());
+        Normal { dtype, shape } => "normal", "NoBackward", random_attrs(*dtype, shape.as_ref());
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         let state = inputs[0];

@@ -6,6 +6,7 @@ use super::{need_float, need_numeric, Axes, Family, InputGrads, ReduceOp, Saves,
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::reduce::{argmax, reduce, Reduction};
+use crate::math::op_names;
 use crate::math::Num;
 use crate::shape::{normalize_axis, Shape, UNKNOWN};
 use crate::storage::{Array, Storage};
@@ -179,26 +180,10 @@ pub enum ReductionOp {
 }
 
 impl Family for ReductionOp {
-    fn name(&self) -> &'static str {
-        match self {
-            ReductionOp::Reduce { op, .. } => op.name(),
-            ReductionOp::Argmax { .. } => "argmax",
-        }
-    }
-
-    fn grad_fn_name(&self) -> &'static str {
-        match self {
-            ReductionOp::Reduce { op, .. } => op.grad_fn_name(),
-            ReductionOp::Argmax { .. } => "NoBackward",
-        }
-    }
-
-    fn attrs(&self) -> String {
-        match self {
-            ReductionOp::Reduce { axes, keepdim, .. } => format!("axes={axes:?} keepdim={keepdim}"),
-            ReductionOp::Argmax { axis, keepdim } => format!("axis={axis} keepdim={keepdim}"),
-        }
-    }
+    op_names! { ReductionOp {
+        Reduce { op, axes, keepdim } => op.name(), op.grad_fn_name(), format!("axes={axes:?} keepdim={keepdim}");
+        Argmax { axis, keepdim } => "argmax", "NoBackward", format!("axis={axis} keepdim={keepdim}");
+    }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
         infer(self, inputs)
@@ -218,7 +203,7 @@ impl Family for ReductionOp {
     fn saves(&self) -> Saves {
         match self {
             ReductionOp::Reduce { op: ReduceOp::Max | ReduceOp::Min, .. } => Saves { inputs: 0b1, output: true },
-            _ => Saves::default(),
+            ReductionOp::Reduce { op: ReduceOp::Sum | ReduceOp::Mean, .. } | ReductionOp::Argmax { .. } => Saves::default(),
         }
     }
 
@@ -255,7 +240,7 @@ fn compute(op: &ReductionOp, inputs: &[&Storage]) -> Result<Storage> {
     match op {
         ReductionOp::Reduce { op: r, axes, keepdim } => {
             let out_shape = reduced_shape(&x.shape(), axes, *keepdim);
-            let reduced = crate::map_numeric!(x, a => reduce_kernel(a, axes, *r), bool => unreachable!("checked by infer"));
+            let reduced = crate::storage::map_numeric!(x, a => reduce_kernel(a, axes, *r), bool => unreachable!("checked by infer"));
             Ok(reshape_storage(reduced, &out_shape))
         }
         ReductionOp::Argmax { axis, keepdim } => {
@@ -291,7 +276,7 @@ fn argmax_any(x: &Storage, axis: usize) -> Array<i64> {
 }
 
 fn reshape_storage(s: Storage, shape: &Shape) -> Storage {
-    crate::map_array!(&s, a => crate::kernels::layout::reshape(a, shape.dims()))
+    crate::storage::map_array!(&s, a => crate::kernels::layout::reshape(a, shape.dims()))
 }
 
 fn backward(r: ReduceOp, axes: &[usize], keepdim: bool, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {

@@ -134,12 +134,12 @@ impl Hyperparameter {
 
     /// The value in `dtype` (f64, or cast as a Rust `f64` scalar would take a tensor's
     /// dtype), for the update's tensor ops.
-    pub(crate) fn in_dtype(&self, dtype: crate::DType) -> Result<Tensor> {
+    pub(crate) fn in_dtype(&self, dtype: crate::dtype::DType) -> Result<Tensor> {
         self.value.cast(dtype)
     }
 
     /// `1 - value` in f64, then in `dtype` (as `1.0 - beta` in Rust, then taken as a scalar).
-    pub(crate) fn one_minus(&self, dtype: crate::DType) -> Result<Tensor> {
+    pub(crate) fn one_minus(&self, dtype: crate::dtype::DType) -> Result<Tensor> {
         self.value.neg()?.add(1.0)?.cast(dtype)
     }
 

@@ -45,8 +45,6 @@ pub enum Storage {
 }
 
 /// Runs `$body` with `$a` bound to the array inside `$s`, whatever its dtype.
-#[macro_export]
-#[doc(hidden)]
 macro_rules! with_array {
     ($s:expr, $a:ident => $body:expr) => {
         match $s {
@@ -60,8 +58,6 @@ macro_rules! with_array {
 }
 
 /// Like `with_array!`, re-wrapping the array `$body` returns in the same dtype's variant.
-#[macro_export]
-#[doc(hidden)]
 macro_rules! map_array {
     ($s:expr, $a:ident => $body:expr) => {
         match $s {
@@ -75,8 +71,6 @@ macro_rules! map_array {
 }
 
 /// Like `map_array!` for the numeric dtypes; bool yields `$bool_case`.
-#[macro_export]
-#[doc(hidden)]
 macro_rules! map_numeric {
     ($s:expr, $a:ident => $body:expr, bool => $bool_case:expr) => {
         match $s {
@@ -90,8 +84,6 @@ macro_rules! map_numeric {
 }
 
 /// Like `map_array!` for f32 and f64; other dtypes yield `$other`.
-#[macro_export]
-#[doc(hidden)]
 macro_rules! map_float {
     ($s:expr, $a:ident => $body:expr, other => $other:expr) => {
         match $s {
@@ -101,6 +93,7 @@ macro_rules! map_float {
         }
     };
 }
+pub(crate) use {map_array, map_float, map_numeric, with_array};
 
 impl Storage {
     /// The dtype of the data.
@@ -174,8 +167,8 @@ impl Storage {
     /// assert_eq!(s.array::<i32>().unwrap().as_slice().unwrap(), &[7, 7, 7]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn full(shape: &Shape, dtype: DType, value: crate::Scalar) -> Storage {
-        fn fill<T: Element>(shape: &Shape, v: crate::Scalar) -> Array<T> {
+    pub fn full(shape: &Shape, dtype: DType, value: crate::dtype::Scalar) -> Storage {
+        fn fill<T: Element>(shape: &Shape, v: crate::dtype::Scalar) -> Array<T> {
             Array::from_elem(IxDyn(shape.dims()), T::from_scalar(v))
         }
         match dtype {

@@ -118,7 +118,7 @@ fn pad(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
     (0..after).try_for_each(|_| f.write_fmt(format_args!("{fill}")))
 }
 
-fn symbolic_text(name: &str, shape: &crate::Shape, dtype: DType) -> String {
+fn symbolic_text(name: &str, shape: &crate::shape::Shape, dtype: DType) -> String {
     format!("Tensor(symbolic, name={name}, shape={shape}, dtype={dtype})")
 }
 
@@ -146,7 +146,7 @@ fn concrete_text(s: &Storage, precision: Option<usize>) -> String {
     } else {
         // As in PyTorch, the style and the column width come from the elements shown.
         let shown = shown_flat_indices(&dims, summarize);
-        let (cells, width) = crate::with_array!(&standard, a => format_cells(a.as_slice().expect("standard layout"), &shown, precision));
+        let (cells, width) = crate::storage::with_array!(&standard, a => format_cells(a.as_slice().expect("standard layout"), &shown, precision));
         let layout = Layout { dims: &dims, width, summarize };
         layout.write(&mut out, &mut cells.into_iter(), 0, "tensor(".len());
     }

@@ -104,7 +104,7 @@ impl TraceGuard {
     }
 
     /// A placeholder parameter of a nested trace (a loop variable).
-    pub(crate) fn param(&self, dtype: crate::DType, shape: crate::Shape, label: &str) -> Tensor {
+    pub(crate) fn param(&self, dtype: crate::dtype::DType, shape: crate::shape::Shape, label: &str) -> Tensor {
         with_trace(|s| s.add_param(dtype, shape, Some(label), None))
     }
 
@@ -119,7 +119,7 @@ impl TraceGuard {
     }
 
     /// Makes `t` (an argument's tensor leaf) slot `index`, with possibly relaxed `shape`.
-    pub(crate) fn bind_arg(&self, t: &Tensor, name: &str, shape: crate::Shape) {
+    pub(crate) fn bind_arg(&self, t: &Tensor, name: &str, shape: crate::shape::Shape) {
         with_trace(|s| s.bind_arg(t, name, shape));
     }
 
@@ -219,7 +219,7 @@ pub(crate) fn append(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 
 /// Appends a node of any kind with several outputs to the active graph; `inputs` must be
 /// resolved.
-pub(crate) fn append_node(kind: crate::graph::NodeKind, inputs: &[&Tensor], types: &[(crate::DType, crate::Shape)]) -> Vec<Tensor> {
+pub(crate) fn append_node(kind: crate::graph::NodeKind, inputs: &[&Tensor], types: &[(crate::dtype::DType, crate::shape::Shape)]) -> Vec<Tensor> {
     let ids: SmallVec<[ValueId; 3]> = inputs.iter().map(|t| t.symbol().expect("resolved inputs are symbolic").value).collect();
     with_trace(|s| s.append_multi(kind, &ids, types))
 }

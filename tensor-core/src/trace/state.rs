@@ -2,6 +2,7 @@
 //! symbolic proxy and the traced view of its `.grad`), and the constants.
 
 use super::{current_trace_id, resolve, with_level, with_root, with_trace, Nested, Traced, Update};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite, ValueId};
 use crate::ops::dispatch::InPlace;
@@ -9,7 +10,6 @@ use crate::shape::Shape;
 use crate::storage::Storage;
 use crate::tensor::Symbol;
 use crate::tensor::{Tensor, Value};
-use crate::DType;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -336,8 +336,8 @@ pub(super) fn clear_grad(t: &Tensor) -> Result<bool> {
 }
 
 /// The error for changing a function's state from inside a cond branch or loop body.
-fn nested_state_error(what: &str) -> crate::Error {
-    crate::Error::ControlFlow {
+fn nested_state_error(what: &str) -> crate::error::Error {
+    crate::error::Error::ControlFlow {
         construct: format!("{what} inside a cond branch or while_loop body: state changes cannot be carried through graph control flow; do it outside the branch or loop"),
     }
 }

@@ -43,7 +43,7 @@ impl MadeWhen {
         }
         match self {
             MadeWhen::Predicate(_, branch) => value.item::<bool>().ok().map(|p| p == branch),
-            MadeWhen::Runs(_) => value.cast(crate::DType::I64).and_then(|t| t.item::<i64>()).ok().map(|trip| trip > 0),
+            MadeWhen::Runs(_) => value.cast(crate::dtype::DType::I64).and_then(|t| t.item::<i64>()).ok().map(|trip| trip > 0),
         }
     }
 }

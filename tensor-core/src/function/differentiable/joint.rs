@@ -370,7 +370,7 @@ impl<'a> Partition<'a> {
     }
 
     /// The type of argument `slot` of the backward function.
-    fn arg_type(&self, slot: usize) -> (crate::DType, crate::Shape) {
+    fn arg_type(&self, slot: usize) -> (crate::dtype::DType, crate::shape::Shape) {
         let jg = &self.joint.traced.graph;
         let (n, gys) = (self.spec.slots.len(), self.num_gys);
         let joint_value = if slot < n {

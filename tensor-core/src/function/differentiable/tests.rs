@@ -14,19 +14,19 @@ fn data_is_unshared(t: &Tensor) -> bool {
 }
 
 #[test]
-fn a_backward_without_retain_graph_frees_the_slots_and_residuals_a_call_kept() -> crate::Result<()> {
+fn a_backward_without_retain_graph_frees_the_slots_and_residuals_a_call_kept() -> crate::error::Result<()> {
     let x = Tensor::from_vec(vec![0.5f64, -1.0], &[2])?.requires_grad_(true)?;
     let h = x.mul(2.0)?;
     let f = ConcreteFunction::trace("scaled_exp", &[("h", &h)], || Ok(vec![h.mul(&h)?.exp()?]))?;
-    let run = |retain: bool| -> crate::Result<(bool, bool)> {
+    let run = |retain: bool| -> crate::error::Result<(bool, bool)> {
         let h = x.mul(2.0)?;
         let y = f.call(&[&h])?.remove(0);
         let slot = Arc::downgrade(&h.0);
         drop(h);
         // `exp` saves its output: the node keeps y's data as a residual, and `mul` reads h.
         assert!(!data_is_unshared(&y) && slot.upgrade().is_some());
-        let opts = crate::BackwardOptions { retain_graph: Some(retain), create_graph: false };
-        y.backward_opts(Some(&Tensor::ones(&[2], crate::DType::F64)), opts)?;
+        let opts = crate::autograd::BackwardOptions { retain_graph: Some(retain), create_graph: false };
+        y.backward_opts(Some(&Tensor::ones(&[2], crate::dtype::DType::F64)), opts)?;
         Ok((data_is_unshared(&y), slot.upgrade().is_none()))
     };
     assert_eq!(run(false)?, (true, true));

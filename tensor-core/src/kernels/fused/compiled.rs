@@ -5,7 +5,7 @@
 //! nanoseconds per op. The loops call the same scalar functions as the eager kernels.
 
 use crate::dtype::{DType, Scalar};
-use crate::math::{clamp_value, AddPlain, Cast, CastToAll, ElementwiseOp, Fn1, Fn2, MulPlain, Neg, Not, Num, Visit1, Visit2};
+use crate::math::{clamp_value, AddPlain, Cast, CastToAll, ElementwiseOp, Fn1, Fn2, MulPlain, Neg, Num, Visit1, Visit2};
 use crate::storage::Element;
 use std::mem::MaybeUninit;
 
@@ -396,7 +396,7 @@ pub fn compile(op: &ElementwiseOp, srcs: &[Src], dst: u16) -> Kernel {
     }
     let dtype = srcs[0].dtype;
     k.run = match op {
-        ElementwiseOp::Unary(crate::math::UnaryOp::Not) => map1::<bool, bool, Not>(slice(0)),
+        ElementwiseOp::Unary(u) if dtype == DType::Bool => u.visit_bool(Loop1(slice(0))),
         ElementwiseOp::Unary(u) if dtype.is_float() => by_float!(dtype, float_unary, *u, slice(0)),
         ElementwiseOp::Unary(u) => by_num!(dtype, num_unary, *u, slice(0)),
         ElementwiseOp::Binary(b) => by_num!(dtype, binary, *b, slice(0), slice(1)),

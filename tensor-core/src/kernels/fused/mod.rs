@@ -406,7 +406,7 @@ enum SourceKind {
 
 impl Source {
     fn new(s: &Storage, shape: &Shape) -> Source {
-        let (ptr, kind) = crate::with_array!(s, a => {
+        let (ptr, kind) = crate::storage::with_array!(s, a => {
             let kind = if a.len() == 1 {
                 SourceKind::Scalar
             } else if a.shape() == shape.dims() && a.is_standard_layout() {
@@ -637,7 +637,7 @@ fn load_input(reg: &mut [u64], src: &Source, start: usize, len: usize) -> *mut u
 mod tests {
     // How the items above are used (they are crate-private, so these are not doc tests).
     #[test]
-    fn a_dying_input_lends_its_buffer_to_the_output() -> crate::Result<()> {
+    fn a_dying_input_lends_its_buffer_to_the_output() -> crate::error::Result<()> {
         use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
         use crate::ops::{ElementwiseOp, UnaryOp};
         use crate::prelude::*;
@@ -654,7 +654,7 @@ mod tests {
     }
 
     #[test]
-    fn an_instruction_reads_inputs_and_earlier_results() -> crate::Result<()> {
+    fn an_instruction_reads_inputs_and_earlier_results() -> crate::error::Result<()> {
         use crate::kernels::fused::{Instr, Operand};
         use crate::ops::{BinaryOp, ElementwiseOp};
         use crate::prelude::*;
@@ -669,7 +669,7 @@ mod tests {
     }
 
     #[test]
-    fn an_instruction_names_its_op() -> crate::Result<()> {
+    fn an_instruction_names_its_op() -> crate::error::Result<()> {
         use crate::kernels::fused::{Instr, Operand};
         use crate::ops::{ElementwiseOp, UnaryOp};
         use crate::prelude::*;
@@ -679,7 +679,7 @@ mod tests {
     }
 
     #[test]
-    fn a_traced_chain_becomes_one_program() -> crate::Result<()> {
+    fn a_traced_chain_becomes_one_program() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
         use crate::prelude::*;
@@ -691,7 +691,7 @@ mod tests {
     }
 
     #[test]
-    fn a_program_built_by_hand_runs() -> crate::Result<()> {
+    fn a_program_built_by_hand_runs() -> crate::error::Result<()> {
         use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
         use crate::ops::{BinaryOp, ElementwiseOp, UnaryOp};
         use crate::prelude::*;
@@ -713,7 +713,7 @@ mod tests {
     }
 
     #[test]
-    fn scalar_steps_run_as_one_chain() -> crate::Result<()> {
+    fn scalar_steps_run_as_one_chain() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
         use crate::prelude::*;
@@ -725,7 +725,7 @@ mod tests {
     }
 
     #[test]
-    fn the_summary_lists_the_ops() -> crate::Result<()> {
+    fn the_summary_lists_the_ops() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
         use crate::prelude::*;
@@ -737,7 +737,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_input_is_read_not_taken() -> crate::Result<()> {
+    fn a_shared_input_is_read_not_taken() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
         use crate::kernels::fused::Input;
@@ -751,7 +751,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_computes_ranges_in_any_order() -> crate::Result<()> {
+    fn a_run_computes_ranges_in_any_order() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
         use crate::kernels::fused::Input;
@@ -770,7 +770,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_finishes_into_its_outputs() -> crate::Result<()> {
+    fn a_run_finishes_into_its_outputs() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
         use crate::kernels::fused::Input;
@@ -787,7 +787,7 @@ mod tests {
     }
 
     #[test]
-    fn ranges_run_from_several_threads() -> crate::Result<()> {
+    fn ranges_run_from_several_threads() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
         use crate::kernels::fused::Input;
@@ -808,7 +808,7 @@ mod tests {
     }
 
     #[test]
-    fn finish_hands_back_the_outputs() -> crate::Result<()> {
+    fn finish_hands_back_the_outputs() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
         use crate::kernels::fused::Input;

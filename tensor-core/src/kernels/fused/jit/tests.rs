@@ -4,12 +4,12 @@
 //! tanh's ranges, subnormals) and over lengths that end in a partial vector.
 
 use crate::dtype::DType;
+use crate::dtype::Scalar;
 use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
 use crate::kernels::simd::{level, Level};
 use crate::math::{BinaryOp, ElementwiseOp, ScalarAttr, UnaryOp};
 use crate::shape::Shape;
 use crate::storage::{Array, Storage};
-use crate::Scalar;
 use std::cell::Cell;
 
 thread_local! {

@@ -177,6 +177,25 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
         }
         run_steps(plan, slots, device, &mut values)?;
         let (outs, writes) = kept_values(graph, &values);
+        // A value kept after the call that is some resident state's old buffer (an output
+        // returning a parameter as it was, one state written with another's old value) is
+        // copied aside first: that buffer is overwritten below.
+        let targets: Vec<u64> = resident.iter().flatten().map(|&k| crate::cuda::address(&inputs[k].1)).collect();
+        let aside = |d: DeviceStorage, own: Option<u64>| -> Result<DeviceStorage> {
+            let at = crate::cuda::address(&d);
+            if !targets.contains(&at) || own == Some(at) {
+                return Ok(d);
+            }
+            let copy = crate::cuda::empty(device, d.dtype, &d.shape)?;
+            crate::cuda::copy_from(&copy, at)?;
+            Ok(copy)
+        };
+        let outs = outs.into_iter().map(|o| aside(o, None)).collect::<Result<Vec<_>>>()?;
+        let writes = writes
+            .into_iter()
+            .zip(&resident)
+            .map(|(w, k)| w.map(|d| aside(d, k.map(|k| crate::cuda::address(&inputs[k].1)))).transpose())
+            .collect::<Result<Vec<_>>>()?;
         // The last steps: each resident state's new value into its input's buffer (every
         // read of the old value comes before, in the stream's order).
         for (w, k) in writes.iter().zip(&resident) {

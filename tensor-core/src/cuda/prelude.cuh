@@ -179,6 +179,8 @@ __device__ __forceinline__ float tc_gelu_tanh(float x) {
 __device__ __forceinline__ float tc_ln(float x) { return logf(x); }
 __device__ __forceinline__ float tc_sqrt(float x) { return __fsqrt_rn(x); }
 __device__ __forceinline__ float tc_erf(float x) { return erff(x); }
+__device__ __forceinline__ float tc_sin(float x) { return sinf(x); }
+__device__ __forceinline__ float tc_cos(float x) { return cosf(x); }
 __device__ __forceinline__ float tc_gelu_erf(float x) {
     return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, erff(__fmul_rn(x, TC_FRAC_1_SQRT_2_F32))));
 }
@@ -190,6 +192,8 @@ __device__ __forceinline__ double tc_ln(double x) { return log(x); }
 __device__ __forceinline__ double tc_sqrt(double x) { return __dsqrt_rn(x); }
 __device__ __forceinline__ double tc_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ double tc_erf(double x) { return erf(x); }
+__device__ __forceinline__ double tc_sin(double x) { return sin(x); }
+__device__ __forceinline__ double tc_cos(double x) { return cos(x); }
 __device__ __forceinline__ double tc_sigmoid(double x) {
     if (x >= 0.0) return __ddiv_rn(1.0, __dadd_rn(1.0, exp(-x)));
     double e = exp(x);

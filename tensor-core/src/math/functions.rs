@@ -37,7 +37,7 @@ macro_rules! float_fn1 {
         }
     )*};
 }
-float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid, Erf => erf, GeluTanh => gelu_tanh, GeluErf => gelu_erf);
+float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid, Erf => erf, GeluTanh => gelu_tanh, GeluErf => gelu_erf, Sin => sin, Cos => cos);
 
 macro_rules! num_fn1 {
     ($($name:ident => $method:ident),*) => {$(

@@ -174,6 +174,10 @@ kinds!(
         GeluTanh => "gelu_tanh", "GeluBackward", Float(GeluTanh);
         /// GELU, exact (erf) form: `0.5 x (1 + erf(x / sqrt(2)))`.
         GeluErf => "gelu" [wire "gelu_erf"], "GeluBackward", Float(GeluErf);
+        /// The sine (radians).
+        Sin => "sin", "SinBackward", Float(Sin);
+        /// The cosine (radians).
+        Cos => "cos", "CosBackward", Float(Cos);
     }
 );
 

@@ -63,6 +63,8 @@ pub(crate) trait Float: Num {
     fn gelu_tanh(self) -> Self;
     /// GELU, exact form: `0.5 x (1 + erf(x / sqrt(2)))`.
     fn gelu_erf(self) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
     /// `self * a + b` with one rounding (one `vfmadd` in the AVX2 and AVX-512 builds, the C
     /// library's correctly rounded `fma` in the baseline build: the same bits everywhere).
     fn mul_add(self, a: Self, b: Self) -> Self;
@@ -192,6 +194,15 @@ impl Float for f32 {
     fn gelu_erf(self) -> Self {
         0.5 * self * (1.0 + libm::erff(self * std::f32::consts::FRAC_1_SQRT_2))
     }
+    // libm's, as `erf`: the same bits on every platform.
+    #[inline(always)]
+    fn sin(self) -> Self {
+        libm::sinf(self)
+    }
+    #[inline(always)]
+    fn cos(self) -> Self {
+        libm::cosf(self)
+    }
 }
 
 impl Float for f64 {
@@ -236,5 +247,13 @@ impl Float for f64 {
     #[inline(always)]
     fn gelu_erf(self) -> Self {
         0.5 * self * (1.0 + libm::erf(self * std::f64::consts::FRAC_1_SQRT_2))
+    }
+    #[inline(always)]
+    fn sin(self) -> Self {
+        libm::sin(self)
+    }
+    #[inline(always)]
+    fn cos(self) -> Self {
+        libm::cos(self)
     }
 }

@@ -62,6 +62,8 @@ fn unary_name(u: UnaryOp) -> &'static str {
         UnaryOp::Sign => "Sign",
         UnaryOp::Not => "Not",
         UnaryOp::Erf => "Erf",
+        UnaryOp::Sin => "Sin",
+        UnaryOp::Cos => "Cos",
         UnaryOp::GeluTanh | UnaryOp::GeluErf => unreachable!("GELU is composed (opset 17 has no Gelu)"),
     }
 }

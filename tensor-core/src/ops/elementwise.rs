@@ -79,6 +79,22 @@ unary_methods! {
     exp => Exp;
     /// The natural logarithm (float dtypes).
     log => Log;
+    /// The sine of radians (float dtypes).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::scalar(0.0f64).sin()?.item::<f64>()?, 0.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    sin => Sin;
+    /// The cosine of radians (float dtypes).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::scalar(0.0f32).cos()?.item::<f32>()?, 1.0);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    cos => Cos;
     /// The square root (float dtypes).
     sqrt => Sqrt;
     /// The hyperbolic tangent (float dtypes).
@@ -553,7 +569,9 @@ fn backward(op: &ElementwiseOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGr
 fn unary_saves(u: UnaryOp) -> Saves {
     match u {
         UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sigmoid => Saves::output(),
-        UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf => Saves::inputs(0b1),
+        UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf | UnaryOp::Sin | UnaryOp::Cos => {
+            Saves::inputs(0b1)
+        }
         UnaryOp::Neg | UnaryOp::Sign | UnaryOp::Not => Saves::default(),
     }
 }
@@ -563,6 +581,8 @@ fn unary_grad(u: UnaryOp, ctx: &BackwardCtx, g: &Tensor) -> Result<Tensor> {
         UnaryOp::Neg => g.neg(),
         UnaryOp::Exp => g.mul(&ctx.output()?),
         UnaryOp::Log => g.div(&ctx.input(0)?),
+        UnaryOp::Sin => g.mul(&ctx.input(0)?.cos()?),
+        UnaryOp::Cos => g.mul(&ctx.input(0)?.sin()?.neg()?),
         UnaryOp::Sqrt => g.div(&ctx.output()?.mul(2.0)?),
         UnaryOp::Tanh => {
             let y = ctx.output()?;

@@ -358,3 +358,37 @@ fn bad_indices_are_errors_naming_the_axis_and_the_fix() {
     let (start, end) = (2, 1);
     says(x.i((start..end, ..)), &["2..1", "axis 0"]);
 }
+
+// ---------------------------------------------------------------------------- sin and cos
+
+fn trig(x: &Tensor) -> Result<Vec<Tensor>> {
+    let y = x.sin()?.mul(&x.cos()?)?.add(&x.mul(3.0)?.cos()?)?;
+    let g = tensor_core::grad(&[&y.sum()?], &[x], false)?;
+    Ok(vec![y, g[0].clone()])
+}
+
+#[graph_fn]
+fn staples_trig(x: &Tensor) -> Result<Vec<Tensor>> {
+    trig(x)
+}
+
+#[test]
+fn sin_and_cos_match_values_gradients_and_eager() -> Result<()> {
+    let half_pi = std::f64::consts::FRAC_PI_2;
+    let x = f64s(&[0.0, half_pi, std::f64::consts::PI, -half_pi / 3.0], &[4]);
+    assert_close(&x.sin()?, &[0.0, 1.0, 0.0, -0.5], 1e-15);
+    assert_close(&x.cos()?, &[1.0, 0.0, -1.0, 3f64.sqrt() / 2.0], 1e-15);
+    assert_close(&x.cast(DType::F32)?.sin()?.cast(DType::F64)?, &[0.0, 1.0, 0.0, -0.5], 1e-7);
+    assert!(Tensor::scalar(1i32).sin().is_err(), "sin needs a float dtype");
+    // d/dx sin = cos, d/dx cos = -sin: against finite differences, through a product.
+    let xs = f64s(&[0.3, -1.2, 2.0, 0.9], &[4]);
+    let xg = xs.detach().requires_grad_(true)?;
+    let g = &trig(&xg)?[1];
+    assert_close(g, &finite_diff(&xs, |x| x.sin()?.mul(&x.cos()?)?.add(&x.mul(3.0)?.cos()?)?.sum())?, 1e-7);
+    // A graph gives eager's bits, forward and gradient.
+    let x32 = Tensor::randn(&[64], DType::F32, 3).requires_grad_(true)?;
+    for (e, g) in trig(&x32)?.iter().zip(&staples_trig(&x32)?) {
+        assert_bits_eq(e, g);
+    }
+    Ok(())
+}

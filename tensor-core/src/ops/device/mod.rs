@@ -136,6 +136,32 @@ fn elementwise(e: &ElementwiseOp, inputs: &[&DeviceStorage], dtype: DType, shape
     launch(&source::elementwise_cached(&program), &index_of(shape, &strided), inputs, dtype, shape)
 }
 
+/// The kernels not generated from a program (region copies, row selections, softmax rows,
+/// `one_hot`): each made once per kind and dtypes, so a launch after the first only looks it
+/// up, as [`source::elementwise_cached`] does for programs.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Fixed {
+    Copy(DType, usize),
+    IndexSelect(DType, DType),
+    IndexAdd(DType, DType),
+    Softmax(DType, bool),
+    OneHot(DType, DType),
+}
+
+fn fixed(k: Fixed) -> std::sync::Arc<KernelSource> {
+    type Map = std::collections::HashMap<Fixed, std::sync::Arc<KernelSource>>;
+    static CACHE: std::sync::Mutex<Option<Map>> = std::sync::Mutex::new(None);
+    let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let made = || match k {
+        Fixed::Copy(d, rank) => source::copy(d, rank),
+        Fixed::IndexSelect(d, i) => source::index_select(d, i),
+        Fixed::IndexAdd(d, i) => source::index_add(d, i),
+        Fixed::Softmax(d, log) => source::softmax(d, log),
+        Fixed::OneHot(label, d) => source::one_hot(label, d),
+    };
+    guard.get_or_insert_with(Map::new).entry(k).or_insert_with(|| std::sync::Arc::new(made())).clone()
+}
+
 fn launch(src: &KernelSource, ix: &TcIndex, inputs: &[&DeviceStorage], dtype: DType, shape: &Shape) -> Result<DeviceStorage> {
     let mut outs = backend::elementwise(src, ix, inputs, &[dtype], shape)?;
     Ok(outs.pop().expect("one output"))

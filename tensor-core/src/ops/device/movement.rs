@@ -2,7 +2,7 @@
 //! concat (region copies), and the row selections of `index_select`, its adjoint `index_add`
 //! and `one_hot`.
 
-use super::{broadcast_strides, index_of, launch, strides};
+use super::{broadcast_strides, fixed, index_of, launch, strides, Fixed};
 use crate::cuda::source::{self, Access, KernelSource, Program, TcIndex};
 use crate::cuda::{self as backend, DeviceStorage, Region};
 use crate::dtype::DType;
@@ -31,26 +31,6 @@ pub(super) fn broadcast(input: &DeviceStorage, shape: &Shape) -> Result<DeviceSt
     gather(input, &broadcast_strides(&input.shape, shape), shape)
 }
 
-/// The kernels of this file, generated once per kind and dtypes.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum Kernel {
-    Copy(DType, usize),
-    IndexSelect(DType, DType),
-    IndexAdd(DType, DType),
-}
-
-fn kernel(k: Kernel) -> Arc<KernelSource> {
-    type Map = std::collections::HashMap<Kernel, Arc<KernelSource>>;
-    static CACHE: std::sync::Mutex<Option<Map>> = std::sync::Mutex::new(None);
-    let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let made = || match k {
-        Kernel::Copy(d, rank) => source::copy(d, rank),
-        Kernel::IndexSelect(d, i) => source::index_select(d, i),
-        Kernel::IndexAdd(d, i) => source::index_add(d, i),
-    };
-    guard.get_or_insert_with(Map::new).entry(k).or_insert_with(|| Arc::new(made())).clone()
-}
-
 /// One region to copy: `input`'s elements over the coordinates of `walk`, read with
 /// `read` strides from element `from`, written with `write` strides from element `to`.
 struct Piece<'a> {
@@ -65,7 +45,7 @@ struct Piece<'a> {
 /// A new `shape` buffer of `input`'s dtype (zeros where no piece writes, when `zero`) with
 /// each piece copied in.
 fn assemble(dtype: DType, shape: &Shape, zero: bool, pieces: &[Piece]) -> Result<DeviceStorage> {
-    let kernels: Vec<Arc<KernelSource>> = pieces.iter().map(|p| kernel(Kernel::Copy(dtype, p.walk.rank()))).collect();
+    let kernels: Vec<Arc<KernelSource>> = pieces.iter().map(|p| fixed(Fixed::Copy(dtype, p.walk.rank()))).collect();
     let regions: Vec<Region> = pieces
         .iter()
         .zip(&kernels)
@@ -122,14 +102,14 @@ fn row_index(len: usize, inner: &Shape, axis: usize, size: usize) -> TcIndex {
 
 /// The entries of `input` along `axis` at `index` (1-d, i64 or i32).
 pub(super) fn index_select(input: &DeviceStorage, index: &DeviceStorage, axis: usize, shape: &Shape) -> Result<DeviceStorage> {
-    let src = kernel(Kernel::IndexSelect(input.dtype, index.dtype));
+    let src = fixed(Fixed::IndexSelect(input.dtype, index.dtype));
     let ix = row_index(index.shape.numel(), &input.shape, axis, input.shape[axis]);
     launch(&src, &ix, &[input, index], input.dtype, shape)
 }
 
 /// Zeros of `shape` with each entry `g[.., j, ..]` added at `index[j]` along `axis`.
 pub(super) fn index_add(g: &DeviceStorage, index: &DeviceStorage, axis: usize, shape: &Shape) -> Result<DeviceStorage> {
-    let src = kernel(Kernel::IndexAdd(g.dtype, index.dtype));
+    let src = fixed(Fixed::IndexAdd(g.dtype, index.dtype));
     let ix = row_index(index.shape.numel(), &g.shape, axis, shape[axis]);
     launch(&src, &ix, &[g, index], g.dtype, shape)
 }
@@ -138,7 +118,7 @@ pub(super) fn index_add(g: &DeviceStorage, index: &DeviceStorage, axis: usize, s
 /// a row of zeros here; the CPU op refuses it).
 pub(super) fn one_hot(labels: &DeviceStorage, classes: usize, dtype: DType) -> Result<DeviceStorage> {
     let shape = Shape::from(vec![labels.shape.numel(), classes]);
-    let src = source::one_hot(labels.dtype, dtype);
+    let src = fixed(Fixed::OneHot(labels.dtype, dtype));
     let mut ix = TcIndex::default();
     ix.dims[0] = classes as i64;
     launch(&src, &ix, &[labels], dtype, &shape)

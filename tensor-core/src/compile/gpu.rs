@@ -12,6 +12,10 @@
 //! memory is its own, made again by each launch at the same addresses). A capture that
 //! fails leaves the plain run in place. `TENSOR_CORE_CUDA_GRAPHS=0` turns capture off.
 //!
+//! A capture records the call's independent branches on separate streams (`lanes.rs` says
+//! which), so the graph runs them side by side; values made or read on more than one lane
+//! are then freed at the end of the graph instead of at their last use.
+//!
 //! A state the call reads and writes (a parameter, an optimizer's moments) stays resident:
 //! the graph's last steps write its new value into the buffer it read it from, and that
 //! buffer becomes the tensor's data, so a training step copies no state in or out. If that
@@ -22,6 +26,7 @@
 //! in a capture, the graph's), and `cond`/`while_loop` nodes, which are an `Err` naming them.
 
 use super::executor::Outputs;
+use super::lanes::{schedule, Placement};
 use super::plan::Plan;
 use crate::cuda::{CapturedGraph, DeviceStorage};
 use crate::device::Device;
@@ -167,6 +172,7 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
     }
     let constants = graph.constants.iter().map(|(_, s)| crate::cuda::upload(s, device)).collect::<Result<Vec<_>>>()?;
     let resident: Vec<Option<usize>> = graph.writes.iter().map(|w| resident_input(graph, w)).collect();
+    let placements = schedule(plan, graph.values.len(), lanes_for(graph));
     let (captured, (outs, writes)) = crate::cuda::capture(device, || {
         let mut values: Vec<Option<DeviceStorage>> = vec![None; graph.values.len()];
         for ((v, _), (_, buffer)) in graph.inputs.iter().zip(&inputs) {
@@ -175,7 +181,7 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
         for ((v, _), c) in graph.constants.iter().zip(&constants) {
             values[*v] = Some(c.clone());
         }
-        run_steps(plan, slots, device, &mut values)?;
+        let deferred = run_steps_on_lanes(plan, &placements, slots, device, &mut values)?;
         let (outs, writes) = kept_values(graph, &values);
         // A value kept after the call that is some resident state's old buffer (an output
         // returning a parameter as it was, one state written with another's old value) is
@@ -205,6 +211,11 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
                     crate::cuda::copy_from(buffer, crate::cuda::address(value))?;
                 }
             }
+        }
+        // The values freed late: each on the lane that made it, after everything above.
+        if !deferred.is_empty() {
+            crate::cuda::lanes_wait_for(device, 0)?;
+            drop(deferred);
         }
         Ok((outs, writes))
     })?;
@@ -278,6 +289,66 @@ fn replay(c: &Captured, slots: &[&Tensor]) -> Result<Outputs> {
         .collect::<Result<Vec<_>>>()?;
     apply_writes(&c.state_writes, slots, written);
     Ok(outputs)
+}
+
+/// The most bytes a call's values may take together for its capture to use more than one
+/// lane: lanes free values at the end of the graph, not at their last use.
+const LANE_MEMORY: usize = 1 << 30;
+
+/// How many lanes a capture of `graph` records on: all of them, unless its values take more
+/// than [`LANE_MEMORY`] together, or `TENSOR_CORE_CUDA_LANES` says how many (1: one stream).
+fn lanes_for(graph: &Graph) -> usize {
+    static SET: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let set = *SET.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_LANES").ok().and_then(|v| v.parse().ok()));
+    let bytes: usize = graph.values.iter().map(|v| v.shape.numel().saturating_mul(v.dtype.size_of())).fold(0, usize::saturating_add);
+    match set {
+        Some(n) => n.clamp(1, crate::cuda::CAPTURE_LANES),
+        None if bytes > LANE_MEMORY => 1,
+        None => crate::cuda::CAPTURE_LANES,
+    }
+}
+
+/// Records the steps, each on its lane after the waits it needs, and returns lane 0 to after
+/// all of them. A value dies at its last use when one lane made and read it (that stream's
+/// order keeps its free after every read); the others are returned, to be freed at the end.
+fn run_steps_on_lanes(
+    plan: &Plan,
+    placements: &[Placement],
+    slots: &[&Tensor],
+    device: Device,
+    values: &mut [Option<DeviceStorage>],
+) -> Result<Vec<DeviceStorage>> {
+    let mut made_on: Vec<Option<usize>> = vec![None; values.len()];
+    let mut read_on = vec![0u64; values.len()];
+    for (step, p) in plan.steps.iter().zip(placements) {
+        step.node.inputs.iter().for_each(|&v| read_on[v] |= 1 << p.lane);
+        step.node.outputs.iter().for_each(|&v| made_on[v] = Some(p.lane));
+    }
+    let mut deferred = Vec::new();
+    let mut used = 1u64;
+    for (step, p) in plan.steps.iter().zip(placements) {
+        crate::cuda::record_on_lane(device, p.lane, &p.waits)?;
+        used |= 1 << p.lane;
+        let node = &step.node;
+        let outs = {
+            let inputs: SmallVec<[&DeviceStorage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
+            run_node(node, &inputs, slots, device)?
+        };
+        for (&v, s) in node.outputs.iter().zip(outs) {
+            values[v] = Some(s);
+        }
+        for &v in &step.frees {
+            let Some(d) = values[v].take() else { continue };
+            // Inputs and constants are held by the capture: dropping this handle frees nothing.
+            let one_lane = made_on[v].is_none_or(|m| m == p.lane && read_on[v] == 1 << p.lane);
+            if !one_lane {
+                deferred.push(d);
+            }
+        }
+    }
+    let others: SmallVec<[usize; 4]> = (1..64).filter(|l| used & (1 << l) != 0).collect();
+    crate::cuda::record_on_lane(device, 0, &others)?;
+    Ok(deferred)
 }
 
 /// Runs the plan's steps on `device`, applies the writes, returns the outputs.

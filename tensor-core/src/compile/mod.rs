@@ -13,6 +13,9 @@ mod fuse;
 mod gpu;
 #[cfg(feature = "cuda")]
 pub use gpu::{cuda_graph_counts, cuda_profile};
+// Data the GPU executor records; built and tested without the feature too.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+mod lanes;
 mod pass;
 mod plan;
 mod simplify;

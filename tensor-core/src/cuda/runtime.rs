@@ -28,9 +28,10 @@ struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: Option<CudaBlas>,
-    /// The stream (and its cuBLAS handle) a graph call is captured on, made on first use: a
-    /// stream of its own, so that other threads' work on `stream` never joins a capture.
-    capture: std::sync::OnceLock<(Arc<CudaStream>, Option<CudaBlas>)>,
+    /// The streams (each with its cuBLAS handle) a graph call is captured on, made on first
+    /// use: streams of their own, so that other threads' work on `stream` never joins a
+    /// capture. Lane 0 starts and ends the capture; the others record branches beside it.
+    capture: std::sync::OnceLock<Vec<(Arc<CudaStream>, Option<CudaBlas>)>>,
     kernels: Mutex<HashMap<String, CudaFunction>>,
     arch: &'static str,
     sms: u32,
@@ -186,25 +187,43 @@ fn compile_error(name: &str, e: CompileError) -> Error {
 }
 
 thread_local! {
-    /// Set while this thread captures a graph call: its launches and allocations go to the
-    /// capture stream.
-    static CAPTURING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The lane this thread records on while it captures a graph call (its launches and
+    /// allocations go to that capture stream); none when it does not capture.
+    static CAPTURING: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// The events that order a capture's lanes, kept until the capture ends.
+    static LANE_EVENTS: std::cell::RefCell<Vec<cudarc::driver::CudaEvent>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// How many streams a capture may record on (`compile::lanes` spreads a call over them).
+pub(crate) const CAPTURE_LANES: usize = 4;
+
 impl Gpu {
-    /// Where this thread's work goes: the capture stream while it captures, else the GPU's.
+    /// Where this thread's work goes: its lane's stream while it captures, else the GPU's.
     fn stream(&self) -> &Arc<CudaStream> {
         match CAPTURING.with(|c| c.get()) {
-            true => &self.capture.get().expect("made before a capture starts").0,
-            false => &self.stream,
+            Some(lane) => &self.lanes()[lane].0,
+            None => &self.stream,
         }
     }
 
     fn blas(&self) -> Option<&CudaBlas> {
         match CAPTURING.with(|c| c.get()) {
-            true => self.capture.get().expect("made before a capture starts").1.as_ref(),
-            false => self.blas.as_ref(),
+            Some(lane) => self.lanes()[lane].1.as_ref(),
+            None => self.blas.as_ref(),
         }
+    }
+
+    fn lanes(&self) -> &[(Arc<CudaStream>, Option<CudaBlas>)] {
+        self.capture.get().expect("made before a capture starts")
+    }
+
+    /// `lane` waits for what `other` has recorded so far.
+    fn lane_waits(&self, lane: usize, other: usize) -> Result<()> {
+        let lanes = self.lanes();
+        let event = lanes[other].0.record_event(None).map_err(driver_error("capture", self.device))?;
+        lanes[lane].0.wait(&event).map_err(driver_error("capture", self.device))?;
+        LANE_EVENTS.with(|e| e.borrow_mut().push(event));
+        Ok(())
     }
 
     fn function(&self, src: &KernelSource) -> Result<CudaFunction> {
@@ -456,8 +475,8 @@ where
 /// A transfer waits for the host, which a capture cannot record.
 fn refuse_while_capturing(op: &'static str, device: Device) -> Result<()> {
     match CAPTURING.with(|c| c.get()) {
-        true => Err(device_error(op, device, "a copy between host and GPU cannot be part of a captured CUDA graph")),
-        false => Ok(()),
+        Some(_) => Err(device_error(op, device, "a copy between host and GPU cannot be part of a captured CUDA graph")),
+        None => Ok(()),
     }
 }
 
@@ -476,28 +495,59 @@ unsafe impl Send for CapturedGraph {}
 unsafe impl Sync for CapturedGraph {}
 
 /// Records what `f` launches on `device` as one CUDA graph (nothing runs yet). `f` must only
-/// launch kernels and products on device data: a transfer in it is an `Err`.
+/// launch kernels and products on device data: a transfer in it is an `Err`. It records on
+/// lane 0 and may move to the others with [`record_on_lane`]; every lane starts after what
+/// the GPU's stream has queued, and lane 0 waits for all of them before the capture ends.
 pub(crate) fn capture<R>(device: Device, f: impl FnOnce() -> Result<R>) -> Result<(CapturedGraph, R)> {
     use cudarc::driver::sys;
     let g = gpu("capture", device)?;
-    let (stream, _) = g.capture.get_or_init(|| {
-        let s = g.ctx.new_stream().unwrap_or_else(|_| g.stream.clone());
-        let blas = if g.blas.is_some() { CudaBlas::new(s.clone()).ok() } else { None };
-        (s, blas)
+    let lanes = g.capture.get_or_init(|| {
+        (0..CAPTURE_LANES)
+            .map(|_| {
+                let s = g.ctx.new_stream().unwrap_or_else(|_| g.stream.clone());
+                let blas = if g.blas.is_some() { CudaBlas::new(s.clone()).ok() } else { None };
+                (s, blas)
+            })
+            .collect()
     });
+    let origin = &lanes[0].0;
     // What the GPU's stream has queued comes first.
-    stream.join(&g.stream).map_err(driver_error("capture", device))?;
-    stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(driver_error("capture", device))?;
-    CAPTURING.with(|c| c.set(true));
-    let result = f();
-    CAPTURING.with(|c| c.set(false));
-    // Always ended, so the stream leaves capture mode whatever `f` did.
-    let ended = stream.end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    origin.join(&g.stream).map_err(driver_error("capture", device))?;
+    origin.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(driver_error("capture", device))?;
+    CAPTURING.with(|c| c.set(Some(0)));
+    // Each lane joins the capture by waiting for its start (a stream that records without
+    // waiting for a capturing one would run its work now, outside the graph).
+    let forked = (1..lanes.len()).try_for_each(|k| g.lane_waits(k, 0));
+    let result = forked.and_then(|()| f());
+    // Always joined and ended, so every stream leaves capture mode whatever `f` did.
+    let joined = (1..lanes.len()).try_for_each(|k| g.lane_waits(0, k));
+    CAPTURING.with(|c| c.set(None));
+    let ended = origin.end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    LANE_EVENTS.with(|e| e.borrow_mut().clear());
     let r = result?;
+    joined?;
     match ended.map_err(driver_error("capture", device))? {
         Some(graph) => Ok((CapturedGraph { graph, device }, r)),
         None => Err(device_error("capture", device, "the capture recorded nothing")),
     }
+}
+
+/// While capturing: what this thread records next goes to `lane`, after what each lane of
+/// `waits` has recorded so far.
+pub(crate) fn record_on_lane(device: Device, lane: usize, waits: &[usize]) -> Result<()> {
+    let g = gpu("capture", device)?;
+    if CAPTURING.with(|c| c.get()).is_none() || lane >= g.lanes().len() {
+        return Err(device_error("capture", device, format!("lane {lane} of a capture that is not running")));
+    }
+    waits.iter().try_for_each(|&p| g.lane_waits(lane, p))?;
+    CAPTURING.with(|c| c.set(Some(lane)));
+    Ok(())
+}
+
+/// While capturing: every lane but `lane` waits for what `lane` has recorded so far.
+pub(crate) fn lanes_wait_for(device: Device, lane: usize) -> Result<()> {
+    let g = gpu("capture", device)?;
+    (0..g.lanes().len()).filter(|&k| k != lane).try_for_each(|k| g.lane_waits(k, lane))
 }
 
 impl CapturedGraph {

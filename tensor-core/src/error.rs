@@ -174,7 +174,7 @@ pub enum Error {
     /// A Rust value was asked of a tensor that only exists when the graph runs.
     /// Fix: print it with `tprint!`, branch on it with graph control flow (`cond`,
     /// `while_loop`), or debug with `run_functions_eagerly(true)`.
-    #[error("{op}: `{name}` is a symbolic tensor while tracing a graph function: its value exists only when the graph runs. Print it with tprint!, branch on it with cond/while_loop, or call run_functions_eagerly(true) to debug the body eagerly")]
+    #[error("{op}: `{name}` is a symbolic tensor while tracing a graph function: its value exists only when the graph runs. Compute with tensor ops instead (`cast` for another dtype, `where_` for a choice per element, `cond`/`while_loop` for a branch or a loop), print it with tprint!, or call run_functions_eagerly(true) to debug the body eagerly")]
     SymbolicValue { op: &'static str, name: String },
 
     /// A tensor that requires grad was created inside a traced body.
@@ -185,8 +185,8 @@ pub enum Error {
 
     /// A symbolic tensor from a trace that has ended was used.
     /// Fix: return tensors from the graph function instead of storing them outside.
-    #[error("{op}: tensor `{name}` belongs to a trace that has ended (it leaked out of a graph function); return it from the function instead of storing it")]
-    LeakedTracer { op: &'static str, name: String },
+    #[error("{op}: tensor `{name}` ({ty}) was made while tracing `{function}` and belongs to a trace that has ended: it leaked out of the graph function (through a captured variable, a static or a returned closure) and has no value: return it from the function instead of storing it (or call run_functions_eagerly(true) while debugging)")]
+    LeakedTracer { op: &'static str, name: String, ty: String, function: String },
 
     /// A call does not match the function's fixed `input_signature`.
     #[error("{function}: argument `{arg}` does not match the input signature: expected {expected}, found {found}")]

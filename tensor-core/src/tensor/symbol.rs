@@ -25,6 +25,10 @@ pub(crate) struct Symbol {
     /// The external tensor this value stands for, if it is a slot's proxy.
     pub(crate) slot: Option<usize>,
     pub(crate) label: Option<Arc<str>>,
+    /// The function being traced when it was made, and its type (`f32[4, 3]`): what an
+    /// error about a value that escaped its trace names.
+    pub(crate) function: Arc<str>,
+    pub(crate) ty: Arc<str>,
 }
 
 impl Symbol {
@@ -41,7 +45,12 @@ impl Symbol {
         if context::current_trace() == self.trace {
             Error::SymbolicValue { op, name: self.name() }
         } else {
-            Error::LeakedTracer { op, name: self.name() }
+            self.leaked(op)
         }
+    }
+
+    /// The error for using this value after its trace ended.
+    pub(crate) fn leaked(&self, op: &'static str) -> Error {
+        Error::LeakedTracer { op, name: self.name(), ty: self.ty.to_string(), function: self.function.to_string() }
     }
 }

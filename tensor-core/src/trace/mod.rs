@@ -10,7 +10,7 @@ mod state;
 pub use print::tprint_impl;
 pub(crate) use state::TraceState;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::graph::{Graph, ValueId};
 use crate::ops::Op;
 use crate::tensor::context;
@@ -194,7 +194,7 @@ pub(crate) fn resolve(t: &Tensor, op: &'static str) -> Result<Tensor> {
         // A value of an enclosing trace (used inside cond or while_loop) is captured.
         return match level_of(sym.trace) {
             Some(level) => Ok(capture_down(level, t.clone())),
-            None => Err(Error::LeakedTracer { op, name: sym.name() }),
+            None => Err(sym.leaked(op)),
         };
     }
     if depth() == 1 {

@@ -45,6 +45,8 @@ struct Param {
 
 pub(crate) struct TraceState {
     pub(crate) id: u64,
+    /// The traced function's name, which each symbol keeps for its error messages.
+    function: Arc<str>,
     params: Vec<Param>,
     param_of: HashMap<(u64, ValueId), usize>,
     graph: Graph,
@@ -58,6 +60,7 @@ impl TraceState {
     pub(crate) fn new(id: u64, name: &str) -> TraceState {
         TraceState {
             id,
+            function: Arc::from(name),
             params: Vec::new(),
             param_of: HashMap::new(),
             graph: Graph::new(name),
@@ -113,7 +116,8 @@ impl TraceState {
 
     fn symbolic(&self, value: ValueId, slot: Option<usize>, label: Option<&str>) -> Tensor {
         let info = &self.graph.values[value];
-        let sym = Symbol { trace: self.id, value, slot, label: label.map(Arc::from) };
+        let ty = Arc::from(format!("{}{}", info.dtype, info.shape));
+        let sym = Symbol { trace: self.id, value, slot, label: label.map(Arc::from), function: self.function.clone(), ty };
         Tensor::from_value(Value::Symbolic(sym), info.dtype, info.shape.clone())
     }
 

@@ -458,8 +458,10 @@ fn symbolic_value() -> Vec<Error> {
         &[
             "item: `x` is a symbolic tensor while tracing",
             "exists only when the graph runs",
+            "`cast` for another dtype",
+            "`where_` for a choice per element",
+            "`cond`/`while_loop` for a branch or a loop",
             "tprint!",
-            "cond/while_loop",
             "run_functions_eagerly(true)",
         ],
     );
@@ -569,10 +571,23 @@ fn leaked_tracer() -> Vec<Error> {
     assert!(y.is_symbolic());
     let e1 = err(y.item::<f32>());
     let name = match &e1 {
-        Error::LeakedTracer { op: "item", name } => name.clone(),
+        Error::LeakedTracer { op: "item", name, ty, function } => {
+            assert_eq!((ty.as_str(), function.as_str()), ("f32[2]", "leaks"));
+            name.clone()
+        }
         other => panic!("expected LeakedTracer, got {other:?}"),
     };
-    says(&e1, &["item", &format!("`{name}`"), "belongs to a trace that has ended", "return it from the function instead of storing it"]);
+    says(
+        &e1,
+        &[
+            "item",
+            &format!("`{name}` (f32[2])"),
+            "made while tracing `leaks`",
+            "belongs to a trace that has ended",
+            "captured variable, a static or a returned closure",
+            "return it from the function instead of storing it",
+        ],
+    );
     let e2 = err(y.add(1.0));
     assert!(matches!(e2, Error::LeakedTracer { op: "add", .. }), "{e2:?}");
     // Used inside another trace, it is still a leak.

@@ -305,7 +305,7 @@ fn in_place_updates_of_arguments_land_on_the_callers_tensor() -> Result<()> {
 fn assert_symbolic_value_error(e: &Error, op: &str) {
     assert!(matches!(e, Error::SymbolicValue { .. }), "{op}: expected SymbolicValue, got {e:?}");
     let msg = e.to_string();
-    for hint in ["tprint!", "cond/while_loop", "run_functions_eagerly"] {
+    for hint in ["tprint!", "`cast`", "`where_`", "`cond`/`while_loop`", "run_functions_eagerly"] {
         assert!(msg.contains(hint), "{op}: the message should mention {hint}: {msg}");
     }
     assert!(msg.starts_with(op), "the message names the op: {msg}");

@@ -35,6 +35,10 @@ export TENSOR_CORE_CUDA_CACHE=${TENSOR_CORE_CUDA_CACHE:-$OUT_DIR/kernel-cache}
 "$BIN" --json "$OUT_DIR/gpu.jsonl" 2>&1 | tee "$OUT_DIR/check.log"
 status=${PIPESTATUS[0]}
 echo "gpu_check: exit $status after $((SECONDS - START)) s" | tee -a "$OUT_DIR/check.log"
+# A failure is run again with captures on one stream, to tell a lane-ordering fault apart.
+if [ "$status" != 0 ]; then
+    TENSOR_CORE_CUDA_LANES=1 "$BIN" 2>&1 | grep -E "FAIL|passed|failed" | tee "$OUT_DIR/check-one-lane.log"
+fi
 
 # The generated kernels' register counts and instruction counts (SASS), largest PTX first,
 # where the toolkit's ptxas and cuobjdump are installed: says whether a kernel is bound by

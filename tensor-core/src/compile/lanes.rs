@@ -43,6 +43,27 @@ pub(crate) fn schedule(plan: &Plan, num_values: usize, lanes: usize) -> Vec<Plac
         .collect()
 }
 
+/// What a capture of `graph` over `lanes` streams records, by the schedule above: the steps
+/// on each lane, the waits between lanes, and the simulated length (one unit per step; the
+/// step count on one lane). For the device checks and the docs, not part of the API.
+#[doc(hidden)]
+pub fn lane_summary(graph: &crate::graph::Graph, lanes: usize) -> (Vec<usize>, usize, usize) {
+    let plan = Plan::new(graph);
+    let placements = schedule(&plan, graph.values.len(), lanes);
+    let mut per_lane = vec![0; lanes.max(1)];
+    placements.iter().for_each(|p| per_lane[p.lane] += 1);
+    let waits = placements.iter().map(|p| p.waits.len()).sum();
+    let mut state = Lanes::new(lanes.max(1));
+    let mut made_on: Vec<Option<(usize, usize)>> = vec![None; graph.values.len()];
+    for step in &plan.steps {
+        let inputs: SmallVec<[(usize, usize); 4]> = step.node.inputs.iter().filter_map(|&v| made_on[v]).collect();
+        let p = state.place(&inputs);
+        let position = state.recorded[p.lane] - 1;
+        step.node.outputs.iter().for_each(|&v| made_on[v] = Some((p.lane, position)));
+    }
+    (per_lane, waits, state.time.iter().copied().max().unwrap_or(0))
+}
+
 /// The simulated lanes: each one's time, how many steps it has recorded, and how far it has
 /// waited for each other lane.
 struct Lanes {

@@ -16,6 +16,7 @@ pub use gpu::{cuda_graph_counts, cuda_profile};
 // Data the GPU executor records; built and tested without the feature too.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod lanes;
+pub use lanes::lane_summary;
 mod pass;
 mod plan;
 mod simplify;

@@ -338,8 +338,17 @@ pub(crate) fn elementwise(
     Ok(outs.into_iter().zip(out_dtypes).map(|(o, &d)| g.storage(o, d, shape.clone())).collect())
 }
 
-/// Runs a reduction kernel: `n_out` outputs, each over `n_red` elements.
-pub(crate) fn reduce(src: &KernelSource, index: &TcIndex, input: &DeviceStorage, n_out: usize, n_red: usize, shape: &Shape) -> Result<DeviceStorage> {
+/// Runs a reduction kernel: `n_out` outputs, each over `n_red` elements; a block per output,
+/// or a thread per output for a `serial` kernel.
+pub(crate) fn reduce(
+    src: &KernelSource,
+    index: &TcIndex,
+    input: &DeviceStorage,
+    n_out: usize,
+    n_red: usize,
+    shape: &Shape,
+    serial: bool,
+) -> Result<DeviceStorage> {
     let g = gpu("reduce", input.device)?;
     let mut out = g.alloc("reduce", n_out * input.elem_size())?;
     if n_out > 0 {
@@ -347,11 +356,32 @@ pub(crate) fn reduce(src: &KernelSource, index: &TcIndex, input: &DeviceStorage,
         let (no, nr) = (n_out as i64, n_red as i64);
         let mut b = g.stream().launch_builder(&f);
         b.arg(&no).arg(&nr).arg(index).arg(&*input.buffer).arg(&mut out);
-        let cfg = LaunchConfig { grid_dim: (g.grid(n_out), 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let blocks = if serial { n_out.div_ceil(REDUCE_THREADS as usize) } else { n_out };
+        let cfg = LaunchConfig { grid_dim: (g.grid(blocks), 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: offsets come from the input's own dims and strides; one write per output.
         unsafe { b.launch(cfg) }.map_err(driver_error("reduce", input.device))?;
     }
     Ok(g.storage(out, input.dtype, shape.clone()))
+}
+
+/// Runs a row kernel (softmax along the last axis): a block of [`REDUCE_THREADS`] per row of
+/// `ix.dims[0]` elements, one output of `input`'s type and shape.
+pub(crate) fn rows(src: &KernelSource, index: &TcIndex, input: &DeviceStorage) -> Result<DeviceStorage> {
+    let g = gpu("rows", input.device)?;
+    let n = input.shape.numel();
+    let mut out = g.alloc("rows", n * input.elem_size())?;
+    if n > 0 {
+        let f = g.function(src)?;
+        let n64 = n as i64;
+        let rows = n / (index.dims[0].max(1) as usize);
+        let mut b = g.stream().launch_builder(&f);
+        b.arg(&n64).arg(index).arg(&*input.buffer).arg(&mut out);
+        let cfg = LaunchConfig { grid_dim: (g.grid(rows), 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: each block reads and writes whole rows of `n` contiguous elements, both
+        // buffers allocated for `n`.
+        unsafe { b.launch(cfg) }.map_err(driver_error("rows", input.device))?;
+    }
+    Ok(g.storage(out, input.dtype, input.shape.clone()))
 }
 
 /// One copy of [`copy_regions`]: `n` elements of `input`, walked by `index` with a

@@ -422,25 +422,31 @@ fn reduce_parts(op: ReduceOp, dtype: DType) -> (&'static str, String) {
     }
 }
 
-/// [`reduction`], generated once per kind, dtype and ranks.
-pub(crate) fn reduction_cached(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_rank: usize) -> std::sync::Arc<KernelSource> {
-    type Map = std::collections::HashMap<(ReduceOp, DType, usize, usize), std::sync::Arc<KernelSource>>;
+/// [`reduction`] (or [`reduction_serial`]), generated once per kind, dtype and ranks.
+pub(crate) fn reduction_cached(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_rank: usize, serial: bool) -> std::sync::Arc<KernelSource> {
+    type Map = std::collections::HashMap<(ReduceOp, DType, usize, usize, bool), std::sync::Arc<KernelSource>>;
     static CACHE: std::sync::Mutex<Option<Map>> = std::sync::Mutex::new(None);
     let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = guard.get_or_insert_with(Map::new);
-    cache.entry((op, dtype, kept_rank, reduced_rank)).or_insert_with(|| std::sync::Arc::new(reduction(op, dtype, kept_rank, reduced_rank))).clone()
+    let make = || match serial {
+        true => reduction_serial(op, dtype, kept_rank, reduced_rank),
+        false => reduction(op, dtype, kept_rank, reduced_rank),
+    };
+    cache.entry((op, dtype, kept_rank, reduced_rank, serial)).or_insert_with(|| std::sync::Arc::new(make())).clone()
 }
 
 /// Threads per block of a reduction kernel (a power of two: the tree below halves it).
 pub(crate) const REDUCE_THREADS: u32 = 256;
 
-/// The CUDA C kernel of a reduction: one block per output element; each thread combines a
-/// strided share of the reduced elements, then the block combines its threads' values in a
-/// fixed tree. The order is fixed by the shape, so results repeat bit for bit; it is not the
-/// CPU's order (within 1e-5 relative for sums, docs/GPU.md).
-pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_rank: usize) -> KernelSource {
-    let t = c_type(dtype);
-    let (combine, identity) = reduce_parts(op, dtype);
+/// Outputs that reduce at most this many elements each take one thread, not one block: a
+/// block would leave most of its threads idle and pay its tree for nothing (a positional
+/// embedding's gradient sums 4 elements into each of 32,768 outputs: 73 µs with a block
+/// each on an H200).
+pub(crate) const SERIAL_REDUCE_MAX: usize = 32;
+
+/// The walk from output `o` and reduced element `r` to the input's offsets: kept dims are
+/// `dims[0..kept_rank]` with `strides[0]`, reduced dims follow with `strides[1]`.
+fn reduction_offsets(kept_rank: usize, reduced_rank: usize) -> (String, String) {
     let offset = |rank: usize, dims: &str, strides: &str, var: &str| -> String {
         let mut s = format!("        long long {var}_off = 0, {var}_rem = {var};\n");
         for d in (0..rank).rev() {
@@ -449,12 +455,21 @@ pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_ra
         }
         s
     };
+    (offset(kept_rank, "", "0", "o"), offset(reduced_rank, &format!("{kept_rank} + "), "1", "r").replace("        ", "            "))
+}
+
+/// The CUDA C kernel of a reduction: one block per output element; each thread combines a
+/// strided share of the reduced elements, then the block combines its threads' values in a
+/// fixed tree. The order is fixed by the shape, so results repeat bit for bit; it is not the
+/// CPU's order (within 1e-5 relative for sums, docs/GPU.md).
+pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_rank: usize) -> KernelSource {
+    let t = c_type(dtype);
+    let (combine, identity) = reduce_parts(op, dtype);
     let finish = match op {
         ReduceOp::Mean => format!("tc_div(sh[0], ({t})n_red)"),
         _ => "sh[0]".to_string(),
     };
-    // Kept dims are dims[0..kept_rank] with strides[0]; reduced dims are dims[kept_rank..]
-    // with strides[1].
+    let (kept, red) = reduction_offsets(kept_rank, reduced_rank);
     let kernel = format!(
         "(const long long n_out, const long long n_red, const TcIndex ix, const {t}* __restrict__ in0, {t}* __restrict__ out0) {{
     __shared__ {t} sh[{threads}];
@@ -476,10 +491,33 @@ pub(crate) fn reduction(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_ra
 ",
         threads = REDUCE_THREADS,
         half = REDUCE_THREADS / 2,
-        kept = offset(kept_rank, "", "0", "o"),
-        red = offset(reduced_rank, &format!("{kept_rank} + "), "1", "r").replace("        ", "            "),
     );
     KernelSource::new("tc_reduce", &kernel)
+}
+
+/// The CUDA C kernel of a reduction whose outputs each reduce few elements (at most
+/// [`SERIAL_REDUCE_MAX`]): one thread per output, combining its elements in order.
+pub(crate) fn reduction_serial(op: ReduceOp, dtype: DType, kept_rank: usize, reduced_rank: usize) -> KernelSource {
+    let t = c_type(dtype);
+    let (combine, identity) = reduce_parts(op, dtype);
+    let finish = match op {
+        ReduceOp::Mean => format!("tc_div(acc, ({t})n_red)"),
+        _ => "acc".to_string(),
+    };
+    let (kept, red) = reduction_offsets(kept_rank, reduced_rank);
+    let kernel = format!(
+        "(const long long n_out, const long long n_red, const TcIndex ix, const {t}* __restrict__ in0, {t}* __restrict__ out0) {{
+    for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < n_out; o += (long long)gridDim.x * blockDim.x) {{
+{kept}        {t} acc = {identity};
+        for (long long r = 0; r < n_red; r++) {{
+{red}            acc = {combine}(acc, in0[o_off + r_off]);
+        }}
+        out0[o] = {finish};
+    }}
+}}
+"
+    );
+    KernelSource::new("tc_reduce_serial", &kernel)
 }
 
 mod movement;

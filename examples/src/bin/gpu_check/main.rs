@@ -253,6 +253,15 @@ fn layout_and_product_checks(c: &mut Checks) -> Result<()> {
     c.record("mean axes 0,2 keepdim", close(&[&a], &|t| t[0].mean_axes(&[0, 2], true), 1e-5));
     c.record("max axis 2", close(&[&a], &|t| t[0].max_axes(&[2], false), 0.0));
     c.record("min all", close(&[&a], &|t| t[0].min(), 0.0));
+    // Four elements per output: a thread per output (SERIAL_REDUCE_MAX), not a block.
+    c.record("sum axis 0 (a thread per output)", close(&[&a], &|t| t[0].sum_axes(&[0], false), 1e-5));
+    c.record("mean axis 0 keepdim (a thread per output)", close(&[&a], &|t| t[0].mean_axes(&[0], true), 1e-5));
+    c.record("max axis 0 (a thread per output)", close(&[&a], &|t| t[0].max_axes(&[0], false), 0.0));
+    // A block per row, one row kernel; a softmax along another axis is composed.
+    let logits = Tensor::randn(&[128, 10], DType::F32, 7);
+    c.record("softmax rows [128,10]", close(&[&logits], &|t| t[0].softmax(1), 1e-5));
+    c.record("log_softmax rows [4,37,64]", close(&[&a], &|t| t[0].log_softmax(2), 1e-5));
+    c.record("softmax axis 1 [4,37,64]", close(&[&a], &|t| t[0].softmax(1), 1e-5));
     let m = Tensor::randn(&[128, 784], DType::F32, 4);
     let w = Tensor::randn(&[784, 512], DType::F32, 5);
     c.record("matmul [128,784]@[784,512]", close(&[&m, &w], &|t| t[0].matmul(&t[1]), 1e-5));

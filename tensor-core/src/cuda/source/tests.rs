@@ -225,6 +225,24 @@ fn a_reduction_walks_kept_then_reduced_dims_and_combines_in_a_fixed_tree() {
     assert_ne!(k.name, reduction(ReduceOp::Sum, DType::F32, 1, 2).name);
 }
 
+#[test]
+fn a_serial_reduction_gives_each_output_a_thread_that_combines_in_order() {
+    let k = reduction_serial(ReduceOp::Mean, DType::F32, 2, 1);
+    let body = kernel_text(&k);
+    assert!(
+        body.contains("for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < n_out; o += (long long)gridDim.x * blockDim.x)"),
+        "{body}"
+    );
+    assert!(body.contains("o_off += (o_rem % ix.dims[1]) * ix.strides[0][1]; o_rem /= ix.dims[1];"), "{body}");
+    assert!(body.contains("r_off += (r_rem % ix.dims[2 + 0]) * ix.strides[1][0]; r_rem /= ix.dims[2 + 0];"), "{body}");
+    assert!(body.contains("for (long long r = 0; r < n_red; r++)"), "{body}");
+    assert!(body.contains("acc = tc_add(acc, in0[o_off + r_off]);"), "{body}");
+    assert!(body.contains("out0[o] = tc_div(acc, (float)n_red);"), "{body}");
+    assert!(!body.contains("__syncthreads"), "no block-wide tree: {body}");
+    assert!(k.name.starts_with("tc_reduce_serial_"));
+    assert_ne!(k.name, reduction(ReduceOp::Mean, DType::F32, 2, 1).name);
+}
+
 /// Every kernel the GPU path can generate for one op, compiled by NVRTC for Hopper, with the
 /// options the runtime uses. NVRTC needs no GPU; without the library the test says so and
 /// checks nothing (`.ci/run` installs it from the Python package index).
@@ -270,7 +288,7 @@ fn nvrtc_compiles_every_op_on_every_dtype() {
         }
         sources.push(one_op(ElementwiseOp::Clamp { min: Some(ScalarAttr(Scalar::Int(0))), max: Some(ScalarAttr(Scalar::Int(6))) }, &[d], d));
         for r in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min] {
-            sources.push(reduction(r, d, 2, 1));
+            sources.extend([reduction(r, d, 2, 1), reduction_serial(r, d, 2, 1)]);
         }
     }
     for d in all {

@@ -2,9 +2,9 @@
 //! for a softmax along the last axis, else composed of the elementwise kernels and reductions.
 
 use super::movement::one_hot;
-use super::{compute_on, fixed, launch, Fixed};
+use super::{compute_on, fixed, Fixed};
 use crate::cuda::source::TcIndex;
-use crate::cuda::DeviceStorage;
+use crate::cuda::{self as backend, DeviceStorage};
 use crate::error::Result;
 use crate::math::{BinaryOp, ElementwiseOp, ReduceOp, UnaryOp};
 use crate::ops::{Op, ReductionOp};
@@ -29,7 +29,7 @@ pub(super) fn softmax(x: &DeviceStorage, axis: usize, log: bool) -> Result<Devic
     if axis + 1 == x.shape.rank() && x.shape[axis] > 0 {
         let mut ix = TcIndex::default();
         ix.dims[0] = x.shape[axis] as i64;
-        return launch(&fixed(Fixed::Softmax(x.dtype, log)), &ix, &[x], x.dtype, &x.shape);
+        return backend::rows(&fixed(Fixed::Softmax(x.dtype, log)), &ix, x);
     }
     let shifted = binary(BinaryOp::Sub, x, &reduce_keep(ReduceOp::Max, x, axis)?)?;
     let e = unary(UnaryOp::Exp, &shifted)?;

@@ -182,8 +182,9 @@ fn reduce(r: ReduceOp, input: &DeviceStorage, axes: &[usize], shape: &Shape) -> 
         ix.strides[1][j] = own[d];
     }
     let n_red: usize = axes.iter().map(|&d| input.shape[d]).product();
-    let src = source::reduction_cached(r, input.dtype, kept.len(), axes.len());
-    backend::reduce(&src, &ix, input, shape.numel(), n_red, shape)
+    let serial = n_red <= source::SERIAL_REDUCE_MAX;
+    let src = source::reduction_cached(r, input.dtype, kept.len(), axes.len(), serial);
+    backend::reduce(&src, &ix, input, shape.numel(), n_red, shape, serial)
 }
 
 /// Sums the dims `input` was broadcast along, back to `shape`.

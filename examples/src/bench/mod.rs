@@ -4,6 +4,7 @@
 pub mod alloc;
 pub mod baseline;
 pub mod lenet;
+pub mod roofline;
 pub mod timing;
 pub mod w7;
 pub mod workloads;

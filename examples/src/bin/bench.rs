@@ -6,7 +6,7 @@
 //! eagerly; `--onnx FILE` writes the same model as ONNX, for ONNX Runtime beside it.
 
 use clap::Parser;
-use examples::bench::{alloc, baseline, lenet, timing, w7, workloads as w, Mode, WORKLOADS};
+use examples::bench::{alloc, baseline, lenet, roofline, timing, w7, workloads as w, Mode, WORKLOADS};
 use examples::gpt;
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -44,6 +44,11 @@ struct Args {
     /// `gpu_us`, the median GPU time of a call by CUDA events).
     #[arg(long, default_value = "cpu", value_parser = parse_device)]
     device: Device,
+    /// Measure the machine's limits and exit: one line per thread count up to --threads, with
+    /// f32 FMA GFLOP/s and copy and triad GB/s. (Every CPU line carries them too, measured
+    /// once per process at its thread count, with the workload's rates against them.)
+    #[arg(long)]
+    peak: bool,
     /// Write W8's model (W4's LeNet-5, forward pass on one image) as ONNX to FILE and exit.
     #[arg(long, value_name = "FILE")]
     onnx: Option<PathBuf>,
@@ -63,6 +68,15 @@ fn main() -> Result<()> {
         eprintln!("W8's model as ONNX: {}", path.display());
         return Ok(());
     }
+    if args.peak {
+        for t in 1..=threads {
+            let m = roofline::Machine::measure(t);
+            println!("{{\"framework\":\"tensor-core\",\"peak\":true,\"threads\":{t}{}}}", m.json_fields(None, 0.0));
+        }
+        return Ok(());
+    }
+    // The machine's limits, for the lines' fractions of the peak (CPU runs only).
+    let machine = (!args.device.is_cuda()).then(|| roofline::Machine::measure(threads));
     let workloads: Vec<&str> = if args.workload == "all" { WORKLOADS.to_vec() } else { vec![args.workload.as_str()] };
     let modes: Vec<Mode> = match args.mode.as_str() {
         "all" => vec![Mode::Eager, Mode::Graph, Mode::GraphForward, Mode::Ndarray],
@@ -89,8 +103,9 @@ fn main() -> Result<()> {
                 false => String::new(),
             };
             let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
+            let peak = machine.as_ref().map_or(String::new(), |m| m.json_fields(roofline::work(workload), t.median_us));
             println!(
-                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}{gpu}{extra}}}",
+                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}{gpu}{extra}{peak}}}",
                 mode.name(),
                 t.median_us,
                 t.min_us,

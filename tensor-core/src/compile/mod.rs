@@ -13,6 +13,7 @@ mod fuse;
 mod gpu;
 #[cfg(feature = "cuda")]
 pub use gpu::{cuda_graph_counts, cuda_profile};
+mod lower;
 mod pass;
 mod plan;
 mod simplify;

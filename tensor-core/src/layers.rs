@@ -10,8 +10,8 @@
 //! deploy      export  onnx  distributed  graphs that run without the source; ONNX; MPI jobs
 //! models      nn  optim  data         layers, losses, optimizers (and their state dicts); datasets
 //! saving      io                      state dicts, safetensors checkpoints
-//! control     control                 cond, while_loop, the macro's if/while
-//! function    function                #[graph_fn]: signatures, cache, ConcreteFunction
+//! function    function                #[graph_fn]: signatures, cache, ConcreteFunction; gradients through calls
+//! control     control                 cond, while_loop, the macro's if/while; the one graph replay
 //! compile     compile                 passes, plan, lowering, executors (CPU; GPU with `cuda`)
 //! trace       trace                   the tracer: builds graphs, implements the executor seam
 //! graph IR    graph  autograd         the IR the tracer writes; backward engine and API
@@ -32,8 +32,8 @@ const LAYERS: &[&[&str]] = &[
     &["graph", "autograd"],
     &["trace"],
     &["compile"],
-    &["function"],
     &["control"],
+    &["function"],
     &["io"],
     &["nn", "optim", "data"],
     &["export", "onnx", "distributed"],

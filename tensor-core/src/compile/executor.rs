@@ -309,7 +309,7 @@ fn run_unfused(p: &FusedProgram, inputs: &[&Storage]) -> Result<SmallVec<[Storag
                 .iter()
                 .map(|a| match *a {
                     Operand::Input(i) => inputs[i],
-                    Operand::Result(r) => &results[r],
+                    Operand::ResultOf(r) => &results[r],
                 })
                 .collect();
             let op = Op::Elementwise(instr.op.clone());

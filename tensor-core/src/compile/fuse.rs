@@ -141,7 +141,7 @@ pub(super) fn fused_node(g: &Graph, members: &[usize]) -> Node {
             .inputs
             .iter()
             .map(|v| match produced.get(v) {
-                Some(&k) => Operand::Result(k),
+                Some(&k) => Operand::ResultOf(k),
                 None => Operand::Input(inputs.iter().position(|w| w == v).unwrap_or_else(|| {
                     inputs.push(*v);
                     inputs.len() - 1

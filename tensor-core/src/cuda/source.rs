@@ -228,14 +228,14 @@ fn loads(p: &Program, body: &mut String) {
 fn operand(o: &Operand) -> String {
     match o {
         Operand::Input(i) => format!("a{i}"),
-        Operand::Result(r) => format!("r{r}"),
+        Operand::ResultOf(r) => format!("r{r}"),
     }
 }
 
 fn operand_dtype(p: &Program, o: &Operand) -> DType {
     match *o {
         Operand::Input(i) => p.inputs[i].0,
-        Operand::Result(r) => p.instrs[r].dtype,
+        Operand::ResultOf(r) => p.instrs[r].dtype,
     }
 }
 

@@ -293,7 +293,7 @@ fn program_def(p: &FusedProgram) -> ProgramDef {
                     .iter()
                     .map(|a| match *a {
                         Operand::Input(k) => OperandDef::Input(k),
-                        Operand::Result(k) => OperandDef::Result(k),
+                        Operand::ResultOf(k) => OperandDef::Result(k),
                     })
                     .collect(),
                 dtype: WireDType(i.dtype),
@@ -472,7 +472,7 @@ fn instr(def: InstrDef, k: usize, inputs: &[(DType, Shape)], done: &[Instr], sha
                 types.push((inputs[i].0, &inputs[i].1));
             }
             OperandDef::Result(r) if r < k => {
-                args.push(Operand::Result(r));
+                args.push(Operand::ResultOf(r));
                 types.push((done[r].dtype, shape));
             }
             _ => return Err("an operand names a missing input or a later result".into()),

@@ -15,14 +15,15 @@ use smallvec::SmallVec;
 ///
 /// ```
 /// use tensor_core::graph::Operand;
-/// assert_ne!(Operand::Input(0), Operand::Result(0)); // program input 0, instruction 0's result
+/// assert_ne!(Operand::Input(0), Operand::ResultOf(0)); // program input 0, instruction 0's result
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operand {
     /// Program input `i`.
     Input(usize),
-    /// The result of instruction `i`.
-    Result(usize),
+    /// The result of instruction `i`. (Not `Result`: a public variant of that name would make
+    /// rustc print `std::result::Result` in full in every diagnostic of a user's crate.)
+    ResultOf(usize),
 }
 
 /// One elementwise op of a program.

@@ -90,7 +90,7 @@ impl CompiledProgram {
                         let mode = if inputs[i].1.numel() == 1 { Mode::Value } else { Mode::Slice };
                         Src { slot: i as u16, mode, dtype: inputs[i].0 }
                     }
-                    Operand::Result(r) => Src { slot: slot_of(r), mode: Mode::Slice, dtype: instrs[r].dtype },
+                    Operand::ResultOf(r) => Src { slot: slot_of(r), mode: Mode::Slice, dtype: instrs[r].dtype },
                 })
                 .collect()
         };
@@ -308,7 +308,7 @@ fn assign_registers(instrs: &[Instr], outputs: &[usize]) -> (Vec<usize>, usize) 
     let mut last_use = vec![0usize; instrs.len()];
     for (k, instr) in instrs.iter().enumerate() {
         for a in &instr.args {
-            if let Operand::Result(r) = a {
+            if let Operand::ResultOf(r) = a {
                 last_use[*r] = k;
             }
         }
@@ -621,7 +621,7 @@ mod tests {
         // `input 0 + result 0`
         let add = Instr {
             op: ElementwiseOp::Binary(BinaryOp::Add),
-            args: [Operand::Input(0), Operand::Result(0)].into_iter().collect(),
+            args: [Operand::Input(0), Operand::ResultOf(0)].into_iter().collect(),
             dtype: DType::F32,
         };
         assert_eq!(add.args.len(), 2);
@@ -661,7 +661,7 @@ mod tests {
             Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 },
             Instr {
                 op: ElementwiseOp::Binary(BinaryOp::Mul),
-                args: [Operand::Result(0), Operand::Input(1)].into_iter().collect(),
+                args: [Operand::ResultOf(0), Operand::Input(1)].into_iter().collect(),
                 dtype: DType::F64,
             },
         ];

@@ -152,12 +152,12 @@ fn clamp_and_w2() {
     let by = |op, v: f64| ElementwiseOp::BinaryScalar { op, scalar: ScalarAttr(Scalar::Float(v)), scalar_first: false };
     let w2 = vec![
         instr(by(BinaryOp::Mul, 1.5), &[Operand::Input(0)]),
-        instr(by(BinaryOp::Add, 0.5), &[Operand::Result(0)]),
-        instr(ElementwiseOp::Unary(UnaryOp::Tanh), &[Operand::Result(1)]),
+        instr(by(BinaryOp::Add, 0.5), &[Operand::ResultOf(0)]),
+        instr(ElementwiseOp::Unary(UnaryOp::Tanh), &[Operand::ResultOf(1)]),
         instr(ElementwiseOp::Unary(UnaryOp::Sigmoid), &[Operand::Input(0)]),
-        instr(ElementwiseOp::Binary(BinaryOp::Mul), &[Operand::Result(2), Operand::Result(3)]),
+        instr(ElementwiseOp::Binary(BinaryOp::Mul), &[Operand::ResultOf(2), Operand::ResultOf(3)]),
         instr(by(BinaryOp::Mul, 0.5), &[Operand::Input(0)]),
-        instr(ElementwiseOp::Binary(BinaryOp::Sub), &[Operand::Result(4), Operand::Result(5)]),
+        instr(ElementwiseOp::Binary(BinaryOp::Sub), &[Operand::ResultOf(4), Operand::ResultOf(5)]),
     ];
     for n in [1, 15, 16, 17, 1024, 1025, 5000] {
         same_bits(w2.clone(), &[values(n, n as u32)], vec![6]);

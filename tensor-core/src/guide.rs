@@ -165,7 +165,7 @@
 //! | grad mode (`no_grad`, `enable_grad`, `set_grad_enabled`) | **keyed**, as above |
 //! | [`run_functions_eagerly`](crate::run_functions_eagerly) | already handled: read at every call before the key; when on, no graph runs and nothing traces, so a trace never sees it on |
 //! | the default random generator ([`manual_seed`](crate::random::manual_seed)) | already handled: its state is a tensor, captured by reference like any other (read at each call, advanced and written back), and reseeding updates that tensor in place |
-//! | SIMD level ([`set_max_level`](crate::kernels::simd::set_max_level)), code generation ([`set_codegen`](crate::set_codegen)) | cannot change results: every level and the interpreter give the same bits; a fused program keeps the loops picked when it was traced, so set them before tracing |
+//! | SIMD level ([`set_max_level`](crate::kernels::simd::set_max_level)), code generation ([`set_codegen`](crate::set_codegen)) | cannot change results: every level and the interpreter give the same bits; a fused program keeps the loops picked when its graph was lowered to run (right after the trace, or when an export is loaded), so set them before tracing |
 //! | thread count ([`set_num_threads`](crate::set_num_threads)) | cannot change results: reductions fix their order by shape, and kernels read the count when the graph runs |
 //! | the distributed world (`distributed::init`) | fixed for the process; a collective op keeps the number of ranks it was traced for and a run in another job is an `Err` saying to trace again |
 //! | the gradient hook of `DataParallel` | not read by a trace: it is called on eager gradient accumulation only |

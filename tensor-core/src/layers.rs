@@ -3,21 +3,22 @@
 //! imports must not form a cycle. A new module must be given a layer here. The test reads
 //! whole files, skipping comments, literals and `#[cfg(test)]` items (test modules, inline
 //! or in files of their own), and a name of the crate root (`crate::DType`) counts as an
-//! import of the module it comes from (`dtype`), as `lib.rs` re-exports it.
+//! import of the module it comes from (`dtype`), as `lib.rs` re-exports it. Only eager
+//! dispatch (`ops`) and the lowering (`compile`) may import `kernels` (`KERNEL_USERS`).
 //!
 //! ```text
 //! deploy      export  onnx  distributed  graphs that run without the source; ONNX; MPI jobs
 //! models      nn  optim  data         layers, losses, optimizers (and their state dicts); datasets
 //! saving      io                      state dicts, safetensors checkpoints
-//! control     control                 cond, while_loop, the macro's if/while
-//! function    function                #[graph_fn]: signatures, cache, ConcreteFunction
-//! compile     compile                 passes, plan, executor
+//! function    function                #[graph_fn]: signatures, cache, ConcreteFunction; gradients through calls
+//! control     control                 cond, while_loop, the macro's if/while; the one graph replay
+//! compile     compile                 passes, plan, lowering, executors (CPU; GPU with `cuda`)
 //! trace       trace                   the tracer: builds graphs, implements the executor seam
 //! graph IR    graph  autograd         the IR the tracer writes; backward engine and API
 //! ops         ops  random             Op families, dispatch (the executor seam); generators
 //! tensor      tensor                  the handle, thread context, grad nodes
-//! kernels     kernels  cuda           CPU loops, fused programs; the GPU backend
-//! values      math  error  storage  dtype  shape  device
+//! kernels     kernels  cuda           CPU loops, fused programs' compiler; the GPU backend
+//! values      math  error  storage  dtype  shape  device   scalar functions, op kinds, fused programs described
 //! ```
 
 /// Each layer's modules, bottom up.
@@ -31,16 +32,21 @@ const LAYERS: &[&[&str]] = &[
     &["graph", "autograd"],
     &["trace"],
     &["compile"],
-    &["function"],
     &["control"],
+    &["function"],
     &["io"],
     &["nn", "optim", "data"],
     &["export", "onnx", "distributed"],
 ];
 
+/// The only modules that may import `kernels` (the CPU loops, fused programs' compiler and
+/// code generator), whatever their layer: eager dispatch, and the lowering of a graph to an
+/// `Executable`. Everything else — the graph IR above all — holds descriptions, not code.
+const KERNEL_USERS: &[&str] = &["ops", "compile"];
+
 #[cfg(test)]
 mod tests {
-    use super::LAYERS;
+    use super::{KERNEL_USERS, LAYERS};
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::{Path, PathBuf};
 
@@ -291,6 +297,18 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "imports that run up the layers:\n{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn only_dispatch_and_lowering_import_the_kernels() {
+        let wrong: Vec<String> = imports()
+            .into_iter()
+            .filter(|(m, _)| m != "kernels" && !KERNEL_USERS.contains(&m.as_str()))
+            .filter_map(|(m, deps)| {
+                deps.get("kernels").map(|file| format!("{} imports `kernels` from `{m}`", file.strip_prefix(src()).unwrap_or(file).display()))
+            })
+            .collect();
+        assert!(wrong.is_empty(), "only {KERNEL_USERS:?} may import the kernels (the graph holds descriptions):\n{}", wrong.join("\n"));
     }
 
     #[test]

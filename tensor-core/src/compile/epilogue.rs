@@ -17,7 +17,7 @@ use super::fuse::fused_node;
 use super::pass::Pass;
 use crate::error::Result;
 use crate::graph::{Epilogue, Graph, Node, NodeKind, StateWrite, ValueId};
-use crate::kernels::fused::Input;
+use crate::kernels::fused::{CompiledProgram, Input};
 use crate::ops::{ConvOp, LinalgOp, Op};
 use crate::storage::Storage;
 use smallvec::SmallVec;
@@ -119,9 +119,10 @@ fn read_elsewhere(g: &Graph, f: usize, v: ValueId) -> bool {
     by_node || written || g.outputs.contains(&v)
 }
 
-/// Runs an epilogue node on its inputs (the anchor's, then the program's others); returns the
-/// anchor's output if kept, then the program's outputs.
-pub(super) fn run(e: &Epilogue, inputs: &[&Storage]) -> Result<SmallVec<[Storage; 1]>> {
+/// Runs an epilogue node on its inputs (the anchor's, then the program's others), with its
+/// program as compiled when the graph was lowered; returns the anchor's output if kept, then
+/// the program's outputs.
+pub(super) fn run(e: &Epilogue, program: &CompiledProgram, inputs: &[&Storage]) -> Result<SmallVec<[Storage; 1]>> {
     let (anchor_inputs, others) = inputs.split_at(e.arity);
     let program_inputs = |anchor| program_inputs(e, others, anchor);
     let mut results: SmallVec<[Storage; 1]> = SmallVec::new();
@@ -131,7 +132,7 @@ pub(super) fn run(e: &Epilogue, inputs: &[&Storage]) -> Result<SmallVec<[Storage
             let mut out = Storage::full(shape, *dtype, 0.into());
             let dst = out.as_mut_ptr();
             let outs = {
-                let run = e.program.begin(program_inputs(Input::Shared(&out)));
+                let run = program.begin(program_inputs(Input::Shared(&out)));
                 // SAFETY: `dst` is `out`'s buffer, of the conv's dtype and length, written only
                 // here; the program reads an image's part only after `after_image` says it is
                 // final. Every image is announced, so every position of the run is computed.
@@ -148,12 +149,12 @@ pub(super) fn run(e: &Epilogue, inputs: &[&Storage]) -> Result<SmallVec<[Storage
         anchor => {
             let out = anchor.compute(anchor_inputs)?;
             if e.keep_anchor {
-                let outs = e.program.run(program_inputs(Input::Shared(&out)));
+                let outs = program.run(program_inputs(Input::Shared(&out)));
                 results.push(out);
                 results.extend(outs);
             } else {
                 // Nothing else reads the product: the program may write over it.
-                results.extend(e.program.run(program_inputs(Input::Dying(out))));
+                results.extend(program.run(program_inputs(Input::Dying(out))));
             }
         }
     }

@@ -7,12 +7,12 @@
 //! on the concrete shapes before the kernel, and the state writes are checked before any is
 //! applied. A bad call is then the `Err` eager gives, and changes no state.
 
-use super::control::ControlPlan;
+use super::lower::{lower, CpuStep};
 use super::plan::Plan;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite, ValueId};
-use crate::kernels::fused::{FusedProgram, Input, Operand};
+use crate::graph::{FusedProgram, Graph, InputSource, Node, NodeKind, Operand, StateWrite, ValueId};
+use crate::kernels::fused::{CompiledProgram, Input};
 use crate::kernels::parallel::on_one_thread;
 use crate::ops::{BinaryOp, ElementwiseOp, LayoutOp, Op, TypeRef};
 use crate::shape::Shape;
@@ -54,8 +54,8 @@ pub type Outputs = SmallVec<[Tensor; INLINE_OUTPUTS]>;
 pub struct Executable {
     graph: Graph,
     plan: Plan,
-    /// For each step that is a `Cond` or `While` node, its planned subgraphs.
-    controls: Vec<Option<ControlPlan>>,
+    /// What the CPU runs for each step: compiled programs, planned subgraphs (see `lower`).
+    cpu_steps: Vec<CpuStep>,
     /// Value tables of finished runs, reused so a call does not allocate one.
     tables: Mutex<Vec<Vec<Option<Storage>>>>,
     /// Calls on a GPU, and their CUDA graph once captured.
@@ -64,7 +64,8 @@ pub struct Executable {
 }
 
 impl Executable {
-    /// Prepares `graph`, optimizing it unless `optimize` is false.
+    /// Prepares `graph`, optimizing it unless `optimize` is false: plans it and lowers each
+    /// step for the CPU (compiling fused programs, planning subgraphs).
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -79,11 +80,11 @@ impl Executable {
     pub fn new(graph: &Graph, optimize: bool) -> Executable {
         let graph = if optimize { super::optimize(graph, None) } else { graph.clone() };
         let plan = Plan::new(&graph);
-        let controls = plan.steps.iter().map(|s| ControlPlan::new(&s.node.kind, optimize)).collect();
+        let cpu_steps = plan.steps.iter().map(|s| lower(&s.node.kind, optimize)).collect();
         Executable {
             graph,
             plan,
-            controls,
+            cpu_steps,
             tables: Mutex::new(Vec::new()),
             #[cfg(feature = "cuda")]
             gpu_calls: Default::default(),
@@ -123,6 +124,8 @@ impl Executable {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn run(&self, slots: &[&Tensor]) -> Result<Outputs> {
+        // The second executor: a call on GPU tensors runs the same plan there, generating
+        // CUDA from the steps' program descriptions (the CPU steps are not used).
         #[cfg(feature = "cuda")]
         if let Some(device) = super::gpu::device_of(&self.graph, slots)? {
             return super::gpu::run(&self.graph, &self.plan, slots, device, &self.gpu_calls);
@@ -168,14 +171,14 @@ impl Executable {
         }
         let checks = self.plan.checks_shapes;
         let mut paired: Option<SmallVec<[Storage; 1]>> = None;
-        for (i, (step, control)) in self.plan.steps.iter().zip(&self.controls).enumerate() {
+        for (i, (step, cpu)) in self.plan.steps.iter().zip(&self.cpu_steps).enumerate() {
             let node = &step.node;
             if step.with_next {
                 // Two independent products side by side, one thread each (see `Plan`).
-                let next = &self.plan.steps[i + 1].node;
+                let (next, next_cpu) = (&self.plan.steps[i + 1].node, &self.cpu_steps[i + 1]);
                 let (a, b) = rayon::join(
-                    || on_one_thread(|| run_node(&node.kind, &inputs_of(node, values), slots, checks)),
-                    || on_one_thread(|| run_node(&next.kind, &inputs_of(next, values), slots, checks)),
+                    || on_one_thread(|| run_node(node, cpu, &inputs_of(node, values), slots, checks)),
+                    || on_one_thread(|| run_node(next, next_cpu, &inputs_of(next, values), slots, checks)),
                 );
                 paired = Some(b?);
                 for (&v, s) in node.outputs.iter().zip(a?) {
@@ -183,20 +186,11 @@ impl Executable {
                 }
                 continue; // the frees of both follow the second
             }
-            let outs = match &node.kind {
+            let outs = match cpu {
                 _ if paired.is_some() => paired.take().expect("checked"),
-                _ if control.is_some() => control.as_ref().expect("checked").run(&inputs_of(node, values))?,
-                NodeKind::Fused(p) if checks && !fits_program(p, node, values) => run_unfused(p, &inputs_of(node, values))?,
-                NodeKind::Fused(p) => {
-                    let mut taken: SmallVec<[Option<Storage>; 4]> =
-                        node.inputs.iter().zip(&step.donate).map(|(&v, &give)| if give { values[v].take() } else { None }).collect();
-                    let inputs = node.inputs.iter().zip(taken.iter_mut()).map(|(&v, t)| match t.take() {
-                        Some(s) => Input::Dying(s),
-                        None => Input::Shared(values[v].as_ref().expect("defined before use")),
-                    });
-                    p.run(inputs)
-                }
-                kind => run_node(kind, &inputs_of(node, values), slots, checks)?,
+                CpuStep::Fused(p) if checks && !fits_program(p.program(), node, values) => run_unfused(p.program(), &inputs_of(node, values))?,
+                CpuStep::Fused(p) => run_fused(p, node, &step.donate, values),
+                cpu => run_node(node, cpu, &inputs_of(node, values), slots, checks)?,
             };
             for (&v, s) in node.outputs.iter().zip(outs) {
                 values[v] = Some(s);
@@ -231,22 +225,35 @@ fn read_input(slots: &[&Tensor], params: &[Storage], src: InputSource) -> Result
     }
 }
 
-/// Runs a node that is neither fused nor control flow; with `checks`, its shape rule first.
-fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor], checks: bool) -> Result<SmallVec<[Storage; 1]>> {
+/// Runs a fused step's program, handing it the inputs that die here (see `Plan`'s `donate`).
+fn run_fused(p: &CompiledProgram, node: &Node, donate: &[bool], values: &mut [Option<Storage>]) -> SmallVec<[Storage; 1]> {
+    let mut taken: SmallVec<[Option<Storage>; 4]> =
+        node.inputs.iter().zip(donate).map(|(&v, &give)| if give { values[v].take() } else { None }).collect();
+    let inputs = node.inputs.iter().zip(taken.iter_mut()).map(|(&v, t)| match t.take() {
+        Some(s) => Input::Dying(s),
+        None => Input::Shared(values[v].as_ref().expect("defined before use")),
+    });
+    p.run(inputs)
+}
+
+/// Runs a step that is not a fused program; with `checks`, an op's shape rule first.
+fn run_node(node: &Node, cpu: &CpuStep, inputs: &[&Storage], slots: &[&Tensor], checks: bool) -> Result<SmallVec<[Storage; 1]>> {
     let one = |s: Storage| smallvec::smallvec![s];
-    match kind {
-        NodeKind::Op(op) => {
+    match (&node.kind, cpu) {
+        (_, CpuStep::Control(control)) => control.run(inputs),
+        (NodeKind::Epilogue(e), CpuStep::Epilogue(program)) => super::epilogue::run(e, program, inputs),
+        (NodeKind::Op(op), _) => {
             if checks {
                 infer(op, inputs)?;
             }
             Ok(one(op.compute(inputs)?))
         }
-        NodeKind::Print(pieces) => {
+        (NodeKind::Print(pieces), _) => {
             let tensors: Vec<Tensor> = inputs.iter().map(|s| Tensor::from_storage((*s).clone())).collect();
             println!("{}", crate::graph::render(pieces, &tensors));
             Ok(SmallVec::new())
         }
-        NodeKind::AccumulateGrad { slot } => {
+        (NodeKind::AccumulateGrad { slot }, _) => {
             let old = slots[*slot].grad_slot().grad.clone();
             match old {
                 // The same kernel eager accumulation uses: `old + g`.
@@ -261,9 +268,8 @@ fn run_node(kind: &NodeKind, inputs: &[&Storage], slots: &[&Tensor], checks: boo
                 None => Ok(one(inputs[0].clone())),
             }
         }
-        NodeKind::Epilogue(e) => super::epilogue::run(e, inputs),
-        NodeKind::Fused(_) => unreachable!("run by the caller"),
-        NodeKind::Cond { .. } | NodeKind::While { .. } => unreachable!("run through their control plans"),
+        (NodeKind::Fused(_), _) => unreachable!("run by the caller"),
+        (NodeKind::Epilogue(_) | NodeKind::Cond { .. } | NodeKind::While { .. }, _) => unreachable!("lowered with their programs and plans"),
     }
 }
 
@@ -303,7 +309,7 @@ fn run_unfused(p: &FusedProgram, inputs: &[&Storage]) -> Result<SmallVec<[Storag
                 .iter()
                 .map(|a| match *a {
                     Operand::Input(i) => inputs[i],
-                    Operand::Result(r) => &results[r],
+                    Operand::ResultOf(r) => &results[r],
                 })
                 .collect();
             let op = Op::Elementwise(instr.op.clone());

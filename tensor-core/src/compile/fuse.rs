@@ -1,6 +1,7 @@
 //! Elementwise fusion: maximal groups of elementwise ops over one output shape — chains,
 //! trees, siblings reading the same inputs, with scalar and broadcast operands — become one
-//! `Fused` node that makes a single pass over memory (see `kernels::fused`).
+//! `Fused` node that makes a single pass over memory. The node holds the program's
+//! description; lowering the graph compiles it (see `lower.rs` and `kernels::fused`).
 //!
 //! Nodes are visited in program order. An elementwise node joins the groups that produced its
 //! inputs (merging them) if they are still open and have its shape; a group closes as soon as
@@ -8,8 +9,7 @@
 //! place never delays a value another node needs earlier.
 
 use super::pass::Pass;
-use crate::graph::{Graph, Node, NodeKind, StateWrite, ValueId};
-use crate::kernels::fused::{FusedProgram, Instr, Operand};
+use crate::graph::{FusedProgram, Graph, Instr, Node, NodeKind, Operand, StateWrite, ValueId};
 use crate::ops::Op;
 use crate::shape::Shape;
 use smallvec::SmallVec;
@@ -141,7 +141,7 @@ pub(super) fn fused_node(g: &Graph, members: &[usize]) -> Node {
             .inputs
             .iter()
             .map(|v| match produced.get(v) {
-                Some(&k) => Operand::Result(k),
+                Some(&k) => Operand::ResultOf(k),
                 None => Operand::Input(inputs.iter().position(|w| w == v).unwrap_or_else(|| {
                     inputs.push(*v);
                     inputs.len() - 1
@@ -155,7 +155,7 @@ pub(super) fn fused_node(g: &Graph, members: &[usize]) -> Node {
     let shape = g.values[g.nodes[members[0]].outputs[0]].shape.clone();
     let input_types = inputs.iter().map(|&v| (g.values[v].dtype, g.values[v].shape.clone())).collect();
     let out_values = outputs.iter().map(|&k| g.nodes[members[k]].outputs[0]).collect();
-    let program = FusedProgram::new(shape, input_types, instrs, outputs);
+    let program = FusedProgram { shape, inputs: input_types, instrs, outputs };
     Node { kind: NodeKind::Fused(Arc::new(program)), inputs: inputs.into(), outputs: out_values }
 }
 
@@ -230,9 +230,10 @@ mod tests {
             assert!(Fuse.run(&mut g));
             assert_eq!(g.count_op("fused"), 1, "{}", g.to_text());
             let program = g.nodes.iter().find_map(|n| if let crate::graph::NodeKind::Fused(p) = &n.kind { Some(p.clone()) } else { None }).unwrap();
+            let compiled = crate::kernels::fused::CompiledProgram::new(&program);
             // 20 x 10 scalar ops, one binary op per `y * y + 1.0` and per `/ (..)`, a run per
             // stretch between them: far fewer loops than ops.
-            assert!(program.num_kernels() * 2 < program.instrs.len(), "{} loops for {} ops", program.num_kernels(), program.instrs.len());
+            assert!(compiled.num_kernels() * 2 < program.instrs.len(), "{} loops for {} ops", compiled.num_kernels(), program.instrs.len());
             assert_same(&before, &g, &[&x]);
         }
         Ok(())

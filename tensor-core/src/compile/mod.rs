@@ -17,6 +17,7 @@ pub use gpu::{cuda_graph_counts, cuda_profile};
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod lanes;
 pub use lanes::lane_summary;
+mod lower;
 mod pass;
 mod plan;
 mod simplify;

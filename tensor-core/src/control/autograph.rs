@@ -18,10 +18,9 @@
 use super::{check_predicate, cond::cond_nodes, while_loop};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::function::GraphReturn;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use crate::trace::{self, TraceGuard};
+use crate::trace::{self, GraphReturn, TraceGuard};
 use std::marker::PhantomData;
 use std::vec::IntoIter;
 

@@ -4,10 +4,9 @@ use super::carried_state::{merge_branch_updates, unalias, write_back};
 use super::grad::CondGrad;
 use super::{check_predicate, describe, is_trace_constant, types_of};
 use crate::error::{Error, Result};
-use crate::function::GraphOutput;
 use crate::graph::{Graph, NodeKind};
 use crate::tensor::Tensor;
-use crate::trace::{self, Nested, TraceGuard};
+use crate::trace::{self, GraphOutput, Nested, TraceGuard};
 use std::sync::Arc;
 
 /// `then_fn()` if the scalar bool `pred` is true, else `else_fn()`. Eagerly only the chosen
@@ -84,7 +83,6 @@ pub(crate) fn cond_nodes(pred: &Tensor, mut then: Nested, mut other: Nested) -> 
 /// Appends a `Cond` node over traced branch graphs, whose parameters are `then_in` and
 /// `else_in` (values of the active trace), and records its gradient.
 pub(crate) fn cond_graphs(pred: &Tensor, then_graph: Graph, else_graph: Graph, then_in: &[Tensor], else_in: &[Tensor]) -> Result<Vec<Tensor>> {
-    super::replay::install();
     let types: Vec<_> = then_graph.outputs.iter().map(|&v| (then_graph.values[v].dtype, then_graph.values[v].shape.clone())).collect();
     let (then_graph, else_graph) = (Arc::new(then_graph), Arc::new(else_graph));
     let mut inputs: Vec<Tensor> = vec![trace::resolve(pred, "cond")?];

@@ -97,7 +97,7 @@ fn vjp_per_use(g: &Graph, inputs: &[Tensor], edges: &[usize], gys: &[Option<Tens
         leaves.push((k, leaf.clone()));
         Ok(leaf)
     };
-    let replayed = replay_uses(g, &mut fresh_leaf)?;
+    let replayed = replay_uses(g, &g.param_of_values(), &mut fresh_leaf)?.0;
     let (outs, grads): (Vec<&Tensor>, Vec<&Tensor>) =
         replayed.iter().zip(gys).filter_map(|(o, gy)| gy.as_ref().filter(|_| o.dtype().is_float()).map(|gy| (o, gy))).unzip();
     let targets: Vec<&Tensor> = leaves.iter().map(|(_, l)| l).collect();

@@ -14,6 +14,7 @@ mod replay;
 mod while_loop;
 
 pub use cond::cond;
+pub(crate) use replay::{is_replayed, replay_uses, Replayed};
 pub use while_loop::{while_loop, while_loop_with, WhileOptions};
 
 use crate::dtype::DType;

@@ -5,11 +5,10 @@ use super::grad::WhileGrad;
 use super::{check_predicate, describe, types_of};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::function::GraphOutput;
 use crate::graph::{Graph, NodeKind};
 use crate::shape::{Shape, UNKNOWN};
 use crate::tensor::Tensor;
-use crate::trace::{self, Nested, TraceGuard};
+use crate::trace::{self, GraphOutput, Nested, TraceGuard};
 use std::sync::Arc;
 
 /// Options of [`while_loop_with`].
@@ -187,7 +186,6 @@ pub(crate) fn while_graphs(
     max_iterations: Option<usize>,
     types: &[(DType, Shape)],
 ) -> Result<Vec<Tensor>> {
-    super::replay::install();
     let inputs: Vec<Tensor> = inits.iter().chain(cond_in).chain(body_in).map(|t| trace::resolve(t, "while_loop")).collect::<Result<_>>()?;
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let wants_grad = crate::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad_raw());

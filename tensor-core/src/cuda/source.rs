@@ -3,15 +3,15 @@
 //! (`prelude.cuh`), and the generator only strings them together. Plain text, built and
 //! checked without a GPU (golden tests below; NVRTC compiles each one where it is installed).
 //!
-//! An elementwise program is the CPU's fused program (`kernels::fused::Instr`): instructions
+//! An elementwise program is the graph's fused program (`math::Instr`): instructions
 //! over the program's inputs and earlier results. One op run eagerly is a program of one
 //! instruction, so eager kernels and fused graph kernels come from one generator.
 
 use crate::dtype::{DType, Scalar};
-use crate::kernels::fused::{Instr, Operand};
 use crate::math::fastmath;
 use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, UnaryOp, GELU_C, GELU_K};
 use crate::math::{Fn1, Fn2, Not, Visit1, Visit2};
+use crate::math::{Instr, Operand};
 use std::fmt::Write;
 
 /// The most dims an index computation handles (ranks above are refused before codegen).
@@ -228,14 +228,14 @@ fn loads(p: &Program, body: &mut String) {
 fn operand(o: &Operand) -> String {
     match o {
         Operand::Input(i) => format!("a{i}"),
-        Operand::Result(r) => format!("r{r}"),
+        Operand::ResultOf(r) => format!("r{r}"),
     }
 }
 
 fn operand_dtype(p: &Program, o: &Operand) -> DType {
     match *o {
         Operand::Input(i) => p.inputs[i].0,
-        Operand::Result(r) => p.instrs[r].dtype,
+        Operand::ResultOf(r) => p.instrs[r].dtype,
     }
 }
 

@@ -12,7 +12,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::collective::{reduce_ranks, to_bytes};
-use crate::ops::dispatch::{set_grad_hook, GradHook};
+use crate::ops::seams::{set_grad_hook, GradHook};
 use crate::ops::{transport, Pending};
 use crate::tensor::Tensor;
 use std::collections::HashMap;

@@ -2,13 +2,13 @@
 //! and the conversions between it and the graph IR. Writing names every constant and
 //! captured tensor (`constant.3`, `capture.0`) and hands their data to the tensor section;
 //! reading checks each node (see `check.rs`) while it rebuilds the graph, fused programs
-//! from their instruction lists.
+//! as the descriptions they were written from (the executor compiles them when it lowers the
+//! loaded graph; no code is written or loaded).
 
 use super::check::{check_format, check_op, check_value, elementwise_arity, known_numel, MAX_DEPTH};
 use super::ops_wire::{WireDType, WireElementwise, WireOp, WireShape};
 use crate::dtype::DType;
-use crate::graph::{Epilogue, FormatSpec, Graph, InputSource, Node, NodeKind, PrintPiece, StateWrite, ValueInfo};
-use crate::kernels::fused::{FusedProgram, Instr, Operand};
+use crate::graph::{Epilogue, FormatSpec, FusedProgram, Graph, InputSource, Instr, Node, NodeKind, Operand, PrintPiece, StateWrite, ValueInfo};
 use crate::ops::{ConvOp, LinalgOp, Op, TypeRef};
 use crate::shape::{broadcast_shapes, Shape};
 use crate::tensor::Tensor;
@@ -293,7 +293,7 @@ fn program_def(p: &FusedProgram) -> ProgramDef {
                     .iter()
                     .map(|a| match *a {
                         Operand::Input(k) => OperandDef::Input(k),
-                        Operand::Result(k) => OperandDef::Result(k),
+                        Operand::ResultOf(k) => OperandDef::Result(k),
                     })
                     .collect(),
                 dtype: WireDType(i.dtype),
@@ -435,7 +435,7 @@ fn piece(p: PieceDef, inputs: usize) -> Check<PrintPiece> {
     })
 }
 
-/// A fused program from its instruction list, after checking that every operand exists,
+/// A fused program's description from its instruction list, after checking that every operand exists,
 /// every instruction's dtype is what its op gives on its operands over the program's shape,
 /// and every input broadcasts to that shape (what the compiled loops take for granted).
 fn program(def: ProgramDef) -> Check<FusedProgram> {
@@ -457,7 +457,7 @@ fn program(def: ProgramDef) -> Check<FusedProgram> {
         need(o < instrs.len() && !std::mem::replace(&mut seen[o], true), &format!("fused output {o} is not a distinct instruction"))?;
     }
     need(!def.outputs.is_empty(), "a fused program has outputs")?;
-    Ok(FusedProgram::new(shape, inputs, instrs, def.outputs))
+    Ok(FusedProgram { shape, inputs, instrs, outputs: def.outputs })
 }
 
 fn instr(def: InstrDef, k: usize, inputs: &[(DType, Shape)], done: &[Instr], shape: &Shape) -> Check<Instr> {
@@ -472,7 +472,7 @@ fn instr(def: InstrDef, k: usize, inputs: &[(DType, Shape)], done: &[Instr], sha
                 types.push((inputs[i].0, &inputs[i].1));
             }
             OperandDef::Result(r) if r < k => {
-                args.push(Operand::Result(r));
+                args.push(Operand::ResultOf(r));
                 types.push((done[r].dtype, shape));
             }
             _ => return Err("an operand names a missing input or a later result".into()),

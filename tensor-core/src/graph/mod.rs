@@ -22,6 +22,7 @@ use crate::storage::Storage;
 use smallvec::SmallVec;
 use std::sync::Arc;
 
+pub use crate::math::{FusedProgram, Instr, Operand};
 pub use crate::tensor::ValueId;
 
 /// The type of a graph value, and the name it prints with.
@@ -92,8 +93,9 @@ pub enum NodeKind {
         slot: usize,
     },
     /// Several elementwise ops over one shape, in one pass over memory (made by the fusion
-    /// pass); outputs are the program's outputs.
-    Fused(Arc<crate::kernels::fused::FusedProgram>),
+    /// pass); outputs are the program's outputs. The program is a description: it is compiled
+    /// when the graph is lowered to an `Executable`.
+    Fused(Arc<FusedProgram>),
     /// A matmul or convolution whose output an elementwise program consumes as it is made
     /// (made by the epilogue pass; see [`Epilogue`]).
     Epilogue(Arc<Epilogue>),
@@ -149,7 +151,7 @@ pub struct Epilogue {
     /// How many of the node's inputs are the anchor's.
     pub arity: usize,
     /// The elementwise program run on the anchor's output.
-    pub program: Arc<crate::kernels::fused::FusedProgram>,
+    pub program: Arc<FusedProgram>,
     /// The program input the anchor's output feeds.
     pub slot: usize,
     /// Whether the anchor's output is also a node output (something else reads it).

@@ -238,7 +238,7 @@ fn check_epilogue(g: &Graph, i: usize, e: &super::Epilogue, node: &super::Node) 
     Ok(())
 }
 
-fn check_fused_type(g: &Graph, i: usize, p: &crate::kernels::fused::FusedProgram, node: &super::Node) -> Result<(), String> {
+fn check_fused_type(g: &Graph, i: usize, p: &super::FusedProgram, node: &super::Node) -> Result<(), String> {
     if node.outputs.len() != p.outputs.len() || node.inputs.len() != p.inputs.len() {
         return Err(format!(
             "fused node {i} has {} inputs and {} outputs, its program {} and {}",

@@ -8,7 +8,7 @@ static ENABLED: AtomicBool = AtomicBool::new(true);
 
 /// Turns code generation for fused programs on (the default) or off. Both give the same
 /// bits; off, every program runs in the interpreter. A program picks its path when it is
-/// built: set this before tracing.
+/// compiled, as its graph is lowered to run (right after the trace): set this before tracing.
 ///
 /// ```
 /// tensor_core::set_codegen(false);
@@ -19,7 +19,7 @@ pub fn set_codegen(enabled: bool) {
     ENABLED.store(enabled, Ordering::Relaxed);
 }
 
-/// Whether fused programs built from now on may be compiled to machine code (where the CPU
+/// Whether fused programs compiled from now on may be compiled to machine code (where the CPU
 /// and the program allow it).
 ///
 /// ```

@@ -4,12 +4,13 @@
 //! gradient all-reduce — and they have gradients.
 //!
 //! The data moves through a [`Transport`] that a higher layer installs (the `distributed`
-//! module, over MPI); this layer only needs "every rank's bytes, in rank order" and "the root's
+//! module, over MPI, through the transport seam of `seams.rs`); this layer only needs "every rank's bytes, in rank order" and "the root's
 //! bytes". The reduction is done here, on every rank, in rank order 0, 1, …, n-1, so every
 //! rank computes the very same float additions and ends with the same bits, whatever
 //! algorithm the transport uses to move the bytes.
 
 use super::dispatch::apply;
+use super::seams::transport;
 use super::{Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -21,7 +22,6 @@ use crate::tensor::Tensor;
 use ndarray::IxDyn;
 use smallvec::smallvec;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// Moves bytes between the ranks of a job. Every rank calls each method in the same order
@@ -104,22 +104,6 @@ impl Job {
     pub fn finish(self, result: Result<Vec<u8>>, took: Duration) {
         let _ = self.0.send((result, took));
     }
-}
-
-/// The transport of this process, if one is installed.
-static TRANSPORT: RwLock<Option<Arc<dyn Transport>>> = RwLock::new(None);
-
-/// Installs (or with `None` removes) the transport the collective ops use.
-pub fn set_transport(transport: Option<Arc<dyn Transport>>) {
-    *TRANSPORT.write().unwrap_or_else(|e| e.into_inner()) = transport;
-}
-
-/// The installed transport, or the error that says how to get one.
-pub fn transport(op: &'static str) -> Result<Arc<dyn Transport>> {
-    TRANSPORT.read().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(|| Error::Distributed {
-        op,
-        reason: "no communicator: build with the `mpi` feature, call `distributed::init()` and start the program with mpirun".into(),
-    })
 }
 
 /// A collective op and its attributes. `world` is the number of ranks when the op was made.

@@ -14,7 +14,7 @@ use crate::storage::Storage;
 use crate::tensor::grad_mode::is_grad_enabled;
 use crate::tensor::{context, Tensor, Value};
 use smallvec::SmallVec;
-use std::sync::{OnceLock, RwLockReadGuard};
+use std::sync::RwLockReadGuard;
 
 /// What runs ops and changes state: eagerly, or into the graph being traced.
 pub(crate) trait Executor: Sync {
@@ -33,18 +33,11 @@ pub(crate) trait Executor: Sync {
     fn clear_grad(&self, t: &Tensor) -> Result<()>;
 }
 
-/// The tracer, registered by the trace layer before its first trace begins.
-static TRACER: OnceLock<&'static dyn Executor> = OnceLock::new();
-
-/// Makes `tracer` the executor of every thread while it traces.
-pub(crate) fn register_tracer(tracer: &'static dyn Executor) {
-    TRACER.get_or_init(|| tracer);
-}
-
-/// The executor of this moment on this thread.
+/// The executor of this moment on this thread: the tracer (registered from above, see
+/// `seams.rs`) while a trace is active, else eager.
 pub(crate) fn executor() -> &'static dyn Executor {
     if context::is_tracing() {
-        *TRACER.get().expect("the tracer registers itself before a trace begins")
+        super::seams::tracer()
     } else {
         &Eager
     }
@@ -169,12 +162,9 @@ impl Executor for Eager {
 
     fn accumulate_grad(&self, t: &Tensor, g: &Tensor) -> Result<()> {
         accumulate_into(t, g)?;
-        // Without a hook (every run but a distributed one), no lock and no Arc clone.
-        if HOOK_INSTALLED.load(std::sync::atomic::Ordering::Acquire) {
-            let hook = GRAD_HOOK.read().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Some(hook) = hook {
-                hook(t);
-            }
+        // Without a hook (every run but a distributed one), one atomic load: no lock, no clone.
+        if let Some(hook) = super::seams::grad_hook() {
+            hook(t);
         }
         Ok(())
     }
@@ -183,21 +173,6 @@ impl Executor for Eager {
         t.set_grad_raw(None);
         Ok(())
     }
-}
-
-/// Told, eagerly, of each tensor whose `.grad` a gradient was just added to (the
-/// distributed module starts a bucket's all-reduce from here, overlapping the rest of backward).
-pub(crate) type GradHook = std::sync::Arc<dyn Fn(&Tensor) + Send + Sync>;
-
-static GRAD_HOOK: std::sync::RwLock<Option<GradHook>> = std::sync::RwLock::new(None);
-/// Whether `GRAD_HOOK` holds a hook, read first on every accumulation.
-static HOOK_INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Installs (or with `None` removes) the gradient hook; returns the one it replaces.
-pub(crate) fn set_grad_hook(hook: Option<GradHook>) -> Option<GradHook> {
-    let mut slot = GRAD_HOOK.write().unwrap_or_else(|e| e.into_inner());
-    HOOK_INSTALLED.store(hook.is_some(), std::sync::atomic::Ordering::Release);
-    std::mem::replace(&mut *slot, hook)
 }
 
 /// `t.grad += g` on the tensor's own `.grad` slot.

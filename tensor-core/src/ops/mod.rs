@@ -21,6 +21,7 @@ mod nn;
 mod operators;
 mod random;
 mod reduce;
+pub(crate) mod seams;
 mod transformer;
 pub(crate) mod unknown_rank;
 
@@ -38,7 +39,7 @@ pub use collective::CollectiveOp;
 // The distributed plumbing stays inside the crate: `distributed` installs the transport.
 #[cfg(feature = "mpi")]
 pub(crate) use collective::Job;
-pub(crate) use collective::{set_transport, transport, Pending, Transport};
+pub(crate) use collective::{Pending, Transport};
 pub(crate) use conv::conv2d_into;
 pub use conv::ConvOp;
 pub use elementwise::Operand;
@@ -49,6 +50,7 @@ pub use linalg::LinalgOp;
 pub use nn::NnOp;
 pub use random::RandomOp;
 pub use reduce::ReductionOp;
+pub(crate) use seams::{set_transport, transport};
 pub use transformer::AttentionOptions;
 
 /// A list of axes.

@@ -4,9 +4,11 @@
 //! `.grad` at each call and writes back what the traced code changed.
 
 mod executor;
+mod output;
 mod print;
 mod state;
 
+pub use output::{GraphOutput, GraphReturn};
 pub use print::tprint_impl;
 pub(crate) use state::TraceState;
 
@@ -92,7 +94,7 @@ impl TraceGuard {
     /// Starts a trace of a graph called `name`.
     pub(crate) fn begin(name: &str) -> TraceGuard {
         let id = NEXT_TRACE.fetch_add(1, Ordering::Relaxed);
-        crate::ops::dispatch::register_tracer(&executor::TRACER);
+        crate::ops::seams::register_tracer(&executor::TRACER);
         STACK.with(|s| s.borrow_mut().push(TraceState::new(id, name)));
         context::push_trace(id);
         TraceGuard { id, finished: false }

@@ -49,7 +49,7 @@ fn a_fused_chain_keeps_intermediates_in_registers_and_writes_scalars_by_their_bi
     // W2: tanh(x * 1.5 + 0.5) * sigmoid(x) - x * 0.5
     let s = |v: f64| ScalarAttr(Scalar::Float(v));
     let bs = |op, v, first| ElementwiseOp::BinaryScalar { op, scalar: s(v), scalar_first: first };
-    let r = |i: usize| Operand::Result(i);
+    let r = |i: usize| Operand::ResultOf(i);
     let ins = vec![
         instr(bs(BinaryOp::Mul, 1.5, false), &[0], DType::F32),
         Instr { op: bs(BinaryOp::Add, 0.5, false), args: smallvec![r(0)], dtype: DType::F32 },
@@ -321,7 +321,7 @@ fn nvrtc_compiles_every_op_on_every_dtype() {
         let inputs = [(d, Access::Contiguous), (d, Access::Scalar), (d, Access::Contiguous)];
         let ins = [
             instr(ElementwiseOp::Binary(BinaryOp::Mul), &[0, 1], d),
-            Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: smallvec![Operand::Result(0), Operand::Input(2)], dtype: d },
+            Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: smallvec![Operand::ResultOf(0), Operand::Input(2)], dtype: d },
         ];
         let k = elementwise(&Program { rank: 1, inputs: &inputs, instrs: &ins, outputs: &[0, 1] });
         assert_eq!(k.per_thread, 4);
@@ -349,7 +349,7 @@ fn nvrtc_keeps_each_rounding_and_reports_its_log() {
     let inputs = [(DType::F32, Access::Contiguous), (DType::F32, Access::Contiguous), (DType::F32, Access::Contiguous)];
     let ins = vec![
         instr(ElementwiseOp::Binary(BinaryOp::Mul), &[0, 1], DType::F32),
-        Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: smallvec![Operand::Result(0), Operand::Input(2)], dtype: DType::F32 },
+        Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: smallvec![Operand::ResultOf(0), Operand::Input(2)], dtype: DType::F32 },
     ];
     let k = elementwise(&Program { rank: 1, inputs: &inputs, instrs: &ins, outputs: &[1] });
     let ptx = crate::cuda::compile(&k, "compute_90").unwrap_or_else(|e| panic!("{e}"));

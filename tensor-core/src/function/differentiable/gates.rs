@@ -6,7 +6,7 @@
 //! after the fact from the predicate or trip count the call kept, so the gradients are the
 //! eager ones, `None` included.
 
-use super::replay::is_replayed;
+use crate::control::is_replayed;
 use crate::graph::{Graph, NodeKind, ValueId};
 use crate::tensor::Tensor;
 

@@ -15,8 +15,9 @@
 //! the slots the formulas read (saved inputs, checked against in-place changes as eagerly).
 
 use super::gates::Use;
-use super::replay::{is_replayed, replay_uses, uses_per_slot, Replayed};
+use super::slot_uses::uses_per_slot;
 use crate::autograd::{vjp_each, GradModeGuard};
+use crate::control::{is_replayed, replay_uses, Replayed};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, InputSource, Node, NodeKind, StateWrite, ValueId};
 use crate::tensor::Tensor;
@@ -91,10 +92,10 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     }
     let _record = GradModeGuard::set(true);
     let mut cursor = first_use.clone();
-    let (outputs, replayed) = replay_uses(g, |slot| {
+    let (outputs, replayed) = replay_uses(g, &g.slot_of_values(), |slot| {
         let t = args[cursor[slot]].1.clone();
         cursor[slot] += usize::from(spec.needs[slot]);
-        t
+        Ok(t)
     })?;
     let primal_nodes = g.nodes.iter().filter(|n| is_replayed(n)).count();
     let residual = |v: ValueId| {

@@ -23,8 +23,8 @@
 //! (`create_graph`): the residuals are outputs of the forward's node, so gradients reach the
 //! inputs through them too.
 //!
-//! Graphs with `cond`/`while_loop` nodes are differentiable too: the control layer registers
-//! the replay of its nodes here (`replay.rs`), and their gradients are themselves a `cond` (on
+//! Graphs with `cond`/`while_loop` nodes are differentiable too: the control layer, below this
+//! one, replays them (its one replay, `control::replay_uses`, see `slot_uses.rs`), and their gradients are themselves a `cond` (on
 //! the same predicate) or a `while_loop` (walking the saved iterations back) in the backward
 //! graph. A loop's saved iterations are residuals like any other, and so is a slot the call
 //! updates in place under a branch (the backward's branch replay reads it as the call did).
@@ -39,10 +39,9 @@
 mod gates;
 mod joint;
 mod plan;
-mod replay;
+mod slot_uses;
 
 pub(crate) use plan::BackwardCache;
-pub(crate) use replay::register_control_replay;
 
 use super::concrete::ConcreteFunction;
 use crate::autograd::is_grad_enabled;
@@ -64,15 +63,10 @@ pub(crate) fn no_gradient(g: &Graph) -> Option<&'static str> {
     let reads_grad = g.inputs.iter().any(|(_, s)| !matches!(s, InputSource::Data(_)))
         || g.writes.iter().any(|w| matches!(w, StateWrite::Grad { .. }))
         || g.nodes.iter().any(|n| matches!(n.kind, NodeKind::AccumulateGrad { .. }));
-    if reads_grad {
-        return Some(GRAD_STATE);
-    }
-    let control = g.nodes.iter().any(|n| matches!(n.kind, NodeKind::Cond { .. } | NodeKind::While { .. }));
-    (control && !replay::control_replay_registered()).then_some(CONTROL_FLOW)
+    reads_grad.then_some(GRAD_STATE)
 }
 
 const GRAD_STATE: &str = " from outside the call: its graph reads or writes a .grad (a backward() or zero_grad() inside the function); take the gradient inside the function and read its outputs as values (item(), detach())";
-const CONTROL_FLOW: &str = " from outside the call: its graph has cond/while_loop nodes made without the control layer; take the gradient inside the function, or run it eagerly (run_functions_eagerly(true))";
 const WRITES_GRAD_INPUT: &str =
     " from outside the call: it updated in place an input that requires grad; update a detached tensor, or take the gradient inside the function";
 
@@ -185,7 +179,7 @@ impl Backward for CallBackward {
         let found = if crate::trace::is_active() {
             // A backward traced into another graph (the call's output was captured there):
             // its ops are traced inline.
-            replay::replay(entry.function.traced_graph(), &args)?
+            slot_uses::replay(entry.function.traced_graph(), &args)?
         } else {
             // A graph call itself: with create_graph it records its own node.
             entry.function.call(&args)?

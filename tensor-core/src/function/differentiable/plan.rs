@@ -5,7 +5,7 @@
 
 use super::gates::{use_conditions, MadeWhen, Use};
 use super::joint::{trace_split, JointSpec, Split};
-use super::replay::edges_per_slot;
+use super::slot_uses::edges_per_slot;
 use crate::compile::Executable;
 use crate::error::Result;
 use crate::function::concrete::ConcreteFunction;

@@ -3,12 +3,12 @@
 
 use super::super::concrete::ConcreteFunction;
 use super::super::key::{self, CacheKey, Flattener, KeyRef, Signature};
-use super::super::output::GraphReturn;
 use super::cache::{Entry, Relaxation, SlotGuard};
 use super::history::TracedShapes;
 use super::{GraphFunction, State};
 use crate::error::Error;
 use crate::tensor::Tensor;
+use crate::trace::GraphReturn;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

@@ -20,7 +20,7 @@ pub use history::TraceRecord;
 
 use super::key::Flattener;
 use super::options::Options;
-use super::output::GraphReturn;
+use crate::trace::GraphReturn;
 use cache::Cache;
 use history::History;
 use std::sync::atomic::{AtomicU64, AtomicUsize};

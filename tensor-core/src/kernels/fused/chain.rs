@@ -59,7 +59,7 @@ pub fn runs(instrs: &[Instr], outputs: &[usize]) -> Vec<(usize, usize)> {
     let mut readers = vec![0usize; instrs.len()];
     for i in instrs {
         for a in &i.args {
-            if let Operand::Result(r) = a {
+            if let Operand::ResultOf(r) = a {
                 readers[*r] += 1;
             }
         }
@@ -68,7 +68,7 @@ pub fn runs(instrs: &[Instr], outputs: &[usize]) -> Vec<(usize, usize)> {
         // Instruction k + 1 continues the run ending at k.
         k + 1 < instrs.len()
             && step_of(&instrs[k + 1]).is_some()
-            && instrs[k + 1].args[0] == Operand::Result(k)
+            && instrs[k + 1].args[0] == Operand::ResultOf(k)
             && readers[k] == 1
             && !outputs.contains(&k)
             && instrs[k + 1].dtype == instrs[k].dtype

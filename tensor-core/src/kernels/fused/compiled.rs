@@ -30,7 +30,7 @@ pub struct Kernel {
 }
 
 // SAFETY: a kernel is immutable data plus a function pointer — and, for a chain, a pointer
-// to its steps: a boxed slice owned by the same `FusedProgram` as the kernel, never mutated
+// to its steps: a boxed slice owned by the same `CompiledProgram` as the kernel, never mutated
 // and never moved while the program lives (it is boxed once when the program is built). Any
 // thread holding the kernel holds the program, so the steps are alive and shared read-only.
 unsafe impl Send for Kernel {}

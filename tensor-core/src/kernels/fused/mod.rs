@@ -16,7 +16,7 @@ pub(crate) mod jit;
 use super::elementwise::from_vec;
 use super::parallel::par_min_len;
 use crate::dtype::DType;
-use crate::math::ElementwiseOp;
+use crate::math::{FusedProgram, Instr, Operand};
 use crate::shape::Shape;
 use crate::storage::{Array, Storage};
 use compiled::{Kernel, Mode, Src};
@@ -39,36 +39,12 @@ pub const FUSED_CHUNK: usize = 1024;
 // A chunk of f64 stays in a 16 KiB L1.
 const _: () = assert!(FUSED_CHUNK * 8 <= 16 * 1024);
 
-/// Where an instruction's operand comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Operand {
-    /// Program input `i`.
-    Input(usize),
-    /// The result of instruction `i`.
-    Result(usize),
-}
-
-/// One elementwise op of a program.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Instr {
-    /// The elementwise op.
-    pub op: ElementwiseOp,
-    /// Its operands.
-    pub args: SmallVec<[Operand; 3]>,
-    /// The dtype of the result.
-    pub dtype: DType,
-}
-
-/// A fused elementwise program over one output shape.
-pub struct FusedProgram {
-    /// The shape every instruction computes over (the outputs' shape).
-    pub shape: Shape,
-    /// The dtype and shape of each input.
-    pub inputs: Vec<(DType, Shape)>,
-    /// The instructions in order.
-    pub instrs: Vec<Instr>,
-    /// The instructions whose results are the program's outputs, in output order.
-    pub outputs: Vec<usize>,
+/// A fused program compiled for this CPU: its description, every instruction compiled to a
+/// loop, and — where it can be — the whole program generated as one loop. Built when a graph
+/// is lowered to an `Executable`, never held by the graph itself.
+pub struct CompiledProgram {
+    /// What it computes.
+    program: FusedProgram,
     /// The compiled instructions. Frame slots: inputs, then scratch registers, then outputs.
     kernels: Vec<Kernel>,
     /// The steps the chain kernels point to (a boxed slice does not move with the `Vec`).
@@ -80,23 +56,24 @@ pub struct FusedProgram {
     jit: Option<jit::Jit>,
 }
 
-impl std::fmt::Debug for FusedProgram {
+impl std::fmt::Debug for CompiledProgram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FusedProgram[{}]{}", self.summary(), self.shape)
+        write!(f, "Compiled{:?}", self.program)
     }
 }
 
-impl FusedProgram {
-    /// A program; assigns scratch registers and compiles every instruction — and the whole
-    /// program to one loop where it can (see `jit` and [`crate::set_codegen`]).
-    pub fn new(shape: Shape, inputs: Vec<(DType, Shape)>, instrs: Vec<Instr>, outputs: Vec<usize>) -> FusedProgram {
-        Self::with_codegen(shape, inputs, instrs, outputs, crate::kernels::codegen::codegen_enabled())
+impl CompiledProgram {
+    /// `program` compiled: scratch registers assigned, every instruction compiled — and the
+    /// whole program to one loop where it can (see `jit` and [`crate::set_codegen`]).
+    pub fn new(program: &FusedProgram) -> CompiledProgram {
+        Self::with_codegen(program, crate::kernels::codegen::codegen_enabled())
     }
 
     /// [`new`](Self::new), with code generation tried only when `codegen` is true (so a
     /// test can build both paths of one program).
-    pub(crate) fn with_codegen(shape: Shape, inputs: Vec<(DType, Shape)>, instrs: Vec<Instr>, outputs: Vec<usize>, codegen: bool) -> FusedProgram {
-        let (regs, num_regs) = assign_registers(&instrs, &outputs);
+    pub(crate) fn with_codegen(program: &FusedProgram, codegen: bool) -> CompiledProgram {
+        let FusedProgram { inputs, instrs, outputs, .. } = program;
+        let (regs, num_regs) = assign_registers(instrs, outputs);
         let n_in = inputs.len();
         let slot_of = |k: usize| -> u16 {
             match outputs.iter().position(|&o| o == k) {
@@ -113,7 +90,7 @@ impl FusedProgram {
                         let mode = if inputs[i].1.numel() == 1 { Mode::Value } else { Mode::Slice };
                         Src { slot: i as u16, mode, dtype: inputs[i].0 }
                     }
-                    Operand::Result(r) => Src { slot: slot_of(r), mode: Mode::Slice, dtype: instrs[r].dtype },
+                    Operand::ResultOf(r) => Src { slot: slot_of(r), mode: Mode::Slice, dtype: instrs[r].dtype },
                 })
                 .collect()
         };
@@ -121,7 +98,7 @@ impl FusedProgram {
         // are then simply not used).
         let mut kernels = Vec::with_capacity(instrs.len());
         let mut chains: Vec<Box<[chain::Step]>> = Vec::new();
-        let mut runs = chain::runs(&instrs, &outputs).into_iter().peekable();
+        let mut runs = chain::runs(instrs, outputs).into_iter().peekable();
         let mut k = 0;
         while k < instrs.len() {
             if let Some(&(first, last)) = runs.peek().filter(|r| r.0 == k) {
@@ -141,16 +118,13 @@ impl FusedProgram {
         let jit = {
             let srcs: Vec<SmallVec<[Src; 3]>> = instrs.iter().map(srcs_of).collect();
             if codegen {
-                jit::Jit::compile(&instrs, &srcs, &outputs, |j| n_in + num_regs + j)
+                jit::Jit::compile(instrs, &srcs, outputs, |j| n_in + num_regs + j)
             } else {
                 None
             }
         };
-        FusedProgram {
-            shape,
-            inputs,
-            instrs,
-            outputs,
+        CompiledProgram {
+            program: program.clone(),
             kernels,
             _chains: chains,
             num_regs,
@@ -161,6 +135,7 @@ impl FusedProgram {
 
     /// True when the program runs as one generated loop (see `jit`), false when it runs in
     /// the interpreter.
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests of both paths
     pub fn is_generated(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
         return self.jit.is_some();
@@ -176,18 +151,14 @@ impl FusedProgram {
     }
 
     /// How many loops a chunk calls (runs of scalar ops share one).
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests of chains
     pub fn num_kernels(&self) -> usize {
         self.kernels.len()
     }
 
-    /// The names of the fused ops, for printing (`mul,add,tanh`).
-    pub fn summary(&self) -> String {
-        let names: Vec<&str> = self.instrs.iter().map(|i| i.op.name()).collect();
-        if names.len() <= 8 {
-            names.join(",")
-        } else {
-            format!("{} ... {} ({} ops)", names[..4].join(","), names[names.len() - 2..].join(","), names.len())
-        }
+    /// What the program computes.
+    pub fn program(&self) -> &FusedProgram {
+        &self.program
     }
 
     /// Runs the program; an output takes over the buffer of a dying input of its dtype and
@@ -195,7 +166,7 @@ impl FusedProgram {
     /// chunk's frame and registers live in per-thread scratch).
     pub fn run<'a>(&'a self, inputs: impl IntoIterator<Item = Input<'a>>) -> SmallVec<[Storage; 1]> {
         let run = self.begin(inputs);
-        let n = self.shape.numel();
+        let n = self.program.shape.numel();
         let chunks = n.div_ceil(FUSED_CHUNK);
         let run_chunk = |c: usize| {
             let start = c * FUSED_CHUNK;
@@ -215,25 +186,25 @@ impl FusedProgram {
     /// then collects with `FusedRun::finish`: how an epilogue runs the program on each block of
     /// its anchor's output right after the block is made. Inputs as for [`run`](Self::run).
     pub fn begin<'a>(&'a self, inputs: impl IntoIterator<Item = Input<'a>>) -> FusedRun<'a> {
-        let n = self.shape.numel();
+        let n = self.program.shape.numel();
         let mut sources: SmallVec<[Source; 4]> = SmallVec::new();
         let mut dying: SmallVec<[Option<Storage>; 4]> = SmallVec::new();
         for input in inputs {
             match input {
                 Input::Shared(s) => {
-                    sources.push(Source::new(s, &self.shape));
+                    sources.push(Source::new(s, &self.program.shape));
                     dying.push(None);
                 }
                 Input::Dying(s) => {
-                    sources.push(Source::new(&s, &self.shape));
+                    sources.push(Source::new(&s, &self.program.shape));
                     dying.push(Some(s));
                 }
             }
         }
         let mut aliased: SmallVec<[bool; 4]> = SmallVec::from_elem(false, sources.len());
         let mut outs: SmallVec<[OutBuf; 2]> = SmallVec::new();
-        for &k in &self.outputs {
-            let dtype = self.instrs[k].dtype;
+        for &k in &self.program.outputs {
+            let dtype = self.program.instrs[k].dtype;
             let donor =
                 (0..sources.len()).find(|&i| dying[i].as_ref().is_some_and(|s| s.dtype() == dtype && s.len() == n) && sources[i].is_direct_slice());
             match donor.map(|i| (i, OutBuf::reclaim(dying[i].take().expect("checked"), n))) {
@@ -288,10 +259,10 @@ impl FusedProgram {
     }
 }
 
-/// A program run in progress (see [`FusedProgram::begin`]). Its inputs are read through
+/// A program run in progress (see [`CompiledProgram::begin`]). Its inputs are read through
 /// pointers: shared ones are borrowed for `'a`, dying ones are held here.
 pub struct FusedRun<'a> {
-    program: &'a FusedProgram,
+    program: &'a CompiledProgram,
     sources: SmallVec<[Source; 4]>,
     aliased: SmallVec<[bool; 4]>,
     outs: SmallVec<[OutBuf; 2]>,
@@ -305,7 +276,7 @@ impl FusedRun<'_> {
     /// these positions must be final.
     pub fn range(&self, start: usize, len: usize) {
         let end = start + len;
-        debug_assert!(end <= self.program.shape.numel());
+        debug_assert!(end <= self.program.program.shape.numel());
         SCRATCH.with(|s| {
             let scratch = &mut s.borrow_mut();
             let mut at = start;
@@ -323,7 +294,7 @@ impl FusedRun<'_> {
     /// `range` must have covered every position.
     pub(crate) unsafe fn finish(self) -> SmallVec<[Storage; 1]> {
         unsafe {
-            let dims = self.program.shape.dims();
+            let dims = self.program.program.shape.dims();
             self.outs.into_iter().map(|o| o.finish(dims)).collect()
         }
     }
@@ -332,24 +303,12 @@ impl FusedRun<'_> {
 // SAFETY: ranges write disjoint parts of the outputs and only read the inputs (see `range`).
 unsafe impl Sync for FusedRun<'_> {}
 
-impl PartialEq for FusedProgram {
-    fn eq(&self, o: &Self) -> bool {
-        self.shape == o.shape && self.inputs == o.inputs && self.instrs == o.instrs && self.outputs == o.outputs
-    }
-}
-impl Eq for FusedProgram {}
-impl std::hash::Hash for FusedProgram {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (&self.shape, &self.inputs, &self.instrs, &self.outputs).hash(h)
-    }
-}
-
 /// Linear-scan register assignment: a result's register is free after its last use.
 fn assign_registers(instrs: &[Instr], outputs: &[usize]) -> (Vec<usize>, usize) {
     let mut last_use = vec![0usize; instrs.len()];
     for (k, instr) in instrs.iter().enumerate() {
         for a in &instr.args {
-            if let Operand::Result(r) = a {
+            if let Operand::ResultOf(r) = a {
                 last_use[*r] = k;
             }
         }
@@ -638,15 +597,16 @@ mod tests {
     // How the items above are used (they are crate-private, so these are not doc tests).
     #[test]
     fn a_dying_input_lends_its_buffer_to_the_output() -> crate::error::Result<()> {
-        use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
+        use crate::kernels::fused::{CompiledProgram, Input};
+        use crate::math::{FusedProgram, Instr, Operand};
         use crate::ops::{ElementwiseOp, UnaryOp};
         use crate::prelude::*;
-        let p = FusedProgram::new(
-            Shape::new(&[3]),
-            vec![(DType::F32, Shape::new(&[3]))],
-            vec![Instr { op: ElementwiseOp::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 }],
-            vec![0],
-        );
+        let p = CompiledProgram::new(&FusedProgram {
+            shape: Shape::new(&[3]),
+            inputs: vec![(DType::F32, Shape::new(&[3]))],
+            instrs: vec![Instr { op: ElementwiseOp::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 }],
+            outputs: vec![0],
+        });
         let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?.to_storage()?;
         let out = p.run([Input::Dying(x)]); // nothing else holds x: its buffer becomes the output's
         assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &[-1.0, -2.0, -3.0]);
@@ -655,13 +615,13 @@ mod tests {
 
     #[test]
     fn an_instruction_reads_inputs_and_earlier_results() -> crate::error::Result<()> {
-        use crate::kernels::fused::{Instr, Operand};
+        use crate::math::{Instr, Operand};
         use crate::ops::{BinaryOp, ElementwiseOp};
         use crate::prelude::*;
         // `input 0 + result 0`
         let add = Instr {
             op: ElementwiseOp::Binary(BinaryOp::Add),
-            args: [Operand::Input(0), Operand::Result(0)].into_iter().collect(),
+            args: [Operand::Input(0), Operand::ResultOf(0)].into_iter().collect(),
             dtype: DType::F32,
         };
         assert_eq!(add.args.len(), 2);
@@ -670,7 +630,7 @@ mod tests {
 
     #[test]
     fn an_instruction_names_its_op() -> crate::error::Result<()> {
-        use crate::kernels::fused::{Instr, Operand};
+        use crate::math::{Instr, Operand};
         use crate::ops::{ElementwiseOp, UnaryOp};
         use crate::prelude::*;
         let exp = Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 };
@@ -692,7 +652,8 @@ mod tests {
 
     #[test]
     fn a_program_built_by_hand_runs() -> crate::error::Result<()> {
-        use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
+        use crate::kernels::fused::{CompiledProgram, Input};
+        use crate::math::{FusedProgram, Instr, Operand};
         use crate::ops::{BinaryOp, ElementwiseOp, UnaryOp};
         use crate::prelude::*;
         // exp(x) * y over [2]
@@ -700,12 +661,17 @@ mod tests {
             Instr { op: ElementwiseOp::Unary(UnaryOp::Exp), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F64 },
             Instr {
                 op: ElementwiseOp::Binary(BinaryOp::Mul),
-                args: [Operand::Result(0), Operand::Input(1)].into_iter().collect(),
+                args: [Operand::ResultOf(0), Operand::Input(1)].into_iter().collect(),
                 dtype: DType::F64,
             },
         ];
         let s = Shape::new(&[2]);
-        let p = FusedProgram::new(s.clone(), vec![(DType::F64, s.clone()), (DType::F64, s)], instrs, vec![1]);
+        let p = CompiledProgram::new(&FusedProgram {
+            shape: s.clone(),
+            inputs: vec![(DType::F64, s.clone()), (DType::F64, s)],
+            instrs,
+            outputs: vec![1],
+        });
         let (x, y) = (Tensor::zeros(&[2], DType::F64).to_storage()?, Tensor::from_vec(vec![3.0f64, 4.0], &[2])?.to_storage()?);
         let out = p.run([Input::Shared(&x), Input::Shared(&y)]);
         assert_eq!(out[0].array::<f64>().unwrap().as_slice().unwrap(), &[3.0, 4.0]);
@@ -720,7 +686,7 @@ mod tests {
         let x = Tensor::ones(&[4], DType::F32);
         let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.add(1.0)?.mul(3.0)?.exp()?]))?;
         let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
-        assert_eq!((p.instrs.len(), p.num_kernels()), (4, 2)); // the three scalar ops run as one chain
+        assert_eq!((p.instrs.len(), CompiledProgram::new(p).num_kernels()), (4, 2)); // the three scalar ops run as one chain
         Ok(())
     }
 
@@ -740,11 +706,12 @@ mod tests {
     fn a_shared_input_is_read_not_taken() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
-        use crate::kernels::fused::Input;
+        use crate::kernels::fused::{CompiledProgram, Input};
         use crate::prelude::*;
         let x = Tensor::from_vec(vec![0.0f32, 1.0], &[2])?;
         let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.add(1.0)?]))?;
         let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let p = CompiledProgram::new(p);
         let out = p.run([Input::Shared(&x.to_storage()?)]);
         assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &[1.0, 3.0]);
         Ok(())
@@ -754,11 +721,12 @@ mod tests {
     fn a_run_computes_ranges_in_any_order() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
-        use crate::kernels::fused::Input;
+        use crate::kernels::fused::{CompiledProgram, Input};
         use crate::prelude::*;
         let x = Tensor::arange(0.0f32, 10.0);
         let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(2.0)?.neg()?]))?;
         let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let p = CompiledProgram::new(p);
         let data = x.to_storage()?;
         let run = p.begin([Input::Shared(&data)]);
         run.range(0, 4); // two blocks, in any order, from any thread
@@ -773,11 +741,12 @@ mod tests {
     fn a_run_finishes_into_its_outputs() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
-        use crate::kernels::fused::Input;
+        use crate::kernels::fused::{CompiledProgram, Input};
         use crate::prelude::*;
         let x = Tensor::ones(&[3], DType::F32);
         let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.add(1.0)?.sqrt()?]))?;
         let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let p = CompiledProgram::new(p);
         let data = x.to_storage()?;
         let run = p.begin([Input::Shared(&data)]);
         run.range(0, 3);
@@ -790,11 +759,12 @@ mod tests {
     fn ranges_run_from_several_threads() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
-        use crate::kernels::fused::Input;
+        use crate::kernels::fused::{CompiledProgram, Input};
         use crate::prelude::*;
         let x = Tensor::ones(&[4], DType::F32);
         let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.mul(3.0)?.exp()?]))?;
         let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let p = CompiledProgram::new(p);
         let data = x.to_storage()?;
         let run = p.begin([Input::Shared(&data)]);
         std::thread::scope(|s| {
@@ -811,11 +781,12 @@ mod tests {
     fn finish_hands_back_the_outputs() -> crate::error::Result<()> {
         use crate::function::ConcreteFunction;
         use crate::graph::NodeKind;
-        use crate::kernels::fused::Input;
+        use crate::kernels::fused::{CompiledProgram, Input};
         use crate::prelude::*;
         let x = Tensor::ones(&[2], DType::F64);
         let f = ConcreteFunction::trace("f", &[("x", &x)], || Ok(vec![x.exp()?.neg()?]))?;
         let NodeKind::Fused(p) = &f.graph().nodes[0].kind else { panic!() };
+        let p = CompiledProgram::new(p);
         let data = x.to_storage()?;
         let run = p.begin([Input::Shared(&data)]);
         run.range(0, 2);
@@ -870,7 +841,12 @@ mod tests {
         let neg = Instr { op: ElementwiseOp::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 };
         let twice = ElementwiseOp::BinaryScalar { op: BinaryOp::Mul, scalar: ScalarAttr(crate::dtype::Scalar::Float(2.0)), scalar_first: false };
         let double = Instr { op: twice, args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 };
-        let p = FusedProgram::new(Shape::new(&[n]), vec![(DType::F32, Shape::new(&[n]))], vec![neg, double], vec![0, 1]);
+        let p = CompiledProgram::new(&FusedProgram {
+            shape: Shape::new(&[n]),
+            inputs: vec![(DType::F32, Shape::new(&[n]))],
+            instrs: vec![neg, double],
+            outputs: vec![0, 1],
+        });
         let out = p.run([Input::Dying(half)]);
         let (a, b) = (out[0].array::<f32>().expect("f32"), out[1].array::<f32>().expect("f32"));
         assert!((0..n).step_by(997).all(|i| a[[i]] == -(i as f32) && b[[i]] == 2.0 * i as f32));

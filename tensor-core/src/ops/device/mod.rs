@@ -16,8 +16,7 @@ use crate::cuda::{self as backend, DeviceStorage, GemmShape};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::fused::{Instr, Operand};
-use crate::math::{ElementwiseOp, ReduceOp};
+use crate::math::{ElementwiseOp, Instr, Operand, ReduceOp};
 use crate::shape::Shape;
 use crate::tensor::{Tensor, Value};
 use smallvec::SmallVec;
@@ -240,7 +239,7 @@ const _: () = assert!(MAX_STRIDED >= 3);
 /// Runs a fused elementwise program (a graph's `Fused` node) as one generated CUDA kernel on
 /// the GPU its inputs live on: the seed of the GPU executable. Not part of the public API.
 #[doc(hidden)]
-pub fn run_fused(program: &crate::kernels::fused::FusedProgram, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+pub fn run_fused(program: &crate::math::FusedProgram, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let device = placement("fused", inputs)?.ok_or_else(|| Error::Device { op: "fused", reason: "no input is on a GPU".into() })?;
     let data = inputs.iter().map(|t| device_data(t, "fused", device)).collect::<Result<Vec<DeviceStorage>>>()?;
     let outs = fused_on(program, &data.iter().collect::<Vec<_>>())?;
@@ -248,7 +247,7 @@ pub fn run_fused(program: &crate::kernels::fused::FusedProgram, inputs: &[&Tenso
 }
 
 /// A fused program as one generated kernel over device data: its outputs.
-pub(crate) fn fused_on(program: &crate::kernels::fused::FusedProgram, inputs: &[&DeviceStorage]) -> Result<Vec<DeviceStorage>> {
+pub(crate) fn fused_on(program: &crate::math::FusedProgram, inputs: &[&DeviceStorage]) -> Result<Vec<DeviceStorage>> {
     // A program traced with a dim unknown runs on the inputs' broadcast shape (the shape rules
     // of its ops checked it when they were traced for the dims that were known).
     let broadcast = || inputs.iter().try_fold(Shape::scalar(), |s, i| crate::shape::broadcast_shapes(&s, &i.shape));

@@ -188,7 +188,7 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
         for (k, s) in self.srcs.iter().enumerate() {
             for (a, src) in self.instrs[k].args.iter().zip(s) {
                 match a {
-                    Arg::Result(r) => last_use[*r] = k,
+                    Arg::ResultOf(r) => last_use[*r] = k,
                     Arg::Input(_) => {
                         slot_last.insert(src.slot, k);
                     }
@@ -201,7 +201,7 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
             let mut args: smallvec::SmallVec<[R; 3]> = smallvec::SmallVec::new();
             for (a, src) in instr.args.iter().zip(&self.srcs[k]) {
                 let r = match a {
-                    Arg::Result(j) => result[*j]?,
+                    Arg::ResultOf(j) => result[*j]?,
                     Arg::Input(_) => match loaded.get(&src.slot) {
                         Some(&r) => r,
                         None => {
@@ -224,7 +224,7 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
             // Free what this instruction read for the last time, then the result if unread.
             for (a, src) in instr.args.iter().zip(&self.srcs[k]) {
                 match a {
-                    Arg::Result(j) if last_use[*j] == k => {
+                    Arg::ResultOf(j) if last_use[*j] == k => {
                         if let Some(r) = result[*j].take() {
                             e.give(r);
                         }

@@ -5,9 +5,9 @@
 
 use crate::dtype::DType;
 use crate::dtype::Scalar;
-use crate::kernels::fused::{FusedProgram, Input, Instr, Operand};
+use crate::kernels::fused::{CompiledProgram, Input};
 use crate::kernels::simd::{level, Level};
-use crate::math::{BinaryOp, ElementwiseOp, ScalarAttr, UnaryOp};
+use crate::math::{BinaryOp, ElementwiseOp, FusedProgram, Instr, Operand, ScalarAttr, UnaryOp};
 use crate::shape::Shape;
 use crate::storage::{Array, Storage};
 use std::cell::Cell;
@@ -81,12 +81,13 @@ fn storage(v: &[f32]) -> Storage {
 fn same_bits(instrs: Vec<Instr>, inputs: &[Vec<f32>], outputs: Vec<usize>) {
     let n = inputs.iter().map(Vec::len).max().unwrap();
     let decl: Vec<(DType, Shape)> = inputs.iter().map(|v| (DType::F32, Shape::new(&[v.len()]))).collect();
-    let build = |codegen| FusedProgram::with_codegen(Shape::new(&[n]), decl.clone(), instrs.clone(), outputs.clone(), codegen);
+    let program = FusedProgram { shape: Shape::new(&[n]), inputs: decl, instrs, outputs };
+    let build = |codegen| CompiledProgram::with_codegen(&program, codegen);
     let (generated, interpreted) = (build(true), build(false));
     assert!(generated.is_generated(), "{generated:?} has a template ({:?})", FORCED_ISA.get());
     assert_eq!(generated.generated_isa(), FORCED_ISA.get());
     assert!(!interpreted.is_generated());
-    let run = |p: &FusedProgram| -> Vec<Vec<u32>> {
+    let run = |p: &CompiledProgram| -> Vec<Vec<u32>> {
         let ins: Vec<Storage> = inputs.iter().map(|v| storage(v)).collect();
         p.run(ins.iter().map(Input::Shared)).iter().map(|s| s.array::<f32>().unwrap().iter().map(|x| x.to_bits()).collect()).collect()
     };
@@ -151,12 +152,12 @@ fn clamp_and_w2() {
     let by = |op, v: f64| ElementwiseOp::BinaryScalar { op, scalar: ScalarAttr(Scalar::Float(v)), scalar_first: false };
     let w2 = vec![
         instr(by(BinaryOp::Mul, 1.5), &[Operand::Input(0)]),
-        instr(by(BinaryOp::Add, 0.5), &[Operand::Result(0)]),
-        instr(ElementwiseOp::Unary(UnaryOp::Tanh), &[Operand::Result(1)]),
+        instr(by(BinaryOp::Add, 0.5), &[Operand::ResultOf(0)]),
+        instr(ElementwiseOp::Unary(UnaryOp::Tanh), &[Operand::ResultOf(1)]),
         instr(ElementwiseOp::Unary(UnaryOp::Sigmoid), &[Operand::Input(0)]),
-        instr(ElementwiseOp::Binary(BinaryOp::Mul), &[Operand::Result(2), Operand::Result(3)]),
+        instr(ElementwiseOp::Binary(BinaryOp::Mul), &[Operand::ResultOf(2), Operand::ResultOf(3)]),
         instr(by(BinaryOp::Mul, 0.5), &[Operand::Input(0)]),
-        instr(ElementwiseOp::Binary(BinaryOp::Sub), &[Operand::Result(4), Operand::Result(5)]),
+        instr(ElementwiseOp::Binary(BinaryOp::Sub), &[Operand::ResultOf(4), Operand::ResultOf(5)]),
     ];
     for n in [1, 15, 16, 17, 1024, 1025, 5000] {
         same_bits(w2.clone(), &[values(n, n as u32)], vec![6]);
@@ -167,9 +168,12 @@ fn clamp_and_w2() {
 
 /// A one-instruction program `u(x)` over 4 elements of `dtype`, generated where it can be if
 /// `codegen`.
-fn unary_program(u: UnaryOp, dtype: DType, codegen: bool) -> FusedProgram {
+fn unary_program(u: UnaryOp, dtype: DType, codegen: bool) -> CompiledProgram {
     let op = Instr { op: ElementwiseOp::Unary(u), args: [Operand::Input(0)].into_iter().collect(), dtype };
-    FusedProgram::with_codegen(Shape::new(&[4]), vec![(dtype, Shape::new(&[4]))], vec![op], vec![0], codegen)
+    CompiledProgram::with_codegen(
+        &FusedProgram { shape: Shape::new(&[4]), inputs: vec![(dtype, Shape::new(&[4]))], instrs: vec![op], outputs: vec![0] },
+        codegen,
+    )
 }
 
 #[test]

@@ -1,9 +1,10 @@
-//! `GraphOutput`: what a `#[graph_fn]` may return. A traced call keeps the returned value's
-//! structure; later calls rebuild it around the graph's output tensors. `GraphReturn` adds
-//! `Result<T, E>` on top: an `Err` from the body passes through untouched, and the runtime's
-//! own errors (a signature mismatch, too many traces) arrive as `E::from(error)`.
+//! `GraphOutput`: what a traced closure may return — a `#[graph_fn]` body, a `cond` branch, a
+//! `while_loop` body. A trace keeps the returned value's structure; later calls (or the node's
+//! outputs) rebuild it around the graph's output tensors. `GraphReturn` adds `Result<T, E>` on
+//! top, for a `#[graph_fn]`: an `Err` from the body passes through untouched, and the
+//! runtime's own errors (a signature mismatch, too many traces) arrive as `E::from(error)`.
+//! Both live with the tracer, below control flow and the function layer, which both use them.
 
-use crate::compile::Outputs;
 use crate::error::Error;
 use crate::tensor::Tensor;
 
@@ -122,7 +123,7 @@ pub trait GraphReturn: Sized {
     /// (an `Err`).
     fn split(self) -> Result<(Vec<Tensor>, Self::Structure), Self>;
     /// Rebuilds a value around graph outputs.
-    fn join(structure: &Self::Structure, leaves: Outputs) -> Self;
+    fn join(structure: &Self::Structure, leaves: impl IntoIterator<Item = Tensor>) -> Self;
     /// The value that reports a runtime error; for types that cannot carry one, a panic with
     /// the error's message (as the operators do).
     fn from_error(e: Error) -> Self;
@@ -135,7 +136,7 @@ impl<T: GraphOutput> GraphReturn for T {
         let s = self.into_parts(&mut leaves);
         Ok((leaves, s))
     }
-    fn join(s: &Self::Structure, leaves: Outputs) -> Self {
+    fn join(s: &Self::Structure, leaves: impl IntoIterator<Item = Tensor>) -> Self {
         T::from_parts(s, &mut leaves.into_iter())
     }
     fn from_error(e: Error) -> Self {
@@ -155,7 +156,7 @@ impl<T: GraphOutput, E: From<Error>> GraphReturn for Result<T, E> {
             Err(e) => Err(Err(e)),
         }
     }
-    fn join(s: &Self::Structure, leaves: Outputs) -> Self {
+    fn join(s: &Self::Structure, leaves: impl IntoIterator<Item = Tensor>) -> Self {
         Ok(T::from_parts(s, &mut leaves.into_iter()))
     }
     fn from_error(e: Error) -> Self {

@@ -465,7 +465,9 @@
 //! Every `GraphArg` value has a state dict ([`StateDict`](crate::io::StateDict), in the
 //! prelude): its tensors named by the fields, elements and layer positions that hold them —
 //! the names of its graph functions' leaves, and PyTorch's (`body.0.weight`, where PyTorch
-//! counts a `Sequential`'s parameterless layers too). [`io::save_safetensors`](crate::io::save_safetensors)
+//! counts a `Sequential`'s parameterless layers too). The `nn` layers also keep PyTorch's
+//! layouts ([`Linear`](crate::nn::Linear)'s weight is `[out, in]`), so a PyTorch
+//! `state_dict()` saved as safetensors loads as it is. [`io::save_safetensors`](crate::io::save_safetensors)
 //! writes it; loading replaces the values of the model's own tensors in place. Loads are
 //! strict, as PyTorch's default: a file lacking some of the model's tensors, or holding
 //! others, is an `Err` listing every such name, and the model is left unchanged. A

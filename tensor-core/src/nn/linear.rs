@@ -145,8 +145,25 @@ impl Linear {
     }
 }
 
+impl Linear {
+    /// An input whose last dim is not `in_features` is an error naming the layer's layout
+    /// (the product's own message would show the weight `[out, in]` as its right operand).
+    fn check_input(&self, x: &Tensor) -> Result<()> {
+        let (shape, in_features) = (x.shape(), self.weight.dims()[1]);
+        match shape.dims().last() {
+            Some(&d) if d == in_features || d == crate::shape::UNKNOWN => Ok(()),
+            _ => {
+                let (w, out) = (self.weight.shape(), self.weight.dims()[0]);
+                let hint = format!("the input's last dim must be in_features = {in_features} (the weight is [out, in] = [{out}, {in_features}])");
+                Err(Error::shapes("Linear", &shape, &w, hint))
+            }
+        }
+    }
+}
+
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.check_input(x)?;
         // x @ Wᵀ with W read transposed where it lies: no transpose node or copy to fold away.
         let y = x.matmul_t(&self.weight, false, true)?;
         match &self.bias {

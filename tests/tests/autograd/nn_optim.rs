@@ -49,7 +49,10 @@ fn linear_shapes_init_and_errors() -> Result<()> {
     }
     // Leading dims pass through.
     assert_eq!(layer.forward(&Tensor::ones(&[2, 3, 4], DType::F32))?.dims(), vec![2, 3, 5]);
-    assert!(layer.forward(&Tensor::ones(&[2, 3], DType::F32)).is_err());
+    let err = layer.forward(&Tensor::ones(&[2, 3], DType::F32)).unwrap_err().to_string();
+    assert!(err.contains("Linear") && err.contains("in_features = 4 (the weight is [out, in] = [5, 4])"), "{err}");
+    assert!(layer.forward(&Tensor::ones(&[4], DType::F32))?.dims() == vec![5], "a vector input");
+    assert!(layer.forward(&Tensor::scalar(1.0f32)).is_err(), "a scalar input");
 
     let no_bias = Linear::new_without_bias(4, 5, DType::F32, &mut rng)?;
     let x = Tensor::randn(&[3, 4], DType::F32, 9);

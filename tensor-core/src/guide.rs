@@ -416,9 +416,11 @@
 //!         vec![self.w1.clone(), self.b1.clone(), self.w2.clone(), self.b2.clone()]
 //!     }
 //!
-//!     /// Logits `[n, 3]` of inputs `[n, 4]`.
+//!     /// Logits `[n, 3]` of inputs `[n, 4]`: `x @ w1ᵀ + b1`, ..., the weights `[out, in]` as
+//!     /// `nn.Linear` stores them, read transposed in place.
 //!     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-//!         x.matmul(&self.w1)?.add(&self.b1)?.relu()?.matmul(&self.w2)?.add(&self.b2)
+//!         let h = x.matmul_t(&self.w1, false, true)?.add(&self.b1)?.relu()?;
+//!         h.matmul_t(&self.w2, false, true)?.add(&self.b2)
 //!     }
 //! }
 //!

@@ -176,10 +176,7 @@ fn derived_structs_and_enums() -> Result<()> {
     assert_eq!(reasons[4], "arg input: structure (Pair, Pair.a: f32[1], Pair.b: f32[1]) -> (Empty)");
     let text = f.concrete_functions()[0].to_text();
     assert!(text.starts_with("graph score(batch.x: f32[1], batch.y: f32[1], scaled.0: f32[1], input.Dense: f32[1]) {"), "{text}");
-    assert_eq!(
-        f.traces()[0].signature,
-        "batch: (x: f32[1], y: f32[1], step: 1, mode: Eval), scaled: (f32[1], 0.5), input: (Dense, Dense: f32[1])"
-    );
+    assert_eq!(f.traces()[0].signature, "batch: (x: f32[1], y: f32[1], step: 1, mode: Eval), scaled: (f32[1], 0.5), input: (Dense, Dense: f32[1])");
     Ok(())
 }
 

@@ -59,7 +59,10 @@ fn retrace_reasons_name_the_layer_index_and_the_variant() -> Result<()> {
     for net in &nets {
         // Each call is the model's eager forward pass, bit for bit.
         let (graph, eager) = (layer_names_run(net, &x)?, net.forward(&x)?);
-        assert_eq!(graph.to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), eager.to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        assert_eq!(
+            graph.to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            eager.to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
     }
     let f = lookup("layer_names_run").expect("registered once called");
     let reasons = f.retrace_reasons();
@@ -67,11 +70,21 @@ fn retrace_reasons_name_the_layer_index_and_the_variant() -> Result<()> {
     assert_eq!(reasons[1], "arg net.body.1: type ReLU -> Gelu");
     assert_eq!(reasons[2], "arg net.acts.1: Tanh -> Relu");
     assert!(reasons[3].starts_with("arg net: structure (") && reasons[3].contains("head: None) -> ("), "{}", reasons[3]);
-    assert!(reasons[3].ends_with("head: Some, head.weight: f32[2, 2] requires_grad, head.bias: Some, head.bias: f32[2] requires_grad)"), "{}", reasons[3]);
+    assert!(
+        reasons[3].ends_with("head: Some, head.weight: f32[2, 2] requires_grad, head.bias: Some, head.bias: f32[2] requires_grad)"),
+        "{}",
+        reasons[3]
+    );
 
     let signature = &f.traces()[0].signature;
-    assert!(signature.starts_with("net: (body: length 3, body.0.weight: f32[3, 2] requires_grad, body.0.bias: Some, body.0.bias: f32[3] requires_grad, "), "{signature}");
-    assert!(signature.contains("body.2.weight: f32[2, 3] requires_grad") && signature.contains("acts.0: Relu, acts.1: Tanh, head: None"), "{signature}");
+    assert!(
+        signature.starts_with("net: (body: length 3, body.0.weight: f32[3, 2] requires_grad, body.0.bias: Some, body.0.bias: f32[3] requires_grad, "),
+        "{signature}"
+    );
+    assert!(
+        signature.contains("body.2.weight: f32[2, 3] requires_grad") && signature.contains("acts.0: Relu, acts.1: Tanh, head: None"),
+        "{signature}"
+    );
     assert!(!signature.contains("variant") && !reasons.iter().any(|r| r.contains("variant")), "{signature}\n{reasons:?}");
     Ok(())
 }

@@ -239,7 +239,8 @@ fn nn_layers_and_containers_have_pytorchs_state_dict_names() -> Result<()> {
         ln: LayerNorm::new(4, 1e-5, DType::F32)?,
         drop: Dropout::new(0.1, &Generator::new(0))?,
     };
-    let expected = ["wte.weight", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias", "ln.weight", "ln.bias", "drop.generator"];
+    let expected =
+        ["wte.weight", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias", "ln.weight", "ln.bias", "drop.generator"];
     assert_eq!(names(&decoder.state_dict()?), expected);
     Ok(())
 }

@@ -57,7 +57,9 @@ struct TorchMlp {
 impl TorchMlp {
     fn new() -> Result<TorchMlp> {
         let rng = &mut tensor_core::seeded_rng(0);
-        Ok(TorchMlp { layers: vec![Linear::new(4, 16, DType::F32, rng)?, Linear::new(16, 16, DType::F32, rng)?, Linear::new(16, 3, DType::F32, rng)?] })
+        Ok(TorchMlp {
+            layers: vec![Linear::new(4, 16, DType::F32, rng)?, Linear::new(16, 16, DType::F32, rng)?, Linear::new(16, 3, DType::F32, rng)?],
+        })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {

@@ -189,16 +189,17 @@ fn main() -> Fallible<()> {
     let pytorch_losses = data.get("losses")?.to_vec::<f32>()?;
     let mut worst = 0.0f64;
     let mut identical = true;
-    for step in 0..args.steps as usize {
+    let steps = args.steps as usize;
+    for (step, &theirs) in pytorch_losses.iter().take(steps).enumerate() {
         let lr = graph_opt.lr();
         let graph_loss = graph_model.train_step_graph(&graph_opt, &x, &y)?;
         let eager_loss = eager_model.train_step(&eager_opt, &x, &y)?;
         graph_sched.step()?;
         eager_sched.step()?;
         identical &= same_bits(&graph_loss, &eager_loss)?;
-        let (ours, theirs) = (graph_loss.item::<f32>()? as f64, pytorch_losses[step] as f64);
+        let (ours, theirs) = (graph_loss.item::<f32>()? as f64, theirs as f64);
         worst = worst.max((ours - theirs).abs() / theirs.abs());
-        if step % 10 == 0 || step + 1 == args.steps as usize {
+        if step % 10 == 0 || step + 1 == steps {
             println!("step {:2}: lr {lr:.6}  loss {ours:.6}  PyTorch {theirs:.6}", step + 1);
         }
     }

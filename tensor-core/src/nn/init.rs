@@ -28,7 +28,6 @@ use rand::Rng;
 /// ```
 /// use tensor_core::nn::init::fans;
 /// assert_eq!(fans(&[5, 3])?, (3, 5)); // 3 inputs, 5 outputs
-
 /// assert_eq!(fans(&[8, 4, 3, 3])?, (36, 72));
 /// assert!(fans(&[7]).is_err());
 /// # Ok::<(), tensor_core::Error>(())

@@ -86,7 +86,8 @@ impl Gpt {
         let init = Generator::new(seed);
         let normal = |shape: &[usize]| -> Result<Tensor> { Tensor::randn_gen(shape, DType::F32, &init)?.mul(0.02) };
         let zeros = |n: usize| Tensor::zeros(&[n], DType::F32);
-        let linear = |i: usize, o: usize, bias: bool| -> Result<Linear> { Linear::from_tensors(normal(&[i, o])?, bias.then(|| zeros(o))) };
+        // PyTorch's layout: a weight [out, in].
+        let linear = |i: usize, o: usize, bias: bool| -> Result<Linear> { Linear::from_tensors(normal(&[o, i])?, bias.then(|| zeros(o))) };
         let (d, heads) = (config.d_model, config.heads);
         let dropout = || Dropout::new(config.dropout, dropout_rng);
         let wte = Embedding::from_tensor(normal(&[config.vocab, d])?)?;

@@ -328,6 +328,40 @@ fn gpt_trains_both_modes_identically_with_dropout_and_samples_text() {
     assert!(sample.chars().count() <= 60 && !sample.trim().is_empty(), "{sample:?}");
 }
 
+/// The numbers after `label` on the line that starts with `prefix`.
+fn numbers_after(output: &str, prefix: &str, label: &str) -> Vec<f64> {
+    let line = output.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{output}"));
+    let rest = &line[line.find(label).unwrap_or_else(|| panic!("no {label:?} in {line:?}")) + label.len()..];
+    rest.split(|c: char| c.is_whitespace() || ",()%".contains(c)).filter_map(|w| w.parse().ok()).collect()
+}
+
+#[test]
+fn port_from_pytorch_trains_as_pytorch_did_with_one_trace() {
+    let dir = std::env::temp_dir().join(format!("tensor-core-port-{}", std::process::id()));
+    let out = run(env!("CARGO_BIN_EXE_port_from_pytorch"), &["--out", dir.to_str().unwrap()]);
+    assert_contains(
+        &out,
+        &[
+            "loaded PyTorch's state dict strictly: 8 tensors (body.0.weight [32, 4], body.0.bias [32], body.2.weight [32], body.2.bias [32], body.3.weight [32, 32], body.3.bias [32], body.5.weight [3, 32], body.5.bias [3])",
+            "Classifier::train_step_graph traced 1 time(s) in 60 steps",
+            "eager and graph losses identical, bit for bit, across 60 steps",
+            "the resumed run's next two steps are identical, bit for bit",
+            "(any batch size); batches vs the model, bit for bit: 1: identical, 7: identical, 96: identical",
+        ],
+    );
+    // PyTorch's first and last losses (the fixture's), and tensor-core's beside them.
+    let first = numbers_after(&out, "step  1:", "loss");
+    let last = numbers_after(&out, "step 60:", "loss");
+    assert!((first[0] - 1.116_3).abs() < 1e-3 && (first[1] - 1.116_3).abs() < 1e-3, "{first:?}");
+    assert!((last[0] - last[1]).abs() <= 1e-5 && last[1] < 0.02, "{last:?}"); // printed to 6 decimals
+    assert!(numbers_after(&out, "step  1:", "lr")[0] == 0.01 && numbers_after(&out, "step 60:", "lr")[0] < 1e-4, "the cosine schedule");
+    assert!(numbers_after(&out, "logits before training", "difference")[0] <= 1e-6);
+    assert!(numbers_after(&out, "losses vs PyTorch's", "difference")[0] <= 1e-4);
+    assert!(numbers_after(&out, "training accuracy", "accuracy")[0] >= 90.0, "{out}");
+    assert!(dir.join("port_from_pytorch.safetensors").exists() && dir.join("port_from_pytorch.tcg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn gpt_refuses_bad_flags() {
     for (args, expected) in [

@@ -416,9 +416,11 @@
 //!         vec![self.w1.clone(), self.b1.clone(), self.w2.clone(), self.b2.clone()]
 //!     }
 //!
-//!     /// Logits `[n, 3]` of inputs `[n, 4]`.
+//!     /// Logits `[n, 3]` of inputs `[n, 4]`: `x @ w1ᵀ + b1`, ..., the weights `[out, in]` as
+//!     /// `nn.Linear` stores them, read transposed in place.
 //!     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-//!         x.matmul(&self.w1)?.add(&self.b1)?.relu()?.matmul(&self.w2)?.add(&self.b2)
+//!         let h = x.matmul_t(&self.w1, false, true)?.add(&self.b1)?.relu()?;
+//!         h.matmul_t(&self.w2, false, true)?.add(&self.b2)
 //!     }
 //! }
 //!
@@ -465,7 +467,9 @@
 //! Every `GraphArg` value has a state dict ([`StateDict`](crate::io::StateDict), in the
 //! prelude): its tensors named by the fields, elements and layer positions that hold them —
 //! the names of its graph functions' leaves, and PyTorch's (`body.0.weight`, where PyTorch
-//! counts a `Sequential`'s parameterless layers too). [`io::save_safetensors`](crate::io::save_safetensors)
+//! counts a `Sequential`'s parameterless layers too). The `nn` layers also keep PyTorch's
+//! layouts ([`Linear`](crate::nn::Linear)'s weight is `[out, in]`), so a PyTorch
+//! `state_dict()` saved as safetensors loads as it is. [`io::save_safetensors`](crate::io::save_safetensors)
 //! writes it; loading replaces the values of the model's own tensors in place. Loads are
 //! strict, as PyTorch's default: a file lacking some of the model's tensors, or holding
 //! others, is an `Err` listing every such name, and the model is left unchanged. A

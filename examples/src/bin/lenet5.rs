@@ -142,11 +142,11 @@ struct LeNet5 {
     conv1_b: Tensor,
     conv2_w: Tensor, // [16, 6, 5, 5]
     conv2_b: Tensor,
-    fc1_w: Tensor, // [400, 120]
+    fc1_w: Tensor, // [120, 400]: nn.Linear's [out, in]
     fc1_b: Tensor,
-    fc2_w: Tensor, // [120, 84]
+    fc2_w: Tensor, // [84, 120]
     fc2_b: Tensor,
-    fc3_w: Tensor, // [84, 10]
+    fc3_w: Tensor, // [10, 84]
     fc3_b: Tensor,
     #[graph_arg(skip)]
     opt: Adam,
@@ -186,9 +186,10 @@ impl LeNet5 {
         let x = x.max_pool2d([2, 2], [2, 2])?; // 6@14x14
         let x = x.conv2d(&self.conv2_w, Some(&self.conv2_b), [1, 1], [0, 0])?.relu()?; // 16@10x10
         let x = x.max_pool2d([2, 2], [2, 2])?.flatten_from(1)?; // 16@5x5 -> 400
-        let x = x.matmul(&self.fc1_w)?.add(&self.fc1_b)?.relu()?; // 120
-        let x = x.matmul(&self.fc2_w)?.add(&self.fc2_b)?.relu()?; // 84
-        x.matmul(&self.fc3_w)?.add(&self.fc3_b) // 10
+        // x @ Wᵀ + b, each weight [out, in] read transposed in place, as nn::Linear does.
+        let x = x.matmul_t(&self.fc1_w, false, true)?.add(&self.fc1_b)?.relu()?; // 120
+        let x = x.matmul_t(&self.fc2_w, false, true)?.add(&self.fc2_b)?.relu()?; // 84
+        x.matmul_t(&self.fc3_w, false, true)?.add(&self.fc3_b) // 10
     }
 
     /// One training step on a batch; returns the batch's mean cross-entropy. The first call

@@ -157,10 +157,10 @@ impl<T: GraphArg> GraphArg for Option<T> {
     fn flatten(&self, f: &mut Flattener) {
         match self {
             Some(x) => {
-                f.variant(1);
+                f.variant_named(1, "Some");
                 x.flatten(f);
             }
-            None => f.variant(0),
+            None => f.variant_named(0, "None"),
         }
     }
 }

@@ -12,10 +12,14 @@ use crate::tensor::Tensor;
 use rand::Rng;
 
 /// Multi-head causal self-attention (nanoGPT's `CausalSelfAttention`): for `x` `[b, t, c]`,
-/// one projection to queries, keys and values (`[c, 3c]`, in that order along its output),
-/// `heads` heads of `c / heads` dims each attending to the current and earlier positions
-/// (scaled dot-product attention with a causal mask), and an output projection `[c, c]`.
-/// With dropout, the attention weights and the output are dropped while training.
+/// one projection to queries, keys and values (a [`Linear`] from `c` to `3c`, in that order
+/// along its output), `heads` heads of `c / heads` dims each attending to the current and
+/// earlier positions (scaled dot-product attention with a causal mask), and an output
+/// projection (a [`Linear`] from `c` to `c`). With dropout, the attention weights and the
+/// output are dropped while training.
+///
+/// Its state dict uses nanoGPT's names and PyTorch's layouts: `c_attn.weight` `[3c, c]`,
+/// `c_attn.bias` `[3c]`, `c_proj.weight` `[c, c]`, `c_proj.bias` `[c]`.
 ///
 /// ```
 /// use tensor_core::prelude::*;
@@ -50,26 +54,26 @@ impl CausalSelfAttention {
         CausalSelfAttention::from_linears(Linear::new(dim, 3 * dim, dtype, rng)?, Linear::new(dim, dim, dtype, rng)?, heads)
     }
 
-    /// A block from its projections: `qkv` `[c, 3c]` (queries, keys, values along the
-    /// output) and `proj` `[c, c]`.
+    /// A block from its projections: `qkv` from `c` to `3c` (queries, keys, values along the
+    /// output; weight `[3c, c]`) and `proj` from `c` to `c`.
     ///
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{CausalSelfAttention, Linear};
-    /// let qkv = Linear::from_tensors(Tensor::zeros(&[8, 24], DType::F32), None)?;
+    /// let qkv = Linear::from_tensors(Tensor::zeros(&[24, 8], DType::F32), None)?;
     /// let proj = Linear::from_tensors(Tensor::zeros(&[8, 8], DType::F32), None)?;
     /// assert_eq!(CausalSelfAttention::from_linears(qkv, proj, 2)?.heads(), 2);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn from_linears(qkv: Linear, proj: Linear, heads: usize) -> Result<CausalSelfAttention> {
-        let (c, out) = (qkv.weight().dims()[0], qkv.weight().dims()[1]);
+        let (out, c) = (qkv.weight().dims()[0], qkv.weight().dims()[1]);
         check_heads(c, heads)?;
         if out != 3 * c || proj.weight().dims() != [c, c] {
             return Err(Error::shapes(
                 "CausalSelfAttention",
                 &qkv.weight().shape(),
                 &proj.weight().shape(),
-                format!("the projections must be [{c}, {}] and [{c}, {c}]", 3 * c),
+                format!("the projections' weights must be [{}, {c}] and [{c}, {c}] ([out, in])", 3 * c),
             ));
         }
         Ok(CausalSelfAttention { qkv, proj, heads, dropout: None })
@@ -178,12 +182,12 @@ impl Module for CausalSelfAttention {
     }
 }
 
-/// The projections are leaves under their field names (`qkv.weight`, `proj.bias`); the head
-/// count and the dropout layer (its probability, mode and generator) are flattened too.
+/// The projections are leaves under nanoGPT's names (`c_attn.weight`, `c_proj.bias`); the
+/// head count and the dropout layer (its probability, mode and generator) are flattened too.
 impl GraphArg for CausalSelfAttention {
     fn flatten(&self, f: &mut Flattener) {
         f.uint(self.heads as u64);
-        for (name, linear) in [("qkv", &self.qkv), ("proj", &self.proj)] {
+        for (name, linear) in [("c_attn", &self.qkv), ("c_proj", &self.proj)] {
             f.field(name);
             linear.flatten(f);
             f.end_field();

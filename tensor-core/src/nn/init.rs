@@ -1,7 +1,7 @@
 //! Weight initializers: Glorot/Xavier uniform and He/Kaiming normal and uniform, drawn from
 //! an explicit generator so a model is reproducible from a seed.
 //!
-//! Fans follow this crate's layouts (see [`fans`]): a 2-d weight is `[in, out]` (as
+//! Fans follow PyTorch's layouts (see [`fans`]): a 2-d weight is `[out, in]` (as
 //! [`Linear`](super::Linear) stores it), a 4-d weight is OIHW (as [`Conv2d`](super::Conv2d)).
 //! The results are plain tensors; mark them with `requires_grad_(true)` to train them.
 //!
@@ -9,9 +9,9 @@
 //! use tensor_core::prelude::*;
 //! use tensor_core::nn::{init, Linear};
 //! let mut rng = tensor_core::seeded_rng(0);
-//! let w = init::kaiming_normal(&[2, 32], DType::F32, &mut rng)?;
+//! let w = init::kaiming_normal(&[32, 2], DType::F32, &mut rng)?; // 2 inputs, 32 outputs
 //! let layer = Linear::from_tensors(w, Some(Tensor::zeros(&[32], DType::F32)))?;
-//! assert_eq!(layer.weight().dims(), vec![2, 32]);
+//! assert_eq!(layer.weight().dims(), vec![32, 2]);
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
 
@@ -20,28 +20,28 @@ use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use rand::Rng;
 
-/// `(fan_in, fan_out)` of a weight of this shape: `[in, out]` for a 2-d weight (the
-/// [`Linear`](super::Linear) layout), and `[out, in, k...]` for 3-d and more (OIHW, the
-/// [`Conv2d`](super::Conv2d) layout), where each fan is multiplied by the kernel size.
+/// `(fan_in, fan_out)` of a weight of this shape, as PyTorch computes them: `[out, in]` for a
+/// 2-d weight (the [`Linear`](super::Linear) layout), and `[out, in, k...]` for 3-d and more
+/// (OIHW, the [`Conv2d`](super::Conv2d) layout), where each fan is multiplied by the kernel
+/// size.
 ///
 /// ```
 /// use tensor_core::nn::init::fans;
-/// assert_eq!(fans(&[3, 5])?, (3, 5));
+/// assert_eq!(fans(&[5, 3])?, (3, 5)); // 3 inputs, 5 outputs
 /// assert_eq!(fans(&[8, 4, 3, 3])?, (36, 72));
 /// assert!(fans(&[7]).is_err());
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub fn fans(shape: &[usize]) -> Result<(usize, usize)> {
     match shape {
-        [fan_in, fan_out] => Ok((*fan_in, *fan_out)),
-        [out, inp, kernel @ ..] if !kernel.is_empty() => {
+        [out, inp, kernel @ ..] => {
             let receptive: usize = kernel.iter().product();
             Ok((inp * receptive, out * receptive))
         }
         _ => Err(Error::invalid(
             "init",
             "shape",
-            format!("fan in and fan out need a weight of at least 2 dims, found {shape:?}; use a [in, out] or OIHW shape"),
+            format!("fan in and fan out need a weight of at least 2 dims, found {shape:?}; use a [out, in] or OIHW shape"),
         )),
     }
 }
@@ -53,7 +53,7 @@ pub fn fans(shape: &[usize]) -> Result<(usize, usize)> {
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::init::xavier_uniform;
-/// let w = xavier_uniform(&[100, 200], DType::F64, &mut tensor_core::seeded_rng(1))?;
+/// let w = xavier_uniform(&[200, 100], DType::F64, &mut tensor_core::seeded_rng(1))?;
 /// let bound = (6.0f64 / 300.0).sqrt();
 /// assert!(w.to_vec::<f64>()?.iter().all(|v| v.abs() <= bound));
 /// # Ok::<(), tensor_core::Error>(())
@@ -70,7 +70,7 @@ pub fn xavier_uniform(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Resu
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::init::kaiming_normal;
-/// let w = kaiming_normal(&[50, 400], DType::F64, &mut tensor_core::seeded_rng(2))?;
+/// let w = kaiming_normal(&[400, 50], DType::F64, &mut tensor_core::seeded_rng(2))?;
 /// let v = w.to_vec::<f64>()?;
 /// let std = (v.iter().map(|x| x * x).sum::<f64>() / v.len() as f64).sqrt();
 /// assert!((std - 0.2).abs() < 0.01); // sqrt(2 / 50)
@@ -89,7 +89,7 @@ pub fn kaiming_normal(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Resu
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::init::kaiming_uniform;
-/// let w = kaiming_uniform(&[6, 10], DType::F32, &mut tensor_core::seeded_rng(3))?;
+/// let w = kaiming_uniform(&[10, 6], DType::F32, &mut tensor_core::seeded_rng(3))?;
 /// assert!(w.to_vec::<f32>()?.iter().all(|v| v.abs() <= 1.0)); // sqrt(6 / 6)
 /// # Ok::<(), tensor_core::Error>(())
 /// ```

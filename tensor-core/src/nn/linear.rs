@@ -1,4 +1,4 @@
-//! `Linear`: the fully connected layer `y = x @ W + b`.
+//! `Linear`: the fully connected layer `y = x @ Wᵀ + b`, PyTorch's layout.
 
 use super::init::{need_float, torch_default};
 use super::module::Module;
@@ -7,17 +7,21 @@ use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use rand::Rng;
 
-/// A fully connected layer, `y = x.matmul(&weight) + bias`.
+/// A fully connected layer, `y = x @ weightᵀ + bias`, as PyTorch's `nn.Linear`.
 ///
-/// Layout: `weight` is `[in_features, out_features]` — the transpose of PyTorch's
-/// `nn.Linear.weight` (`[out, in]`), as in Keras and JAX — so the forward pass is one
-/// matmul without a transpose. `bias` is `[out_features]`. The input is `[.., in_features]`
-/// (any leading dims) and the output `[.., out_features]`.
+/// Layout: `weight` is `[out_features, in_features]` and `bias` `[out_features]`, PyTorch's
+/// layout and names, so a PyTorch `state_dict` saved as safetensors loads as it is. The
+/// product is one [`Tensor::matmul_t`] reading the weight transposed: no transposed tensor is
+/// made in eager mode or in a graph (the matmul kernel reads the weight with swapped strides,
+/// or packs it itself where that measured faster), and the gradients are a plain product
+/// (`g @ W`) and one laid out as the weight (`gᵀ @ x`). The input is `[.., in_features]` (any
+/// leading dims) and the output `[.., out_features]`.
 ///
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{Linear, Module};
-/// let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// // 2 inputs, 3 outputs: the weight is [3, 2], one row per output.
+/// let w = Tensor::from_vec(vec![1.0f32, 4.0, 2.0, 5.0, 3.0, 6.0], &[3, 2])?;
 /// let b = Tensor::from_vec(vec![0.5f32, 0.0, -0.5], &[3])?;
 /// let layer = Linear::from_tensors(w, Some(b))?;
 /// let y = layer.forward(&Tensor::from_vec(vec![1.0f32, 1.0], &[1, 2])?)?;
@@ -55,7 +59,7 @@ impl Linear {
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{Linear, Module};
     /// let layer = Linear::new(4, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
-    /// assert_eq!(layer.weight().dims(), vec![4, 2]);
+    /// assert_eq!(layer.weight().dims(), vec![2, 4]); // [out, in]
     /// assert_eq!(layer.forward(&Tensor::ones(&[5, 4], DType::F32))?.dims(), vec![5, 2]);
     /// assert!(Linear::new(4, 2, DType::I32, &mut tensor_core::seeded_rng(0)).is_err());
     /// # Ok::<(), tensor_core::Error>(())
@@ -80,19 +84,19 @@ impl Linear {
 
     fn init(in_features: usize, out_features: usize, bias: bool, dtype: DType, rng: &mut impl Rng) -> Result<Linear> {
         need_float("Linear", dtype)?;
-        let weight = torch_default(&[in_features, out_features], in_features, dtype, rng);
+        let weight = torch_default(&[out_features, in_features], in_features, dtype, rng);
         let bias = bias.then(|| torch_default(&[out_features], in_features, dtype, rng));
         Linear::from_tensors(weight, bias)
     }
 
-    /// A layer from given tensors: `weight` `[in, out]` and an optional `bias` `[out]` of the
+    /// A layer from given tensors: `weight` `[out, in]` and an optional `bias` `[out]` of the
     /// same float dtype (for example from [`init`](super::init)). They are marked
     /// `requires_grad_(true)`; the layer holds these very handles.
     ///
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::Linear;
-    /// let w = Tensor::zeros(&[3, 2], DType::F32);
+    /// let w = Tensor::zeros(&[2, 3], DType::F32); // 3 inputs, 2 outputs
     /// let layer = Linear::from_tensors(w.clone(), None)?;
     /// assert!(layer.weight().same_as(&w) && w.requires_grad());
     /// assert!(Linear::from_tensors(w, Some(Tensor::zeros(&[3], DType::F32))).is_err());
@@ -100,10 +104,10 @@ impl Linear {
     /// ```
     pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Result<Linear> {
         if weight.rank() != 2 {
-            return Err(Error::invalid("Linear", "weight", format!("must be 2-d [in, out], found shape {}", weight.shape())));
+            return Err(Error::invalid("Linear", "weight", format!("must be 2-d [out, in] (PyTorch's layout), found shape {}", weight.shape())));
         }
         if let Some(b) = &bias {
-            let out = weight.dims()[1];
+            let out = weight.dims()[0];
             if b.dims() != [out] {
                 return Err(Error::shapes("Linear", &weight.shape(), &b.shape(), format!("the bias must be [{out}], one value per output")));
             }
@@ -116,7 +120,7 @@ impl Linear {
         Ok(Linear { weight, bias })
     }
 
-    /// The weight, `[in_features, out_features]`.
+    /// The weight, `[out_features, in_features]`.
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -141,9 +145,27 @@ impl Linear {
     }
 }
 
+impl Linear {
+    /// An input whose last dim is not `in_features` is an error naming the layer's layout
+    /// (the product's own message would show the weight `[out, in]` as its right operand).
+    fn check_input(&self, x: &Tensor) -> Result<()> {
+        let (shape, in_features) = (x.shape(), self.weight.dims()[1]);
+        match shape.dims().last() {
+            Some(&d) if d == in_features || d == crate::shape::UNKNOWN => Ok(()),
+            _ => {
+                let (w, out) = (self.weight.shape(), self.weight.dims()[0]);
+                let hint = format!("the input's last dim must be in_features = {in_features} (the weight is [out, in] = [{out}, {in_features}])");
+                Err(Error::shapes("Linear", &shape, &w, hint))
+            }
+        }
+    }
+}
+
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = x.matmul(&self.weight)?;
+        self.check_input(x)?;
+        // x @ Wᵀ with W read transposed where it lies: no transpose node or copy to fold away.
+        let y = x.matmul_t(&self.weight, false, true)?;
         match &self.bias {
             Some(b) => y.add(b),
             None => Ok(y),

@@ -110,6 +110,46 @@ impl AdamW {
     pub fn step_count(&self, index: usize) -> Option<&Tensor> {
         self.adam.step_count(index)
     }
+
+    /// The optimizer's state under PyTorch's names for `torch.optim.AdamW`:
+    /// `state.{i}.step`, `state.{i}.exp_avg` and `state.{i}.exp_avg_sq` per parameter `i`
+    /// (detached copies; see [`Adam::state_dict`]). The rates are the schedule's to restore.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{AdamW, Optimizer};
+    /// let p = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let opt = AdamW::new(vec![p.clone()], 0.1)?;
+    /// (&p * 2.0).backward()?;
+    /// opt.step()?;
+    /// let names: Vec<String> = opt.state_dict().into_iter().map(|(n, _)| n).collect();
+    /// assert_eq!(names, ["state.0.step", "state.0.exp_avg", "state.0.exp_avg_sq"]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn state_dict(&self) -> Vec<(String, Tensor)> {
+        self.adam.state_dict()
+    }
+
+    /// Loads a [`state_dict`](Self::state_dict) (checked first, as [`Adam::load_state_dict`]
+    /// checks it: an `Err` names the entry and changes nothing), so training resumes as if
+    /// it had never stopped.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::optim::{AdamW, Optimizer};
+    /// let p = Tensor::scalar(1.0f32).requires_grad_(true)?;
+    /// let opt = AdamW::new(vec![p.clone()], 0.1)?;
+    /// (&p * 2.0).backward()?;
+    /// opt.step()?;
+    /// let mut resumed = AdamW::new(vec![Tensor::scalar(0.0f32).requires_grad_(true)?], 0.1)?;
+    /// resumed.load_state_dict(&opt.state_dict())?;
+    /// assert_eq!(resumed.step_count(0).unwrap().item::<f64>()?, 1.0);
+    /// assert!(resumed.load_state_dict(&[]).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn load_state_dict(&mut self, named: &[(String, Tensor)]) -> Result<()> {
+        self.adam.load_state_dict(named)
+    }
 }
 
 impl Optimizer for AdamW {

@@ -47,7 +47,8 @@ fn struct_body(fields: &[Field]) -> TokenStream {
     quote!(#(#flattens)*)
 }
 
-/// `Self::V { a, b } => { variant index; each field }`; the variant's fields go under its name.
+/// `Self::V { a, b } => { variant index and name; each field }`; the variant's fields go under
+/// its name.
 fn variant_arm(index: usize, v: &Variant) -> TokenStream {
     let (vname, label, index) = (v.ident, v.ident.to_string(), index as u32);
     let names: Vec<_> = v.fields.iter().map(|f| f.ident.cloned().unwrap_or_else(|| format_ident!("__tc_field{}", f.index))).collect();
@@ -62,7 +63,7 @@ fn variant_arm(index: usize, v: &Variant) -> TokenStream {
         Style::Unnamed => quote!(( #(#names),* )),
         Style::Unit => quote!(),
     };
-    quote! { Self::#vname #pattern => { __tc_f.variant(#index); #flatten } }
+    quote! { Self::#vname #pattern => { __tc_f.variant_named(#index, #label); #flatten } }
 }
 
 /// One field's part of the key, under its label. Spanned at the field's type, so a missing

@@ -40,7 +40,7 @@ mod tests {
     #[test]
     fn enums_key_their_variant_and_unions_are_refused() {
         let out = expand("enum Act { Relu, Leaky(f32), Scaled { by: Tensor } }").unwrap();
-        assert!(out.contains("variant (0u32)") && out.contains("variant (2u32)"), "{out}");
+        assert!(out.contains("variant_named (0u32 , \"Relu\")") && out.contains("variant_named (2u32 , \"Scaled\")"), "{out}");
         let e = expand("union Bits { f: f32, i: i32 }").unwrap_err();
         assert!(e.to_string().contains("unions"), "{e}");
     }

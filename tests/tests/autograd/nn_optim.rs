@@ -14,13 +14,14 @@ use tests::{assert_bits_eq, assert_close, assert_values, tensor};
 
 #[test]
 fn linear_with_known_weights() -> Result<()> {
-    let w = tensor::<f64>(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    // PyTorch's layout, [out, in]: output j is row j of W dotted with the input.
+    let w = tensor::<f64>(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0], &[3, 2]);
     let b = tensor::<f64>(&[0.5, 0.0, -0.5], &[3]);
     let layer = Linear::from_tensors(w.clone(), Some(b.clone()))?;
     let x = tensor::<f64>(&[1.0, 0.0, 1.0, -1.0], &[2, 2]);
     let y = layer.forward(&x)?;
     assert_eq!(y.dims(), vec![2, 3]);
-    // [1, 0] @ W = [1, 2, 3]; [1, -1] @ W = [-3, -3, -3]; plus the bias.
+    // [1, 0] @ Wᵀ = [1, 2, 3]; [1, -1] @ Wᵀ = [-3, -3, -3]; plus the bias.
     assert_values(&y, &[1.5, 2.0, 2.5, -2.5, -3.0, -3.5]);
 
     let params = layer.parameters();
@@ -28,9 +29,10 @@ fn linear_with_known_weights() -> Result<()> {
     assert!(params[0].same_as(&w) && params[1].same_as(&b));
     assert!(params.iter().all(|p| p.requires_grad() && p.is_leaf()));
 
-    // d(sum y)/dW = x^T @ ones, d(sum y)/db = the batch size.
+    // d(sum y)/dW = onesᵀ @ x (laid out as W: each row the column sums of x), d(sum y)/db =
+    // the batch size.
     y.sum()?.backward()?;
-    assert_values(&w.grad().unwrap(), &[2.0, 2.0, 2.0, -1.0, -1.0, -1.0]);
+    assert_values(&w.grad().unwrap(), &[2.0, -1.0, 2.0, -1.0, 2.0, -1.0]);
     assert_values(&b.grad().unwrap(), &[2.0, 2.0, 2.0]);
     Ok(())
 }
@@ -39,7 +41,7 @@ fn linear_with_known_weights() -> Result<()> {
 fn linear_shapes_init_and_errors() -> Result<()> {
     let mut rng = tensor_core::seeded_rng(3);
     let layer = Linear::new(4, 5, DType::F32, &mut rng)?;
-    assert_eq!(layer.weight().dims(), vec![4, 5]);
+    assert_eq!(layer.weight().dims(), vec![5, 4]);
     assert_eq!(layer.bias().unwrap().dims(), vec![5]);
     // PyTorch's default init: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
     for p in layer.parameters() {
@@ -47,11 +49,16 @@ fn linear_shapes_init_and_errors() -> Result<()> {
     }
     // Leading dims pass through.
     assert_eq!(layer.forward(&Tensor::ones(&[2, 3, 4], DType::F32))?.dims(), vec![2, 3, 5]);
-    assert!(layer.forward(&Tensor::ones(&[2, 3], DType::F32)).is_err());
+    let err = layer.forward(&Tensor::ones(&[2, 3], DType::F32)).unwrap_err().to_string();
+    assert!(err.contains("Linear") && err.contains("in_features = 4 (the weight is [out, in] = [5, 4])"), "{err}");
+    assert!(layer.forward(&Tensor::ones(&[4], DType::F32))?.dims() == vec![5], "a vector input");
+    assert!(layer.forward(&Tensor::scalar(1.0f32)).is_err(), "a scalar input");
 
     let no_bias = Linear::new_without_bias(4, 5, DType::F32, &mut rng)?;
     let x = Tensor::randn(&[3, 4], DType::F32, 9);
-    assert_bits_eq(&no_bias.forward(&x)?, &x.matmul(no_bias.weight())?);
+    assert_bits_eq(&no_bias.forward(&x)?, &x.matmul_t(no_bias.weight(), false, true)?);
+    // The product reads the weight in place: the same values as a copied transpose.
+    assert_close(&no_bias.forward(&x)?, &tests::as_f64(&x.matmul(&no_bias.weight().t()?)?), 1e-6);
     assert_eq!(no_bias.parameters().len(), 1);
 
     // The same seed gives the same layer.
@@ -63,8 +70,10 @@ fn linear_shapes_init_and_errors() -> Result<()> {
 
     assert!(Linear::new(2, 2, DType::I64, &mut rng).is_err());
     assert!(Linear::from_tensors(Tensor::zeros(&[2, 3, 1], DType::F32), None).is_err());
-    assert!(Linear::from_tensors(Tensor::zeros(&[2, 3], DType::F32), Some(Tensor::zeros(&[2], DType::F32))).is_err());
-    assert!(Linear::from_tensors(Tensor::zeros(&[2, 3], DType::F32), Some(Tensor::zeros(&[3], DType::F64))).is_err());
+    // A [out, in] = [2, 3] weight takes a bias of 2, not 3.
+    assert!(Linear::from_tensors(Tensor::zeros(&[2, 3], DType::F32), Some(Tensor::zeros(&[3], DType::F32))).is_err());
+    assert!(Linear::from_tensors(Tensor::zeros(&[2, 3], DType::F32), Some(Tensor::zeros(&[2], DType::F64))).is_err());
+    assert!(Linear::from_tensors(Tensor::zeros(&[2, 3], DType::F32), Some(Tensor::zeros(&[2], DType::F32))).is_ok());
     Ok(())
 }
 
@@ -190,8 +199,9 @@ fn initializer_statistics() -> Result<()> {
     assert!((std / expected - 1.0).abs() < 0.03, "std {std}");
     assert!(mean.abs() < 0.02 * expected);
 
-    // He/Kaiming uniform: U(-a, a), a = sqrt(6 / fan_in), so the same std; fan_in = 256.
-    let w = init::kaiming_uniform(&[256, 400], DType::F32, &mut rng)?;
+    // He/Kaiming uniform: U(-a, a), a = sqrt(6 / fan_in), so the same std; a 2-d weight is
+    // [out, in] as in PyTorch, so fan_in = 256.
+    let w = init::kaiming_uniform(&[400, 256], DType::F32, &mut rng)?;
     let (a, expected) = ((6.0f64 / 256.0).sqrt(), (2.0f64 / 256.0).sqrt());
     let (_, std, max) = stats(&w);
     assert!(max <= a && max > 0.99 * a, "max {max} vs bound {a}");
@@ -207,6 +217,7 @@ fn initializer_statistics() -> Result<()> {
         &init::kaiming_normal(&[3, 4], DType::F32, &mut tensor_core::seeded_rng(1))?,
     );
     assert_eq!(init::fans(&[8, 4, 5, 5])?, (100, 200));
+    assert_eq!(init::fans(&[8, 4])?, (4, 8), "[out, in], PyTorch's _calculate_fan_in_and_fan_out");
     assert!(init::xavier_uniform(&[10], DType::F32, &mut rng).is_err());
     assert!(init::kaiming_normal(&[2, 2], DType::I32, &mut rng).is_err());
     Ok(())
@@ -701,7 +712,7 @@ fn causal_self_attention_sees_only_the_past() -> Result<()> {
     assert!(g[..3].iter().all(|&v| v > 0.0) && g[3..].iter().all(|&v| v == 0.0), "{g:?}");
     // The same block written out by hand: one head of 4 dims at a time.
     let p = attn.parameters();
-    let qkv = x.matmul(&p[0])?.add(&p[1])?;
+    let qkv = x.matmul(&p[0].t()?)?.add(&p[1])?;
     let mut heads = Vec::new();
     for h in 0..2 {
         let part = |i: usize| qkv.narrow(2, i * 8 + h * 4, 4);
@@ -709,7 +720,7 @@ fn causal_self_attention_sees_only_the_past() -> Result<()> {
         let w = scores.masked_fill(&Tensor::causal_mask(6), f64::NEG_INFINITY)?.softmax(-1)?;
         heads.push(w.matmul(&part(2)?)?);
     }
-    let expected = Tensor::concat(&[&heads[0], &heads[1]], 2)?.matmul(&p[2])?.add(&p[3])?;
+    let expected = Tensor::concat(&[&heads[0], &heads[1]], 2)?.matmul(&p[2].t()?)?.add(&p[3])?;
     let (got, want) = (y.to_vec::<f64>()?, expected.to_vec::<f64>()?);
     assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-12));
     assert!(CausalSelfAttention::new(8, 3, DType::F32, &mut tensor_core::seeded_rng(0)).is_err());

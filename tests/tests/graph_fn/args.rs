@@ -99,10 +99,10 @@ fn collections_flatten_into_leaves_and_structure() -> Result<()> {
     assert_eq!(call(3.0, vec![1.0, 3.0], 2, Some(0.0))?, [1216.0, 2432.0]);
     let f = function("weighted");
     assert_eq!(f.trace_count(), 4);
-    assert_eq!(f.retrace_reasons()[1..], ["arg ws.1: 2.0 -> 3.0", "arg pair.1: 1 -> 2", "arg maybe: structure (variant 0) -> (variant 1, f32[2])"]);
+    assert_eq!(f.retrace_reasons()[1..], ["arg ws.1: 2.0 -> 3.0", "arg pair.1: 1 -> 2", "arg maybe: structure (None) -> (Some, f32[2])"]);
     assert_eq!(
         f.traces()[0].signature,
-        "xs: (length 2, f32[2], f32[2]), ws: (length 2, 1.0, 2.0), pair: (f32[2], 1), maybe: variant 0, fixed: (length 2, f32[2], f32[2])"
+        "xs: (length 2, f32[2], f32[2]), ws: (length 2, 1.0, 2.0), pair: (f32[2], 1), maybe: None, fixed: (length 2, f32[2], f32[2])"
     );
     Ok(())
 }
@@ -172,14 +172,11 @@ fn derived_structs_and_enums() -> Result<()> {
     let reasons = f.retrace_reasons();
     assert_eq!(reasons[1], "arg batch.mode: Eval -> Train");
     assert_eq!(reasons[2], "arg batch.step: 1 -> 2");
-    assert_eq!(reasons[3], "arg input: structure (variant 0, Dense: f32[1]) -> (variant 1, Pair.a: f32[1], Pair.b: f32[1])");
-    assert_eq!(reasons[4], "arg input: structure (variant 1, Pair.a: f32[1], Pair.b: f32[1]) -> (variant 2)");
+    assert_eq!(reasons[3], "arg input: structure (Dense, Dense: f32[1]) -> (Pair, Pair.a: f32[1], Pair.b: f32[1])");
+    assert_eq!(reasons[4], "arg input: structure (Pair, Pair.a: f32[1], Pair.b: f32[1]) -> (Empty)");
     let text = f.concrete_functions()[0].to_text();
     assert!(text.starts_with("graph score(batch.x: f32[1], batch.y: f32[1], scaled.0: f32[1], input.Dense: f32[1]) {"), "{text}");
-    assert_eq!(
-        f.traces()[0].signature,
-        "batch: (x: f32[1], y: f32[1], step: 1, mode: Eval), scaled: (f32[1], 0.5), input: (variant 0, Dense: f32[1])"
-    );
+    assert_eq!(f.traces()[0].signature, "batch: (x: f32[1], y: f32[1], step: 1, mode: Eval), scaled: (f32[1], 0.5), input: (Dense, Dense: f32[1])");
     Ok(())
 }
 

@@ -88,11 +88,11 @@ fn retrace_reasons_for_structure() {
         [
             "first call",
             "arg xs: structure (length 2, f32[1], f32[1]) -> (length 3, f32[1], f32[1], f32[1])",
-            "arg maybe: structure (variant 0) -> (variant 1, f32[1])",
+            "arg maybe: structure (None) -> (Some, f32[1])",
             "arg pair.0: 1 -> 5",
         ]
     );
-    assert_eq!(f.traces()[0].signature, "xs: (length 2, f32[1], f32[1]), pair: (1, f32[1]), maybe: variant 0");
+    assert_eq!(f.traces()[0].signature, "xs: (length 2, f32[1], f32[1]), pair: (1, f32[1]), maybe: None");
 }
 
 #[graph_fn]

@@ -1,5 +1,5 @@
 //! #[graph_fn]: arguments, the trace cache and grad mode in its key, options, introspection,
-//! models, random numbers.
+//! models, random numbers, and the names messages give layers.
 
 mod acceptance;
 mod args;
@@ -8,6 +8,7 @@ mod control_gradients;
 mod grad_mode;
 mod gradients;
 mod introspection;
+mod layer_names;
 mod model;
 mod options;
 mod random;

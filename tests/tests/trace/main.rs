@@ -1,6 +1,6 @@
 //! Tracing: eager and graph bit for bit, tprint!, graph snapshots, state by reference, cond and
-//! while_loop; what traced graphs and models are saved as (checkpoints, exported graphs, ONNX
-//! run in tract-onnx); and every `Error` variant triggered.
+//! while_loop; what traced graphs and models are saved as (checkpoints, PyTorch's state
+//! dicts, exported graphs, ONNX run in tract-onnx); and every `Error` variant triggered.
 
 mod checkpoint;
 mod control_flow;
@@ -10,5 +10,6 @@ mod errors;
 mod export;
 mod onnx;
 mod print;
+mod pytorch_fixtures;
 mod snapshot;
 mod state;

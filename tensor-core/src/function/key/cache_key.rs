@@ -36,17 +36,19 @@ impl Hash for CacheKey {
 }
 
 /// What labels a part of an argument: a struct field's name, or an element's index in a
-/// collection (so leaves are named `layers.0.weight`).
+/// collection (so leaves are named `layers.0.weight`); or the name of the enum variant whose
+/// key word is at that position (`Some`, `Relu`), which names that word and opens no scope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Label {
     Field(&'static str),
     Index(u32),
+    Variant(&'static str),
 }
 
 impl std::fmt::Display for Label {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Label::Field(name) => f.write_str(name),
+            Label::Field(name) | Label::Variant(name) => f.write_str(name),
             Label::Index(i) => write!(f, "{i}"),
         }
     }
@@ -77,11 +79,20 @@ pub(super) fn field_path(fields: &[(u16, Option<Label>)], pos: usize) -> Vec<Lab
     let mut path = Vec::new();
     for &(_, event) in fields.iter().take_while(|(at, _)| *at as usize <= pos) {
         match event {
+            Some(Label::Variant(_)) => {}
             Some(label) => path.push(label),
             None => drop(path.pop()),
         }
     }
     path
+}
+
+/// The name of the enum variant whose key word is at `pos`, if it was given one.
+pub(super) fn variant_name(fields: &[(u16, Option<Label>)], pos: usize) -> Option<&'static str> {
+    fields.iter().find_map(|&(at, label)| match label {
+        Some(Label::Variant(name)) if at as usize == pos => Some(name),
+        _ => None,
+    })
 }
 
 /// The labels enclosing the word at `pos` as one name: `layers.0.weight`.

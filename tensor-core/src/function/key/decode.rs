@@ -2,7 +2,7 @@
 //! scalar's value, a length, ...), each labeled with its field path. Only the miss path
 //! (retrace reasons, signature text) decodes.
 
-use super::cache_key::{field_path_text, KeyRef};
+use super::cache_key::{field_path_text, variant_name, KeyRef};
 use super::statics::StaticValue;
 use super::words::{read_device, read_tensor_header, Tag, PAYLOAD_MASK, UNKNOWN_RANK_CODE};
 use crate::dtype::DType;
@@ -114,6 +114,10 @@ pub(crate) fn decode(key: KeyRef) -> Decoded {
                 d.leaf_args.push(d.args.len().saturating_sub(1));
                 Part::Tensor { dtype, shape, requires_grad, device: read_device(payload) }
             }
+            Some(Tag::Variant) => match variant_name(key.fields, start) {
+                Some(name) => Part::Structure(name.to_string()),
+                None => Part::Structure(format!("variant {payload}")),
+            },
             Some(tag) => {
                 let (part, used) = scalar_part(tag, payload, &words[i..], key.statics);
                 i += used;
@@ -154,7 +158,6 @@ fn scalar_part(tag: Tag, payload: u64, rest: &[u64], statics: &[StaticValue]) ->
             (Part::Value(format!("{:?}", String::from_utf8_lossy(&bytes))), n)
         }
         Tag::Len => (Part::Structure(format!("length {payload}")), 0),
-        Tag::Variant => (Part::Structure(format!("variant {payload}")), 0),
-        Tag::Arg | Tag::Tensor | Tag::Alias | Tag::Instantiation => (Part::Structure("?".into()), 0),
+        Tag::Arg | Tag::Variant | Tag::Tensor | Tag::Alias | Tag::Instantiation => (Part::Structure("?".into()), 0),
     }
 }

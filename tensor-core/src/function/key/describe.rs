@@ -34,15 +34,16 @@ fn describe_args(names: &[&str], key: KeyRef) -> String {
     }
 }
 
-/// Parts as text, each with its field path (`x: f32[2], step: 1`). Element indices are left
-/// out of the path: a sequence's parts are already in order (`(f32[1], f32[1])`).
+/// Parts as text, each with its field path (`x: f32[2], step: 1`, `body.0.bias: Some`). A
+/// path of element indices alone is left out: a sequence's parts are already in order
+/// (`(f32[1], f32[1])`); one with a field name keeps its indices, which tell the layers of a
+/// `Sequential` or a `Vec` of structs apart.
 pub(super) fn join(parts: &[&Labeled]) -> String {
     let text = |(path, part): &Labeled| {
-        let named: Vec<&str> = path.split('.').filter(|s| !s.is_empty() && !s.bytes().all(|b| b.is_ascii_digit())).collect();
-        if named.is_empty() {
+        if path.split('.').all(|s| s.bytes().all(|b| b.is_ascii_digit())) {
             part.to_string()
         } else {
-            format!("{}: {part}", named.join("."))
+            format!("{path}: {part}")
         }
     };
     parts.iter().map(|p| text(p)).collect::<Vec<_>>().join(", ")

@@ -34,26 +34,31 @@ fn argument_changes(names: &[&str], types: &[(u64, &str)], old: KeyRef, new: Key
     reasons
 }
 
-/// What changed in argument `k`: its type, its structure, or the parts that differ.
+/// What changed in argument `k`: a type in it (the argument's own, or a part's, such as a
+/// `Sequential`'s layer), its structure, or the parts that differ.
 fn arg_changes(names: &[&str], types: &[(u64, &str)], k: usize, old: &[Labeled], new: &[Labeled]) -> Vec<String> {
     let name = names.get(k).copied().unwrap_or("(extra)");
-    let type_name = |h: &u64| types.iter().find(|(k, _)| k == h).map_or_else(|| format!("#{h:016x}"), |(_, n)| short_type(n));
-    let (ot, nt) = (old.iter().find_map(|p| p.1.type_hash()), new.iter().find_map(|p| p.1.type_hash()));
-    if ot != nt {
-        let show = |t: Option<u64>| t.as_ref().map_or_else(|| "?".to_string(), type_name);
-        return vec![format!("arg {name}: type {} -> {}", show(ot), show(nt))];
+    let at = |path: &str| if path.is_empty() { name.to_string() } else { format!("{name}.{path}") };
+    if let Some(change) = type_change(types, old, new) {
+        let (path, from, to) = change;
+        return vec![format!("arg {}: type {from} -> {to}", at(&path))];
     }
     let (o, n) = (untyped(old), untyped(new));
     if o.len() != n.len() || o.iter().zip(&n).any(|(a, b)| a.0 != b.0) {
         return vec![format!("arg {name}: structure ({}) -> ({})", join(&o), join(&n))];
     }
     let changed = o.iter().zip(&n).filter(|(a, b)| a.1 != b.1);
-    changed
-        .map(|((path, po), (_, pn))| {
-            let at = if path.is_empty() { name.to_string() } else { format!("{name}.{path}") };
-            format!("arg {at}: {}", part_change(po, pn))
-        })
-        .collect()
+    changed.map(|((path, po), (_, pn))| format!("arg {}: {}", at(path), part_change(po, pn))).collect()
+}
+
+/// The first type that differs between two decodings of an argument, in order: its field
+/// path (`body.1` for a `Sequential`'s second layer) and the two short type names. Types
+/// added or dropped at the end (a longer chain) are a change of structure instead.
+fn type_change(types: &[(u64, &str)], old: &[Labeled], new: &[Labeled]) -> Option<(String, String, String)> {
+    let type_name = |h: u64| types.iter().find(|(k, _)| *k == h).map_or_else(|| format!("#{h:016x}"), |(_, n)| short_type(n));
+    let typed = |parts: &[Labeled]| parts.iter().filter_map(|(path, p)| p.type_hash().map(|h| (path.clone(), h))).collect::<Vec<_>>();
+    let (ot, nt) = (typed(old), typed(new));
+    ot.iter().zip(&nt).find(|(o, n)| o.1 != n.1).map(|(o, n)| (o.0.clone(), type_name(o.1), type_name(n.1)))
 }
 
 /// The parts that are not type names.

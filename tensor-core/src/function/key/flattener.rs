@@ -335,7 +335,9 @@ impl Flattener {
         self.words.is_empty()
     }
 
-    /// An enum variant (or `Option`'s `Some` = 1 / `None` = 0) that follows.
+    /// An enum variant (or `Option`'s `Some` = 1 / `None` = 0) that follows, keyed by its
+    /// index; signatures and retrace reasons show it as `variant 1`. Prefer
+    /// [`variant_named`](Self::variant_named), which they show by name.
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -348,6 +350,25 @@ impl Flattener {
     /// ```
     pub fn variant(&mut self, index: u32) {
         self.words.push(tagged(Tag::Variant, index as u64));
+    }
+
+    /// An enum variant that follows, keyed by its index (as [`variant`](Self::variant)) and
+    /// named `name` in signatures and retrace reasons (`arg layer: Relu -> Tanh`, `bias:
+    /// Some`); `#[derive(GraphArg)]` on an enum and `Option` call this. The name is not part
+    /// of the key.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::Flattener;
+    /// let mut f = Flattener::new();
+    /// f.arg();
+    /// f.variant_named(1, "Some");
+    /// f.int(4);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn variant_named(&mut self, index: u32, name: &'static str) {
+        self.fields.push((self.words.len() as u16, Some(Label::Variant(name))));
+        self.variant(index);
     }
 
     /// A type name (for generic functions, whose statics all instantiations share).

@@ -8,7 +8,11 @@ use tensor_core::prelude::*;
 
 #[graph_fn]
 fn by_reference(x: &Tensor, flag: &Tensor) -> Tensor {
-    if flag { x * 2.0 } else { x - 1.0 }
+    if flag {
+        x * 2.0
+    } else {
+        x - 1.0
+    }
 }
 
 #[graph_fn]
@@ -23,7 +27,11 @@ fn by_value(x: &Tensor, flag: Tensor) -> Tensor {
 #[graph_fn]
 fn referenced(x: &Tensor, flag: &Tensor) -> Tensor {
     let gate = &flag;
-    if gate { x * 3.0 } else { x.clone() }
+    if gate {
+        x * 3.0
+    } else {
+        x.clone()
+    }
 }
 
 /// A `while` on an argument the loop reassigns.

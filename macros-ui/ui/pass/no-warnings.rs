@@ -11,7 +11,11 @@ use tensor_core::prelude::*;
 #[graph_fn]
 fn abs_doubled(x: &Tensor) -> Tensor {
     let positive = x.gt(0.0);
-    if positive { x * 2.0 } else { x * -1.0 }
+    if positive {
+        x * 2.0
+    } else {
+        x * -1.0
+    }
 }
 
 /// An `if` used as a statement, and an `else if` chain giving a value.
@@ -156,7 +160,11 @@ fn policies(x: &Tensor) -> Vec<Tensor> {
 /// `Option` and unit returns.
 #[graph_fn]
 fn maybe(x: &Tensor, some: bool) -> Option<Tensor> {
-    if some { Some(x * 2.0) } else { None }
+    if some {
+        Some(x * 2.0)
+    } else {
+        None
+    }
 }
 
 #[graph_fn]

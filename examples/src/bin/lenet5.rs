@@ -186,8 +186,7 @@ impl LeNet5 {
         let x = x.max_pool2d([2, 2], [2, 2])?; // 6@14x14
         let x = x.conv2d(&self.conv2_w, Some(&self.conv2_b), [1, 1], [0, 0])?.relu()?; // 16@10x10
         let x = x.max_pool2d([2, 2], [2, 2])?.flatten_from(1)?; // 16@5x5 -> 400
-        // x @ Wᵀ + b, each weight [out, in] read transposed in place, as nn::Linear does.
-        let x = x.matmul_t(&self.fc1_w, false, true)?.add(&self.fc1_b)?.relu()?; // 120
+        let x = x.matmul_t(&self.fc1_w, false, true)?.add(&self.fc1_b)?.relu()?; // 120: x @ Wᵀ + b, W [out, in] read in place, as in nn::Linear
         let x = x.matmul_t(&self.fc2_w, false, true)?.add(&self.fc2_b)?.relu()?; // 84
         x.matmul_t(&self.fc3_w, false, true)?.add(&self.fc3_b) // 10
     }

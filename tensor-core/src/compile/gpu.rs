@@ -345,7 +345,7 @@ fn run_steps_on_lanes(
             }
         }
     }
-    let others: SmallVec<[usize; 4]> = (1..64).filter(|l| used & (1 << l) != 0).collect();
+    let others: SmallVec<[usize; 4]> = (1..crate::cuda::CAPTURE_LANES).filter(|l| used & (1 << l) != 0).collect();
     crate::cuda::record_on_lane(device, 0, &others)?;
     Ok(deferred)
 }

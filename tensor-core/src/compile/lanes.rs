@@ -26,10 +26,15 @@ pub(crate) struct Placement {
 
 /// The lanes of a plan's steps, over `lanes` streams (1: every step on lane 0, no waits).
 pub(crate) fn schedule(plan: &Plan, num_values: usize, lanes: usize) -> Vec<Placement> {
-    let lanes = lanes.max(1);
+    simulate(plan, num_values, lanes).0
+}
+
+/// Places every step in order; returns the placements and the lanes as they end.
+fn simulate(plan: &Plan, num_values: usize, lanes: usize) -> (Vec<Placement>, Lanes) {
     let mut made_on: Vec<Option<(usize, usize)>> = vec![None; num_values];
-    let mut state = Lanes::new(lanes);
-    plan.steps
+    let mut state = Lanes::new(lanes.max(1));
+    let placements = plan
+        .steps
         .iter()
         .map(|step| {
             let inputs: SmallVec<[(usize, usize); 4]> = step.node.inputs.iter().filter_map(|&v: &ValueId| made_on[v]).collect();
@@ -40,7 +45,8 @@ pub(crate) fn schedule(plan: &Plan, num_values: usize, lanes: usize) -> Vec<Plac
             }
             placement
         })
-        .collect()
+        .collect();
+    (placements, state)
 }
 
 /// What a capture of `graph` over `lanes` streams records, by the schedule above: the steps
@@ -48,20 +54,9 @@ pub(crate) fn schedule(plan: &Plan, num_values: usize, lanes: usize) -> Vec<Plac
 /// step count on one lane). For the device checks and the docs, not part of the API.
 #[doc(hidden)]
 pub fn lane_summary(graph: &crate::graph::Graph, lanes: usize) -> (Vec<usize>, usize, usize) {
-    let plan = Plan::new(graph);
-    let placements = schedule(&plan, graph.values.len(), lanes);
-    let mut per_lane = vec![0; lanes.max(1)];
-    placements.iter().for_each(|p| per_lane[p.lane] += 1);
+    let (placements, state) = simulate(&Plan::new(graph), graph.values.len(), lanes);
     let waits = placements.iter().map(|p| p.waits.len()).sum();
-    let mut state = Lanes::new(lanes.max(1));
-    let mut made_on: Vec<Option<(usize, usize)>> = vec![None; graph.values.len()];
-    for step in &plan.steps {
-        let inputs: SmallVec<[(usize, usize); 4]> = step.node.inputs.iter().filter_map(|&v| made_on[v]).collect();
-        let p = state.place(&inputs);
-        let position = state.recorded[p.lane] - 1;
-        step.node.outputs.iter().for_each(|&v| made_on[v] = Some((p.lane, position)));
-    }
-    (per_lane, waits, state.time.iter().copied().max().unwrap_or(0))
+    (state.recorded, waits, state.time.iter().copied().max().unwrap_or(0))
 }
 
 /// The simulated lanes: each one's time, how many steps it has recorded, and how far it has

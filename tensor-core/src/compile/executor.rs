@@ -80,7 +80,7 @@ impl Executable {
     pub fn new(graph: &Graph, optimize: bool) -> Executable {
         let graph = if optimize { super::optimize(graph, None) } else { graph.clone() };
         let plan = Plan::new(&graph);
-        let cpu_steps = plan.steps.iter().map(|s| lower(&s.node.kind, optimize)).collect();
+        let cpu_steps = plan.steps.iter().map(|s| lower(s, optimize)).collect();
         Executable {
             graph,
             plan,

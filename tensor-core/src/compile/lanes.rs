@@ -128,6 +128,7 @@ mod tests {
                 frees: SmallVec::new(),
                 donate: SmallVec::from_elem(false, inputs.len()),
                 with_next: false,
+                streams: false,
             })
             .collect();
         Plan { steps, checks_shapes: false, on_worker: false }

@@ -9,6 +9,7 @@
 //! of the plan as it is and generates CUDA from the same program descriptions.
 
 use super::control::ControlPlan;
+use super::plan::Step;
 use crate::graph::NodeKind;
 use crate::kernels::fused::CompiledProgram;
 
@@ -24,13 +25,16 @@ pub(super) enum CpuStep {
     Control(Box<ControlPlan>),
 }
 
-/// Lowers one node for the CPU. With `optimize`, a control node's subgraphs are optimized
-/// first (see [`optimize_subgraphs`](super::optimize_subgraphs)).
-pub(super) fn lower(kind: &NodeKind, optimize: bool) -> CpuStep {
-    match kind {
-        NodeKind::Fused(p) => CpuStep::Fused(CompiledProgram::new(p)),
+/// Lowers one step of a plan for the CPU. With `optimize`, a control node's subgraphs are
+/// optimized first (see [`optimize_subgraphs`](super::optimize_subgraphs)); a fused program
+/// whose step `streams` writes its outputs with streaming stores (see `Step::streams`).
+pub(super) fn lower(step: &Step, optimize: bool) -> CpuStep {
+    match &step.node.kind {
+        NodeKind::Fused(p) => CpuStep::Fused(CompiledProgram::for_step(p, step.streams)),
         NodeKind::Epilogue(e) => CpuStep::Epilogue(CompiledProgram::new(&e.program)),
-        NodeKind::Cond { .. } | NodeKind::While { .. } => CpuStep::Control(Box::new(ControlPlan::new(kind, optimize).expect("a control node"))),
+        kind @ (NodeKind::Cond { .. } | NodeKind::While { .. }) => {
+            CpuStep::Control(Box::new(ControlPlan::new(kind, optimize).expect("a control node")))
+        }
         NodeKind::Op(_) | NodeKind::Print(_) | NodeKind::AccumulateGrad { .. } => CpuStep::Node,
     }
 }
@@ -38,6 +42,7 @@ pub(super) fn lower(kind: &NodeKind, optimize: bool) -> CpuStep {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile::plan::Plan;
     use crate::compile::tests::traced;
     use crate::compile::{optimize, Executable};
     use crate::prelude::*;
@@ -46,7 +51,7 @@ mod tests {
     fn the_graph_holds_descriptions_and_the_lowering_compiles_them() -> Result<()> {
         let (x, w) = (Tensor::randn(&[4, 3], DType::F32, 1), Tensor::randn(&[3, 3], DType::F32, 2));
         let g = optimize(&traced(&[&x, &w], || Ok(vec![x.matmul(&w)?.tanh()?, x.mul(2.0)?.exp()?])), None);
-        let lowered: Vec<CpuStep> = g.nodes.iter().map(|n| lower(&n.kind, false)).collect();
+        let lowered: Vec<CpuStep> = Plan::new(&g).steps.iter().map(|s| lower(s, false)).collect();
         let fused = lowered.iter().find_map(|s| if let CpuStep::Fused(p) = s { Some(p) } else { None }).expect("a fused step");
         assert_eq!(fused.program().summary(), "mul,exp");
         let epilogue = lowered.iter().find_map(|s| if let CpuStep::Epilogue(p) = s { Some(p) } else { None }).expect("an epilogue step");

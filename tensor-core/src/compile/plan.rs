@@ -19,7 +19,18 @@ pub struct Step {
     /// one thread each (see `pair_products`); the run frees this step's dying values after
     /// the next step.
     pub with_next: bool,
+    /// This step is a fused program whose outputs are large and read by no later step (they
+    /// leave the call), so its generated loop writes them with streaming stores (see
+    /// [`STREAM_MIN_BYTES`]).
+    pub streams: bool,
 }
+
+/// Outputs at least this large that no later step of the call reads are written with
+/// streaming (non-temporal) stores: an ordinary store first reads the line it writes into the
+/// cache (write-allocate), a third of the traffic of `y = f(x)`, and the line would only
+/// evict what the next call reads. Smaller outputs may still be in cache when the caller
+/// reads them, so they are stored as usual. The bits are the same either way.
+pub const STREAM_MIN_BYTES: usize = 4 << 20;
 
 /// The plan of a graph.
 pub struct Plan {
@@ -60,7 +71,8 @@ impl Plan {
                     .map(|(k, v)| dies(v) && !node.inputs[..k].contains(v) && !node.inputs[k + 1..].contains(v))
                     .collect();
                 let donate = if matches!(node.kind, NodeKind::Fused(_)) { donate } else { SmallVec::from_elem(false, node.inputs.len()) };
-                Step { node: (*node).clone(), frees, donate, with_next: pairs.contains(&i) }
+                let streams = streams(g, node, &last);
+                Step { node: (*node).clone(), frees, donate, with_next: pairs.contains(&i), streams }
             })
             .collect();
         Plan { steps, checks_shapes, on_worker }
@@ -144,6 +156,16 @@ fn has_unknown_dims(g: &Graph) -> bool {
 }
 
 /// Values that live to the end of the run: outputs and written-back values.
+/// True when `node` is a fused program whose every output is known to be at least
+/// [`STREAM_MIN_BYTES`] and is read by no step (`last` holds each value's last reading step).
+fn streams(g: &Graph, node: &Node, last: &[usize]) -> bool {
+    let large = |v: ValueId| {
+        let info = &g.values[v];
+        info.shape.is_known() && info.shape.numel() * info.dtype.size_of() >= STREAM_MIN_BYTES
+    };
+    matches!(node.kind, NodeKind::Fused(_)) && node.outputs.iter().all(|&v| last[v] == usize::MAX && large(v))
+}
+
 fn kept_values(g: &Graph) -> Vec<bool> {
     let mut keep = vec![false; g.values.len()];
     g.outputs.iter().for_each(|&v| keep[v] = true);
@@ -216,6 +238,36 @@ mod tests {
         let big = Tensor::ones(&[256, 256], DType::F32);
         let f = ConcreteFunction::trace("big_plus_one", &[("x", &big)], || Ok(vec![big.add(1.0)?]))?;
         assert!(Plan::new(f.traced_graph()).on_worker);
+        Ok(())
+    }
+
+    /// W2's body: one fused program of `x`.
+    fn w2(x: &Tensor) -> Result<Tensor> {
+        x.mul(1.5)?.add(0.5)?.tanh()?.mul(&x.sigmoid()?)?.sub(&x.mul(0.5)?)
+    }
+
+    #[test]
+    fn a_large_fused_output_that_leaves_the_call_streams_and_keeps_eager_bits() -> Result<()> {
+        // 4 MiB of f32 streams; 4 MiB less one vector does not; the same output read by a
+        // later step (a sum) does not either.
+        let streaming = |n: usize, reduced: bool| -> Result<(bool, Tensor, Tensor)> {
+            let x = Tensor::randn(&[n], DType::F32, 7);
+            let body = || -> Result<Vec<Tensor>> {
+                let y = w2(&x)?;
+                Ok(if reduced { vec![y.sum()?] } else { vec![y] })
+            };
+            let f = ConcreteFunction::trace("w2", &[("x", &x)], body)?;
+            let exe = Executable::new(f.traced_graph(), true);
+            let streams = Plan::new(exe.graph()).steps.iter().any(|s| s.streams);
+            Ok((streams, exe.run(&[&x])?.remove(0), body()?.remove(0)))
+        };
+        let n = STREAM_MIN_BYTES / 4;
+        for (len, reduced, expected) in [(n, false, true), (n - 16, false, false), (n, true, false)] {
+            let (streams, graph, eager) = streaming(len, reduced)?;
+            assert_eq!(streams, expected, "{len} elements, reduced: {reduced}");
+            let bits = |t: &Tensor| t.to_vec::<f32>().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+            assert!(bits(&graph)? == bits(&eager)?, "{len} elements, reduced: {reduced}: graph and eager differ");
+        }
         Ok(())
     }
 }

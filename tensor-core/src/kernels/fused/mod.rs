@@ -66,12 +66,19 @@ impl CompiledProgram {
     /// `program` compiled: scratch registers assigned, every instruction compiled — and the
     /// whole program to one loop where it can (see `jit` and [`crate::set_codegen`]).
     pub fn new(program: &FusedProgram) -> CompiledProgram {
-        Self::with_codegen(program, crate::kernels::codegen::codegen_enabled())
+        Self::build(program, crate::kernels::codegen::codegen_enabled(), false)
     }
 
-    /// [`new`](Self::new), with code generation tried only when `codegen` is true (so a
-    /// test can build both paths of one program).
-    pub(crate) fn with_codegen(program: &FusedProgram, codegen: bool) -> CompiledProgram {
+    /// [`new`](Self::new) for a step of a plan: with `streams`, the generated loop writes the
+    /// outputs with streaming stores, which bypass the cache (for large outputs nothing later
+    /// in the call reads; see `compile::plan::STREAM_MIN_BYTES`). The bits are the same.
+    pub fn for_step(program: &FusedProgram, streams: bool) -> CompiledProgram {
+        Self::build(program, crate::kernels::codegen::codegen_enabled(), streams)
+    }
+
+    /// The program compiled, generated as one loop if `codegen` (with streaming stores if
+    /// `streams`), so a test can build every path of one program.
+    pub(crate) fn build(program: &FusedProgram, codegen: bool, streams: bool) -> CompiledProgram {
         let FusedProgram { inputs, instrs, outputs, .. } = program;
         let (regs, num_regs) = assign_registers(instrs, outputs);
         let n_in = inputs.len();
@@ -118,11 +125,13 @@ impl CompiledProgram {
         let jit = {
             let srcs: Vec<SmallVec<[Src; 3]>> = instrs.iter().map(srcs_of).collect();
             if codegen {
-                jit::Jit::compile(instrs, &srcs, outputs, |j| n_in + num_regs + j)
+                jit::Jit::compile(instrs, &srcs, outputs, |j| n_in + num_regs + j, streams)
             } else {
                 None
             }
         };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = streams;
         CompiledProgram {
             program: program.clone(),
             kernels,
@@ -148,6 +157,13 @@ impl CompiledProgram {
     #[cfg_attr(not(test), allow(dead_code))] // read by the tests of both paths
     pub(crate) fn generated_isa(&self) -> Option<jit::Isa> {
         self.jit.as_ref().map(|j| j.isa)
+    }
+
+    /// True when the generated loop writes its outputs with streaming stores.
+    #[cfg(target_arch = "x86_64")]
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests of both paths
+    pub(crate) fn streams(&self) -> bool {
+        self.jit.as_ref().is_some_and(|j| j.streams)
     }
 
     /// How many loops a chunk calls (runs of scalar ops share one).

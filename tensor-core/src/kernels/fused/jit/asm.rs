@@ -248,6 +248,13 @@ impl Asm {
         by_isa!(self, |x| self.a.vmovups(mem, x(r)), self.a.vmovups(mem, x(r))).ok()
     }
 
+    /// `[mem] = r`, a whole vector, by a streaming store: the line is not read into the cache
+    /// first (no write-allocate) and not kept there. `mem` must be aligned to the vector's
+    /// size; the stores are weakly ordered, so the code ends with a store fence.
+    pub fn store_streaming(&mut self, mem: AsmMemoryOperand, r: R) -> Emit<()> {
+        by_isa!(self, |x| self.a.vmovntps(mem, x(r)), self.a.vmovntps(mem, x(r))).ok()
+    }
+
     /// `r` = the f32 at `mem` in every lane.
     pub fn broadcast(&mut self, r: R, mem: AsmMemoryOperand) -> Emit<()> {
         by_isa!(self, |x| self.a.vbroadcastss(x(r), mem), self.a.vbroadcastss(x(r), mem)).ok()

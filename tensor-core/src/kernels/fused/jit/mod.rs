@@ -42,19 +42,26 @@ pub(crate) struct Jit {
     /// The instruction set of the code.
     #[cfg_attr(not(test), allow(dead_code))] // read by the tests of both paths
     pub(crate) isa: Isa,
+    /// Whether the code writes its outputs with streaming stores.
+    pub(crate) streams: bool,
 }
 
 impl Jit {
     /// The loop for the program, or `None` when it has no generated form here (another
     /// dtype, an op without a template, the baseline SIMD level). `srcs` are the operands as
-    /// the interpreter reads them; `out_slot(j)` is output `j`'s frame slot.
+    /// the interpreter reads them; `out_slot(j)` is output `j`'s frame slot. With `streams`,
+    /// whole vectors of the outputs are written with streaming stores where the chunk allows
+    /// (see `Program::streaming_loop`); a program too long for that gets the plain loop.
     pub(super) fn compile(
         instrs: &[Instr],
         srcs: &[smallvec::SmallVec<[Operand; 3]>],
         outputs: &[usize],
         out_slot: impl Fn(usize) -> usize,
+        streams: bool,
     ) -> Option<Jit> {
-        Self::compile_for(Self::isa()?, instrs, srcs, outputs, out_slot)
+        let isa = Self::isa()?;
+        let streaming = || Self::compile_for(isa, instrs, srcs, outputs, &out_slot, true);
+        streams.then(streaming).flatten().or_else(|| Self::compile_for(isa, instrs, srcs, outputs, &out_slot, false))
     }
 
     /// The instruction set generated code uses at the current SIMD level, if any.
@@ -77,6 +84,7 @@ impl Jit {
         srcs: &[smallvec::SmallVec<[Operand; 3]>],
         outputs: &[usize],
         out_slot: impl Fn(usize) -> usize,
+        streams: bool,
     ) -> Option<Jit> {
         if !instrs.iter().all(supported) {
             return None;
@@ -84,7 +92,7 @@ impl Jit {
         if srcs.iter().flatten().any(|s| s.dtype != DType::F32) {
             return None;
         }
-        let program = Program { instrs, srcs, outputs, out_slot: &out_slot };
+        let program = Program { instrs, srcs, outputs, out_slot: &out_slot, streams };
         // A first pass counts registers and constant uses; the second keeps the most used
         // constants in the registers the program leaves free.
         let dry = program.emit(isa, HashMap::new())?;
@@ -94,11 +102,11 @@ impl Jit {
         by_use.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let held: HashMap<u32, R> = by_use.iter().take(spare).enumerate().map(|(i, &(bits, _))| (bits, (top - i) as R)).collect();
         let mut e = program.emit(isa, held)?;
-        Jit::load(&mut e)
+        Jit::load(&mut e, streams)
     }
 
-    /// Assembles `e` into executable memory.
-    fn load(e: &mut Asm) -> Option<Jit> {
+    /// Assembles `e` (which `streams`, or not) into executable memory.
+    fn load(e: &mut Asm, streams: bool) -> Option<Jit> {
         let len = 4096 * 4;
         let mut map = memmap2::MmapMut::map_anon(len).ok()?;
         let code = e.a.assemble(map.as_ptr() as u64).ok()?;
@@ -110,7 +118,7 @@ impl Jit {
         // SAFETY: the mapping holds the function just assembled for this address, with the
         // System V calling convention `JitFn` names; it lives as long as `Jit`.
         let entry: JitFn = unsafe { std::mem::transmute::<*const u8, JitFn>(map.as_ptr()) };
-        Some(Jit { _code: map, entry, consts: e.constants().into_boxed_slice(), isa: e.isa })
+        Some(Jit { _code: map, entry, consts: e.constants().into_boxed_slice(), isa: e.isa, streams })
     }
 
     /// Runs the loop over one chunk.
@@ -146,11 +154,14 @@ struct Program<'a, F: Fn(usize) -> usize> {
     srcs: &'a [smallvec::SmallVec<[Operand; 3]>],
     outputs: &'a [usize],
     out_slot: &'a F,
+    /// Whole vectors of the outputs are written with streaming stores where the chunk allows.
+    streams: bool,
 }
 
 impl<F: Fn(usize) -> usize> Program<'_, F> {
-    /// The whole function: prologue, the loop over whole vectors, the last partial vector
-    /// under a lane mask, epilogue.
+    /// The whole function: prologue, the loop over whole vectors (first the streaming one,
+    /// when the program streams and the chunk allows), the last partial vector under a lane
+    /// mask, epilogue.
     fn emit(&self, isa: Isa, held: HashMap<u32, R>) -> Emit<Asm> {
         let mut e = Asm::new(isa, held)?;
         e.preload()?;
@@ -160,10 +171,13 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
         let lanes = isa.lanes() as i32;
         // rsi: elements left; r8: the byte offset of the current vector.
         e.a.xor(OFFSET, OFFSET).ok()?;
+        if self.streams {
+            self.streaming_loop(&mut e, top, tail)?;
+        }
         e.a.set_label(&mut top).ok()?;
         e.a.cmp(rsi, lanes).ok()?;
         e.a.jb(tail).ok()?;
-        self.body(&mut e, None)?;
+        self.body(&mut e, None, false)?;
         e.a.add(OFFSET, isa.bytes()).ok()?;
         e.a.sub(rsi, lanes).ok()?;
         e.a.jmp(top).ok()?;
@@ -171,17 +185,67 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
         e.a.test(rsi, rsi).ok()?;
         e.a.jz(done).ok()?;
         let mask = e.tail_mask()?;
-        self.body(&mut e, Some(mask))?;
+        self.body(&mut e, Some(mask), false)?;
         e.a.set_label(&mut done).ok()?;
+        if self.streams {
+            // Streaming stores are weakly ordered: the fence makes them visible before the
+            // thread reports the chunk done.
+            e.a.sfence().ok()?;
+        }
         e.vzeroupper()?;
         e.a.ret().ok()?;
         Some(e)
     }
 
+    /// The loop with streaming stores, which need addresses aligned to the vector's size.
+    /// It runs when every output's chunk has the same offset from that alignment and the chunk
+    /// holds two vectors or more: the lanes before the first aligned address run under a mask
+    /// with ordinary stores, then whole vectors with streaming stores, leaving the last partial
+    /// vector to `tail`. Otherwise it jumps to the plain loop at `plain`.
+    fn streaming_loop(&self, e: &mut Asm, plain: CodeLabel, tail: CodeLabel) -> Emit<()> {
+        let (lanes, bytes) = (e.isa.lanes() as i32, e.isa.bytes());
+        let mut top = e.a.create_label();
+        let slot = |j: usize| qword_ptr(FRAME + 8 * (self.out_slot)(j) as i32);
+        e.a.mov(r9, slot(0)).ok()?;
+        for j in 1..self.outputs.len() {
+            e.a.mov(r10, slot(j)).ok()?;
+            e.a.xor(r10, r9).ok()?;
+            e.a.test(r10, bytes - 1).ok()?;
+            e.a.jnz(plain).ok()?;
+        }
+        e.a.cmp(rsi, 2 * lanes).ok()?;
+        e.a.jb(plain).ok()?;
+        // r9: the lanes before the first aligned address (f32 outputs are 4-byte aligned).
+        e.a.neg(r9).ok()?;
+        e.a.and(r9, bytes - 1).ok()?;
+        e.a.shr(r9, 2).ok()?;
+        e.a.test(r9, r9).ok()?;
+        e.a.jz(top).ok()?;
+        e.a.mov(r10, rsi).ok()?;
+        e.a.mov(rsi, r9).ok()?;
+        let mask = e.tail_mask()?;
+        self.body(e, Some(mask), false)?;
+        if let Some(m) = mask {
+            e.give(m);
+        }
+        e.a.lea(OFFSET, ptr(r9 * 4)).ok()?;
+        e.a.sub(r10, r9).ok()?;
+        e.a.mov(rsi, r10).ok()?;
+        e.a.set_label(&mut top).ok()?;
+        e.a.cmp(rsi, lanes).ok()?;
+        e.a.jb(tail).ok()?;
+        self.body(e, None, true)?;
+        e.a.add(OFFSET, bytes).ok()?;
+        e.a.sub(rsi, lanes).ok()?;
+        e.a.jmp(top).ok()?;
+        Some(())
+    }
+
     /// One vector of every instruction: operands loaded on first use, results kept in
     /// registers until their last use, outputs stored as soon as they are computed.
-    /// `tail`: the partial vector's lane mask (`Some(None)` for AVX-512's k7).
-    fn body(&self, e: &mut Asm, tail: Option<Option<R>>) -> Emit<()> {
+    /// `tail`: the partial vector's lane mask (`Some(None)` for AVX-512's k7); `streaming`:
+    /// whole vectors are stored with streaming stores (to aligned addresses).
+    fn body(&self, e: &mut Asm, tail: Option<Option<R>>, streaming: bool) -> Emit<()> {
         let n = self.instrs.len();
         let mut last_use = vec![0usize; n];
         let mut slot_last: HashMap<u16, usize> = HashMap::new();
@@ -218,6 +282,7 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
                 e.a.mov(rax, qword_ptr(FRAME + 8 * (self.out_slot)(j) as i32)).ok()?;
                 match tail {
                     Some(mask) => e.store_masked(ptr(rax + OFFSET), d, mask)?,
+                    None if streaming => e.store_streaming(ptr(rax + OFFSET), d)?,
                     None => e.store_vec(ptr(rax + OFFSET), d)?,
                 }
             }

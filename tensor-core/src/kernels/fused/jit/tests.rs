@@ -3,6 +3,8 @@
 //! both signs, both infinities, NaNs of both signs and other payloads, the ends of exp's and
 //! tanh's ranges, subnormals) and over lengths that end in a partial vector.
 
+use super::super::compiled::{Mode, Src};
+use super::Jit;
 use crate::dtype::DType;
 use crate::dtype::Scalar;
 use crate::kernels::fused::{CompiledProgram, Input};
@@ -82,7 +84,7 @@ fn same_bits(instrs: Vec<Instr>, inputs: &[Vec<f32>], outputs: Vec<usize>) {
     let n = inputs.iter().map(Vec::len).max().unwrap();
     let decl: Vec<(DType, Shape)> = inputs.iter().map(|v| (DType::F32, Shape::new(&[v.len()]))).collect();
     let program = FusedProgram { shape: Shape::new(&[n]), inputs: decl, instrs, outputs };
-    let build = |codegen| CompiledProgram::with_codegen(&program, codegen);
+    let build = |codegen| CompiledProgram::build(&program, codegen, false);
     let (generated, interpreted) = (build(true), build(false));
     assert!(generated.is_generated(), "{generated:?} has a template ({:?})", FORCED_ISA.get());
     assert_eq!(generated.generated_isa(), FORCED_ISA.get());
@@ -170,9 +172,10 @@ fn clamp_and_w2() {
 /// `codegen`.
 fn unary_program(u: UnaryOp, dtype: DType, codegen: bool) -> CompiledProgram {
     let op = Instr { op: ElementwiseOp::Unary(u), args: [Operand::Input(0)].into_iter().collect(), dtype };
-    CompiledProgram::with_codegen(
+    CompiledProgram::build(
         &FusedProgram { shape: Shape::new(&[4]), inputs: vec![(dtype, Shape::new(&[4]))], instrs: vec![op], outputs: vec![0] },
         codegen,
+        false,
     )
 }
 
@@ -187,4 +190,80 @@ fn programs_without_templates_run_in_the_interpreter() {
         off.run([Input::Shared(&x)])[0].array::<f32>().unwrap().iter().copied().collect::<Vec<f32>>(),
         vec![1.0, 2.718_281_7, 0.367_879_45, 7.389_056]
     );
+}
+
+/// A vector with an element at a 64-byte-aligned address: `(buffer, index of that element)`.
+fn aligned_buffer(len: usize, fill: f32) -> (Vec<f32>, usize) {
+    let v = vec![fill; len + 64];
+    let at = (64 - v.as_ptr() as usize % 64) % 64 / 4;
+    (v, at)
+}
+
+/// `tanh(x * y) - x` and `x * y`, two outputs, generated with or without streaming stores.
+fn two_output_jit(streams: bool) -> Jit {
+    use Operand::{Input as In, ResultOf as Of};
+    let instrs = vec![
+        instr(ElementwiseOp::Binary(BinaryOp::Mul), &[In(0), In(1)]),
+        instr(ElementwiseOp::Unary(UnaryOp::Tanh), &[Of(0)]),
+        instr(ElementwiseOp::Binary(BinaryOp::Sub), &[Of(1), In(0)]),
+    ];
+    let slice = |slot| Src { slot, mode: Mode::Slice, dtype: DType::F32 };
+    let srcs = vec![[slice(0), slice(1)].into_iter().collect(), [slice(2)].into_iter().collect(), [slice(3), slice(0)].into_iter().collect()];
+    let isa = FORCED_ISA.get().expect("an instruction set");
+    let jit = Jit::compile_for(isa, &instrs, &srcs, &[2, 0], |j| 2 + j, streams).expect("a template for every op");
+    assert_eq!(jit.streams, streams);
+    jit
+}
+
+/// Runs `jit` on `len` elements, the outputs starting `shift` elements (the second output
+/// `shift2`) past a 64-byte boundary; returns both outputs' bits, with one element of guard
+/// on each side, which must stay untouched.
+fn run_shifted(jit: &Jit, x: &[f32], y: &[f32], len: usize, shift: usize, shift2: usize) -> Vec<Vec<u32>> {
+    const GUARD: f32 = 12345.0;
+    let (mut a, at) = aligned_buffer(len + 32, GUARD);
+    let (mut b, bt) = aligned_buffer(len + 32, GUARD);
+    let (a0, b0) = (at + 16 + shift, bt + 16 + shift2);
+    let frame = [x.as_ptr() as *mut u8, y.as_ptr() as *mut u8, a[a0..].as_mut_ptr() as *mut u8, b[b0..].as_mut_ptr() as *mut u8];
+    // SAFETY: every slot points to at least `len` f32 values, outputs overlap no input.
+    unsafe { jit.run(frame.as_ptr(), len) };
+    for (out, o0) in [(&a, a0), (&b, b0)] {
+        assert_eq!((out[o0 - 1], out[o0 + len]), (GUARD, GUARD), "the loop wrote outside its {len} elements");
+    }
+    [(&a, a0), (&b, b0)].iter().map(|(out, o0)| out[*o0..*o0 + len].iter().map(|v| v.to_bits()).collect()).collect()
+}
+
+#[test]
+fn streaming_stores_give_the_plain_loops_bits_at_every_alignment_and_length() {
+    for_each_isa(|| {
+        let (plain, streaming) = (two_output_jit(false), two_output_jit(true));
+        let (x, y) = (values(1100, 3), values(1100, 4));
+        for len in [0, 1, 7, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 100, 1024, 1100] {
+            for shift in 0..16 {
+                // Both outputs equally aligned (the streaming loop), and not (the plain one).
+                for shift2 in [shift, (shift + 3) % 16] {
+                    assert_eq!(
+                        run_shifted(&streaming, &x, &y, len, shift, shift2),
+                        run_shifted(&plain, &x, &y, len, shift, shift2),
+                        "{len} elements, outputs {shift} and {shift2} past the alignment ({:?})",
+                        FORCED_ISA.get()
+                    );
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn a_program_compiled_for_a_streaming_step_streams_and_gives_the_same_bits() {
+    for_each_isa(|| {
+        use Operand::{Input as In, ResultOf as Of};
+        let instrs = vec![instr(ElementwiseOp::Unary(UnaryOp::Sigmoid), &[In(0)]), instr(ElementwiseOp::Binary(BinaryOp::Mul), &[Of(0), In(0)])];
+        let n = 50_000; // several chunks, run in parallel
+        let program = FusedProgram { shape: Shape::new(&[n]), inputs: vec![(DType::F32, Shape::new(&[n]))], instrs, outputs: vec![1] };
+        let (streaming, plain) = (CompiledProgram::build(&program, true, true), CompiledProgram::build(&program, true, false));
+        assert!(streaming.streams() && !plain.streams());
+        let x = storage(&values(n, 9));
+        let bits = |p: &CompiledProgram| p.run([Input::Shared(&x)])[0].array::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+        assert_eq!(bits(&streaming), bits(&plain));
+    });
 }

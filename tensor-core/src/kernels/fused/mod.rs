@@ -160,10 +160,11 @@ impl CompiledProgram {
     }
 
     /// True when the generated loop writes its outputs with streaming stores.
-    #[cfg(target_arch = "x86_64")]
-    #[cfg_attr(not(test), allow(dead_code))] // read by the tests of both paths
     pub(crate) fn streams(&self) -> bool {
-        self.jit.as_ref().is_some_and(|j| j.streams)
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.as_ref().is_some_and(|j| j.streams);
+        #[cfg(not(target_arch = "x86_64"))]
+        false
     }
 
     /// How many loops a chunk calls (runs of scalar ops share one).
@@ -183,6 +184,11 @@ impl CompiledProgram {
     pub fn run<'a>(&'a self, inputs: impl IntoIterator<Item = Input<'a>>) -> SmallVec<[Storage; 1]> {
         let run = self.begin(inputs);
         let n = self.program.shape.numel();
+        if self.streams() {
+            self.run_streaming(&run, n);
+            // SAFETY: the ranges covered every position.
+            return unsafe { run.finish() };
+        }
         let chunks = n.div_ceil(FUSED_CHUNK);
         let run_chunk = |c: usize| {
             let start = c * FUSED_CHUNK;
@@ -196,6 +202,25 @@ impl CompiledProgram {
         }
         // SAFETY: the chunks covered every position.
         unsafe { run.finish() }
+    }
+
+    /// Runs a program that writes with streaming stores. Its chunks start at the first
+    /// output's 64-byte boundaries (the first range takes the elements before the first one),
+    /// so a cache line is written by streaming stores alone, never also by an ordinary store
+    /// of a chunk's unaligned edge; and each task ends with a store fence, since streaming
+    /// stores are weakly ordered (one fence per task: a fence waits for the stores to reach
+    /// memory, so one per chunk would make every chunk wait).
+    fn run_streaming(&self, run: &FusedRun, n: usize) {
+        let first = run.outs[0].chunk_ptr(0) as usize;
+        let skew = n.min((64 - first % 64) % 64 / self.program.instrs[self.program.outputs[0]].dtype.size_of());
+        run.range(0, skew);
+        let chunks = (n - skew).div_ceil(FUSED_CHUNK);
+        let run_chunk = |(), c: usize| {
+            let start = skew + c * FUSED_CHUNK;
+            run.range(start, FUSED_CHUNK.min(n - start));
+        };
+        (0..chunks).into_par_iter().with_min_len(16).fold(|| (), run_chunk).for_each(|()| store_fence());
+        store_fence();
     }
 
     /// Prepares a run whose positions the caller computes range by range (`FusedRun::range`),
@@ -318,6 +343,15 @@ impl FusedRun<'_> {
 
 // SAFETY: ranges write disjoint parts of the outputs and only read the inputs (see `range`).
 unsafe impl Sync for FusedRun<'_> {}
+
+/// Makes this thread's streaming stores visible before what it writes next.
+fn store_fence() {
+    // SAFETY: `sfence` is part of SSE, which every x86-64 CPU has; it only orders stores.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
 
 /// Linear-scan register assignment: a result's register is free after its last use.
 fn assign_registers(instrs: &[Instr], outputs: &[usize]) -> (Vec<usize>, usize) {

@@ -250,7 +250,8 @@ impl Asm {
 
     /// `[mem] = r`, a whole vector, by a streaming store: the line is not read into the cache
     /// first (no write-allocate) and not kept there. `mem` must be aligned to the vector's
-    /// size; the stores are weakly ordered, so the code ends with a store fence.
+    /// size; the stores are weakly ordered, so the thread fences before others read them
+    /// (`CompiledProgram::run_streaming`).
     pub fn store_streaming(&mut self, mem: AsmMemoryOperand, r: R) -> Emit<()> {
         by_isa!(self, |x| self.a.vmovntps(mem, x(r)), self.a.vmovntps(mem, x(r))).ok()
     }

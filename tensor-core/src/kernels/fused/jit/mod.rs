@@ -126,7 +126,8 @@ impl Jit {
     /// # Safety
     /// `frame` must be the chunk's frame as the interpreter's kernels receive it (a pointer
     /// for each slot the program reads or writes, to `len` f32 values — one value for an
-    /// operand read as a value), with outputs that overlap no input.
+    /// operand read as a value), with outputs that overlap no input. Code that streams must
+    /// be followed by a store fence on this thread before another thread reads the outputs.
     pub(super) unsafe fn run(&self, frame: *const *mut u8, len: usize) {
         // SAFETY: the code reads and writes only through the frame's pointers, within `len`
         // elements (the last vector under a lane mask), and the CPU has AVX-512 (checked when
@@ -187,11 +188,6 @@ impl<F: Fn(usize) -> usize> Program<'_, F> {
         let mask = e.tail_mask()?;
         self.body(&mut e, Some(mask), false)?;
         e.a.set_label(&mut done).ok()?;
-        if self.streams {
-            // Streaming stores are weakly ordered: the fence makes them visible before the
-            // thread reports the chunk done.
-            e.a.sfence().ok()?;
-        }
         e.vzeroupper()?;
         e.a.ret().ok()?;
         Some(e)

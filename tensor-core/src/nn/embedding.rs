@@ -4,7 +4,6 @@ use super::init::need_float;
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::function::{Flattener, GraphArg};
 use crate::tensor::Tensor;
 use rand::Rng;
 
@@ -24,6 +23,9 @@ use rand::Rng;
 /// assert_eq!((g[4], g[28], g[0]), (1.0, 2.0, 0.0)); // row 1 once, row 7 twice, row 0 never
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+///
+/// As a `GraphArg` (derived) the table is the one leaf, `weight` (PyTorch's name).
+#[derive(crate::GraphArg)]
 pub struct Embedding {
     weight: Tensor,
 }
@@ -80,14 +82,5 @@ impl Module for Embedding {
 
     fn parameters(&self) -> Vec<Tensor> {
         vec![self.weight.clone()]
-    }
-}
-
-/// The table is the one leaf, `weight` (PyTorch's name).
-impl GraphArg for Embedding {
-    fn flatten(&self, f: &mut Flattener) {
-        f.field("weight");
-        self.weight.flatten(f);
-        f.end_field();
     }
 }

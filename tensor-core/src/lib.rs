@@ -56,7 +56,7 @@ pub mod ops;
 pub mod optim;
 pub mod random;
 pub mod shape;
-pub mod storage;
+pub(crate) mod storage;
 mod tensor;
 mod trace;
 

@@ -228,9 +228,3 @@ impl<T: Element> From<ndarray::ArrayD<T>> for Tensor {
         Tensor::from_storage(T::wrap(a.into_shared()))
     }
 }
-
-impl<T: Element> From<Array<T>> for Tensor {
-    fn from(a: Array<T>) -> Tensor {
-        Tensor::from_storage(T::wrap(a))
-    }
-}

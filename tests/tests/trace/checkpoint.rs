@@ -15,13 +15,12 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn bits(t: &Tensor) -> Vec<u64> {
-    let s = t.to_storage().unwrap();
     match t.dtype() {
-        DType::F32 => s.array::<f32>().unwrap().iter().map(|v| v.to_bits() as u64).collect(),
-        DType::F64 => s.array::<f64>().unwrap().iter().map(|v| v.to_bits()).collect(),
-        DType::I64 => s.array::<i64>().unwrap().iter().map(|&v| v as u64).collect(),
-        DType::I32 => s.array::<i32>().unwrap().iter().map(|&v| v as u64).collect(),
-        DType::Bool => s.array::<bool>().unwrap().iter().map(|&v| v as u64).collect(),
+        DType::F32 => t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits() as u64).collect(),
+        DType::F64 => t.to_vec::<f64>().unwrap().iter().map(|v| v.to_bits()).collect(),
+        DType::I64 => t.to_vec::<i64>().unwrap().iter().map(|&v| v as u64).collect(),
+        DType::I32 => t.to_vec::<i32>().unwrap().iter().map(|&v| v as u64).collect(),
+        DType::Bool => t.to_vec::<bool>().unwrap().iter().map(|&v| v as u64).collect(),
     }
 }
 

@@ -8,7 +8,6 @@ use crate::error::{Error, Result};
 use crate::ops::AttentionOptions;
 use crate::random::Generator;
 use crate::tensor::Tensor;
-use rand::Rng;
 
 /// Multi-head causal self-attention (nanoGPT's `CausalSelfAttention`): for `x` `[b, t, c]`,
 /// one projection to queries, keys and values (a [`Linear`] from `c` to `3c`, in that order
@@ -23,7 +22,7 @@ use rand::Rng;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{CausalSelfAttention, Module};
-/// let attn = CausalSelfAttention::new(16, 4, DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// let attn = CausalSelfAttention::new(16, 4, DType::F32, &Generator::new(0))?;
 /// let x = Tensor::randn(&[2, 5, 16], DType::F32, 1);
 /// let y = attn.forward(&x)?;
 /// assert_eq!(y.dims(), vec![2, 5, 16]);
@@ -49,11 +48,11 @@ impl CausalSelfAttention {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::CausalSelfAttention;
-    /// assert!(CausalSelfAttention::new(10, 4, DType::F32, &mut tensor_core::seeded_rng(0)).is_err());
+    /// assert!(CausalSelfAttention::new(10, 4, DType::F32, &Generator::new(0)).is_err());
     /// ```
-    pub fn new(dim: usize, heads: usize, dtype: DType, rng: &mut impl Rng) -> Result<CausalSelfAttention> {
+    pub fn new(dim: usize, heads: usize, dtype: DType, generator: &Generator) -> Result<CausalSelfAttention> {
         check_heads(dim, heads)?;
-        CausalSelfAttention::from_linears(Linear::new(dim, 3 * dim, dtype, rng)?, Linear::new(dim, dim, dtype, rng)?, heads)
+        CausalSelfAttention::from_linears(Linear::new(dim, 3 * dim, dtype, generator)?, Linear::new(dim, dim, dtype, generator)?, heads)
     }
 
     /// A block from its projections: `qkv` from `c` to `3c` (queries, keys, values along the
@@ -88,7 +87,7 @@ impl CausalSelfAttention {
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::CausalSelfAttention;
     /// let g = Generator::new(0);
-    /// let attn = CausalSelfAttention::new(8, 2, DType::F32, &mut tensor_core::seeded_rng(0))?.with_dropout(0.1, &g)?;
+    /// let attn = CausalSelfAttention::new(8, 2, DType::F32, &Generator::new(0))?.with_dropout(0.1, &g)?;
     /// assert!(attn.training());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -102,7 +101,7 @@ impl CausalSelfAttention {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::CausalSelfAttention;
-    /// let mut attn = CausalSelfAttention::new(8, 2, DType::F32, &mut tensor_core::seeded_rng(0))?.with_dropout(0.1, &Generator::new(0))?;
+    /// let mut attn = CausalSelfAttention::new(8, 2, DType::F32, &Generator::new(0))?.with_dropout(0.1, &Generator::new(0))?;
     /// attn.set_training(false);
     /// assert!(!attn.training());
     /// # Ok::<(), tensor_core::Error>(())
@@ -117,7 +116,7 @@ impl CausalSelfAttention {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let attn = tensor_core::nn::CausalSelfAttention::new(8, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let attn = tensor_core::nn::CausalSelfAttention::new(8, 2, DType::F32, &Generator::new(0))?;
     /// assert!(!attn.training());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -129,7 +128,7 @@ impl CausalSelfAttention {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let attn = tensor_core::nn::CausalSelfAttention::new(8, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let attn = tensor_core::nn::CausalSelfAttention::new(8, 2, DType::F32, &Generator::new(0))?;
     /// assert_eq!(attn.heads(), 2);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```

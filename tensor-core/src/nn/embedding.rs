@@ -4,8 +4,8 @@ use super::init::need_float;
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::random::Generator;
 use crate::tensor::Tensor;
-use rand::Rng;
 
 /// A lookup table `[num_embeddings, dim]` (PyTorch's `nn.Embedding`): `forward` takes
 /// integer indices of any shape (i64 or i32) and gives their rows, shape
@@ -14,7 +14,7 @@ use rand::Rng;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{Embedding, Module};
-/// let emb = Embedding::new(10, 4, DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// let emb = Embedding::new(10, 4, DType::F32, &Generator::new(0))?;
 /// let tokens = Tensor::from_vec(vec![1i64, 7, 7], &[1, 3])?;
 /// let x = emb.forward(&tokens)?;
 /// assert_eq!(x.dims(), vec![1, 3, 4]);
@@ -31,18 +31,20 @@ pub struct Embedding {
 }
 
 impl Embedding {
-    /// A table drawn from the standard normal distribution (PyTorch's default), requiring
+    /// A table drawn from the standard normal distribution (PyTorch's default) with
+    /// `generator` (see [`init`](super::init)), requiring
     /// grad. `dtype` must be f32 or f64.
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let emb = tensor_core::nn::Embedding::new(5, 3, DType::F64, &mut tensor_core::seeded_rng(1))?;
+    /// let emb = tensor_core::nn::Embedding::new(5, 3, DType::F64, &Generator::new(1))?;
     /// assert_eq!(emb.weight().dims(), vec![5, 3]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new(num_embeddings: usize, dim: usize, dtype: DType, rng: &mut impl Rng) -> Result<Embedding> {
+    pub fn new(num_embeddings: usize, dim: usize, dtype: DType, generator: &Generator) -> Result<Embedding> {
         need_float("Embedding", dtype)?;
-        Embedding::from_tensor(Tensor::randn_with(&[num_embeddings, dim], dtype, rng))
+        super::init::outside_trace()?;
+        Embedding::from_tensor(super::init::normal(&[num_embeddings, dim], 0.0, 1.0, dtype, generator)?)
     }
 
     /// A layer holding `weight` (`[num_embeddings, dim]`, float), marked
@@ -66,7 +68,7 @@ impl Embedding {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let emb = tensor_core::nn::Embedding::new(2, 3, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let emb = tensor_core::nn::Embedding::new(2, 3, DType::F32, &Generator::new(0))?;
     /// assert!(emb.weight().requires_grad());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```

@@ -169,7 +169,7 @@ impl DataLoader {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn shuffle(self, seed: u64) -> DataLoader {
-        self.shuffle_with(&Generator::new(seed))
+        self.shuffle_gen(&Generator::new(seed))
     }
 
     /// Shuffles each epoch with a permutation drawn from `generator` (a handle: the loader
@@ -179,12 +179,12 @@ impl DataLoader {
     /// use tensor_core::prelude::*;
     /// use tensor_core::data::DataLoader;
     /// let g = Generator::new(0);
-    /// let loader = DataLoader::new(&[&Tensor::arange(0i64, 4)], 2)?.shuffle_with(&g);
+    /// let loader = DataLoader::new(&[&Tensor::arange(0i64, 4)], 2)?.shuffle_gen(&g);
     /// loader.epoch()?;
     /// assert_eq!(g.state().to_vec::<i64>()?, vec![0, 1]); // one permutation drawn
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn shuffle_with(mut self, generator: &Generator) -> DataLoader {
+    pub fn shuffle_gen(mut self, generator: &Generator) -> DataLoader {
         self.shuffle = Some(generator.clone());
         self
     }

@@ -1,5 +1,5 @@
 //! The `DType` tag of a tensor's element type, and `Scalar`, a Rust number on its way to
-//! becoming a tensor's dtype. (The Rust element types themselves are `storage::Element`.)
+//! becoming a tensor's dtype. (The Rust element types themselves are the root's `Element`.)
 
 use std::fmt;
 

@@ -137,12 +137,12 @@ pub enum Error {
     NoGradFn { op: &'static str },
 
     /// `backward()` without a gradient on a tensor that is not a scalar.
-    /// Fix: reduce to a scalar (`sum()`, `mean()`) or use `backward_with(&gradient)`.
-    #[error("backward: grad can be implicitly created only for scalar outputs, found shape {shape}; call .sum() or .mean() first, or pass a gradient with backward_with")]
+    /// Fix: reduce to a scalar (`sum()`, `mean()`) or use `backward_from(&gradient)`.
+    #[error("backward: grad can be implicitly created only for scalar outputs, found shape {shape}; call .sum() or .mean() first, or pass a gradient with backward_from")]
     BackwardNonScalar { shape: Shape },
 
-    /// The gradient passed to `backward_with` does not have the output's shape or dtype.
-    #[error("backward_with: the gradient has shape {found} and dtype {found_dtype}, the output has shape {expected} and dtype {expected_dtype}")]
+    /// The gradient passed to `backward_from` does not have the output's shape or dtype.
+    #[error("backward_from: the gradient has shape {found} and dtype {found_dtype}, the output has shape {expected} and dtype {expected_dtype}")]
     GradientShape { expected: Shape, found: Shape, expected_dtype: DType, found_dtype: DType },
 
     /// An in-place op on a leaf that requires grad, outside `no_grad`.

@@ -405,8 +405,8 @@
 //! impl Mlp {
 //!     /// Parameters initialized as PyTorch's `nn.Linear`, from `seed`.
 //!     fn new(seed: u64) -> Result<Mlp> {
-//!         let rng = &mut tensor_core::seeded_rng(seed);
-//!         let layers = [Linear::new(4, 16, DType::F32, rng)?, Linear::new(16, 3, DType::F32, rng)?];
+//!         let g = &Generator::new(seed);
+//!         let layers = [Linear::new(4, 16, DType::F32, g)?, Linear::new(16, 3, DType::F32, g)?];
 //!         let params: Vec<Tensor> = layers.iter().flat_map(|l| l.parameters()).collect();
 //!         let [w1, b1, w2, b2] = params.try_into().expect("two weights and two biases");
 //!         Ok(Mlp { w1, b1, w2, b2 })
@@ -487,9 +487,9 @@
 //!     head: Linear,
 //! }
 //! let new = |seed| -> Result<Classifier> {
-//!     let rng = &mut tensor_core::seeded_rng(seed);
-//!     let body = Sequential::new().add(Linear::new(4, 8, DType::F32, rng)?).add(ReLU);
-//!     Ok(Classifier { body, head: Linear::new_without_bias(8, 3, DType::F32, rng)? })
+//!     let g = &Generator::new(seed);
+//!     let body = Sequential::new().add(Linear::new(4, 8, DType::F32, g)?).add(ReLU);
+//!     Ok(Classifier { body, head: Linear::new_without_bias(8, 3, DType::F32, g)? })
 //! };
 //! let model = new(0)?;
 //! let named = model.state_dict()?;

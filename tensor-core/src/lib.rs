@@ -56,7 +56,7 @@ pub mod ops;
 pub mod optim;
 pub mod random;
 pub mod shape;
-pub mod storage;
+pub(crate) mod storage;
 mod tensor;
 mod trace;
 
@@ -72,7 +72,7 @@ pub use kernels::parallel::{num_threads, set_num_threads};
 pub use random::{manual_seed, Generator};
 pub use shape::Shape;
 pub use storage::Element;
-pub use tensor::{seeded_rng, Tensor};
+pub use tensor::Tensor;
 /// The [`guide`] describes the semantics (what runs at trace time, what retraces, state
 /// and in-place updates, tensor conditions), the attribute's syntax and [every
 /// option](guide#options): `reduce_retracing`, `input_signature(x: f32[?, 784])`,

@@ -24,19 +24,28 @@
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
 //!
+//! A generator is also the one source of the initializers' draws (`nn::init`, the layers'
+//! constructors): those are made on the host when a model is built, from the generator's
+//! host stream (ChaCha12 keyed by the key, from the word the counter names), and move its
+//! counter on, so one generator initializes a whole model reproducibly.
+//!
 //! A process-wide [`default_generator`] serves code that does not pass one; [`manual_seed`]
-//! reseeds it. `Tensor::rand`/`randn` with an explicit `u64` seed stay as they were: plain
-//! host-side draws (inside a trace, constants fixed at trace time).
+//! reseeds it. `Tensor::rand`/`randn` with a `u64` seed are the convenience for a fresh
+//! generator's host stream: plain host-side draws (inside a trace, constants fixed at trace
+//! time).
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{seeded_rng, Tensor};
+use rand_chacha::ChaCha12Rng;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The seed of the default generator until [`manual_seed`] (PyTorch's default seed).
 pub const DEFAULT_SEED: u64 = 67_280_421_310_721;
 
-/// A counter-based random generator whose state is an i64 tensor `[key, counter]`.
+/// A counter-based random generator whose state is an i64 tensor `[key, counter]`: the one
+/// source of randomness, PyTorch's `torch.Generator`. Random ops draw from it (in graphs too),
+/// and so do the initializers: `Linear::new(4, 8, DType::F32, &g)`, `nn::init::normal(.., &g)`.
 ///
 /// Cloning gives another handle to the same state (as cloning a tensor does). Pass it to
 /// a `#[graph_fn]` as an argument, or capture it, or hold it in a `#[derive(GraphArg)]`
@@ -48,6 +57,8 @@ pub const DEFAULT_SEED: u64 = 67_280_421_310_721;
 /// assert_eq!(g.state().to_vec::<i64>()?, vec![3, 0]);
 /// Tensor::randn_gen(&[5], DType::F32, &g)?;
 /// assert_eq!(g.state().to_vec::<i64>()?, vec![3, 1]); // one draw, one step of the counter
+/// tensor_core::nn::Linear::new(2, 3, DType::F32, &g)?; // initial values: 9 f64 draws
+/// assert_eq!(g.state().to_vec::<i64>()?, vec![3, 19]); // moved on by the 18 words they used
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 #[derive(Clone)]
@@ -133,6 +144,27 @@ impl Generator {
         self.set_state(&Tensor::from_vec(vec![seed as i64, 0], &[2])?)
     }
 
+    /// Runs `draw` on this generator's host stream and moves the counter past what it used:
+    /// the initializers' draws (`nn::init`, the layers' constructors), made on the host when
+    /// a model is built. The stream is ChaCha12 keyed by the key (the stream of
+    /// `Tensor::rand(.., seed)`), read from the word the counter names, so consecutive
+    /// initializations from one generator continue one stream. Random ops
+    /// ([`Tensor::rand_gen`], dropout) draw from Philox at the same counter. An `Err` while
+    /// tracing a function the generator comes from outside of: its state exists only at run
+    /// time (build layers outside traced code).
+    pub(crate) fn host_draw<T>(&self, op: &'static str, draw: impl FnOnce(&mut ChaCha12Rng) -> T) -> Result<T> {
+        let _serial = self.lock();
+        let state = self.state.host_storage(op)?;
+        let s: Vec<i64> = state.array::<i64>().expect("a generator's state is i64, checked when set").iter().copied().collect();
+        let (key, counter) = (s[0], s[1]);
+        let mut rng = seeded_rng(key as u64);
+        rng.set_word_pos(counter as u64 as u128);
+        let out = draw(&mut rng);
+        let next = rng.get_word_pos() as u64 as i64;
+        self.state.assign_(&Tensor::from_vec(vec![key, next], &[2])?)?;
+        Ok(out)
+    }
+
     /// Holds off other eager draws of this generator until dropped.
     pub(crate) fn lock(&self) -> MutexGuard<'_, ()> {
         // A panic while drawing leaves the state as valid as before: ignore the poison.
@@ -200,4 +232,23 @@ pub fn default_generator() -> Generator {
 /// ```
 pub fn manual_seed(seed: u64) -> Result<()> {
     default_generator().manual_seed(seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn host_draws_continue_one_stream_the_seeded_one() {
+        // `rand`'s StdRng from the seed: the stream seeded initializers have always drawn.
+        let mut std = StdRng::seed_from_u64(7);
+        let expected: Vec<f64> = (0..10).map(|_| std.random::<f64>()).collect();
+        let g = Generator::new(7);
+        let a = g.host_draw("test", |r| (0..4).map(|_| r.random::<f64>()).collect::<Vec<_>>()).unwrap();
+        let b = g.host_draw("test", |r| (0..6).map(|_| r.random::<f64>()).collect::<Vec<_>>()).unwrap();
+        assert_eq!([a, b].concat(), expected);
+        assert_eq!(g.state().to_vec::<i64>().unwrap(), vec![7, 20]); // ten f64 draws, two words each
+    }
 }

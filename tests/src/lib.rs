@@ -118,8 +118,7 @@ pub fn assert_close(t: &Tensor, expected: &[f64], tol: f64) {
 pub fn assert_bits_eq(a: &Tensor, b: &Tensor) {
     assert_eq!(a.dtype(), b.dtype(), "dtypes differ");
     assert_eq!(a.shape(), b.shape(), "shapes differ");
-    let (sa, sb) = (a.to_storage().expect("concrete"), b.to_storage().expect("concrete"));
-    assert!(sa.bit_eq(&sb), "bits differ:\n{a}\n{b}");
+    assert!(a.bit_eq(b).expect("concrete"), "bits differ:\n{a}\n{b}");
 }
 
 /// True when `T` is a float element type (f32 or f64).

@@ -17,13 +17,13 @@ pub struct LeNet {
 impl LeNet {
     /// The model from a seed.
     pub fn new(seed: u64) -> Result<LeNet> {
-        let mut rng = tensor_core::seeded_rng(seed);
+        let rng = Generator::new(seed);
         Ok(LeNet {
-            conv1: Conv2d::new(1, 6, [5, 5], DType::F32, &mut rng)?.with_padding([2, 2]),
-            conv2: Conv2d::new(6, 16, [5, 5], DType::F32, &mut rng)?,
-            fc1: Linear::new(400, 120, DType::F32, &mut rng)?,
-            fc2: Linear::new(120, 84, DType::F32, &mut rng)?,
-            fc3: Linear::new(84, 10, DType::F32, &mut rng)?,
+            conv1: Conv2d::new(1, 6, [5, 5], DType::F32, &rng)?.with_padding([2, 2]),
+            conv2: Conv2d::new(6, 16, [5, 5], DType::F32, &rng)?,
+            fc1: Linear::new(400, 120, DType::F32, &rng)?,
+            fc2: Linear::new(120, 84, DType::F32, &rng)?,
+            fc3: Linear::new(84, 10, DType::F32, &rng)?,
         })
     }
 

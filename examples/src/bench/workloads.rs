@@ -41,12 +41,12 @@ pub struct Mlp {
 impl Mlp {
     /// Parameters from a fixed seed (Glorot-scaled normal weights, zero biases).
     pub fn new(seed: u64) -> Result<Mlp> {
-        let mut rng = tensor_core::seeded_rng(seed);
+        let rng = Generator::new(seed);
         let dims = [784, 512, 256, 10];
         let mut params = Vec::new();
         for w in dims.windows(2) {
             let scale = (2.0 / (w[0] + w[1]) as f64).sqrt();
-            params.push((Tensor::randn_with(&[w[0], w[1]], DType::F32, &mut rng) * scale as f32).requires_grad_(true)?);
+            params.push((tensor_core::nn::init::normal(&[w[0], w[1]], 0.0, 1.0, DType::F32, &rng)? * scale as f32).requires_grad_(true)?);
             params.push(Tensor::zeros(&[w[1]], DType::F32).requires_grad_(true)?);
         }
         Ok(Mlp { params })

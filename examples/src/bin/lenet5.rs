@@ -163,7 +163,7 @@ impl LeNet5 {
     /// Parameters drawn as PyTorch initializes `nn.Conv2d` and `nn.Linear`, from `seed`;
     /// Adam with lr 1e-3.
     fn new(seed: u64, distributed: bool) -> Result<LeNet5> {
-        let rng = &mut tensor_core::seeded_rng(seed);
+        let rng = &Generator::new(seed);
         let conv1 = Conv2d::new(1, 6, [5, 5], DType::F32, rng)?;
         let conv2 = Conv2d::new(6, 16, [5, 5], DType::F32, rng)?;
         let fc1 = Linear::new(400, 120, DType::F32, rng)?;

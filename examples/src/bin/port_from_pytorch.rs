@@ -69,7 +69,7 @@ struct Classifier {
 impl Classifier {
     /// The layers, drawn as PyTorch draws them (the values are replaced by the checkpoint).
     fn new(seed: u64) -> Result<Classifier> {
-        let rng = &mut tensor_core::seeded_rng(seed);
+        let rng = &Generator::new(seed);
         let body = Sequential::new()
             .add(Linear::new(4, 32, DType::F32, rng)?)
             .add(ReLU)

@@ -35,10 +35,10 @@ impl Model {
 }
 
 fn main() -> Result<()> {
-    let rng = &mut tensor_core::seeded_rng(0);
-    let body = Sequential::new().add(Linear::new(2, 3, DType::F32, rng)?).add(ReLU).add(Linear::new(3, 3, DType::F32, rng)?);
-    let heads = vec![Linear::new(3, 2, DType::F32, rng)?];
-    let pair = [Linear::new(2, 2, DType::F32, rng)?, Linear::new_without_bias(2, 2, DType::F32, rng)?];
+    let g = &Generator::new(0);
+    let body = Sequential::new().add(Linear::new(2, 3, DType::F32, g)?).add(ReLU).add(Linear::new(3, 3, DType::F32, g)?);
+    let heads = vec![Linear::new(3, 2, DType::F32, g)?];
+    let pair = [Linear::new(2, 2, DType::F32, g)?, Linear::new_without_bias(2, 2, DType::F32, g)?];
     let params: Vec<Tensor> = [body.parameters(), heads[0].parameters(), pair[0].parameters(), pair[1].parameters()].concat();
     let model = Model { body, heads, pair, extra: None, opt: Sgd::new(params, 0.1)?, calls: std::cell::Cell::new(0) };
     let x = Tensor::ones(&[4, 2], DType::F32);

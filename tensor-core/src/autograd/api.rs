@@ -142,11 +142,11 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?.requires_grad_(true)?;
     /// let y = x.mul(3.0)?;
     /// assert!(y.backward().is_err()); // not a scalar: needs a gradient
-    /// y.backward_with(&Tensor::from_vec(vec![1.0f32, 10.0], &[2])?)?;
+    /// y.backward_from(&Tensor::from_vec(vec![1.0f32, 10.0], &[2])?)?;
     /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![3.0, 30.0]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn backward_with(&self, gradient: &Tensor) -> Result<()> {
+    pub fn backward_from(&self, gradient: &Tensor) -> Result<()> {
         self.backward_opts(Some(gradient), BackwardOptions::default())
     }
 
@@ -335,11 +335,11 @@ pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Resu
 /// # use tensor_core::prelude::*;
 /// let x = Tensor::from_vec(vec![1.0f64, 2.0], &[2])?.requires_grad_(true)?;
 /// let y = &x * &x;
-/// let g = tensor_core::autograd::grad_with(&[&y], &[&Tensor::from_vec(vec![1.0, 10.0], &[2])?], &[&x], false)?;
+/// let g = tensor_core::autograd::vjp(&[&y], &[&Tensor::from_vec(vec![1.0, 10.0], &[2])?], &[&x], false)?;
 /// assert_eq!(g[0].as_ref().unwrap().to_vec::<f64>()?, vec![2.0, 40.0]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
-pub fn grad_with(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
+pub fn vjp(outputs: &[&Tensor], grad_outputs: &[&Tensor], inputs: &[&Tensor], create_graph: bool) -> Result<Vec<Option<Tensor>>> {
     let resolved: Vec<Tensor> = inputs.iter().map(|t| t.stand_in()).collect();
     let targets: Vec<&Tensor> = resolved.iter().collect();
     let mut sink = Sink::targets(&targets);

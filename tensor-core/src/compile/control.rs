@@ -2,7 +2,7 @@
 //! function's graph, and run on the node's input values. The one subgraph optimizer lives
 //! here too, so what an export writes is what the executor runs.
 
-use super::executor::Executable;
+use super::executable::Executable;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeKind};
 use crate::storage::Storage;

@@ -25,9 +25,9 @@
 //! Not yet: one planned arena (each value is its own allocation from the driver's pool, or,
 //! in a capture, the graph's), and `cond`/`while_loop` nodes, which are an `Err` naming them.
 
-use super::executor::Outputs;
+use super::executable::Outputs;
 use super::lanes::{schedule, Placement};
-use super::plan::Plan;
+use super::memory_plan::Plan;
 use crate::cuda::{CapturedGraph, DeviceStorage};
 use crate::device::Device;
 use crate::error::{Error, Result};

@@ -13,7 +13,7 @@
 //!
 //! It is data, computed on the CPU and tested here; `compile/gpu.rs` records it.
 
-use super::plan::Plan;
+use super::memory_plan::Plan;
 use crate::graph::ValueId;
 use smallvec::SmallVec;
 
@@ -123,7 +123,7 @@ mod tests {
         let op: Op = ElementwiseOp::Unary(UnaryOp::Neg).into();
         let steps = steps
             .iter()
-            .map(|(inputs, out)| super::super::plan::Step {
+            .map(|(inputs, out)| super::super::memory_plan::Step {
                 node: Node { kind: NodeKind::Op(op.clone()), inputs: inputs.iter().copied().collect(), outputs: smallvec::smallvec![*out] },
                 frees: SmallVec::new(),
                 donate: SmallVec::from_elem(false, inputs.len()),

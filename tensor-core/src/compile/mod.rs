@@ -6,7 +6,7 @@ mod control;
 mod cse;
 mod dce;
 mod epilogue;
-mod executor;
+mod executable;
 mod fold;
 mod fuse;
 #[cfg(feature = "cuda")]
@@ -18,15 +18,15 @@ pub use gpu::{cuda_graph_counts, cuda_profile};
 mod lanes;
 pub use lanes::lane_summary;
 mod lower;
+mod memory_plan;
 mod pass;
-mod plan;
 mod simplify;
 
 pub use control::optimize_subgraphs;
 pub use cse::Cse;
 pub use dce::Dce;
 pub use epilogue::FuseEpilogue;
-pub use executor::{Executable, Outputs};
+pub use executable::{Executable, Outputs};
 pub use fold::ConstantFold;
 pub use fuse::Fuse;
 pub use pass::{

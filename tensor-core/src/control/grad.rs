@@ -6,7 +6,7 @@
 
 use super::replay::{replay, replay_uses};
 use super::{cond, while_loop};
-use crate::autograd::{grad_with, vjp_each, GradModeGuard};
+use crate::autograd::{self, vjp_each, GradModeGuard};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -72,7 +72,7 @@ fn vjp(g: &Graph, inputs: &[Tensor], gys: &[Option<Tensor>], seeds: &[Option<Ten
         }
     }
     let float_leaves: Vec<&Tensor> = leaves.iter().filter(|l| l.dtype().is_float()).collect();
-    let mut found = grad_with(&outs, &grads, &float_leaves, create_graph)?.into_iter();
+    let mut found = autograd::vjp(&outs, &grads, &float_leaves, create_graph)?.into_iter();
     Ok(leaves.iter().map(|l| if l.dtype().is_float() { found.next().flatten() } else { None }).collect())
 }
 

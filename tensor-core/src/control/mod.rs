@@ -15,7 +15,7 @@ mod while_loop;
 
 pub use cond::cond;
 pub(crate) use replay::{is_replayed, replay_uses, Replayed};
-pub use while_loop::{while_loop, while_loop_with, WhileOptions};
+pub use while_loop::{while_loop, while_loop_opts, WhileOptions};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};

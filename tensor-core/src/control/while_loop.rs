@@ -11,13 +11,13 @@ use crate::tensor::Tensor;
 use crate::trace::{self, GraphOutput, Nested, TraceGuard};
 use std::sync::Arc;
 
-/// Options of [`while_loop_with`].
+/// Options of [`while_loop_opts`].
 ///
 /// ```
 /// use tensor_core::prelude::*;
-/// use tensor_core::control::{while_loop_with, WhileOptions};
+/// use tensor_core::control::{while_loop_opts, WhileOptions};
 /// let opts = WhileOptions { max_iterations: Some(3), ..WhileOptions::default() };
-/// let n = while_loop_with(&opts, |n: &Tensor| Ok(n.lt(100)?), |n| Ok(&n + 1), Tensor::scalar(0i32))?;
+/// let n = while_loop_opts(&opts, |n: &Tensor| Ok(n.lt(100)?), |n| Ok(&n + 1), Tensor::scalar(0i32))?;
 /// assert_eq!(n.item::<i32>()?, 3); // stopped by max_iterations
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
@@ -46,7 +46,7 @@ pub struct WhileOptions {
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub fn while_loop<T: GraphOutput>(cond_fn: impl FnMut(&T) -> Result<Tensor>, body_fn: impl FnMut(T) -> Result<T>, loop_vars: T) -> Result<T> {
-    while_loop_with(&WhileOptions::default(), cond_fn, body_fn, loop_vars)
+    while_loop_opts(&WhileOptions::default(), cond_fn, body_fn, loop_vars)
 }
 
 /// [`while_loop`] with options: a maximum number of iterations, shape invariants with
@@ -54,16 +54,16 @@ pub fn while_loop<T: GraphOutput>(cond_fn: impl FnMut(&T) -> Result<Tensor>, bod
 ///
 /// ```
 /// use tensor_core::prelude::*;
-/// use tensor_core::control::{while_loop_with, WhileOptions};
+/// use tensor_core::control::{while_loop_opts, WhileOptions};
 /// use tensor_core::shape::UNKNOWN;
 /// // A loop variable that grows: its dim is declared unknown.
 /// let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN])]), ..WhileOptions::default() };
 /// let x = Tensor::ones(&[1], DType::F32);
-/// let y = while_loop_with(&opts, |v: &Tensor| Ok(v.sum()?.lt(8.0)?), |v| Tensor::concat(&[&v, &v], 0), x)?;
+/// let y = while_loop_opts(&opts, |v: &Tensor| Ok(v.sum()?.lt(8.0)?), |v| Tensor::concat(&[&v, &v], 0), x)?;
 /// assert_eq!(y.dims(), vec![8]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
-pub fn while_loop_with<T: GraphOutput>(
+pub fn while_loop_opts<T: GraphOutput>(
     opts: &WhileOptions,
     mut cond_fn: impl FnMut(&T) -> Result<Tensor>,
     mut body_fn: impl FnMut(T) -> Result<T>,

@@ -30,7 +30,7 @@
 //! let names: Vec<&str> = f.args().iter().map(|a| a.name.as_str()).collect();
 //! assert_eq!(names, ["self.w", "self.b", "x"]);
 //! let out = f.call(&[&model.w, &model.b, &x])?;
-//! assert!(out[0].to_storage()?.bit_eq(&y.to_storage()?)); // the same bits
+//! assert!(out[0].bit_eq(&y)?); // the same bits
 //! # std::fs::remove_file(&path).unwrap();
 //! # Ok::<(), tensor_core::Error>(())
 //! ```

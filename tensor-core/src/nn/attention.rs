@@ -5,11 +5,9 @@ use super::linear::Linear;
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::function::{Flattener, GraphArg};
 use crate::ops::AttentionOptions;
 use crate::random::Generator;
 use crate::tensor::Tensor;
-use rand::Rng;
 
 /// Multi-head causal self-attention (nanoGPT's `CausalSelfAttention`): for `x` `[b, t, c]`,
 /// one projection to queries, keys and values (a [`Linear`] from `c` to `3c`, in that order
@@ -24,7 +22,7 @@ use rand::Rng;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{CausalSelfAttention, Module};
-/// let attn = CausalSelfAttention::new(16, 4, DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// let attn = CausalSelfAttention::new(16, 4, DType::F32, &Generator::new(0))?;
 /// let x = Tensor::randn(&[2, 5, 16], DType::F32, 1);
 /// let y = attn.forward(&x)?;
 /// assert_eq!(y.dims(), vec![2, 5, 16]);
@@ -33,9 +31,12 @@ use rand::Rng;
 /// assert_eq!(attn.forward(&x2)?.narrow(1, 0, 4)?.to_vec::<f32>()?, y.narrow(1, 0, 4)?.to_vec::<f32>()?);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+#[derive(crate::GraphArg)]
 pub struct CausalSelfAttention {
-    qkv: Linear,
-    proj: Linear,
+    /// nanoGPT's name: the state dict's `c_attn.weight`.
+    c_attn: Linear,
+    /// nanoGPT's name: the state dict's `c_proj.weight`.
+    c_proj: Linear,
     heads: usize,
     dropout: Option<Dropout>,
 }
@@ -47,11 +48,11 @@ impl CausalSelfAttention {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::CausalSelfAttention;
-    /// assert!(CausalSelfAttention::new(10, 4, DType::F32, &mut tensor_core::seeded_rng(0)).is_err());
+    /// assert!(CausalSelfAttention::new(10, 4, DType::F32, &Generator::new(0)).is_err());
     /// ```
-    pub fn new(dim: usize, heads: usize, dtype: DType, rng: &mut impl Rng) -> Result<CausalSelfAttention> {
+    pub fn new(dim: usize, heads: usize, dtype: DType, generator: &Generator) -> Result<CausalSelfAttention> {
         check_heads(dim, heads)?;
-        CausalSelfAttention::from_linears(Linear::new(dim, 3 * dim, dtype, rng)?, Linear::new(dim, dim, dtype, rng)?, heads)
+        CausalSelfAttention::from_linears(Linear::new(dim, 3 * dim, dtype, generator)?, Linear::new(dim, dim, dtype, generator)?, heads)
     }
 
     /// A block from its projections: `qkv` from `c` to `3c` (queries, keys, values along the
@@ -76,7 +77,7 @@ impl CausalSelfAttention {
                 format!("the projections' weights must be [{}, {c}] and [{c}, {c}] ([out, in])", 3 * c),
             ));
         }
-        Ok(CausalSelfAttention { qkv, proj, heads, dropout: None })
+        Ok(CausalSelfAttention { c_attn: qkv, c_proj: proj, heads, dropout: None })
     }
 
     /// The same block with dropout `p` on the attention weights and on its output, drawn
@@ -86,7 +87,7 @@ impl CausalSelfAttention {
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::CausalSelfAttention;
     /// let g = Generator::new(0);
-    /// let attn = CausalSelfAttention::new(8, 2, DType::F32, &mut tensor_core::seeded_rng(0))?.with_dropout(0.1, &g)?;
+    /// let attn = CausalSelfAttention::new(8, 2, DType::F32, &Generator::new(0))?.with_dropout(0.1, &g)?;
     /// assert!(attn.training());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -100,7 +101,7 @@ impl CausalSelfAttention {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::CausalSelfAttention;
-    /// let mut attn = CausalSelfAttention::new(8, 2, DType::F32, &mut tensor_core::seeded_rng(0))?.with_dropout(0.1, &Generator::new(0))?;
+    /// let mut attn = CausalSelfAttention::new(8, 2, DType::F32, &Generator::new(0))?.with_dropout(0.1, &Generator::new(0))?;
     /// attn.set_training(false);
     /// assert!(!attn.training());
     /// # Ok::<(), tensor_core::Error>(())
@@ -115,7 +116,7 @@ impl CausalSelfAttention {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let attn = tensor_core::nn::CausalSelfAttention::new(8, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let attn = tensor_core::nn::CausalSelfAttention::new(8, 2, DType::F32, &Generator::new(0))?;
     /// assert!(!attn.training());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -127,7 +128,7 @@ impl CausalSelfAttention {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let attn = tensor_core::nn::CausalSelfAttention::new(8, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let attn = tensor_core::nn::CausalSelfAttention::new(8, 2, DType::F32, &Generator::new(0))?;
     /// assert_eq!(attn.heads(), 2);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -159,7 +160,7 @@ impl Module for CausalSelfAttention {
             ));
         }
         let (b, t, c) = (x.dims()[0], x.dims()[1], x.dims()[2]);
-        let qkv = self.qkv.forward(x)?;
+        let qkv = self.c_attn.forward(x)?;
         let q = self.split_heads(&qkv.narrow(2, 0, c)?)?;
         let k = self.split_heads(&qkv.narrow(2, c, c)?)?;
         let v = self.split_heads(&qkv.narrow(2, 2 * c, c)?)?;
@@ -167,7 +168,7 @@ impl Module for CausalSelfAttention {
         let options =
             AttentionOptions { causal: true, dropout: drop.map_or(0.0, Dropout::p), generator: drop.map(|d| d.generator()), ..Default::default() };
         let y = q.scaled_dot_product_attention(&k, &v, options)?.transpose(1, 2)?.reshape([b, t, c])?;
-        let y = self.proj.forward(&y)?;
+        let y = self.c_proj.forward(&y)?;
         match drop {
             Some(d) => d.forward(&y),
             None => Ok(y),
@@ -176,24 +177,8 @@ impl Module for CausalSelfAttention {
 
     /// The query-key-value projection's weight and bias, then the output projection's.
     fn parameters(&self) -> Vec<Tensor> {
-        let mut p = self.qkv.parameters();
-        p.extend(self.proj.parameters());
+        let mut p = self.c_attn.parameters();
+        p.extend(self.c_proj.parameters());
         p
-    }
-}
-
-/// The projections are leaves under nanoGPT's names (`c_attn.weight`, `c_proj.bias`); the
-/// head count and the dropout layer (its probability, mode and generator) are flattened too.
-impl GraphArg for CausalSelfAttention {
-    fn flatten(&self, f: &mut Flattener) {
-        f.uint(self.heads as u64);
-        for (name, linear) in [("c_attn", &self.qkv), ("c_proj", &self.proj)] {
-            f.field(name);
-            linear.flatten(f);
-            f.end_field();
-        }
-        f.field("dropout");
-        self.dropout.flatten(f);
-        f.end_field();
     }
 }

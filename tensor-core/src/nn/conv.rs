@@ -1,11 +1,11 @@
 //! `Conv2d`: the 2-d convolution layer over NCHW inputs.
 
-use super::init::{need_float, torch_default};
+use super::init::{need_float, outside_trace, torch_default};
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::random::Generator;
 use crate::tensor::Tensor;
-use rand::Rng;
 
 /// A 2-d convolution (cross-correlation, as PyTorch's `nn.Conv2d`): input `[n, c, h, w]`,
 /// `weight` `[out, c, kh, kw]` (OIHW), `bias` `[out]`, a `stride` and zero `padding` per
@@ -14,7 +14,7 @@ use rand::Rng;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{Conv2d, Module};
-/// let conv = Conv2d::new(3, 8, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?
+/// let conv = Conv2d::new(3, 8, [3, 3], DType::F32, &Generator::new(0))?
 ///     .with_stride([2, 2])
 ///     .with_padding([1, 1]);
 /// let y = conv.forward(&Tensor::zeros(&[2, 3, 8, 8], DType::F32))?;
@@ -28,7 +28,7 @@ use rand::Rng;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::Conv2d;
-/// let conv = Conv2d::new(1, 6, [5, 5], DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// let conv = Conv2d::new(1, 6, [5, 5], DType::F32, &Generator::new(0))?;
 /// let state = conv.state_dict()?;
 /// assert_eq!((state[0].0.as_str(), state[0].1.dims()), ("weight", vec![6, 1, 5, 5]));
 /// # Ok::<(), tensor_core::Error>(())
@@ -51,13 +51,13 @@ impl Conv2d {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::Conv2d;
-    /// let conv = Conv2d::new(1, 4, [5, 5], DType::F64, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = Conv2d::new(1, 4, [5, 5], DType::F64, &Generator::new(0))?;
     /// assert_eq!(conv.weight().dims(), vec![4, 1, 5, 5]);
     /// assert!(conv.weight().to_vec::<f64>()?.iter().all(|v| v.abs() <= 0.2)); // 1 / sqrt(25)
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new(in_channels: usize, out_channels: usize, kernel: [usize; 2], dtype: DType, rng: &mut impl Rng) -> Result<Conv2d> {
-        Self::init(in_channels, out_channels, kernel, true, dtype, rng)
+    pub fn new(in_channels: usize, out_channels: usize, kernel: [usize; 2], dtype: DType, generator: &Generator) -> Result<Conv2d> {
+        Self::init(in_channels, out_channels, kernel, true, dtype, generator)
     }
 
     /// A layer without a bias, initialized as [`Conv2d::new`].
@@ -65,19 +65,20 @@ impl Conv2d {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{Conv2d, Module};
-    /// let conv = Conv2d::new_without_bias(1, 4, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = Conv2d::new_without_bias(1, 4, [3, 3], DType::F32, &Generator::new(0))?;
     /// assert!(conv.bias().is_none() && conv.parameters().len() == 1);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new_without_bias(in_channels: usize, out_channels: usize, kernel: [usize; 2], dtype: DType, rng: &mut impl Rng) -> Result<Conv2d> {
-        Self::init(in_channels, out_channels, kernel, false, dtype, rng)
+    pub fn new_without_bias(in_channels: usize, out_channels: usize, kernel: [usize; 2], dtype: DType, generator: &Generator) -> Result<Conv2d> {
+        Self::init(in_channels, out_channels, kernel, false, dtype, generator)
     }
 
-    fn init(c: usize, o: usize, kernel: [usize; 2], bias: bool, dtype: DType, rng: &mut impl Rng) -> Result<Conv2d> {
+    fn init(c: usize, o: usize, kernel: [usize; 2], bias: bool, dtype: DType, generator: &Generator) -> Result<Conv2d> {
         need_float("Conv2d", dtype)?;
+        outside_trace()?;
         let fan_in = c * kernel[0] * kernel[1];
-        let weight = torch_default(&[o, c, kernel[0], kernel[1]], fan_in, dtype, rng);
-        let bias = bias.then(|| torch_default(&[o], fan_in, dtype, rng));
+        let weight = torch_default(&[o, c, kernel[0], kernel[1]], fan_in, dtype, generator)?;
+        let bias = bias.then(|| torch_default(&[o], fan_in, dtype, generator)).transpose()?;
         Conv2d::from_tensors(weight, bias)
     }
 
@@ -116,7 +117,7 @@ impl Conv2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &Generator::new(0))?;
     /// assert_eq!(conv.with_stride([2, 3]).stride(), [2, 3]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -129,7 +130,7 @@ impl Conv2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [3, 3], DType::F32, &Generator::new(0))?;
     /// assert_eq!(conv.with_padding([1, 1]).padding(), [1, 1]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -142,7 +143,7 @@ impl Conv2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv2d::new(2, 3, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv2d::new(2, 3, [1, 1], DType::F32, &Generator::new(0))?;
     /// assert!(conv.weight().requires_grad() && conv.weight().dims() == vec![3, 2, 1, 1]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -154,7 +155,7 @@ impl Conv2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv2d::new(2, 3, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv2d::new(2, 3, [1, 1], DType::F32, &Generator::new(0))?;
     /// assert_eq!(conv.bias().unwrap().dims(), vec![3]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -166,7 +167,7 @@ impl Conv2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &Generator::new(0))?;
     /// assert_eq!(conv.stride(), [1, 1]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -178,7 +179,7 @@ impl Conv2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &Generator::new(0))?;
     /// assert_eq!(conv.padding(), [0, 0]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```

@@ -2,7 +2,6 @@
 
 use super::module::Module;
 use crate::error::{Error, Result};
-use crate::function::{Flattener, GraphArg};
 use crate::random::Generator;
 use crate::tensor::Tensor;
 
@@ -24,7 +23,7 @@ use crate::tensor::Tensor;
 /// assert_eq!(drop.forward(&x)?.to_vec::<f32>()?, vec![1.0; 100]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, crate::GraphArg)]
 pub struct Dropout {
     p: f64,
     generator: Generator,
@@ -106,16 +105,5 @@ impl Module for Dropout {
 
     fn parameters(&self) -> Vec<Tensor> {
         Vec::new()
-    }
-}
-
-/// `p` and the mode are keyed by value; the generator's state is a leaf, `generator`.
-impl GraphArg for Dropout {
-    fn flatten(&self, f: &mut Flattener) {
-        f.f64(self.p);
-        f.bool(self.training);
-        f.field("generator");
-        self.generator.flatten(f);
-        f.end_field();
     }
 }

@@ -4,9 +4,8 @@ use super::init::need_float;
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::function::{Flattener, GraphArg};
+use crate::random::Generator;
 use crate::tensor::Tensor;
-use rand::Rng;
 
 /// A lookup table `[num_embeddings, dim]` (PyTorch's `nn.Embedding`): `forward` takes
 /// integer indices of any shape (i64 or i32) and gives their rows, shape
@@ -15,7 +14,7 @@ use rand::Rng;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{Embedding, Module};
-/// let emb = Embedding::new(10, 4, DType::F32, &mut tensor_core::seeded_rng(0))?;
+/// let emb = Embedding::new(10, 4, DType::F32, &Generator::new(0))?;
 /// let tokens = Tensor::from_vec(vec![1i64, 7, 7], &[1, 3])?;
 /// let x = emb.forward(&tokens)?;
 /// assert_eq!(x.dims(), vec![1, 3, 4]);
@@ -24,23 +23,28 @@ use rand::Rng;
 /// assert_eq!((g[4], g[28], g[0]), (1.0, 2.0, 0.0)); // row 1 once, row 7 twice, row 0 never
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+///
+/// As a `GraphArg` (derived) the table is the one leaf, `weight` (PyTorch's name).
+#[derive(crate::GraphArg)]
 pub struct Embedding {
     weight: Tensor,
 }
 
 impl Embedding {
-    /// A table drawn from the standard normal distribution (PyTorch's default), requiring
+    /// A table drawn from the standard normal distribution (PyTorch's default) with
+    /// `generator` (see [`init`](super::init)), requiring
     /// grad. `dtype` must be f32 or f64.
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let emb = tensor_core::nn::Embedding::new(5, 3, DType::F64, &mut tensor_core::seeded_rng(1))?;
+    /// let emb = tensor_core::nn::Embedding::new(5, 3, DType::F64, &Generator::new(1))?;
     /// assert_eq!(emb.weight().dims(), vec![5, 3]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new(num_embeddings: usize, dim: usize, dtype: DType, rng: &mut impl Rng) -> Result<Embedding> {
+    pub fn new(num_embeddings: usize, dim: usize, dtype: DType, generator: &Generator) -> Result<Embedding> {
         need_float("Embedding", dtype)?;
-        Embedding::from_tensor(Tensor::randn_with(&[num_embeddings, dim], dtype, rng))
+        super::init::outside_trace()?;
+        Embedding::from_tensor(super::init::normal(&[num_embeddings, dim], 0.0, 1.0, dtype, generator)?)
     }
 
     /// A layer holding `weight` (`[num_embeddings, dim]`, float), marked
@@ -64,7 +68,7 @@ impl Embedding {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let emb = tensor_core::nn::Embedding::new(2, 3, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let emb = tensor_core::nn::Embedding::new(2, 3, DType::F32, &Generator::new(0))?;
     /// assert!(emb.weight().requires_grad());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -80,14 +84,5 @@ impl Module for Embedding {
 
     fn parameters(&self) -> Vec<Tensor> {
         vec![self.weight.clone()]
-    }
-}
-
-/// The table is the one leaf, `weight` (PyTorch's name).
-impl GraphArg for Embedding {
-    fn flatten(&self, f: &mut Flattener) {
-        f.field("weight");
-        self.weight.flatten(f);
-        f.end_field();
     }
 }

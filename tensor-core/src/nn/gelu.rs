@@ -2,7 +2,6 @@
 
 use super::module::Module;
 use crate::error::Result;
-use crate::function::{Flattener, GraphArg};
 use crate::tensor::Tensor;
 
 /// GELU as a layer (PyTorch's `nn.GELU`): the exact form `0.5 x (1 + erf(x / sqrt(2)))`
@@ -16,7 +15,9 @@ use crate::tensor::Tensor;
 /// assert!(exact.iter().zip(&tanh).all(|(a, b)| (a - b).abs() < 1e-3));
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+///
+/// As a `GraphArg` (derived) the form is keyed by value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, crate::GraphArg)]
 pub struct Gelu {
     tanh: bool,
 }
@@ -61,12 +62,5 @@ impl Module for Gelu {
 
     fn parameters(&self) -> Vec<Tensor> {
         Vec::new()
-    }
-}
-
-/// The form is keyed by value.
-impl GraphArg for Gelu {
-    fn flatten(&self, f: &mut Flattener) {
-        f.bool(self.tanh);
     }
 }

@@ -4,7 +4,6 @@ use super::init::need_float;
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::function::{Flattener, GraphArg};
 use crate::tensor::Tensor;
 
 /// Layer normalization over the last dim of size `dim` (PyTorch's `nn.LayerNorm(dim)`):
@@ -20,6 +19,10 @@ use crate::tensor::Tensor;
 /// assert_eq!(ln.parameters().len(), 2);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+///
+/// As a `GraphArg` (derived) the scale and shift are leaves, `weight` and `bias` (PyTorch's
+/// names), and `eps` is keyed by value.
+#[derive(crate::GraphArg)]
 pub struct LayerNorm {
     weight: Tensor,
     bias: Tensor,
@@ -74,19 +77,5 @@ impl Module for LayerNorm {
     /// `[weight, bias]`.
     fn parameters(&self) -> Vec<Tensor> {
         vec![self.weight.clone(), self.bias.clone()]
-    }
-}
-
-/// The scale and shift are leaves, `weight` and `bias` (PyTorch's names); `eps` is keyed by
-/// value.
-impl GraphArg for LayerNorm {
-    fn flatten(&self, f: &mut Flattener) {
-        f.f64(self.eps);
-        f.field("weight");
-        self.weight.flatten(f);
-        f.end_field();
-        f.field("bias");
-        self.bias.flatten(f);
-        f.end_field();
     }
 }

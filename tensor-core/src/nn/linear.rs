@@ -1,11 +1,11 @@
 //! `Linear`: the fully connected layer `y = x @ Wᵀ + b`, PyTorch's layout.
 
-use super::init::{need_float, torch_default};
+use super::init::{need_float, outside_trace, torch_default};
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::random::Generator;
 use crate::tensor::Tensor;
-use rand::Rng;
 
 /// A fully connected layer, `y = x @ weightᵀ + bias`, as PyTorch's `nn.Linear`.
 ///
@@ -38,8 +38,8 @@ use rand::Rng;
 /// use tensor_core::nn::Linear;
 /// #[derive(GraphArg)]
 /// struct Net { fc1: Linear, fc2: Linear }
-/// let rng = &mut tensor_core::seeded_rng(0);
-/// let net = Net { fc1: Linear::new(4, 8, DType::F32, rng)?, fc2: Linear::new_without_bias(8, 2, DType::F32, rng)? };
+/// let g = &Generator::new(0);
+/// let net = Net { fc1: Linear::new(4, 8, DType::F32, g)?, fc2: Linear::new_without_bias(8, 2, DType::F32, g)? };
 /// let names: Vec<String> = net.state_dict()?.into_iter().map(|(n, _)| n).collect();
 /// assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight"]);
 /// # Ok::<(), tensor_core::Error>(())
@@ -52,20 +52,20 @@ pub struct Linear {
 
 impl Linear {
     /// A layer with a bias, initialized as PyTorch's `nn.Linear`: weight and bias drawn from
-    /// `U(-1/sqrt(in), 1/sqrt(in))` using `rng`. The parameters require grad. `dtype` must be
+    /// `U(-1/sqrt(in), 1/sqrt(in))` from `generator` (see [`init`](super::init)). The parameters require grad. `dtype` must be
     /// f32 or f64.
     ///
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{Linear, Module};
-    /// let layer = Linear::new(4, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let layer = Linear::new(4, 2, DType::F32, &Generator::new(0))?;
     /// assert_eq!(layer.weight().dims(), vec![2, 4]); // [out, in]
     /// assert_eq!(layer.forward(&Tensor::ones(&[5, 4], DType::F32))?.dims(), vec![5, 2]);
-    /// assert!(Linear::new(4, 2, DType::I32, &mut tensor_core::seeded_rng(0)).is_err());
+    /// assert!(Linear::new(4, 2, DType::I32, &Generator::new(0)).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new(in_features: usize, out_features: usize, dtype: DType, rng: &mut impl Rng) -> Result<Linear> {
-        Self::init(in_features, out_features, true, dtype, rng)
+    pub fn new(in_features: usize, out_features: usize, dtype: DType, generator: &Generator) -> Result<Linear> {
+        Self::init(in_features, out_features, true, dtype, generator)
     }
 
     /// A layer without a bias (`y = x @ W`), initialized as [`Linear::new`].
@@ -73,19 +73,20 @@ impl Linear {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{Linear, Module};
-    /// let layer = Linear::new_without_bias(4, 2, DType::F64, &mut tensor_core::seeded_rng(0))?;
+    /// let layer = Linear::new_without_bias(4, 2, DType::F64, &Generator::new(0))?;
     /// assert!(layer.bias().is_none());
     /// assert_eq!(layer.parameters().len(), 1);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new_without_bias(in_features: usize, out_features: usize, dtype: DType, rng: &mut impl Rng) -> Result<Linear> {
-        Self::init(in_features, out_features, false, dtype, rng)
+    pub fn new_without_bias(in_features: usize, out_features: usize, dtype: DType, generator: &Generator) -> Result<Linear> {
+        Self::init(in_features, out_features, false, dtype, generator)
     }
 
-    fn init(in_features: usize, out_features: usize, bias: bool, dtype: DType, rng: &mut impl Rng) -> Result<Linear> {
+    fn init(in_features: usize, out_features: usize, bias: bool, dtype: DType, generator: &Generator) -> Result<Linear> {
         need_float("Linear", dtype)?;
-        let weight = torch_default(&[out_features, in_features], in_features, dtype, rng);
-        let bias = bias.then(|| torch_default(&[out_features], in_features, dtype, rng));
+        outside_trace()?;
+        let weight = torch_default(&[out_features, in_features], in_features, dtype, generator)?;
+        let bias = bias.then(|| torch_default(&[out_features], in_features, dtype, generator)).transpose()?;
         Linear::from_tensors(weight, bias)
     }
 
@@ -124,7 +125,7 @@ impl Linear {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let layer = tensor_core::nn::Linear::new(3, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let layer = tensor_core::nn::Linear::new(3, 2, DType::F32, &Generator::new(0))?;
     /// assert!(layer.weight().requires_grad() && layer.weight().is_leaf());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -136,7 +137,7 @@ impl Linear {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let layer = tensor_core::nn::Linear::new(3, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let layer = tensor_core::nn::Linear::new(3, 2, DType::F32, &Generator::new(0))?;
     /// assert_eq!(layer.bias().unwrap().dims(), vec![2]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```

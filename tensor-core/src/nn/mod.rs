@@ -9,11 +9,11 @@
 //! ```
 //! use tensor_core::prelude::*;
 //! use tensor_core::nn::{self, Linear, Module, ReLU, Sequential};
-//! let mut rng = tensor_core::seeded_rng(0);
+//! let g = Generator::new(0);
 //! let model = Sequential::new()
-//!     .add(Linear::new(2, 16, DType::F32, &mut rng)?)
+//!     .add(Linear::new(2, 16, DType::F32, &g)?)
 //!     .add(ReLU)
-//!     .add(Linear::new(16, 3, DType::F32, &mut rng)?);
+//!     .add(Linear::new(16, 3, DType::F32, &g)?);
 //! let x = Tensor::randn(&[8, 2], DType::F32, 1);
 //! let labels = Tensor::from_vec(vec![0i64, 1, 2, 0, 1, 2, 0, 1], &[8])?;
 //! let loss = nn::cross_entropy(&model.forward(&x)?, &labels)?;

@@ -53,7 +53,7 @@ pub trait Module: GraphArg {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{Linear, Module};
-    /// let layer = Linear::new(2, 1, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let layer = Linear::new(2, 1, DType::F32, &Generator::new(0))?;
     /// layer.forward(&Tensor::ones(&[1, 2], DType::F32))?.sum()?.backward()?;
     /// assert!(layer.weight().grad().is_some());
     /// layer.zero_grad()?;

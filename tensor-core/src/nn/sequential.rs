@@ -17,12 +17,12 @@ use crate::tensor::Tensor;
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{Flatten, Linear, Module, ReLU, Sequential};
-/// let mut rng = tensor_core::seeded_rng(0);
+/// let g = Generator::new(0);
 /// let model = Sequential::new()
 ///     .add(Flatten)
-///     .add(Linear::new(12, 8, DType::F32, &mut rng)?)
+///     .add(Linear::new(12, 8, DType::F32, &g)?)
 ///     .add(ReLU)
-///     .add(Linear::new(8, 2, DType::F32, &mut rng)?);
+///     .add(Linear::new(8, 2, DType::F32, &g)?);
 /// assert_eq!(model.len(), 4);
 /// assert_eq!(model.parameters().len(), 4);
 /// assert_eq!(model.forward(&Tensor::zeros(&[5, 3, 4], DType::F32))?.dims(), vec![5, 2]);

@@ -3,6 +3,7 @@
 //! (methods on `Tensor`), and implements `Family`: shape and dtype rule, kernel call,
 //! gradient, what the gradient saves. This file routes an `Op` to its family, once.
 
+mod advanced_indexing;
 pub(crate) mod collective;
 mod conv;
 #[cfg(feature = "cuda")]
@@ -13,7 +14,6 @@ pub(crate) mod dispatch;
 pub(crate) mod elementwise;
 mod index;
 mod indexer;
-mod indexing;
 mod inplace;
 mod layout;
 mod linalg;

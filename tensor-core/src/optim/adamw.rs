@@ -28,6 +28,10 @@ use crate::tensor::Tensor;
 /// assert!((p.item::<f64>()? - (0.95 - 0.1 * 0.5 / (0.5 + 1e-8))).abs() < 1e-12);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
+///
+/// An `AdamW` can be an argument of a `#[graph_fn]`, as [`Adam`] can (the `GraphArg` is
+/// derived).
+#[derive(crate::GraphArg)]
 pub struct AdamW {
     /// Adam without weight decay: the moments, step counts and update.
     adam: Adam,
@@ -175,14 +179,5 @@ impl Optimizer for AdamW {
         all.truncate(3);
         all.push(&self.weight_decay);
         all
-    }
-}
-
-/// An `AdamW` can be an argument of a `#[graph_fn]`, as [`Adam`] can.
-impl crate::function::GraphArg for AdamW {
-    fn flatten(&self, f: &mut crate::function::Flattener) {
-        f.bool(self.weight_decay.is_used());
-        self.weight_decay.flatten(f);
-        self.adam.flatten(f);
     }
 }

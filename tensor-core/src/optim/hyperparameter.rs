@@ -27,13 +27,19 @@ use std::sync::Arc;
 /// assert!(lr.set(-1.0).is_err());
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
-#[derive(Clone)]
+///
+/// As a `GraphArg` (derived) the value is a tensor leaf of a `#[graph_fn]` argument, read at
+/// each call and never keyed by value; whether the step has a term for it is keyed.
+#[derive(Clone, crate::GraphArg)]
 pub struct Hyperparameter {
     /// The optimizer's name, for errors.
+    #[graph_arg(skip)]
     op: &'static str,
     /// PyTorch's `param_groups` key (`"lr"`, `"momentum"`, `"betas.0"`, ...).
+    #[graph_arg(skip)]
     name: &'static str,
     /// Values must lie in `[0, upper)` (betas) or `[0, inf)` (the others).
+    #[graph_arg(skip)]
     upper: Option<f64>,
     /// Built as 0 with no state or term for it (SGD without momentum, no weight decay): the
     /// step leaves the term out, so only 0 may be set.
@@ -41,6 +47,7 @@ pub struct Hyperparameter {
     /// What the graph reads.
     value: Tensor,
     /// The same value as Rust bits, so `get` never reads a tensor (it works inside a trace).
+    #[graph_arg(skip)]
     bits: Arc<AtomicU64>,
 }
 
@@ -161,14 +168,6 @@ impl Hyperparameter {
             return Err(Error::invalid(op, name, why));
         }
         Ok(())
-    }
-}
-
-/// A hyperparameter is a tensor leaf of a `#[graph_fn]` argument: read at each call, never
-/// keyed by value.
-impl crate::function::GraphArg for Hyperparameter {
-    fn flatten(&self, f: &mut crate::function::Flattener) {
-        self.value.flatten(f);
     }
 }
 

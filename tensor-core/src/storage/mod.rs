@@ -1,4 +1,5 @@
-//! Concrete tensor data: one ndarray `ArcArray` per dtype behind one enum. Cloning is a
+//! Concrete tensor data: one ndarray `ArcArray` per dtype behind one enum, crate-private (the
+//! public face is `Tensor`, its `Element` types and `ndarray::ArrayD` conversions). Cloning is a
 //! reference-count increment; writing to a shared array copies it first (copy on write), so a
 //! value saved for backward or held by a graph never changes under its holder.
 
@@ -11,25 +12,9 @@ use crate::shape::Shape;
 use ndarray::{ArcArray, IxDyn};
 
 /// The array type behind every concrete tensor.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::storage::Array;
-/// let a: Array<f32> = Tensor::ones(&[2, 2], DType::F32).to_storage()?.array::<f32>().unwrap().clone();
-/// assert_eq!(a.shape(), &[2, 2]);
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
 pub type Array<T> = ArcArray<T, IxDyn>;
 
 /// The data of a concrete tensor.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// use tensor_core::storage::Storage;
-/// let s = Tensor::from_vec(vec![1i64, 2], &[2])?.to_storage()?;
-/// assert!(matches!(&s, Storage::I64(a) if a.len() == 2));
-/// # Ok::<(), tensor_core::Error>(())
-/// ```
 #[derive(Clone, Debug)]
 pub enum Storage {
     /// f32 data.
@@ -97,12 +82,6 @@ pub(crate) use {map_array, map_float, map_numeric, with_array};
 
 impl Storage {
     /// The dtype of the data.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// assert_eq!(Tensor::ones(&[1], DType::I32).to_storage()?.dtype(), DType::I32);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn dtype(&self) -> DType {
         match self {
             Storage::F32(_) => DType::F32,
@@ -114,59 +93,26 @@ impl Storage {
     }
 
     /// The shape of the data.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// assert_eq!(Tensor::ones(&[2, 5], DType::F32).to_storage()?.shape(), Shape::new(&[2, 5]));
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn shape(&self) -> Shape {
         with_array!(self, a => Shape::new(a.shape()))
     }
 
     /// The number of elements.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// assert_eq!(Tensor::ones(&[2, 5], DType::F32).to_storage()?.len(), 10);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn len(&self) -> usize {
         with_array!(self, a => a.len())
     }
 
     /// True when there are no elements.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// assert!(Tensor::ones(&[0, 5], DType::F32).to_storage()?.is_empty());
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The array of element type `T`, if that is the dtype.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// let s = Tensor::ones(&[2], DType::F64).to_storage()?;
-    /// assert!(s.array::<f64>().is_some() && s.array::<f32>().is_none());
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn array<T: Element>(&self) -> Option<&Array<T>> {
         T::array_of(self)
     }
 
     /// A storage filled with `value` (converted to `dtype`).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// use tensor_core::storage::Storage;
-    /// let s = Storage::full(&Shape::new(&[3]), DType::I32, 7.into());
-    /// assert_eq!(s.array::<i32>().unwrap().as_slice().unwrap(), &[7, 7, 7]);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn full(shape: &Shape, dtype: DType, value: crate::dtype::Scalar) -> Storage {
         fn fill<T: Element>(shape: &Shape, v: crate::dtype::Scalar) -> Array<T> {
             Array::from_elem(IxDyn(shape.dims()), T::from_scalar(v))
@@ -187,40 +133,17 @@ impl Storage {
     }
 
     /// True when the data is laid out row-major and contiguous.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// let x = Tensor::ones(&[2, 3], DType::F32);
-    /// assert!(x.to_storage()?.is_standard_layout());
-    /// assert!(!x.t()?.to_storage()?.is_standard_layout()); // a transposed view
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn is_standard_layout(&self) -> bool {
         with_array!(self, a => a.is_standard_layout())
     }
 
     /// The same data in row-major contiguous layout (no copy if it already is).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// let t = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6], &[2, 3])?.t()?.to_storage()?;
-    /// let s = t.to_standard_layout();
-    /// assert_eq!(s.array::<i32>().unwrap().as_slice().unwrap(), &[1, 4, 2, 5, 3, 6]);
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn to_standard_layout(&self) -> Storage {
         map_array!(self, a => standard(a))
     }
 
     /// True when `self` and `other` are the same values with the same dtype and shape,
     /// compared bit for bit (NaN equals NaN of the same bits, 0.0 differs from -0.0).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// let (a, b) = (Tensor::scalar(0.0f32).to_storage()?, Tensor::scalar(-0.0f32).to_storage()?);
-    /// assert!(a.bit_eq(&a) && !a.bit_eq(&b)); // 0.0 == -0.0, but not bit for bit
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
     pub fn bit_eq(&self, other: &Storage) -> bool {
         match (self, other) {
             (Storage::F32(a), Storage::F32(b)) => bits_eq(a, b, |x| x.to_bits() as u64),
@@ -290,6 +213,24 @@ fn copy_runs<T: Clone>(a: &Array<T>) -> Option<Vec<T>> {
 mod tests {
     use super::*;
     use ndarray::{Axis, Slice};
+
+    #[test]
+    fn storage_reports_dtype_shape_and_compares_bits() {
+        use crate::prelude::*;
+        let s = Tensor::from_vec(vec![1i64, 2], &[2]).unwrap().to_storage().unwrap();
+        assert!(matches!(&s, Storage::I64(a) if a.len() == 2));
+        assert_eq!((s.dtype(), s.shape(), s.len(), s.is_empty()), (DType::I64, Shape::new(&[2]), 2, false));
+        assert!(Tensor::ones(&[0, 5], DType::F32).to_storage().unwrap().is_empty());
+        let f = Tensor::ones(&[2], DType::F64).to_storage().unwrap();
+        assert!(f.array::<f64>().is_some() && f.array::<f32>().is_none());
+        let full = Storage::full(&Shape::new(&[3]), DType::I32, 7.into());
+        assert_eq!(full.array::<i32>().unwrap().as_slice().unwrap(), &[7, 7, 7]);
+        let t = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6], &[2, 3]).unwrap().t().unwrap().to_storage().unwrap();
+        assert!(!t.is_standard_layout());
+        assert_eq!(t.to_standard_layout().array::<i32>().unwrap().as_slice().unwrap(), &[1, 4, 2, 5, 3, 6]);
+        let (a, b) = (Tensor::scalar(0.0f32).to_storage().unwrap(), Tensor::scalar(-0.0f32).to_storage().unwrap());
+        assert!(a.bit_eq(&a) && !a.bit_eq(&b));
+    }
 
     #[test]
     fn standard_copies_permuted_and_sliced_arrays_in_logical_order() {

@@ -49,17 +49,24 @@ impl Tensor {
         }
     }
 
-    /// The data as a `Storage` (for kernels and the graph executor's callers).
+    /// True when `self` and `other` hold the same values with the same dtype and shape,
+    /// compared bit for bit (NaN equals a NaN of the same bits, 0.0 differs from -0.0): how
+    /// the tests prove a graph computes what eager code does. An `Err` for a traced tensor,
+    /// whose values exist only at run time.
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let x = Tensor::from_vec(vec![1.0f32, -0.0], &[2])?;
-    /// let s = x.to_storage()?;
-    /// assert_eq!(s.dtype(), DType::F32);
-    /// assert!(s.bit_eq(&x.to_storage()?));
+    /// let (a, b) = (Tensor::scalar(0.0f32), Tensor::scalar(-0.0f32));
+    /// assert!(a.bit_eq(&a.clone())? && !a.bit_eq(&b)?); // 0.0 == -0.0, but not bit for bit
+    /// assert!(!a.bit_eq(&Tensor::scalar(0.0f64))?);      // another dtype
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn to_storage(&self) -> Result<Storage> {
+    pub fn bit_eq(&self, other: &Tensor) -> Result<bool> {
+        Ok(self.host_storage("bit_eq")?.bit_eq(&other.host_storage("bit_eq")?))
+    }
+
+    /// The data as a `Storage` (for kernels and the graph executor's callers).
+    pub(crate) fn to_storage(&self) -> Result<Storage> {
         self.host_storage("to_storage")
     }
 }

@@ -1,4 +1,4 @@
-//! Creating tensors: from Rust data, filled, ranges, and random with an explicit seed.
+//! Creating tensors: from Rust data, filled, ranges, and random from a seed.
 
 use super::Tensor;
 use crate::dtype::{DType, Scalar};
@@ -7,21 +7,14 @@ use crate::shape::Shape;
 use crate::storage::Element;
 use crate::storage::{Array, Storage};
 use ndarray::IxDyn;
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha12Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-/// A reproducible random generator for `Tensor::rand_with` and the initializers.
-///
-/// ```
-/// use tensor_core::prelude::*;
-/// let mut rng = tensor_core::seeded_rng(7);
-/// let a = Tensor::randn_with(&[3], DType::F32, &mut rng);
-/// let b = Tensor::randn_with(&[3], DType::F32, &mut rng);
-/// assert_ne!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
-/// ```
-pub fn seeded_rng(seed: u64) -> StdRng {
-    StdRng::seed_from_u64(seed)
+/// The host-side stream of `seed`: ChaCha12 (what `rand`'s `StdRng` is), from its first word.
+/// A `Generator`'s initialization draws continue this stream from the word its counter names.
+pub(crate) fn seeded_rng(seed: u64) -> ChaCha12Rng {
+    ChaCha12Rng::seed_from_u64(seed)
 }
 
 impl Tensor {
@@ -135,7 +128,10 @@ impl Tensor {
         Tensor::from_vec(data, &[n]).expect("length is n by construction")
     }
 
-    /// Uniform random values in `[0, 1)` from a generator seeded with `seed`.
+    /// Uniform random values in `[0, 1)`, drawn on the host from `seed`: the values
+    /// [`nn::init::uniform`](crate::nn::init::uniform) draws from a fresh `Generator::new(seed)`.
+    /// Inside a trace they are constants; for draws that are graph ops (new values at every
+    /// call), use [`Tensor::rand_gen`].
     ///
     /// ```
     /// # use tensor_core::prelude::*;
@@ -143,10 +139,13 @@ impl Tensor {
     /// assert_eq!(a.to_vec::<f32>().unwrap(), Tensor::rand(&[4], DType::F32, 1).to_vec::<f32>().unwrap());
     /// ```
     pub fn rand(shape: &[usize], dtype: DType, seed: u64) -> Tensor {
-        Tensor::rand_with(shape, dtype, &mut seeded_rng(seed))
+        Tensor::uniform_from(shape, 0.0, 1.0, dtype, &mut seeded_rng(seed))
     }
 
-    /// Standard normal random values from a generator seeded with `seed`.
+    /// Standard normal random values, drawn on the host from `seed`: the values
+    /// [`nn::init::normal`](crate::nn::init::normal) draws from a fresh `Generator::new(seed)`.
+    /// Inside a trace they are constants; for draws that are graph ops, use
+    /// [`Tensor::randn_gen`].
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -156,50 +155,30 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn randn(shape: &[usize], dtype: DType, seed: u64) -> Tensor {
-        Tensor::randn_with(shape, dtype, &mut seeded_rng(seed))
+        Tensor::normal_from(shape, 0.0, 1.0, dtype, &mut seeded_rng(seed))
     }
 
-    /// Uniform random values in `[0, 1)` drawn from `rng` (f32 or f64; other dtypes get the
-    /// f64 draw converted).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// let mut rng = tensor_core::seeded_rng(1);
-    /// let u = Tensor::rand_with(&[100], DType::F64, &mut rng);
-    /// assert!(u.to_vec::<f64>()?.iter().all(|&v| (0.0..1.0).contains(&v)));
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
-    pub fn rand_with(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Tensor {
-        Tensor::uniform_with(shape, 0.0, 1.0, dtype, rng)
-    }
-
-    /// Uniform random values in `[low, high)` drawn from `rng`.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// let mut rng = tensor_core::seeded_rng(2);
-    /// let u = Tensor::uniform_with(&[100], -2.0, 2.0, DType::F32, &mut rng);
-    /// assert!(u.to_vec::<f32>()?.iter().all(|&v| (-2.0..2.0).contains(&v)));
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
-    pub fn uniform_with(shape: &[usize], low: f64, high: f64, dtype: DType, rng: &mut impl Rng) -> Tensor {
+    /// Uniform values in `[low, high)` drawn from `rng` in f64 and converted to `dtype`.
+    pub(crate) fn uniform_from(shape: &[usize], low: f64, high: f64, dtype: DType, rng: &mut impl Rng) -> Tensor {
         let n: usize = shape.iter().product();
         let draws: Vec<f64> = (0..n).map(|_| low + (high - low) * rng.random::<f64>()).collect();
         Tensor::from_f64_data(draws, shape, dtype)
     }
 
-    /// Standard normal random values drawn from `rng`.
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// let mut rng = tensor_core::seeded_rng(3);
-    /// let (a, b) = (Tensor::randn_with(&[4], DType::F32, &mut rng), Tensor::randn_with(&[4], DType::F32, &mut rng));
-    /// assert_ne!(a.to_vec::<f32>()?, b.to_vec::<f32>()?); // one generator, two draws
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
-    pub fn randn_with(shape: &[usize], dtype: DType, rng: &mut impl Rng) -> Tensor {
+    /// Normal values `mean + std * z`, `z` standard normal drawn from `rng` in f64, converted
+    /// to `dtype`.
+    pub(crate) fn normal_from(shape: &[usize], mean: f64, std: f64, dtype: DType, rng: &mut impl Rng) -> Tensor {
         let n: usize = shape.iter().product();
-        let draws: Vec<f64> = (0..n).map(|_| StandardNormal.sample(rng)).collect();
+        let draws: Vec<f64> = (0..n)
+            .map(|_| {
+                let z: f64 = StandardNormal.sample(rng);
+                if (mean, std) == (0.0, 1.0) {
+                    z
+                } else {
+                    mean + std * z
+                }
+            })
+            .collect();
         Tensor::from_f64_data(draws, shape, dtype)
     }
 
@@ -226,11 +205,5 @@ impl<T: Element> From<ndarray::ArrayD<T>> for Tensor {
     /// ```
     fn from(a: ndarray::ArrayD<T>) -> Tensor {
         Tensor::from_storage(T::wrap(a.into_shared()))
-    }
-}
-
-impl<T: Element> From<Array<T>> for Tensor {
-    fn from(a: Array<T>) -> Tensor {
-        Tensor::from_storage(T::wrap(a))
     }
 }

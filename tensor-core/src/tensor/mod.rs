@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 pub(crate) use symbol::Symbol;
 pub use symbol::ValueId;
 
-pub use create::seeded_rng;
+pub(crate) use create::seeded_rng;
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
 pub(crate) use device::{any_on_device, on_device_error};
 pub(crate) use display::{capture_printed, PRINT_MARK};

@@ -3,10 +3,10 @@
 //! *slots* (captures, or argument leaves bound by the caller): the graph reads their data and
 //! `.grad` at each call and writes back what the traced code changed.
 
-mod executor;
 mod output;
 mod print;
 mod state;
+mod tracer;
 
 pub use output::{GraphOutput, GraphReturn};
 pub use print::tprint_impl;
@@ -94,7 +94,7 @@ impl TraceGuard {
     /// Starts a trace of a graph called `name`.
     pub(crate) fn begin(name: &str) -> TraceGuard {
         let id = NEXT_TRACE.fetch_add(1, Ordering::Relaxed);
-        crate::ops::seams::register_tracer(&executor::TRACER);
+        crate::ops::seams::register_tracer(&tracer::TRACER);
         STACK.with(|s| s.borrow_mut().push(TraceState::new(id, name)));
         context::push_trace(id);
         TraceGuard { id, finished: false }

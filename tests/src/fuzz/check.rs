@@ -8,7 +8,7 @@ use super::data::InputSpec;
 use super::program::GradMode;
 use super::Fallible;
 use std::fmt;
-use tensor_core::autograd::grad_with;
+use tensor_core::autograd::vjp;
 use tensor_core::function::ConcreteFunction;
 use tensor_core::shape::UNKNOWN;
 use tensor_core::{no_grad, DType, Result, Shape, Tensor};
@@ -212,7 +212,7 @@ fn body(f: Function, inputs: &[Tensor], specs: &[InputSpec], grad: GradMode) -> 
         }
         GradMode::Functional => {
             let one = Tensor::ones(&[], loss.dtype());
-            for g in grad_with(&[&loss], &[&one], &wrt, false)? {
+            for g in vjp(&[&loss], &[&one], &wrt, false)? {
                 // An input the loss does not depend on has no gradient: a bool marks it.
                 outs.push(g.unwrap_or_else(|| Tensor::scalar(false)));
             }

@@ -4,7 +4,7 @@
 use super::program::{Binary, Block, Id, InPlace, Node, Program, Reduce, Rhs, Scalar, Unary};
 use super::Fallible;
 use std::cell::RefCell;
-use tensor_core::control::{cond, while_loop_with, WhileOptions};
+use tensor_core::control::{cond, while_loop_opts, WhileOptions};
 use tensor_core::{Error, Result, Tensor};
 
 /// The values of a run, by id.
@@ -217,7 +217,7 @@ fn step(env: &Env, node: &Node) -> Result<Vec<Tensor>> {
                 bind(env, &body.params, &vs);
                 run_block(env, body)
             };
-            while_loop_with(&opts, check, next, init)
+            while_loop_opts(&opts, check, next, init)
         }
     }
 }

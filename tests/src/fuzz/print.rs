@@ -29,8 +29,8 @@ fn imports(s: &str) -> String {
     if s.contains("cond(") {
         control.push("cond");
     }
-    if s.contains("while_loop_with(") {
-        control.extend(["while_loop_with", "WhileOptions"]);
+    if s.contains("while_loop_opts(") {
+        control.extend(["while_loop_opts", "WhileOptions"]);
     }
     let mut out = String::new();
     match control[..] {
@@ -104,7 +104,7 @@ fn block_steps(s: &mut String, b: &Block, depth: usize) {
             Node::While { vars, cond, body, max_iterations } => {
                 let _ = writeln!(
                     s,
-                    "{pad}let r = while_loop_with(\n{pad}    &WhileOptions {{ max_iterations: {max_iterations:?}, ..WhileOptions::default() }},"
+                    "{pad}let r = while_loop_opts(\n{pad}    &WhileOptions {{ max_iterations: {max_iterations:?}, ..WhileOptions::default() }},"
                 );
                 closure(s, "|vars: &Vec<Tensor>|", "Tensor", cond, depth + 1, false);
                 closure(s, "|vars: Vec<Tensor>|", "Vec<Tensor>", body, depth + 1, true);

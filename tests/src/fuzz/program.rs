@@ -425,7 +425,7 @@ pub enum GradMode {
     None,
     /// `loss.backward()`: the inputs that require grad get a `.grad`.
     Backward,
-    /// `grad_with(&[loss], &[1], inputs)`: the gradients become outputs; `.grad` stays.
+    /// `vjp(&[loss], &[1], inputs)`: the gradients become outputs; `.grad` stays.
     Functional,
     /// `backward()`, then an SGD step `p -= lr * p.grad` under `no_grad` on each input that
     /// requires grad (an in-place update of the caller's tensor).

@@ -39,8 +39,8 @@ fn linear_with_known_weights() -> Result<()> {
 
 #[test]
 fn linear_shapes_init_and_errors() -> Result<()> {
-    let mut rng = tensor_core::seeded_rng(3);
-    let layer = Linear::new(4, 5, DType::F32, &mut rng)?;
+    let rng = Generator::new(3);
+    let layer = Linear::new(4, 5, DType::F32, &rng)?;
     assert_eq!(layer.weight().dims(), vec![5, 4]);
     assert_eq!(layer.bias().unwrap().dims(), vec![5]);
     // PyTorch's default init: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
@@ -54,7 +54,7 @@ fn linear_shapes_init_and_errors() -> Result<()> {
     assert!(layer.forward(&Tensor::ones(&[4], DType::F32))?.dims() == vec![5], "a vector input");
     assert!(layer.forward(&Tensor::scalar(1.0f32)).is_err(), "a scalar input");
 
-    let no_bias = Linear::new_without_bias(4, 5, DType::F32, &mut rng)?;
+    let no_bias = Linear::new_without_bias(4, 5, DType::F32, &rng)?;
     let x = Tensor::randn(&[3, 4], DType::F32, 9);
     assert_bits_eq(&no_bias.forward(&x)?, &x.matmul_t(no_bias.weight(), false, true)?);
     // The product reads the weight in place: the same values as a copied transpose.
@@ -62,13 +62,13 @@ fn linear_shapes_init_and_errors() -> Result<()> {
     assert_eq!(no_bias.parameters().len(), 1);
 
     // The same seed gives the same layer.
-    let a = Linear::new(3, 2, DType::F64, &mut tensor_core::seeded_rng(11))?;
-    let b = Linear::new(3, 2, DType::F64, &mut tensor_core::seeded_rng(11))?;
+    let a = Linear::new(3, 2, DType::F64, &Generator::new(11))?;
+    let b = Linear::new(3, 2, DType::F64, &Generator::new(11))?;
     for (p, q) in a.parameters().iter().zip(&b.parameters()) {
         assert_bits_eq(p, q);
     }
 
-    assert!(Linear::new(2, 2, DType::I64, &mut rng).is_err());
+    assert!(Linear::new(2, 2, DType::I64, &rng).is_err());
     assert!(Linear::from_tensors(Tensor::zeros(&[2, 3, 1], DType::F32), None).is_err());
     // A [out, in] = [2, 3] weight takes a bias of 2, not 3.
     assert!(Linear::from_tensors(Tensor::zeros(&[2, 3], DType::F32), Some(Tensor::zeros(&[3], DType::F32))).is_err());
@@ -79,7 +79,7 @@ fn linear_shapes_init_and_errors() -> Result<()> {
 
 #[test]
 fn conv2d_layer_equals_tensor_conv2d() -> Result<()> {
-    let conv = Conv2d::new(3, 4, [3, 3], DType::F32, &mut tensor_core::seeded_rng(5))?.with_stride([2, 2]).with_padding([1, 1]);
+    let conv = Conv2d::new(3, 4, [3, 3], DType::F32, &Generator::new(5))?.with_stride([2, 2]).with_padding([1, 1]);
     assert_eq!(conv.weight().dims(), vec![4, 3, 3, 3]);
     assert_eq!(conv.bias().unwrap().dims(), vec![4]);
     let bound = 1.0 / 27f32.sqrt();
@@ -117,8 +117,8 @@ fn parameterless_layers() -> Result<()> {
 
 #[test]
 fn sequential_composes_layers_and_parameters() -> Result<()> {
-    let mut rng = tensor_core::seeded_rng(7);
-    let (l1, l2) = (Linear::new(2, 8, DType::F32, &mut rng)?, Linear::new(8, 3, DType::F32, &mut rng)?);
+    let rng = Generator::new(7);
+    let (l1, l2) = (Linear::new(2, 8, DType::F32, &rng)?, Linear::new(8, 3, DType::F32, &rng)?);
     let expected_params: Vec<Tensor> = l1.parameters().into_iter().chain(l2.parameters()).collect();
     let x = Tensor::randn(&[5, 2], DType::F32, 8);
     let by_hand = l2.forward(&l1.forward(&x)?.relu()?)?;
@@ -137,13 +137,13 @@ fn sequential_composes_layers_and_parameters() -> Result<()> {
 
 #[test]
 fn small_cnn_forward_and_backward() -> Result<()> {
-    let mut rng = tensor_core::seeded_rng(9);
+    let rng = Generator::new(9);
     let model = Sequential::new()
-        .add(Conv2d::new(1, 4, [3, 3], DType::F32, &mut rng)?.with_padding([1, 1]))
+        .add(Conv2d::new(1, 4, [3, 3], DType::F32, &rng)?.with_padding([1, 1]))
         .add(ReLU)
         .add(MaxPool2d::new([2, 2], [2, 2]))
         .add(Flatten)
-        .add(Linear::new(4 * 4 * 4, 3, DType::F32, &mut rng)?);
+        .add(Linear::new(4 * 4 * 4, 3, DType::F32, &rng)?);
     let x = Tensor::randn(&[2, 1, 8, 8], DType::F32, 10);
     let logits = model.forward(&x)?;
     assert_eq!(logits.dims(), vec![2, 3]);
@@ -180,10 +180,10 @@ fn stats(t: &Tensor) -> (f64, f64, f64) {
 
 #[test]
 fn initializer_statistics() -> Result<()> {
-    let mut rng = tensor_core::seeded_rng(42);
+    let rng = Generator::new(42);
 
     // Glorot/Xavier uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out)), std a / sqrt(3).
-    let w = init::xavier_uniform(&[200, 300], DType::F32, &mut rng)?;
+    let w = init::xavier_uniform(&[200, 300], DType::F32, &rng)?;
     let a = (6.0f64 / 500.0).sqrt();
     let (mean, std, max) = stats(&w);
     println!("xavier_uniform [200, 300]: bound {a:.5}, max {max:.5}, std {std:.5} (expected {:.5})", a / 3f64.sqrt());
@@ -192,7 +192,7 @@ fn initializer_statistics() -> Result<()> {
     assert!(mean.abs() < 0.01 * a);
 
     // He/Kaiming normal: std sqrt(2 / fan_in); for OIHW, fan_in = in * kh * kw = 144.
-    let w = init::kaiming_normal(&[128, 16, 3, 3], DType::F64, &mut rng)?;
+    let w = init::kaiming_normal(&[128, 16, 3, 3], DType::F64, &rng)?;
     let expected = (2.0f64 / 144.0).sqrt();
     let (mean, std, _) = stats(&w);
     println!("kaiming_normal [128, 16, 3, 3]: std {std:.5} (expected {expected:.5}), mean {mean:.5}");
@@ -201,25 +201,19 @@ fn initializer_statistics() -> Result<()> {
 
     // He/Kaiming uniform: U(-a, a), a = sqrt(6 / fan_in), so the same std; a 2-d weight is
     // [out, in] as in PyTorch, so fan_in = 256.
-    let w = init::kaiming_uniform(&[400, 256], DType::F32, &mut rng)?;
+    let w = init::kaiming_uniform(&[400, 256], DType::F32, &rng)?;
     let (a, expected) = ((6.0f64 / 256.0).sqrt(), (2.0f64 / 256.0).sqrt());
     let (_, std, max) = stats(&w);
     assert!(max <= a && max > 0.99 * a, "max {max} vs bound {a}");
     assert!((std / expected - 1.0).abs() < 0.03, "std {std}");
 
     // Keras names, reproducibility, fans and errors.
-    assert_bits_eq(
-        &init::glorot_uniform(&[3, 4], DType::F32, &mut tensor_core::seeded_rng(1))?,
-        &init::xavier_uniform(&[3, 4], DType::F32, &mut tensor_core::seeded_rng(1))?,
-    );
-    assert_bits_eq(
-        &init::he_normal(&[3, 4], DType::F32, &mut tensor_core::seeded_rng(1))?,
-        &init::kaiming_normal(&[3, 4], DType::F32, &mut tensor_core::seeded_rng(1))?,
-    );
+    assert_bits_eq(&init::glorot_uniform(&[3, 4], DType::F32, &Generator::new(1))?, &init::xavier_uniform(&[3, 4], DType::F32, &Generator::new(1))?);
+    assert_bits_eq(&init::he_normal(&[3, 4], DType::F32, &Generator::new(1))?, &init::kaiming_normal(&[3, 4], DType::F32, &Generator::new(1))?);
     assert_eq!(init::fans(&[8, 4, 5, 5])?, (100, 200));
     assert_eq!(init::fans(&[8, 4])?, (4, 8), "[out, in], PyTorch's _calculate_fan_in_and_fan_out");
-    assert!(init::xavier_uniform(&[10], DType::F32, &mut rng).is_err());
-    assert!(init::kaiming_normal(&[2, 2], DType::I32, &mut rng).is_err());
+    assert!(init::xavier_uniform(&[10], DType::F32, &rng).is_err());
+    assert!(init::kaiming_normal(&[2, 2], DType::I32, &rng).is_err());
     Ok(())
 }
 
@@ -357,7 +351,7 @@ fn adam_skips_parameters_without_grad() -> Result<()> {
 
 #[test]
 fn zero_grad_clears_grads() -> Result<()> {
-    let model = Linear::new(3, 2, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    let model = Linear::new(3, 2, DType::F32, &Generator::new(0))?;
     let opt = Sgd::new(model.parameters(), 0.1)?;
     model.forward(&Tensor::ones(&[4, 3], DType::F32))?.sum()?.backward()?;
     assert!(opt.parameters().iter().all(|p| p.grad().is_some()));
@@ -424,8 +418,8 @@ fn blobs(n: usize, seed: u64) -> Result<(Tensor, Tensor)> {
 }
 
 fn mlp(seed: u64) -> Result<Sequential> {
-    let mut rng = tensor_core::seeded_rng(seed);
-    Ok(Sequential::new().add(Linear::new(2, 32, DType::F32, &mut rng)?).add(ReLU).add(Linear::new(32, 3, DType::F32, &mut rng)?))
+    let rng = Generator::new(seed);
+    Ok(Sequential::new().add(Linear::new(2, 32, DType::F32, &rng)?).add(ReLU).add(Linear::new(32, 3, DType::F32, &rng)?))
 }
 
 /// Full-batch training; returns the loss before the first step and after the last.
@@ -702,7 +696,7 @@ fn embedding_layer_norm_gelu_dropout_layers() -> Result<()> {
 #[test]
 fn causal_self_attention_sees_only_the_past() -> Result<()> {
     use tensor_core::nn::CausalSelfAttention;
-    let attn = CausalSelfAttention::new(8, 2, DType::F64, &mut tensor_core::seeded_rng(5))?;
+    let attn = CausalSelfAttention::new(8, 2, DType::F64, &Generator::new(5))?;
     let x = Tensor::randn(&[2, 6, 8], DType::F64, 6).requires_grad_(true)?;
     let y = attn.forward(&x)?;
     assert_eq!(y.dims(), vec![2, 6, 8]);
@@ -723,6 +717,6 @@ fn causal_self_attention_sees_only_the_past() -> Result<()> {
     let expected = Tensor::concat(&[&heads[0], &heads[1]], 2)?.matmul(&p[2].t()?)?.add(&p[3])?;
     let (got, want) = (y.to_vec::<f64>()?, expected.to_vec::<f64>()?);
     assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-12));
-    assert!(CausalSelfAttention::new(8, 3, DType::F32, &mut tensor_core::seeded_rng(0)).is_err());
+    assert!(CausalSelfAttention::new(8, 3, DType::F32, &Generator::new(0)).is_err());
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! `while` nodes of its own. Each gradient is compared bit for bit with the same body run
 //! eagerly (the body without the macro), and with hand-computed values or finite differences.
 
-use tensor_core::control::{cond, while_loop, while_loop_with, WhileOptions};
+use tensor_core::control::{cond, while_loop, while_loop_opts, WhileOptions};
 use tensor_core::function::{lookup, ConcreteFunction};
 use tensor_core::prelude::*;
 use tests::assert_bits_eq;
@@ -164,7 +164,7 @@ fn a_while_loop_call_differentiates_from_outside_with_the_eager_bits() -> Result
 /// the body, and `max_iterations` as a bound.
 fn grow_eager(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let opts = WhileOptions { max_iterations: Some(50), ..WhileOptions::default() };
-    let h = while_loop_with(
+    let h = while_loop_opts(
         &opts,
         |h: &Tensor| h.sum()?.lt(10.0),
         |h| {
@@ -328,7 +328,7 @@ fn second_derivatives_through_a_while_loop_call() -> Result<()> {
 #[graph_fn]
 fn doubling(x: &Tensor) -> Result<Tensor> {
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[tensor_core::shape::UNKNOWN])]), ..WhileOptions::default() };
-    let y = while_loop_with(&opts, |v: &Tensor| v.sum()?.lt(8.0), |v| Tensor::concat(&[&v, &v], 0), x.clone())?;
+    let y = while_loop_opts(&opts, |v: &Tensor| v.sum()?.lt(8.0), |v| Tensor::concat(&[&v, &v], 0), x.clone())?;
     y.mul(&y)?.sum()
 }
 
@@ -460,7 +460,7 @@ fn the_backward_of_a_loop_call_replays_into_an_enclosing_trace() -> Result<()> {
 /// iterations that ran.
 fn bounded_eager(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let opts = WhileOptions { max_iterations: Some(4), ..WhileOptions::default() };
-    let h = while_loop_with(&opts, |h: &Tensor| h.sum()?.lt(1e9), |h| h.mul(w)?.add(1.0), x.clone())?;
+    let h = while_loop_opts(&opts, |h: &Tensor| h.sum()?.lt(1e9), |h| h.mul(w)?.add(1.0), x.clone())?;
     h.sum()
 }
 

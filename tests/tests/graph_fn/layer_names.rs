@@ -42,14 +42,14 @@ fn layer_names_run(net: &Net, x: &Tensor) -> Result<Tensor> {
 
 /// `Linear(2, 3)`, the `middle` layer, `Linear(3, 2)`, from one seed.
 fn body(middle: impl Module + Send + Sync + 'static) -> Result<Sequential> {
-    let rng = &mut tensor_core::seeded_rng(0);
+    let rng = &Generator::new(0);
     Ok(Sequential::new().add(Linear::new(2, 3, DType::F32, rng)?).add(middle).add(Linear::new(3, 2, DType::F32, rng)?))
 }
 
 #[test]
 fn retrace_reasons_name_the_layer_index_and_the_variant() -> Result<()> {
     let x = Tensor::randn(&[4, 2], DType::F32, 1);
-    let head = || Linear::new(2, 2, DType::F32, &mut tensor_core::seeded_rng(1));
+    let head = || Linear::new(2, 2, DType::F32, &Generator::new(1));
     let nets = [
         Net { body: body(ReLU)?, acts: vec![Act::Relu, Act::Tanh], head: None },
         Net { body: body(Gelu::new())?, acts: vec![Act::Relu, Act::Tanh], head: None },

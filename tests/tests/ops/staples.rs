@@ -282,7 +282,7 @@ fn a_seed_or_a_generator_reproduces_the_epochs() -> Result<()> {
     let a = run(DataLoader::new(&[&x, &y], 3)?.shuffle(42))?;
     assert_eq!(a, run(DataLoader::new(&[&x, &y], 3)?.shuffle(42))?);
     assert_ne!(a, run(DataLoader::new(&[&x, &y], 3)?.shuffle(43))?);
-    assert_eq!(a, run(DataLoader::new(&[&x, &y], 3)?.shuffle_with(&Generator::new(42)))?);
+    assert_eq!(a, run(DataLoader::new(&[&x, &y], 3)?.shuffle_gen(&Generator::new(42)))?);
     Ok(())
 }
 

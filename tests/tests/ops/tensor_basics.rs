@@ -1,6 +1,7 @@
 //! Creating tensors, reading them back, casting between every pair of dtypes, random
 //! tensors, handle semantics, and printing (PyTorch's format, with Rust dtype names).
 
+use tensor_core::nn::init;
 use tensor_core::prelude::*;
 use tensor_core::Element;
 use tests::{assert_bools, assert_tensor, per_dtype, tensor};
@@ -90,13 +91,13 @@ fn random_is_seeded_and_in_range<T: Element>() -> Result<()> {
     let mean = f.iter().sum::<f64>() / f.len() as f64;
     assert!((mean - 0.5).abs() < 0.05, "uniform mean {mean}");
     // A generator gives a stream: consecutive draws differ, the same seed replays them.
-    let mut g1 = tensor_core::seeded_rng(7);
-    let mut g2 = tensor_core::seeded_rng(7);
-    let (x1, x2) = (Tensor::rand_with(&[4], d, &mut g1), Tensor::rand_with(&[4], d, &mut g1));
+    let g1 = Generator::new(7);
+    let g2 = Generator::new(7);
+    let (x1, x2) = (init::uniform(&[4], 0.0, 1.0, d, &g1)?, init::uniform(&[4], 0.0, 1.0, d, &g1)?);
     assert_ne!(x1.to_vec::<T>()?, x2.to_vec::<T>()?);
-    assert_eq!(x1.to_vec::<T>()?, Tensor::rand_with(&[4], d, &mut g2).to_vec::<T>()?);
-    // uniform_with stays in [low, high).
-    let u = Tensor::uniform_with(&[2000], -3.0, 5.0, d, &mut g1);
+    assert_eq!(x1.to_vec::<T>()?, init::uniform(&[4], 0.0, 1.0, d, &g2)?.to_vec::<T>()?);
+    // uniform stays in [low, high).
+    let u = init::uniform(&[2000], -3.0, 5.0, d, &g1)?;
     let u: Vec<f64> = u.to_vec::<T>()?.iter().map(|v| v.to_f64()).collect();
     assert!(u.iter().all(|&v| (-3.0..5.0).contains(&v)));
     assert!(u.iter().any(|&v| v < -2.0) && u.iter().any(|&v| v > 4.0), "covers the range");
@@ -110,8 +111,8 @@ fn random_is_seeded_and_in_range<T: Element>() -> Result<()> {
     assert!(mean.abs() < 0.05, "randn mean {mean}");
     assert!((std - 1.0).abs() < 0.05, "randn std {std}");
     assert!(v.iter().any(|&x| x < -2.0) && v.iter().any(|&x| x > 2.0), "randn has tails");
-    let mut g = tensor_core::seeded_rng(9);
-    assert_eq!(Tensor::randn_with(&[2, 3], d, &mut g).dims(), vec![2, 3]);
+    let g = Generator::new(9);
+    assert_eq!(init::normal(&[2, 3], 0.0, 1.0, d, &g)?.dims(), vec![2, 3]);
     Ok(())
 }
 per_dtype!(random_is_seeded_and_in_range: f32, f64);

@@ -15,13 +15,12 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn bits(t: &Tensor) -> Vec<u64> {
-    let s = t.to_storage().unwrap();
     match t.dtype() {
-        DType::F32 => s.array::<f32>().unwrap().iter().map(|v| v.to_bits() as u64).collect(),
-        DType::F64 => s.array::<f64>().unwrap().iter().map(|v| v.to_bits()).collect(),
-        DType::I64 => s.array::<i64>().unwrap().iter().map(|&v| v as u64).collect(),
-        DType::I32 => s.array::<i32>().unwrap().iter().map(|&v| v as u64).collect(),
-        DType::Bool => s.array::<bool>().unwrap().iter().map(|&v| v as u64).collect(),
+        DType::F32 => t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits() as u64).collect(),
+        DType::F64 => t.to_vec::<f64>().unwrap().iter().map(|v| v.to_bits()).collect(),
+        DType::I64 => t.to_vec::<i64>().unwrap().iter().map(|&v| v as u64).collect(),
+        DType::I32 => t.to_vec::<i32>().unwrap().iter().map(|&v| v as u64).collect(),
+        DType::Bool => t.to_vec::<bool>().unwrap().iter().map(|&v| v as u64).collect(),
     }
 }
 
@@ -43,7 +42,7 @@ struct Net {
 
 impl Net {
     fn new(seed: u64) -> Result<Net> {
-        let rng = &mut tensor_core::seeded_rng(seed);
+        let rng = &Generator::new(seed);
         let blocks = vec![
             Block {
                 conv: Conv2d::new(1, 3, [3, 3], DType::F32, rng)?.with_padding([1, 1]),
@@ -158,7 +157,7 @@ struct Stack {
 
 impl Stack {
     fn new(seed: u64) -> Result<Stack> {
-        let rng = &mut tensor_core::seeded_rng(seed);
+        let rng = &Generator::new(seed);
         let body = Sequential::new().add(Linear::new(3, 4, DType::F32, rng)?).add(ReLU).add(Linear::new(4, 4, DType::F32, rng)?).add(Gelu::new());
         let heads = vec![Linear::new(4, 3, DType::F32, rng)?];
         let norms = [LayerNorm::new(3, 1e-5, DType::F32)?];
@@ -231,7 +230,7 @@ fn nn_layers_and_containers_have_pytorchs_state_dict_names() -> Result<()> {
         ln: LayerNorm,
         drop: Dropout,
     }
-    let rng = &mut tensor_core::seeded_rng(0);
+    let rng = &Generator::new(0);
     let attn = CausalSelfAttention::new(4, 2, DType::F32, rng)?;
     let decoder = Decoder {
         wte: Embedding::new(5, 4, DType::F32, rng)?,
@@ -372,7 +371,7 @@ impl Skipping {
 
 #[test]
 fn a_skipped_field_holding_parameters_is_an_error_in_both_modes_not_an_omission() -> Result<()> {
-    let rng = &mut tensor_core::seeded_rng(0);
+    let rng = &Generator::new(0);
     let mut model = Skipping { scale: Tensor::scalar(2.0f32), body: Sequential::new().add(Linear::new(3, 2, DType::F32, rng)?).add(ReLU) };
     let (x, _) = stack_input();
     let message = "is #[graph_arg(skip)] but holds tensors that require grad (parameters), which the signature and the state dict would leave out; remove the skip so that they are leaves";

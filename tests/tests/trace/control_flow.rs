@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use tensor_core::control::{cond, while_loop, while_loop_with, WhileOptions};
+use tensor_core::control::{cond, while_loop, while_loop_opts, WhileOptions};
 use tensor_core::function::ConcreteFunction;
 use tensor_core::graph::{validate, Graph, NodeKind};
 use tensor_core::optim::{Optimizer, Sgd};
@@ -290,7 +290,7 @@ fn a_loop_variable_with_an_unknown_dim_grows_through_the_loop() -> Result<()> {
     // the trip count plus one, known only when the graph runs.
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN]), Shape::scalar()]), ..WhileOptions::default() };
     let grow = |start: &Tensor, limit: &Tensor| -> Result<Vec<Tensor>> {
-        let (v, s) = while_loop_with(
+        let (v, s) = while_loop_opts(
             &opts,
             |(_, s): &(Tensor, Tensor)| s.lt(limit),
             |(v, s)| {
@@ -320,7 +320,7 @@ fn a_loop_variable_with_an_unknown_dim_grows_through_the_loop() -> Result<()> {
 fn max_iterations_stops_the_loop_eagerly_and_in_the_graph() -> Result<()> {
     let run = |limit: Option<usize>, n: &Tensor| -> Result<Vec<Tensor>> {
         let opts = WhileOptions { max_iterations: limit, ..WhileOptions::default() };
-        let (i, acc) = while_loop_with(
+        let (i, acc) = while_loop_opts(
             &opts,
             |(i, _): &(Tensor, Tensor)| i.lt(n),
             |(i, acc)| Ok((&i + 1, acc.mul(1.25f32)?.add(0.5f32)?)),
@@ -644,7 +644,7 @@ impl Model {
         opt.zero_grad()?;
         let h = x.matmul(&self.w)?.add(&self.b)?;
         let h = cond(&h.sum()?.gt(0.0)?, || h.tanh(), || h.mul(0.5)?.sigmoid())?;
-        let (_, h) = while_loop_with(
+        let (_, h) = while_loop_opts(
             &WhileOptions { max_iterations: Some(6), ..WhileOptions::default() },
             |(_, h): &(Tensor, Tensor)| h.abs()?.sum()?.gt(1.0f32),
             |(k, h)| Ok((&k + 1, h.matmul(&self.v)?.tanh()?.mul(0.8f32)?)),
@@ -703,7 +703,7 @@ fn a_loop_variable_that_changes_shape_or_dtype_is_an_error_naming_it() -> Result
     // A dtype change, with the variable named by the options.
     let opts = WhileOptions { names: Some(vec!["count".into(), "y".into()]), ..WhileOptions::default() };
     let widen = |x: &Tensor| {
-        while_loop_with(&opts, |(i, _): &(Tensor, Tensor)| i.lt(3), |(i, y)| Ok(((&i + 1).cast(DType::I64)?, y)), (Tensor::scalar(0i32), x.clone()))
+        while_loop_opts(&opts, |(i, _): &(Tensor, Tensor)| i.lt(3), |(i, y)| Ok(((&i + 1).cast(DType::I64)?, y)), (Tensor::scalar(0i32), x.clone()))
     };
     expect(widen(&x).expect_err("eager error"), "count", "i32[]", "i64[]");
     expect(trace_err(&[("x", &x)], || Ok(vec![widen(&x)?.1])), "count", "i32[]", "i64[]");
@@ -727,10 +727,10 @@ fn a_loop_variable_that_changes_shape_or_dtype_is_an_error_naming_it() -> Result
 
     // A shape invariant that does not admit the initial value.
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[4])]), ..WhileOptions::default() };
-    let e = while_loop_with(&opts, |y: &Tensor| y.sum()?.lt(0.0), Ok, x.clone()).expect_err("an error");
+    let e = while_loop_opts(&opts, |y: &Tensor| y.sum()?.lt(0.0), Ok, x.clone()).expect_err("an error");
     expect(e, "loop_vars[0]", "f32[4]", "f32[3]");
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[3]), Shape::new(&[3])]), ..WhileOptions::default() };
-    let e = while_loop_with(&opts, |y: &Tensor| y.sum()?.lt(0.0), Ok, x.clone()).expect_err("an error");
+    let e = while_loop_opts(&opts, |y: &Tensor| y.sum()?.lt(0.0), Ok, x.clone()).expect_err("an error");
     assert!(matches!(e, Error::InvalidArgument { arg: "shape_invariants", .. }), "{e:?}");
     Ok(())
 }
@@ -822,7 +822,7 @@ fn a_predicate_whose_size_is_known_only_at_run_time_is_checked_when_the_graph_ru
 fn a_growing_loop_over_an_input_that_requires_grad_runs_forward() -> Result<()> {
     let x = f64s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN])]), ..WhileOptions::default() };
-    let grow = |x: &Tensor| while_loop_with(&opts, |v: &Tensor| v.sum()?.lt(20.0), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
+    let grow = |x: &Tensor| while_loop_opts(&opts, |v: &Tensor| v.sum()?.lt(20.0), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
     let f = ConcreteFunction::trace("grow_forward", &[("x", &x)], || Ok(vec![grow(&x)?]))?;
     let out = f.call(&[&x])?;
     assert_bits_eq(&out[0], &grow(&x)?.detach());
@@ -834,7 +834,7 @@ fn a_growing_loop_over_an_input_that_requires_grad_runs_forward() -> Result<()> 
 fn a_gradient_through_a_loop_variable_of_unknown_shape_is_an_error() -> Result<()> {
     let x = f64s(&[1.0, 2.0], &[2]).requires_grad_(true)?;
     let opts = WhileOptions { shape_invariants: Some(vec![Shape::new(&[UNKNOWN])]), ..WhileOptions::default() };
-    let grow = |x: &Tensor| while_loop_with(&opts, |v: &Tensor| v.sum()?.lt(20.0), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
+    let grow = |x: &Tensor| while_loop_opts(&opts, |v: &Tensor| v.sum()?.lt(20.0), |v| Tensor::concat(&[&v, &v.mul(1.5)?], 0), x.clone());
     // Eagerly this is an ordinary chain of ops.
     let y = grow(&x)?;
     assert_eq!(y.dims(), vec![16]);

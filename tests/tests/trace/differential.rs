@@ -82,9 +82,7 @@ type Scalar1<'a> = &'a dyn Fn(&[Tensor]) -> Result<Tensor>;
 /// Asserts `eager` and `graph` are the same bits, saying which case differs.
 #[track_caller]
 fn same(ctx: &str, eager: &Tensor, graph: &Tensor) {
-    let equal = eager.dtype() == graph.dtype()
-        && eager.shape() == graph.shape()
-        && eager.to_storage().expect("concrete").bit_eq(&graph.to_storage().expect("concrete"));
+    let equal = eager.dtype() == graph.dtype() && eager.shape() == graph.shape() && eager.bit_eq(graph).expect("concrete");
     if !equal {
         eprintln!("{ctx}: eager and graph differ");
     }
@@ -139,13 +137,13 @@ fn leaves(inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
     Ok(inputs)
 }
 
-/// The gradient of `f` eagerly and inside a graph (`backward_with` a fixed cotangent in the
+/// The gradient of `f` eagerly and inside a graph (`backward_from` a fixed cotangent in the
 /// body, `.grad` read after the call): the same output and grads, on the traced inputs and
 /// on new ones, and again after a second call accumulates into the grads.
 fn check_grad(name: &str, make: Make, f: Scalar1) -> Result<()> {
     let forward_backward = |inputs: &[Tensor]| -> Result<Tensor> {
         let y = f(inputs)?;
-        y.backward_with(&cotangent(&y))?;
+        y.backward_from(&cotangent(&y))?;
         Ok(y)
     };
     let traced_with = leaves(make(0))?;

@@ -331,7 +331,7 @@ fn backward_non_scalar() -> Vec<Error> {
         Error::BackwardNonScalar { shape } => assert_eq!(shape.dims(), &[2]),
         other => panic!("expected BackwardNonScalar, got {other:?}"),
     }
-    says(&e, &["backward", "only for scalar outputs", "found shape [2]", ".sum() or .mean()", "backward_with"]);
+    says(&e, &["backward", "only for scalar outputs", "found shape [2]", ".sum() or .mean()", "backward_from"]);
     assert!(w.grad().is_none());
     vec![e]
 }
@@ -339,14 +339,14 @@ fn backward_non_scalar() -> Vec<Error> {
 fn gradient_shape() -> Vec<Error> {
     let w = leaf(&[1.0, 2.0], &[2]);
     let y = &w * 2.0;
-    let e1 = err(y.backward_with(&Tensor::ones(&[3], DType::F32)));
+    let e1 = err(y.backward_from(&Tensor::ones(&[3], DType::F32)));
     assert!(matches!(e1, Error::GradientShape { expected_dtype: DType::F32, found_dtype: DType::F32, .. }), "{e1:?}");
-    says(&e1, &["backward_with", "gradient has shape [3] and dtype f32", "output has shape [2] and dtype f32"]);
-    let e2 = err(y.backward_with(&Tensor::ones(&[2], DType::F64)));
+    says(&e1, &["backward_from", "gradient has shape [3] and dtype f32", "output has shape [2] and dtype f32"]);
+    let e2 = err(y.backward_from(&Tensor::ones(&[2], DType::F64)));
     says(&e2, &["shape [2] and dtype f64", "shape [2] and dtype f32"]);
     assert!(w.grad().is_none(), "a failed backward leaves .grad alone");
     // The right gradient works afterwards (the graph was not consumed).
-    y.backward_with(&Tensor::ones(&[2], DType::F32)).unwrap();
+    y.backward_from(&Tensor::ones(&[2], DType::F32)).unwrap();
     assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap(), vec![2.0, 2.0]);
     vec![e1, e2]
 }

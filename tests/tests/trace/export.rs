@@ -11,7 +11,7 @@ use tensor_core::optim::{Adam, Optimizer};
 use tensor_core::prelude::*;
 
 fn same_bits(a: &Tensor, b: &Tensor) -> bool {
-    a.dtype() == b.dtype() && a.dims() == b.dims() && a.to_storage().unwrap().bit_eq(&b.to_storage().unwrap())
+    a.dtype() == b.dtype() && a.dims() == b.dims() && a.bit_eq(b).unwrap()
 }
 
 fn round_trip(f: &ConcreteFunction) -> LoadedFunction {

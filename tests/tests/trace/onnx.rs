@@ -55,7 +55,7 @@ struct LeNet {
 
 impl LeNet {
     fn new() -> Result<LeNet> {
-        let rng = &mut tensor_core::seeded_rng(5);
+        let rng = &Generator::new(5);
         Ok(LeNet {
             c1: Conv2d::new(1, 6, [5, 5], DType::F32, rng)?.with_padding([2, 2]),
             c2: Conv2d::new(6, 16, [5, 5], DType::F32, rng)?,
@@ -90,7 +90,7 @@ fn lenet5_runs_in_tract_with_the_same_outputs() -> Result<()> {
 
 #[test]
 fn an_mlp_with_softmax_runs_in_tract_with_the_same_outputs() -> Result<()> {
-    let rng = &mut tensor_core::seeded_rng(1);
+    let rng = &Generator::new(1);
     let (l1, l2) = (Linear::new(12, 32, DType::F32, rng)?, Linear::new(32, 5, DType::F32, rng)?);
     let x = Tensor::randn(&[8, 12], DType::F32, 2);
     let f = no_grad(|| ConcreteFunction::trace("mlp", &[("x", &x)], || Ok(vec![l2.forward(&l1.forward(&x)?.tanh()?)?.softmax(-1)?])))?;

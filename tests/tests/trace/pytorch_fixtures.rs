@@ -56,7 +56,7 @@ struct TorchMlp {
 
 impl TorchMlp {
     fn new() -> Result<TorchMlp> {
-        let rng = &mut tensor_core::seeded_rng(0);
+        let rng = &Generator::new(0);
         Ok(TorchMlp {
             layers: vec![Linear::new(4, 16, DType::F32, rng)?, Linear::new(16, 16, DType::F32, rng)?, Linear::new(16, 3, DType::F32, rng)?],
         })
@@ -107,7 +107,7 @@ struct TorchLayers {
 
 impl TorchLayers {
     fn new() -> Result<TorchLayers> {
-        let rng = &mut tensor_core::seeded_rng(1);
+        let rng = &Generator::new(1);
         Ok(TorchLayers {
             wte: Embedding::new(11, 8, DType::F32, rng)?,
             attn: CausalSelfAttention::new(8, 2, DType::F32, rng)?,
@@ -159,7 +159,7 @@ struct Classifier {
 
 impl Classifier {
     fn new() -> Result<Classifier> {
-        let rng = &mut tensor_core::seeded_rng(2);
+        let rng = &Generator::new(2);
         let body = Sequential::new()
             .add(Linear::new(4, 32, DType::F32, rng)?)
             .add(ReLU)

@@ -353,7 +353,7 @@ fn parameters_cannot_be_created_inside_a_trace() -> Result<()> {
     });
     assert!(matches!(r, Err(Error::ParameterInTrace)), "{:?}", r.err());
     let r = ConcreteFunction::trace("layer", &[("x", &x)], || {
-        let layer = tensor_core::nn::Linear::new(1, 1, DType::F32, &mut tensor_core::seeded_rng(0))?;
+        let layer = tensor_core::nn::Linear::new(1, 1, DType::F32, &Generator::new(0))?;
         Ok(vec![layer.weight().clone()])
     });
     assert!(matches!(r, Err(Error::ParameterInTrace)), "{:?}", r.err());

@@ -36,12 +36,12 @@
 //! function (see `record_failed`). Under `no_grad`, or when no input requires grad, a call
 //! runs the plain forward graph, records nothing and allocates nothing more.
 
+mod backward_cache;
 mod gates;
 mod joint;
-mod plan;
 mod slot_uses;
 
-pub(crate) use plan::BackwardCache;
+pub(crate) use backward_cache::BackwardCache;
 
 use super::concrete::ConcreteFunction;
 use crate::autograd::is_grad_enabled;
@@ -50,8 +50,8 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, InputSource, NodeKind, StateWrite};
 use crate::tensor::grad_node::{record_many, Backward, BackwardCtx, InputGrads, Saves};
 use crate::tensor::{Tensor, Value};
+use backward_cache::ForwardPlan;
 use gates::{MadeWhen, Use};
-use plan::ForwardPlan;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 

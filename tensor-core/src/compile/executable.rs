@@ -8,7 +8,7 @@
 //! applied. A bad call is then the `Err` eager gives, and changes no state.
 
 use super::lower::{lower, CpuStep};
-use super::plan::Plan;
+use super::memory_plan::Plan;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{FusedProgram, Graph, InputSource, Node, NodeKind, Operand, StateWrite, ValueId};

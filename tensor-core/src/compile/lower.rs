@@ -9,7 +9,7 @@
 //! of the plan as it is and generates CUDA from the same program descriptions.
 
 use super::control::ControlPlan;
-use super::plan::Step;
+use super::memory_plan::Step;
 use crate::graph::NodeKind;
 use crate::kernels::fused::CompiledProgram;
 
@@ -42,7 +42,7 @@ pub(super) fn lower(step: &Step, optimize: bool) -> CpuStep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::plan::Plan;
+    use crate::compile::memory_plan::Plan;
     use crate::compile::tests::traced;
     use crate::compile::{optimize, Executable};
     use crate::prelude::*;

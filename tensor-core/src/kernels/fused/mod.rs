@@ -71,7 +71,7 @@ impl CompiledProgram {
 
     /// [`new`](Self::new) for a step of a plan: with `streams`, the generated loop writes the
     /// outputs with streaming stores, which bypass the cache (for large outputs nothing later
-    /// in the call reads; see `compile::plan::STREAM_MIN_BYTES`). The bits are the same.
+    /// in the call reads; see `compile::memory_plan::STREAM_MIN_BYTES`). The bits are the same.
     pub fn for_step(program: &FusedProgram, streams: bool) -> CompiledProgram {
         Self::build(program, crate::kernels::codegen::codegen_enabled(), streams)
     }

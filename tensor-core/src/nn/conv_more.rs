@@ -78,7 +78,7 @@ impl Conv1d {
     /// ```
     pub fn new_grouped(in_channels: usize, out_channels: usize, kernel: usize, groups: usize, dtype: DType, rng: &mut impl Rng) -> Result<Conv1d> {
         need_float("Conv1d", dtype)?;
-        if groups == 0 || in_channels % groups != 0 || out_channels % groups != 0 {
+        if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
             return Err(Error::invalid("Conv1d", "groups", format!("{groups} must be positive and divide {in_channels} and {out_channels}")));
         }
         let fan_in = in_channels / groups * kernel;

@@ -239,7 +239,7 @@ impl GroupNorm {
     pub fn new(num_groups: usize, num_channels: usize, eps: f64, dtype: DType) -> Result<GroupNorm> {
         need_float("GroupNorm", dtype)?;
         need_eps("GroupNorm", eps)?;
-        if num_groups == 0 || num_channels % num_groups != 0 {
+        if num_groups == 0 || !num_channels.is_multiple_of(num_groups) {
             return Err(Error::invalid("GroupNorm", "num_groups", format!("{num_groups} must be positive and divide the {num_channels} channels")));
         }
         let c = [num_channels];

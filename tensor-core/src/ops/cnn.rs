@@ -270,7 +270,7 @@ impl Tensor {
         }
         if x[2] % oh == 0 && x[3] % ow == 0 {
             let split = [x[0], x[1], oh, x[2] / oh, ow, x[3] / ow];
-            return self.reshape(&split)?.mean_axes(&[3, 5], false);
+            return self.reshape(split)?.mean_axes(&[3, 5], false);
         }
         let windows = |n: usize, out: usize| -> Vec<(usize, usize)> { (0..out).map(|i| (i * n / out, ((i + 1) * n).div_ceil(out))).collect() };
         let (rows, cols) = (windows(x[2], oh), windows(x[3], ow));

@@ -48,7 +48,7 @@ fn arity(op: &Op) -> std::ops::RangeInclusive<usize> {
         Op::Elementwise(e) => elementwise_arity(e),
         Op::Reduction(_) | Op::Nn(NnOp::Softmax { .. } | NnOp::LogSoftmax { .. }) => 1,
         Op::Layout(LayoutOp::Concat { .. }) => return 1..=usize::MAX,
-        Op::Layout(_) | Op::Index(IndexOp::OneHot { .. }) => 1,
+        Op::Layout(_) | Op::Index(IndexOp::OneHot { .. } | IndexOp::TopK { .. }) => 1,
         Op::Index(_) | Op::Linalg(LinalgOp::Matmul { .. }) | Op::Nn(NnOp::CrossEntropy) => 2,
         Op::Conv(ConvOp::Conv2d { .. }) => return 2..=3,
         Op::Conv(ConvOp::MaxPool2d { .. }) => 1,
@@ -136,6 +136,7 @@ fn check_index(op: &IndexOp, inputs: &[TypeRef], axis_ok: impl Fn(usize) -> Resu
     match op {
         IndexOp::IndexSelect { axis } | IndexOp::Gather { axis } => axis_ok(*axis),
         IndexOp::OneHot { .. } => Ok(()),
+        IndexOp::TopK { axis, .. } => axis_ok(*axis),
         IndexOp::IndexAdd { axis, .. } => {
             axis_ok(*axis)?;
             need_known("index_add", inputs)?;

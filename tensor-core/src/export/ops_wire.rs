@@ -197,6 +197,11 @@ pub(super) enum IndexOpDef {
         #[serde(with = "DTypeDef")]
         dtype: DType,
     },
+    TopK {
+        axis: usize,
+        k: usize,
+        largest: bool,
+    },
 }
 
 /// The wire forms of a matrix product: the plain product is the unit `"matmul"` (what files

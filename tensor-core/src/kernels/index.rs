@@ -87,3 +87,43 @@ pub fn one_hot<T: Num>(idx: &[usize], dims: &[usize], classes: usize) -> Array<T
     shape.push(classes);
     Array::from_shape_vec(IxDyn(&shape), out).expect("length matches dims")
 }
+
+/// The positions along `axis` of the `k` largest (or, unless `largest`, smallest) entries of
+/// each lane of `a`, best first: NaN counts as larger than every number (as in PyTorch) and
+/// equal entries keep their order, the lower position first.
+pub fn topk<T: Copy + PartialOrd>(a: &Array<T>, axis: usize, k: usize, largest: bool) -> Array<i64> {
+    let a = standard(a);
+    let s = a.as_slice().expect("standard layout");
+    let dims = a.shape();
+    let n = dims[axis];
+    let (outer, inner): (usize, usize) = (dims[..axis].iter().product(), dims[axis + 1..].iter().product());
+    let mut out = vec![0i64; outer * k * inner];
+    let mut lane: Vec<usize> = Vec::with_capacity(n);
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| s[(o * n + j) * inner + i];
+            lane.clear();
+            lane.extend(0..n);
+            lane.sort_by(|&p, &q| {
+                let ord = nan_largest(at(p), at(q));
+                if largest {
+                    ord.reverse()
+                } else {
+                    ord
+                }
+            });
+            for (r, &j) in lane[..k].iter().enumerate() {
+                out[(o * k + r) * inner + i] = j as i64;
+            }
+        }
+    }
+    let mut out_dims = dims.to_vec();
+    out_dims[axis] = k;
+    Array::from_shape_vec(IxDyn(&out_dims), out).expect("length matches dims")
+}
+
+/// The order of `a` and `b` with NaN above every number (and equal to NaN).
+#[allow(clippy::eq_op)] // `x != x` is the NaN test of any PartialOrd
+fn nan_largest<T: PartialOrd>(a: T, b: T) -> std::cmp::Ordering {
+    a.partial_cmp(&b).unwrap_or_else(|| (a != a).cmp(&(b != b)))
+}

@@ -41,6 +41,8 @@ pub struct Conv2d {
     stride: [usize; 2],
     #[graph_arg(static)]
     padding: [usize; 2],
+    #[graph_arg(static)]
+    groups: usize,
 }
 
 impl Conv2d {
@@ -110,7 +112,63 @@ impl Conv2d {
         }
         let weight = weight.requires_grad_(true)?;
         let bias = bias.map(|b| b.requires_grad_(true)).transpose()?;
-        Ok(Conv2d { weight, bias, stride: [1, 1], padding: [0, 0] })
+        Ok(Conv2d { weight, bias, stride: [1, 1], padding: [0, 0], groups: 1 })
+    }
+
+    /// A layer with a bias in `groups` groups (PyTorch's `nn.Conv2d(..., groups)`; ONNX
+    /// `Conv`'s `group`): weight `[out, in / groups, kh, kw]`, initialized with
+    /// `fan_in = in / groups * kh * kw`; `groups == in_channels` is MobileNet's depthwise
+    /// convolution. The forward pass is [`Tensor::conv2d_grouped`].
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Conv2d, Module};
+    /// let dw = Conv2d::new_grouped(8, 8, [3, 3], 8, DType::F32, &mut tensor_core::seeded_rng(0))?.with_padding([1, 1]);
+    /// assert_eq!((dw.weight().dims(), dw.groups()), (vec![8, 1, 3, 3], 8));
+    /// assert_eq!(dw.forward(&Tensor::ones(&[1, 8, 5, 5], DType::F32))?.dims(), vec![1, 8, 5, 5]);
+    /// assert!(Conv2d::new_grouped(8, 6, [3, 3], 4, DType::F32, &mut tensor_core::seeded_rng(0)).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn new_grouped(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: [usize; 2],
+        groups: usize,
+        dtype: DType,
+        rng: &mut impl Rng,
+    ) -> Result<Conv2d> {
+        if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
+            return Err(Error::invalid("Conv2d", "groups", format!("{groups} must be positive and divide {in_channels} and {out_channels}")));
+        }
+        Ok(Conv2d { groups, ..Self::init(in_channels / groups, out_channels, kernel, true, dtype, rng)? })
+    }
+
+    /// The same layer in `groups` groups: its weight must be `[out, in / groups, kh, kw]`
+    /// (checked by the forward pass), as a grouped layer's from a checkpoint.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Conv2d, Module};
+    /// let w = Tensor::from_vec(vec![1.0f32, 10.0], &[2, 1, 1, 1])?;
+    /// let conv = Conv2d::from_tensors(w, None)?.with_groups(2);
+    /// let y = conv.forward(&Tensor::from_vec(vec![1.0f32, 2.0], &[1, 2, 1, 1])?)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0, 20.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn with_groups(mut self, groups: usize) -> Conv2d {
+        self.groups = groups;
+        self
+    }
+
+    /// The number of groups (1 for an ordinary convolution).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?.groups(), 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn groups(&self) -> usize {
+        self.groups
     }
 
     /// The same layer with another stride (rows, columns); it must be positive.
@@ -190,7 +248,7 @@ impl Conv2d {
 
 impl Module for Conv2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.conv2d(&self.weight, self.bias.as_ref(), self.stride, self.padding)
+        x.conv2d_grouped(&self.weight, self.bias.as_ref(), self.stride, self.padding, self.groups)
     }
 
     /// `[weight, bias]` (or `[weight]` without a bias).

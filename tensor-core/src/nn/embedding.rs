@@ -64,6 +64,27 @@ impl Embedding {
         Ok(Embedding { weight: weight.requires_grad_(true)? })
     }
 
+    /// A layer holding pretrained `weight` (`[num_embeddings, dim]`, float), as PyTorch's
+    /// `Embedding.from_pretrained(weight, freeze)`: with `freeze` the table does not require
+    /// grad and is not among the parameters; otherwise it is trainable.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::nn::{Embedding, Module};
+    /// let table = Tensor::from_vec(vec![0.0f32, 1.0, 2.0, 3.0], &[2, 2])?;
+    /// let frozen = Embedding::from_pretrained(table.clone(), true)?;
+    /// assert!(!frozen.weight().requires_grad() && frozen.parameters().is_empty());
+    /// let ids = Tensor::from_vec(vec![1i64], &[1])?;
+    /// assert_eq!(frozen.forward(&ids)?.to_vec::<f32>()?, vec![2.0, 3.0]);
+    /// assert_eq!(Embedding::from_pretrained(table, false)?.parameters().len(), 1);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn from_pretrained(weight: Tensor, freeze: bool) -> Result<Embedding> {
+        let layer = Embedding::from_tensor(weight.detach())?;
+        layer.weight.requires_grad_(!freeze)?;
+        Ok(layer)
+    }
+
     /// The table, `[num_embeddings, dim]`.
     ///
     /// ```
@@ -82,7 +103,8 @@ impl Module for Embedding {
         self.weight.embedding(indices)
     }
 
+    /// `[weight]`, or nothing when the table is frozen.
     fn parameters(&self) -> Vec<Tensor> {
-        vec![self.weight.clone()]
+        Some(self.weight.clone()).filter(Tensor::requires_grad).into_iter().collect()
     }
 }

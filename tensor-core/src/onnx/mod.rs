@@ -11,11 +11,18 @@
 //! | elementwise (`neg` ... `not`, `add` ... `minimum`, comparisons, `where`, `clamp`, `cast`) | `Neg` ... `Not`, `Add` ... `Max`/`Min`, `Equal`/`Less`/..., `Where`, `Clip`, `Cast` |
 //! | `sum`, `mean`, `max`, `min` over axes, `argmax` | `ReduceSum`, `ReduceMean`, `ReduceMax`, `ReduceMin`, `ArgMax` |
 //! | `reshape`, `permute`, `broadcast_to`, `concat`, `narrow`, `pad` | `Reshape`, `Transpose`, `Expand`, `Concat`, `Slice`, `Pad` |
-//! | `matmul`, `conv2d`, `max_pool2d` | `MatMul`, `Conv`, `MaxPool` |
+//! | `matmul`, `conv2d`, `max_pool2d`, `conv2d_input_grad` (`conv_transpose2d`) | `MatMul`, `Conv`, `MaxPool`, `ConvTranspose` |
 //! | `softmax`, `log_softmax`, `cross_entropy` | `Softmax`, `LogSoftmax`, and `LogSoftmax` + `GatherElements` + `ReduceMean` + `Neg` |
-//! | `index_select`, `gather`, `one_hot` | `Gather`, `GatherElements`, `OneHot` |
+//! | `index_select`, `gather`, `one_hot`, `topk` | `Gather`, `GatherElements`, `OneHot`, `TopK` (its indices output) |
 //!
-//! Training graphs do not map: a gradient op (`conv2d_input_grad`, `max_pool2d_grad`,
+//! The ops composed from others export as what they are made of: `batch_norm` and
+//! `group_norm` as `Sub`/`Div`/`Sqrt`/`Mul`/`Add` over the (running or batch) statistics,
+//! `avg_pool2d` as a `Conv` with a window of ones and a `Div`, `adaptive_avg_pool2d` and
+//! `global_avg_pool` as `ReduceMean` (or `Slice` + `ReduceSum` + `Concat` + `Div`), grouped
+//! and 1-d convolutions as one `Conv` per group (with `Split`-like `Slice`s and a `Concat`),
+//! `cumsum` as shifted `Add`s, `relu6`/`hardtanh` as `Clip`.
+//!
+//! Training graphs do not map: a gradient op (`conv2d_weight_grad`, `max_pool2d_grad`,
 //! `scatter_add`, ...), a write to a tensor's data or `.grad`, control flow and `tprint!` are
 //! each an `Err` naming what has no ONNX mapping.
 //!

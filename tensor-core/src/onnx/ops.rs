@@ -25,7 +25,7 @@ pub(super) fn map_op(b: &mut Builder, op: &Op, inputs: &[ValueId], out: ValueId)
             Ok(())
         }
         Op::Nn(n) => nn(b, n, ins, y),
-        Op::Conv(c) => conv(b, c, ins, y),
+        Op::Conv(c) => conv(b, c, inputs, ins, y),
         Op::Random(r) => Err(unsupported(r.name(), " (a draw from a generator: export an inference graph, with dropout off)")),
         Op::Collective(c) => Err(unsupported(c.name(), " (a collective across processes: export the forward pass of one rank)")),
     }
@@ -261,6 +261,13 @@ fn index(b: &mut Builder, i: &IndexOp, ins: Vec<String>, y: String) -> Result<()
             let values = b.initializer(name, &values);
             b.node("OneHot", vec![ins[0].clone(), depth, values], vec![y], vec![int("axis", -1)]);
         }
+        // ONNX's TopK gives values and indices; the op is the indices (its values are a
+        // `gather` of their own).
+        IndexOp::TopK { axis, k, largest } => {
+            let (count, values) = (b.i64s(&[*k as i64]), b.fresh("topk_values"));
+            let attrs = vec![int("axis", *axis as i64), int("largest", *largest as i64), int("sorted", 1)];
+            b.node("TopK", vec![ins[0].clone(), count], vec![values, y], attrs);
+        }
         IndexOp::IndexAdd { .. } | IndexOp::ScatterAdd { .. } => {
             return Err(unsupported(crate::ops::Op::Index(i.clone()).name(), " (a gradient op; export the forward pass)"))
         }
@@ -287,13 +294,28 @@ fn nn(b: &mut Builder, n: &NnOp, ins: Vec<String>, y: String) -> Result<()> {
     Ok(())
 }
 
-fn conv(b: &mut Builder, c: &ConvOp, ins: Vec<String>, y: String) -> Result<()> {
+fn conv(b: &mut Builder, c: &ConvOp, inputs: &[ValueId], ins: Vec<String>, y: String) -> Result<()> {
     match c {
         ConvOp::Conv2d { stride, padding } => {
             let pads = [padding[0], padding[1], padding[0], padding[1]];
             b.node("Conv", ins, vec![y], vec![ints("strides", stride), ints("pads", &pads)]);
         }
         ConvOp::MaxPool2d { kernel, stride } => b.node("MaxPool", ins, vec![y], vec![ints("kernel_shape", kernel), ints("strides", stride)]),
+        // `conv_transpose2d`: the output size its attributes give, made up to `input_hw`
+        // by ONNX's `output_padding`.
+        ConvOp::Conv2dInputGrad { stride, padding, input_hw } => {
+            let (gy, w) = (&b.g.values[inputs[0]].shape, &b.g.values[inputs[1]].shape);
+            let mut extra = [0; 2];
+            for i in 0..2 {
+                let full = (gy[2 + i] != UNKNOWN).then(|| (gy[2 + i] - 1) * stride[i] + w[2 + i]).and_then(|n| n.checked_sub(2 * padding[i]));
+                extra[i] = full
+                    .and_then(|n| input_hw[i].checked_sub(n))
+                    .ok_or_else(|| unsupported("conv_transpose2d", " with an input size unknown in this trace"))?;
+            }
+            let pads = [padding[0], padding[1], padding[0], padding[1]];
+            let attrs = vec![ints("strides", stride), ints("pads", &pads), ints("output_padding", &extra)];
+            b.node("ConvTranspose", ins, vec![y], attrs);
+        }
         other => return Err(unsupported(Op::Conv(other.clone()).name(), " (a gradient op; export the forward pass)")),
     }
     Ok(())

@@ -55,6 +55,30 @@ impl Tensor {
     pub fn one_hot(&self, classes: usize, dtype: DType) -> Result<Tensor> {
         apply(IndexOp::OneHot { classes, dtype }, &[self])
     }
+
+    /// The `k` largest (or, unless `largest`, smallest) entries along `axis` and their
+    /// positions (i64), best first (PyTorch's `topk`; ONNX `TopK`). NaN counts as larger than
+    /// every number; equal entries come lower position first. The result is always sorted
+    /// (an unsorted `topk` may return any order, so `sorted` changes nothing). The values
+    /// are `gather(axis, indices)`, so their gradient flows back to the chosen entries.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 5.0], &[4])?;
+    /// let (values, indices) = x.topk(3, 0, true, true)?;
+    /// assert_eq!(values.to_vec::<f32>()?, vec![5.0, 5.0, 3.0]);
+    /// assert_eq!(indices.to_vec::<i64>()?, vec![1, 3, 2]);
+    /// let (low, _) = x.topk(1, -1, false, true)?;
+    /// assert_eq!(low.to_vec::<f32>()?, vec![1.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn topk(&self, k: usize, axis: isize, largest: bool, sorted: bool) -> Result<(Tensor, Tensor)> {
+        let _ = sorted; // always sorted, which an unsorted request allows
+        let rank = self.rank();
+        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "topk", axis, rank })?;
+        let indices = apply(IndexOp::TopK { axis, k, largest }, &[self])?;
+        Ok((self.gather(axis as isize, &indices)?, indices))
+    }
 }
 
 /// Selecting and scattering by integer indices. Inputs are listed per variant.
@@ -76,6 +100,8 @@ pub enum IndexOp {
     ScatterAdd { axis: usize, size: usize },
     /// (index)
     OneHot { classes: usize, dtype: DType },
+    /// (x): the i64 positions of the `k` largest (or smallest) entries along `axis`.
+    TopK { axis: usize, k: usize, largest: bool },
 }
 
 impl Family for IndexOp {
@@ -85,6 +111,7 @@ impl Family for IndexOp {
         Gather { axis } => "gather", "GatherBackward", format!("axis={axis}");
         ScatterAdd { axis, size } => "scatter_add", "ScatterAddBackward", format!("axis={axis} size={size}");
         OneHot { classes, dtype } => "one_hot", "NoBackward", format!("classes={classes} dtype={dtype}");
+        TopK { axis, k, largest } => "topk", "NoBackward", format!("axis={axis} k={k} largest={largest}");
     }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
@@ -101,13 +128,13 @@ impl Family for IndexOp {
 
     fn saves(&self) -> Saves {
         match self {
-            IndexOp::OneHot { .. } => Saves::default(),
+            IndexOp::OneHot { .. } | IndexOp::TopK { .. } => Saves::default(),
             IndexOp::IndexSelect { .. } | IndexOp::IndexAdd { .. } | IndexOp::Gather { .. } | IndexOp::ScatterAdd { .. } => Saves::inputs(0b10),
         }
     }
 
     fn is_differentiable(&self) -> bool {
-        !matches!(self, IndexOp::OneHot { .. })
+        !matches!(self, IndexOp::OneHot { .. } | IndexOp::TopK { .. })
     }
 }
 
@@ -152,6 +179,14 @@ fn infer(op: &IndexOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             s.dims_mut().push(*classes);
             Ok((*dtype, s))
         }
+        IndexOp::TopK { axis, k, .. } => {
+            super::need_numeric("topk", x.dtype)?;
+            let n = x.shape[*axis];
+            if n != UNKNOWN && *k > n {
+                return Err(Error::invalid("topk", "k", format!("{k} is more than the {n} entries along axis {axis}")));
+            }
+            Ok((DType::I64, x.shape.with_dim(*axis, *k)))
+        }
     }
 }
 
@@ -187,6 +222,13 @@ fn compute(op: &IndexOp, inputs: &[&Storage]) -> Result<Storage> {
                 DType::Bool => Storage::Bool(crate::kernels::elementwise::map(&k::one_hot::<i32>(&idx, dims.dims(), *classes), |v| v != 0)),
             }
         }
+        IndexOp::TopK { axis, k: count, largest } => Storage::I64(match x {
+            Storage::F32(a) => k::topk(a, *axis, *count, *largest),
+            Storage::F64(a) => k::topk(a, *axis, *count, *largest),
+            Storage::I32(a) => k::topk(a, *axis, *count, *largest),
+            Storage::I64(a) => k::topk(a, *axis, *count, *largest),
+            Storage::Bool(_) => unreachable!("topk's dtype rule refuses bool"),
+        }),
     })
 }
 
@@ -199,7 +241,7 @@ fn backward(op: &IndexOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
         IndexOp::Gather { axis } => IndexOp::ScatterAdd { axis, size: in_dim(axis) },
         IndexOp::IndexAdd { axis, .. } => IndexOp::IndexSelect { axis },
         IndexOp::ScatterAdd { axis, .. } => IndexOp::Gather { axis },
-        IndexOp::OneHot { .. } => return Err(Error::NotDifferentiable { op: "one_hot", detail: "" }),
+        IndexOp::OneHot { .. } | IndexOp::TopK { .. } => return Err(Error::NotDifferentiable { op: op.name(), detail: "" }),
     };
     if matches!(adjoint, IndexOp::IndexAdd { size: UNKNOWN, .. } | IndexOp::ScatterAdd { size: UNKNOWN, .. }) {
         return Err(Error::NotDifferentiable { op: op.name(), detail: " along a dim that is unknown in this trace" });

@@ -4,13 +4,16 @@
 //! gradient, what the gradient saves. This file routes an `Op` to its family, once.
 
 mod advanced_indexing;
+mod cnn;
 pub(crate) mod collective;
 mod conv;
+mod cumulative;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 #[cfg(feature = "cuda")]
 pub use device::run_fused;
 pub(crate) mod dispatch;
+mod einsum;
 pub(crate) mod elementwise;
 mod index;
 mod indexer;
@@ -18,9 +21,12 @@ mod inplace;
 mod layout;
 mod linalg;
 mod nn;
+mod norm;
 mod operators;
+mod padding;
 mod random;
 mod reduce;
+mod resize;
 pub(crate) mod seams;
 mod transformer;
 pub(crate) mod unknown_rank;
@@ -48,8 +54,10 @@ pub use indexer::{Indexer, Indices};
 pub use layout::{Dim, LayoutOp, ReshapeDims};
 pub use linalg::LinalgOp;
 pub use nn::NnOp;
+pub use padding::PadMode;
 pub use random::RandomOp;
 pub use reduce::ReductionOp;
+pub use resize::Interpolation;
 pub(crate) use seams::{set_transport, transport};
 pub use transformer::AttentionOptions;
 

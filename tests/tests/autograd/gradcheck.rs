@@ -849,3 +849,104 @@ fn dropout_with_a_fixed_mask() {
     gradcheck(|x| x[0].dropout(0.3, &Generator::new(9)), one(&x));
     gradcheck(|x| x[0].dropout(0.3, &Generator::new(9))?.tanh()?.dropout(0.5, &Generator::new(10)), one(&x));
 }
+
+// ------------------------------------------------------------------------------ CNN forms
+
+#[test]
+fn batch_norm_train_and_eval() {
+    let mut g = Gen(40);
+    let (x, w, b) = (g.normal(&[3, 2, 2, 2]), g.normal(&[2]), g.normal(&[2]));
+    // Training: the batch's statistics (running ones given and updated, outside autograd).
+    gradcheck(
+        |x| {
+            let (rm, rv) = (Tensor::zeros(&[2], DType::F64), Tensor::ones(&[2], DType::F64));
+            x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)
+        },
+        &[x.clone(), w.clone(), b.clone()],
+    );
+    gradcheck(|x| x[0].batch_norm(None, None, None, None, true, 0.1, 1e-5), &[g.normal(&[4, 3])]);
+    // Evaluation: the running statistics, here inputs too.
+    let rv = g.uniform(&[2], 0.5, 2.0);
+    gradcheck(|x| x[0].batch_norm(Some(&x[3]), Some(&x[4]), Some(&x[1]), Some(&x[2]), false, 0.1, 1e-5), &[x, w, b, g.normal(&[2]), rv]);
+}
+
+#[test]
+fn group_norm() {
+    let mut g = Gen(41);
+    let (x, w, b) = (g.normal(&[2, 4, 3]), g.normal(&[4]), g.normal(&[4]));
+    gradcheck(|x| x[0].group_norm(2, Some(&x[1]), Some(&x[2]), 1e-5), &[x.clone(), w, b]);
+    gradcheck(|x| x[0].group_norm(1, None, None, 1e-5), one(&x));
+}
+
+#[test]
+fn avg_pool2d_and_adaptive() {
+    let mut g = Gen(42);
+    let x = g.normal(&[2, 2, 5, 6]);
+    gradcheck(|x| x[0].avg_pool2d([2, 2], [2, 2], [0, 0], false, true), one(&x));
+    gradcheck(|x| x[0].avg_pool2d([3, 3], [2, 2], [1, 1], false, false), one(&x));
+    gradcheck(|x| x[0].avg_pool2d([3, 2], [2, 2], [1, 1], true, true), one(&x));
+    gradcheck(|x| x[0].avg_pool2d([2, 3], [2, 2], [0, 1], true, false), one(&x));
+    gradcheck(|x| x[0].adaptive_avg_pool2d([3, 4]), one(&x));
+    gradcheck(|x| x[0].adaptive_avg_pool2d([1, 3]), one(&x));
+    gradcheck(|x| x[0].global_avg_pool(), one(&x));
+}
+
+#[test]
+fn conv_transpose2d_conv1d_grouped() {
+    let mut g = Gen(43);
+    let (x, w, b) = (g.normal(&[2, 4, 3, 3]), g.normal(&[4, 3, 3, 2]), g.normal(&[3]));
+    gradcheck(|x| x[0].conv_transpose2d(&x[1], Some(&x[2]), [2, 1], [1, 0], [1, 0], 1), &[x.clone(), w.clone(), b.clone()]);
+    // Two groups: 4 input channels, 2 per group, each to 3 outputs.
+    let wg = g.normal(&[4, 3, 2, 2]);
+    gradcheck(|x| x[0].conv_transpose2d(&x[1], None, [2, 2], [0, 0], [0, 0], 2), &[x.clone(), wg]);
+    // Depthwise 2-d and grouped 1-d convolutions.
+    let wd = g.normal(&[8, 1, 3, 3]);
+    gradcheck(|x| x[0].conv2d_grouped(&x[1], Some(&x[2]), [1, 1], [1, 1], 4), &[x, wd, g.normal(&[8])]);
+    let (x1, w1) = (g.normal(&[2, 4, 7]), g.normal(&[6, 2, 3]));
+    gradcheck(|x| x[0].conv1d(&x[1], Some(&x[2]), 2, 1, 2), &[x1, w1, g.normal(&[6])]);
+}
+
+#[test]
+fn cumsum_topk_relu6() {
+    let mut g = Gen(44);
+    let x = g.normal(&[3, 5]);
+    gradcheck(|x| x[0].cumsum(1), one(&x));
+    gradcheck(|x| x[0].cumsum(0), one(&x));
+    gradcheck(|x| x[0].cumulative_sum(1, true, true), one(&x));
+    // topk: the gradient flows to the chosen entries (distinct values, no ties).
+    let d = g.distinct(&[3, 5]);
+    gradcheck(|x| Ok(x[0].topk(3, 1, true, true)?.0), one(&d));
+    gradcheck(|x| Ok(x[0].topk(2, 0, false, true)?.0), one(&d));
+    // relu6 away from its kinks at 0 and 6.
+    let r = from(vec![-1.0, 0.5, 3.0, 5.5, 7.0, 2.0], &[6]);
+    gradcheck(|x| x[0].relu6(), one(&r));
+}
+
+#[test]
+fn pad_every_mode() {
+    use tensor_core::ops::PadMode;
+    let mut g = Gen(45);
+    let x = g.normal(&[2, 3, 4]);
+    for mode in [PadMode::Constant(1.5), PadMode::Reflect, PadMode::Replicate, PadMode::Circular] {
+        gradcheck(move |x| x[0].pad(&[(0, 1), (2, 1), (1, 3)], mode), one(&x));
+    }
+}
+
+#[test]
+fn einsum_forms() {
+    let mut g = Gen(46);
+    let (a, b, c) = (g.normal(&[2, 3, 4]), g.normal(&[2, 4, 5]), g.normal(&[5]));
+    gradcheck(|x| Tensor::einsum("bij,bjk->bik", &[&x[0], &x[1]]), &[a.clone(), b.clone()]);
+    gradcheck(|x| Tensor::einsum("bij,bjk,k->ib", &[&x[0], &x[1], &x[2]]), &[a.clone(), b, c]);
+    gradcheck(|x| Tensor::einsum("bij->jb", &[&x[0]]), one(&a));
+}
+
+#[test]
+fn interpolate_modes() {
+    use tensor_core::ops::Interpolation;
+    let mut g = Gen(47);
+    let x = g.normal(&[1, 2, 3, 4]);
+    for mode in [Interpolation::Nearest, Interpolation::Bilinear { align_corners: false }, Interpolation::Bilinear { align_corners: true }] {
+        gradcheck(move |x| x[0].interpolate([5, 3], mode), one(&x));
+    }
+}

@@ -720,3 +720,53 @@ fn causal_self_attention_sees_only_the_past() -> Result<()> {
     assert!(CausalSelfAttention::new(8, 3, DType::F32, &Generator::new(0)).is_err());
     Ok(())
 }
+
+// ------------------------------------------------------------------------------ BatchNorm2d
+
+#[graph_fn]
+fn batch_norm_train_step(bn: &nn::BatchNorm2d, opt: &Sgd, x: &Tensor) -> Result<Tensor> {
+    let loss = bn.forward(x)?.mul(x)?.sum()?;
+    loss.backward()?;
+    opt.step()?;
+    Ok(loss)
+}
+
+/// A BatchNorm2d training step run eagerly and as a graph: the same loss, parameters and
+/// running statistics (state the graph writes back) at every step; then evaluation mode,
+/// which traces apart, and a checkpoint of the running statistics.
+#[test]
+fn batch_norm2d_trains_the_same_in_a_graph_and_keeps_its_statistics() -> Result<()> {
+    let x = Tensor::randn(&[4, 3, 2, 2], DType::F32, 11);
+    let (mut eager, mut graph) = (nn::BatchNorm2d::new(3, 1e-5, 0.1, DType::F32)?, nn::BatchNorm2d::new(3, 1e-5, 0.1, DType::F32)?);
+    let (opt_e, opt_g) = (Sgd::new(eager.parameters(), 0.1)?, Sgd::new(graph.parameters(), 0.1)?);
+    for _ in 0..3 {
+        opt_e.zero_grad()?;
+        opt_g.zero_grad()?;
+        let le = {
+            let loss = eager.forward(&x)?.mul(&x)?.sum()?;
+            loss.backward()?;
+            opt_e.step()?;
+            loss
+        };
+        let lg = batch_norm_train_step(&graph, &opt_g, &x)?;
+        assert_bits_eq(&le, &lg);
+        for ((ne, te), (ng, tg)) in eager.state_dict()?.iter().zip(&graph.state_dict()?) {
+            assert_eq!(ne, ng);
+            assert_bits_eq(te, tg);
+        }
+    }
+    assert_eq!(graph.num_batches_tracked().item::<i64>()?, 3);
+    assert_ne!(graph.running_mean().to_vec::<f32>()?, vec![0.0; 3]);
+    // Evaluation: the running statistics, unchanged by the call.
+    eager.set_training(false);
+    graph.set_training(false);
+    let before = graph.running_var().to_vec::<f32>()?;
+    assert_bits_eq(&no_grad(|| eager.forward(&x))?, &no_grad(|| graph.forward(&x))?);
+    assert_eq!(graph.running_var().to_vec::<f32>()?, before);
+    // The statistics are checkpoint entries: a fresh layer loads them.
+    let mut fresh = nn::BatchNorm2d::new(3, 1e-5, 0.1, DType::F32)?;
+    fresh.load_state_dict(&graph.state_dict()?)?;
+    fresh.set_training(false);
+    assert_bits_eq(&no_grad(|| fresh.forward(&x))?, &no_grad(|| graph.forward(&x))?);
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! Ops: values against hand-computed ones, broadcasting, shapes, dtypes and errors.
 
 mod broadcast_prop;
+mod cnn_forms;
 mod elementwise;
 mod indexing_forms;
 mod layout_index;

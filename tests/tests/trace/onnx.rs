@@ -103,6 +103,29 @@ fn an_mlp_with_softmax_runs_in_tract_with_the_same_outputs() -> Result<()> {
     Ok(())
 }
 
+/// The CNN forms (batch norm in evaluation mode, average pooling, the transposed and depthwise
+/// convolutions, relu6, global and adaptive pooling, cumsum, topk) run in tract with our values.
+#[test]
+fn cnn_forms_run_in_tract_with_the_same_outputs() -> Result<()> {
+    let x = Tensor::randn(&[2, 4, 6, 6], DType::F32, 1);
+    let (rm, rv) = (Tensor::randn(&[4], DType::F32, 2), Tensor::rand(&[4], DType::F32, 3).add(0.5f32)?);
+    let (wt, wd) = (Tensor::randn(&[4, 3, 3, 3], DType::F32, 4), Tensor::randn(&[4, 1, 3, 3], DType::F32, 5));
+    let f = no_grad(|| {
+        ConcreteFunction::trace("cnn", &[("x", &x)], || {
+            let bn = x.batch_norm(Some(&rm), Some(&rv), None, None, false, 0.1, 1e-5)?;
+            let pooled = bn.avg_pool2d([3, 3], [2, 2], [1, 1], false, false)?;
+            let up = pooled.conv_transpose2d(&wt, None, [2, 2], [1, 1], [1, 1], 1)?;
+            let depthwise = x.conv2d_grouped(&wd, None, [1, 1], [1, 1], 4)?.relu6()?;
+            let (top, idx) = x.flatten_from(1)?.cumsum(1)?.topk(5, 1, true, true)?;
+            Ok(vec![up, depthwise.global_avg_pool()?, x.adaptive_avg_pool2d([4, 5])?, top, idx])
+        })
+    })?;
+    let bytes = tensor_core::onnx::to_bytes(&f)?;
+    let y = Tensor::randn(&[2, 4, 6, 6], DType::F32, 6);
+    assert_close(&run_tract(&bytes, &[&y]), &f.call(&[&y])?);
+    Ok(())
+}
+
 /// The vector forms of matmul and broadcast batches run in tract with our values.
 #[test]
 fn matmul_vector_and_batched_forms_run_in_tract() -> Result<()> {

@@ -1,0 +1,74 @@
+//! Cumulative sums along an axis, composed from layout ops and additions (a scan of
+//! `log2(n)` shifted additions), so their gradients and graph forms come from those.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::shape::{normalize_axis, UNKNOWN};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// The running sums along `axis` (PyTorch's `cumsum`): `out[i] = x[0] + ... + x[i]`.
+    /// Bool inputs are summed as i64. The sums are added in a tree (a scan), not left to
+    /// right, so float results may differ from a sequential sum in the last bits.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// assert_eq!(x.cumsum(1)?.to_vec::<i32>()?, vec![1, 3, 6, 4, 9, 15]);
+    /// assert_eq!(x.cumsum(0)?.to_vec::<i32>()?, vec![1, 2, 3, 5, 7, 9]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn cumsum(&self, axis: isize) -> Result<Tensor> {
+        self.cumulative_sum(axis, false, false)
+    }
+
+    /// The running sums along `axis` with ONNX `CumSum`'s two options: `exclusive` leaves
+    /// each element out of its own sum (`out[i] = x[0] + ... + x[i - 1]`, 0 first), and
+    /// `reverse` sums from the end (`out[i] = x[i] + ... + x[n - 1]`).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?;
+    /// assert_eq!(x.cumulative_sum(0, true, false)?.to_vec::<f32>()?, vec![0.0, 1.0, 3.0]);
+    /// assert_eq!(x.cumulative_sum(0, false, true)?.to_vec::<f32>()?, vec![6.0, 5.0, 3.0]);
+    /// assert_eq!(x.cumulative_sum(0, true, true)?.to_vec::<f32>()?, vec![5.0, 3.0, 0.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn cumulative_sum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        let rank = self.rank();
+        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "cumsum", axis, rank })?;
+        let n = self.shape()[axis];
+        if n == UNKNOWN {
+            return Err(Error::invalid("cumsum", "input", "needs a known length along the axis; give the argument a fixed input_signature"));
+        }
+        let x = if self.dtype() == DType::Bool { self.cast(DType::I64)? } else { self.clone() };
+        let x = if reverse { x.flip_axis(axis)? } else { x };
+        let x = if exclusive { x.shifted(axis, n, 1)? } else { x };
+        let mut sums = x;
+        let mut step = 1;
+        while step < n {
+            sums = sums.add(&sums.shifted(axis, n, step)?)?;
+            step *= 2;
+        }
+        if reverse {
+            sums.flip_axis(axis)
+        } else {
+            Ok(sums)
+        }
+    }
+
+    /// `self` moved `by` places up `axis` (of length `n`), zeros in front.
+    fn shifted(&self, axis: usize, n: usize, by: usize) -> Result<Tensor> {
+        if by >= n {
+            return Ok(self.zeros_like());
+        }
+        self.narrow(axis as isize, 0, n - by)?.pad_axis(axis, by, 0)
+    }
+
+    /// `self` in reverse order along `axis`.
+    fn flip_axis(&self, axis: usize) -> Result<Tensor> {
+        let n = self.shape()[axis] as i64;
+        let reversed = Tensor::from_vec((0..n).rev().collect::<Vec<i64>>(), &[n as usize])?;
+        self.index_select(axis as isize, &reversed)
+    }
+}

@@ -123,10 +123,10 @@ impl Conv2d {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{Conv2d, Module};
-    /// let dw = Conv2d::new_grouped(8, 8, [3, 3], 8, DType::F32, &mut tensor_core::seeded_rng(0))?.with_padding([1, 1]);
+    /// let dw = Conv2d::new_grouped(8, 8, [3, 3], 8, DType::F32, &tensor_core::Generator::new(0))?.with_padding([1, 1]);
     /// assert_eq!((dw.weight().dims(), dw.groups()), (vec![8, 1, 3, 3], 8));
     /// assert_eq!(dw.forward(&Tensor::ones(&[1, 8, 5, 5], DType::F32))?.dims(), vec![1, 8, 5, 5]);
-    /// assert!(Conv2d::new_grouped(8, 6, [3, 3], 4, DType::F32, &mut tensor_core::seeded_rng(0)).is_err());
+    /// assert!(Conv2d::new_grouped(8, 6, [3, 3], 4, DType::F32, &tensor_core::Generator::new(0)).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn new_grouped(
@@ -135,12 +135,12 @@ impl Conv2d {
         kernel: [usize; 2],
         groups: usize,
         dtype: DType,
-        rng: &mut impl Rng,
+        generator: &Generator,
     ) -> Result<Conv2d> {
         if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
             return Err(Error::invalid("Conv2d", "groups", format!("{groups} must be positive and divide {in_channels} and {out_channels}")));
         }
-        Ok(Conv2d { groups, ..Self::init(in_channels / groups, out_channels, kernel, true, dtype, rng)? })
+        Ok(Conv2d { groups, ..Self::init(in_channels / groups, out_channels, kernel, true, dtype, generator)? })
     }
 
     /// The same layer in `groups` groups: its weight must be `[out, in / groups, kh, kw]`
@@ -164,7 +164,7 @@ impl Conv2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// assert_eq!(tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?.groups(), 1);
+    /// assert_eq!(tensor_core::nn::Conv2d::new(1, 1, [1, 1], DType::F32, &tensor_core::Generator::new(0))?.groups(), 1);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn groups(&self) -> usize {

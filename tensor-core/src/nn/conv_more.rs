@@ -1,11 +1,11 @@
 //! `Conv1d` and `ConvTranspose2d`: the 1-d and transposed convolution layers.
 
-use super::init::{need_float, torch_default};
+use super::init::{need_float, outside_trace, torch_default};
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
-use rand::Rng;
+use crate::random::Generator;
 
 /// Checks the weight's rank and the bias's shape and dtype, and makes both trainable.
 fn trainable(
@@ -38,7 +38,7 @@ fn trainable(
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{Conv1d, Module};
-/// let conv = Conv1d::new(2, 4, 3, DType::F32, &mut tensor_core::seeded_rng(0))?.with_padding(1);
+/// let conv = Conv1d::new(2, 4, 3, DType::F32, &tensor_core::Generator::new(0))?.with_padding(1);
 /// assert_eq!(conv.forward(&Tensor::ones(&[1, 2, 10], DType::F32))?.dims(), vec![1, 4, 10]);
 /// assert_eq!(conv.parameters().len(), 2);
 /// # Ok::<(), tensor_core::Error>(())
@@ -60,30 +60,31 @@ impl Conv1d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv1d::new(3, 2, 5, DType::F64, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv1d::new(3, 2, 5, DType::F64, &tensor_core::Generator::new(0))?;
     /// assert_eq!(conv.weight().dims(), vec![2, 3, 5]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new(in_channels: usize, out_channels: usize, kernel: usize, dtype: DType, rng: &mut impl Rng) -> Result<Conv1d> {
-        Conv1d::new_grouped(in_channels, out_channels, kernel, 1, dtype, rng)
+    pub fn new(in_channels: usize, out_channels: usize, kernel: usize, dtype: DType, generator: &Generator) -> Result<Conv1d> {
+        Conv1d::new_grouped(in_channels, out_channels, kernel, 1, dtype, generator)
     }
 
     /// A layer in `groups` groups (`groups == in_channels`: depthwise), with a bias.
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv1d::new_grouped(4, 4, 3, 4, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv1d::new_grouped(4, 4, 3, 4, DType::F32, &tensor_core::Generator::new(0))?;
     /// assert_eq!(conv.weight().dims(), vec![4, 1, 3]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new_grouped(in_channels: usize, out_channels: usize, kernel: usize, groups: usize, dtype: DType, rng: &mut impl Rng) -> Result<Conv1d> {
+    pub fn new_grouped(in_channels: usize, out_channels: usize, kernel: usize, groups: usize, dtype: DType, generator: &Generator) -> Result<Conv1d> {
         need_float("Conv1d", dtype)?;
+        outside_trace()?;
         if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
             return Err(Error::invalid("Conv1d", "groups", format!("{groups} must be positive and divide {in_channels} and {out_channels}")));
         }
         let fan_in = in_channels / groups * kernel;
-        let weight = torch_default(&[out_channels, in_channels / groups, kernel], fan_in, dtype, rng);
-        let bias = torch_default(&[out_channels], fan_in, dtype, rng);
+        let weight = torch_default(&[out_channels, in_channels / groups, kernel], fan_in, dtype, generator)?;
+        let bias = torch_default(&[out_channels], fan_in, dtype, generator)?;
         Ok(Conv1d { groups, ..Conv1d::from_tensors(weight, Some(bias))? })
     }
 
@@ -106,7 +107,7 @@ impl Conv1d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv1d::new(1, 1, 2, DType::F32, &mut tensor_core::seeded_rng(0))?.with_stride(2);
+    /// let conv = tensor_core::nn::Conv1d::new(1, 1, 2, DType::F32, &tensor_core::Generator::new(0))?.with_stride(2);
     /// assert_eq!(conv.stride(), 2);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -119,7 +120,7 @@ impl Conv1d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv1d::new(1, 1, 3, DType::F32, &mut tensor_core::seeded_rng(0))?.with_padding(1);
+    /// let conv = tensor_core::nn::Conv1d::new(1, 1, 3, DType::F32, &tensor_core::Generator::new(0))?.with_padding(1);
     /// assert_eq!(conv.padding(), 1);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -132,7 +133,7 @@ impl Conv1d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let conv = tensor_core::nn::Conv1d::new(2, 3, 1, DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let conv = tensor_core::nn::Conv1d::new(2, 3, 1, DType::F32, &tensor_core::Generator::new(0))?;
     /// assert!(conv.weight().requires_grad() && conv.bias().is_some());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -192,7 +193,7 @@ impl Module for Conv1d {
 /// ```
 /// use tensor_core::prelude::*;
 /// use tensor_core::nn::{ConvTranspose2d, Module};
-/// let up = ConvTranspose2d::new(4, 2, [2, 2], DType::F32, &mut tensor_core::seeded_rng(0))?.with_stride([2, 2]);
+/// let up = ConvTranspose2d::new(4, 2, [2, 2], DType::F32, &tensor_core::Generator::new(0))?.with_stride([2, 2]);
 /// assert_eq!(up.forward(&Tensor::ones(&[1, 4, 5, 5], DType::F32))?.dims(), vec![1, 2, 10, 10]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
@@ -215,15 +216,16 @@ impl ConvTranspose2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let up = tensor_core::nn::ConvTranspose2d::new(3, 2, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let up = tensor_core::nn::ConvTranspose2d::new(3, 2, [3, 3], DType::F32, &tensor_core::Generator::new(0))?;
     /// assert_eq!(up.weight().dims(), vec![3, 2, 3, 3]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn new(in_channels: usize, out_channels: usize, kernel: [usize; 2], dtype: DType, rng: &mut impl Rng) -> Result<ConvTranspose2d> {
+    pub fn new(in_channels: usize, out_channels: usize, kernel: [usize; 2], dtype: DType, generator: &Generator) -> Result<ConvTranspose2d> {
         need_float("ConvTranspose2d", dtype)?;
+        outside_trace()?;
         let fan_in = out_channels * kernel[0] * kernel[1];
-        let weight = torch_default(&[in_channels, out_channels, kernel[0], kernel[1]], fan_in, dtype, rng);
-        let bias = torch_default(&[out_channels], fan_in, dtype, rng);
+        let weight = torch_default(&[in_channels, out_channels, kernel[0], kernel[1]], fan_in, dtype, generator)?;
+        let bias = torch_default(&[out_channels], fan_in, dtype, generator)?;
         ConvTranspose2d::from_tensors(weight, Some(bias), 1)
     }
 
@@ -250,7 +252,7 @@ impl ConvTranspose2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let up = tensor_core::nn::ConvTranspose2d::new(1, 1, [2, 2], DType::F32, &mut tensor_core::seeded_rng(0))?.with_stride([2, 2]);
+    /// let up = tensor_core::nn::ConvTranspose2d::new(1, 1, [2, 2], DType::F32, &tensor_core::Generator::new(0))?.with_stride([2, 2]);
     /// assert_eq!(up.stride(), [2, 2]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -263,7 +265,7 @@ impl ConvTranspose2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let up = tensor_core::nn::ConvTranspose2d::new(1, 1, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?.with_padding([1, 1]);
+    /// let up = tensor_core::nn::ConvTranspose2d::new(1, 1, [3, 3], DType::F32, &tensor_core::Generator::new(0))?.with_padding([1, 1]);
     /// assert_eq!(up.padding(), [1, 1]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -278,7 +280,7 @@ impl ConvTranspose2d {
     /// ```
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{ConvTranspose2d, Module};
-    /// let up = ConvTranspose2d::new(1, 1, [3, 3], DType::F32, &mut tensor_core::seeded_rng(0))?
+    /// let up = ConvTranspose2d::new(1, 1, [3, 3], DType::F32, &tensor_core::Generator::new(0))?
     ///     .with_stride([2, 2]).with_padding([1, 1]).with_output_padding([1, 1]);
     /// assert_eq!(up.forward(&Tensor::ones(&[1, 1, 4, 4], DType::F32))?.dims(), vec![1, 1, 8, 8]);
     /// # Ok::<(), tensor_core::Error>(())
@@ -292,7 +294,7 @@ impl ConvTranspose2d {
     ///
     /// ```
     /// use tensor_core::prelude::*;
-    /// let up = tensor_core::nn::ConvTranspose2d::new(2, 3, [1, 1], DType::F32, &mut tensor_core::seeded_rng(0))?;
+    /// let up = tensor_core::nn::ConvTranspose2d::new(2, 3, [1, 1], DType::F32, &tensor_core::Generator::new(0))?;
     /// assert!(up.weight().requires_grad() && up.bias().is_some());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```

@@ -119,7 +119,7 @@ impl Ctx<'_> {
         self.inputs.iter().flatten().cloned().collect()
     }
 
-    /// How many outputs the node names (empty names count: they are placeholders).
+    /// Whether the node asks for output `i` (names it, not empty).
     pub fn wants(&self, i: usize) -> bool {
         self.node.outputs.get(i).is_some_and(|n| !n.is_empty())
     }

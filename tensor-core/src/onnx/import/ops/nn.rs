@@ -107,8 +107,12 @@ fn pads_1d(c: &Ctx, input: &[usize], kernel: [usize; 2], stride: [usize; 2]) -> 
 
 /// Kernel, stride and pads of a 1-D or 2-D conv/pool on `x` (lifted to 2-D).
 fn window(c: &Ctx, x: &Tensor, kernel_from_weight: Option<[usize; 2]>, one_d: bool) -> Result<([usize; 2], [usize; 2], [[usize; 2]; 2])> {
-    let dims = known_dims(c, x)?;
+    // The spatial dims must be known (auto_pad and the kernel read them); the batch may not.
+    let dims = x.shape().dims().to_vec();
     let input = [dims[2], dims[3]];
+    if input.contains(&crate::shape::UNKNOWN) {
+        return Err(c.err(format!("needs the spatial dims of its input, which are unknown in this trace ({}); trace with them known", x.shape())));
+    }
     let kernel = match kernel_from_weight {
         Some(k) => k,
         None if one_d => pair_1d(c, "kernel_shape", 1)?,
@@ -134,8 +138,11 @@ pub(super) fn conv(c: &Ctx) -> Result<Vec<Tensor>> {
     if wd.len() != 4 {
         return Err(c.err(format!("weight of rank {}, input of rank {}", wd.len(), x.rank())));
     }
-    let (_, stride, pads) = window(c, &x, Some([wd[2], wd[3]]), one_d)?;
-    let (x, padding) = if pads[0][0] == pads[0][1] && pads[1][0] == pads[1][1] { (x, [pads[0][0], pads[1][0]]) } else { pre_pad(&x, pads, 0.0)? };
+    let (kernel, stride, pads) = window(c, &x, Some([wd[2], wd[3]]), one_d)?;
+    // conv2d pads symmetrically, by less than the kernel (its im2col assumes so); other
+    // pads are zeros concatenated first.
+    let symmetric = (0..2).all(|d| pads[d][0] == pads[d][1] && pads[d][0] < kernel[d]);
+    let (x, padding) = if symmetric { (x, [pads[0][0], pads[1][0]]) } else { pre_pad(&x, pads, 0.0)? };
     let y = x.conv2d(&w, c.opt(2).as_ref(), stride, padding)?;
     one(if one_d { y.squeeze(2)? } else { y })
 }

@@ -26,11 +26,19 @@ pub(super) fn reshape(c: &Ctx) -> Result<Vec<Tensor>> {
 
 pub(super) fn flatten(c: &Ctx) -> Result<Vec<Tensor>> {
     let x = c.x(0)?;
-    let dims = known_dims(c, &x)?;
+    let dims = x.shape().dims().to_vec();
     let axis = c.int("axis", 1);
     let axis = if axis == dims.len() as i64 { dims.len() } else { c.axis(axis, dims.len())? };
-    let (outer, inner) = (dims[..axis].iter().product::<usize>(), dims[axis..].iter().product::<usize>());
-    one(x.reshape([outer, inner])?)
+    let inner = known_dims(c, &x).map_or_else(|_| dims[axis..].to_vec(), |d| d[axis..].to_vec());
+    if inner.contains(&crate::shape::UNKNOWN) {
+        return Err(c.err(format!("needs the dims after axis {axis}, which are unknown in this trace ({})", x.shape())));
+    }
+    let inner = inner.iter().product::<usize>();
+    if dims[..axis].contains(&crate::shape::UNKNOWN) {
+        // A dynamic batch: the outer size is inferred (when the graph runs).
+        return one(x.reshape([-1, inner as isize])?);
+    }
+    one(x.reshape([dims[..axis].iter().product::<usize>(), inner])?)
 }
 
 fn squeeze_axes(c: &Ctx, x: &Tensor, axes: Option<Vec<i64>>) -> Result<Vec<Tensor>> {

@@ -52,7 +52,7 @@ fn check_case(dir: &Path) {
     let args: Vec<(String, &Tensor)> =
         m.inputs().iter().zip(&inputs).filter(|(_, t)| t.dtype().is_float()).map(|(i, t)| (i.name.clone(), t)).collect();
     let named: Vec<(&str, &Tensor)> = args.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-    let host: Vec<Option<(Vec<i64>, Vec<usize>, DType)>> =
+    let host: Vec<Option<Host>> =
         inputs.iter().map(|t| (!t.dtype().is_float()).then(|| (t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(), t.dims(), t.dtype()))).collect();
     let f = ConcreteFunction::trace(&name, &named, || {
         // Integer and bool inputs made inside the trace: constants of the graph.
@@ -67,8 +67,11 @@ fn check_case(dir: &Path) {
     }
 }
 
+/// An integer or bool input's values (as i64), dims and dtype, read before a trace.
+type Host = (Vec<i64>, Vec<usize>, DType);
+
 /// An integer or bool tensor from values read before the trace, made now.
-fn remake((values, dims, dtype): &(Vec<i64>, Vec<usize>, DType)) -> Tensor {
+fn remake((values, dims, dtype): &Host) -> Tensor {
     match dtype {
         DType::I32 => Tensor::from_vec(values.iter().map(|&v| v as i32).collect::<Vec<i32>>(), dims),
         DType::Bool => Tensor::from_vec(values.iter().map(|&v| v != 0).collect::<Vec<bool>>(), dims),

@@ -105,8 +105,11 @@ fn pads_1d(c: &Ctx, input: &[usize], kernel: [usize; 2], stride: [usize; 2]) -> 
     }
 }
 
+/// A conv's or pool's kernel, strides and begin/end pads, per spatial dim.
+type Window = ([usize; 2], [usize; 2], [[usize; 2]; 2]);
+
 /// Kernel, stride and pads of a 1-D or 2-D conv/pool on `x` (lifted to 2-D).
-fn window(c: &Ctx, x: &Tensor, kernel_from_weight: Option<[usize; 2]>, one_d: bool) -> Result<([usize; 2], [usize; 2], [[usize; 2]; 2])> {
+fn window(c: &Ctx, x: &Tensor, kernel_from_weight: Option<[usize; 2]>, one_d: bool) -> Result<Window> {
     // The spatial dims must be known (auto_pad and the kernel read them); the batch may not.
     let dims = x.shape().dims().to_vec();
     let input = [dims[2], dims[3]];
@@ -139,9 +142,10 @@ pub(super) fn conv(c: &Ctx) -> Result<Vec<Tensor>> {
         return Err(c.err(format!("weight of rank {}, input of rank {}", wd.len(), x.rank())));
     }
     let (kernel, stride, pads) = window(c, &x, Some([wd[2], wd[3]]), one_d)?;
-    // conv2d pads symmetrically, by less than the kernel (its im2col assumes so); other
-    // pads are zeros concatenated first.
-    let symmetric = (0..2).all(|d| pads[d][0] == pads[d][1] && pads[d][0] < kernel[d]);
+    // conv2d pads symmetrically, by less than the kernel and the input (its im2col assumes
+    // so: it panics on a pad of 2 around a width of 1); other pads are zeros concatenated first.
+    let spatial = [x.shape().dims()[2], x.shape().dims()[3]];
+    let symmetric = (0..2).all(|d| pads[d][0] == pads[d][1] && pads[d][0] < kernel[d] && pads[d][0] < spatial[d]);
     let (x, padding) = if symmetric { (x, [pads[0][0], pads[1][0]]) } else { pre_pad(&x, pads, 0.0)? };
     let y = x.conv2d(&w, c.opt(2).as_ref(), stride, padding)?;
     one(if one_d { y.squeeze(2)? } else { y })

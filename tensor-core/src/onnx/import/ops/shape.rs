@@ -109,7 +109,7 @@ fn split_into(c: &Ctx, sizes: Option<Vec<i64>>) -> Result<Vec<Tensor>> {
             (0..parts).map(|k| each.min(dims[axis].saturating_sub(k * each))).collect()
         }
     };
-    Ok(x.split_sizes(&sizes, axis as isize)?)
+    x.split_sizes(&sizes, axis as isize)
 }
 
 pub(super) fn split_v1(c: &Ctx) -> Result<Vec<Tensor>> {
@@ -180,7 +180,7 @@ fn wrap_indices(c: &Ctx, i: &Tensor, n: usize) -> Result<Tensor> {
     if let Some(bad) = fixed.iter().find(|&&v| v < 0 || v >= n as i64) {
         return Err(c.err(format!("index {} is out of range for a dim of size {n}", bad - if *bad < 0 { n as i64 } else { 0 })));
     }
-    Tensor::from_vec(fixed, &i.shape().dims().to_vec())
+    Tensor::from_vec(fixed, i.shape().dims())
 }
 
 pub(super) fn gather(c: &Ctx) -> Result<Vec<Tensor>> {

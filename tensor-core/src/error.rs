@@ -288,6 +288,27 @@ pub enum Error {
     #[error("onnx export: {op} has no ONNX mapping{detail}")]
     OnnxUnsupported { op: String, detail: String },
 
+    /// An imported ONNX model is not valid where it reaches a node: an input no node,
+    /// initializer or graph input makes, an attribute missing or out of range, an initializer
+    /// whose data does not fit its dims, an op that its opset does not have, a constant input
+    /// (a shape, axes) computed from the model's inputs. Example: a Reshape whose shape
+    /// input is a name nothing defines. Fix: check the model (`onnx.checker.check_model`), or
+    /// export it again.
+    #[error("onnx import: node `{node}` ({op}): {problem}")]
+    OnnxImport { node: String, op: String, problem: String },
+
+    /// An imported ONNX model uses ops import does not map to tensor-core's; every one is
+    /// listed (with the nodes' count). Fix: export the model without them, or add each as one
+    /// row of the table in `onnx/import/ops.rs` (docs/ONNX.md).
+    #[error("onnx import: no tensor-core mapping for {}; see docs/ONNX.md for the ops that map", .ops.join(", "))]
+    OnnxUnsupportedOps { ops: Vec<String> },
+
+    /// An ONNX tensor, input or cast has an element type tensor-core lacks (strings,
+    /// complex, float16, bfloat16, 8- and 16-bit and unsigned integers), or a value that is no
+    /// tensor (a sequence, map or optional). Fix: convert the model to f32/f64/i32/i64/bool.
+    #[error("onnx import: {what} has element type {dtype}, which tensor-core lacks (it has f32, f64, i32, i64 and bool)")]
+    OnnxDType { what: String, dtype: String },
+
     /// A collective op (all-reduce, broadcast, all-gather) could not run: no communicator,
     /// an error from MPI, or a rank that did not answer in time (it probably died; the
     /// message names the timeout). Fix: as the message says.

@@ -53,14 +53,14 @@ impl<'g> Builder<'g> {
     /// Adds a node.
     pub fn node(&mut self, op_type: &str, inputs: Vec<String>, outputs: Vec<String>, attrs: Vec<AttributeProto>) {
         let name = format!("{op_type}_{}", self.nodes.len());
-        self.nodes.push(NodeProto { input: inputs, output: outputs, name, op_type: op_type.to_string(), attribute: attrs });
+        self.nodes.push(NodeProto { input: inputs, output: outputs, name, op_type: op_type.to_string(), attribute: attrs, ..Default::default() });
     }
 
     /// An initializer holding `storage`, named `name`.
     pub fn initializer(&mut self, name: String, storage: &Storage) -> String {
         let dims = storage.shape().dims().iter().map(|&d| d as i64).collect();
         let raw_data = crate::io::to_le_bytes(storage);
-        self.initializers.push(TensorProto { dims, data_type: elem_type(storage.dtype()), name: name.clone(), raw_data });
+        self.initializers.push(TensorProto { dims, data_type: elem_type(storage.dtype()), name: name.clone(), raw_data, ..Default::default() });
         name
     }
 

@@ -46,8 +46,11 @@
 //! ```
 
 mod builder;
+mod import;
 mod ops;
 mod proto;
+
+pub use import::{import, import_bytes, read_tensor, read_tensor_bytes, supported_ops, InputInfo, OnnxModel};
 
 use crate::error::{Error, Result};
 use crate::function::ConcreteFunction;
@@ -152,7 +155,7 @@ fn graph_proto(g: &Graph, f: &ConcreteFunction) -> Result<GraphProto> {
     }
     copy_outputs(&mut b);
     let outputs = g.outputs.iter().enumerate().map(|(k, &v)| value_info(&format!("output_{k}"), g, v)).collect();
-    Ok(GraphProto { node: b.nodes, name: g.name.clone(), initializer: b.initializers, input: inputs, output: outputs })
+    Ok(GraphProto { node: b.nodes, name: g.name.clone(), initializer: b.initializers, input: inputs, output: outputs, ..Default::default() })
 }
 
 /// Outputs are named `output_k`: the value a node makes is renamed so (before the nodes are

@@ -1,5 +1,6 @@
-//! The part of ONNX's protobuf schema (`onnx.proto`, IR version 8) an exported model uses,
-//! as prost messages with the schema's field numbers.
+//! The part of ONNX's protobuf schema (`onnx.proto`) that export writes and import reads,
+//! as prost messages with the schema's field numbers. Fields this does not list (training
+//! info, sparse initializers, metadata) are skipped when a model is decoded.
 
 /// `ModelProto`: the file.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -40,6 +41,9 @@ pub struct GraphProto {
     pub input: Vec<ValueInfoProto>,
     #[prost(message, repeated, tag = "12")]
     pub output: Vec<ValueInfoProto>,
+    /// Sparse initializers: import refuses them (they are rare; no dense tensor-core form).
+    #[prost(bytes = "vec", repeated, tag = "15")]
+    pub sparse_initializer: Vec<Vec<u8>>,
 }
 
 /// `NodeProto`: one operator application.
@@ -55,9 +59,12 @@ pub struct NodeProto {
     pub op_type: String,
     #[prost(message, repeated, tag = "5")]
     pub attribute: Vec<AttributeProto>,
+    /// The operator set's domain: empty (or `ai.onnx`) for the standard operators.
+    #[prost(string, tag = "7")]
+    pub domain: String,
 }
 
-/// `AttributeProto`: a named attribute of a node (the kinds used here).
+/// `AttributeProto`: a named attribute of a node.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct AttributeProto {
     #[prost(string, tag = "1")]
@@ -72,8 +79,17 @@ pub struct AttributeProto {
     pub s: Vec<u8>,
     #[prost(message, optional, tag = "5")]
     pub t: Option<TensorProto>,
+    /// A subgraph (`If`, `Loop`, `Scan`): kept as bytes, import refuses it.
+    #[prost(bytes = "vec", optional, tag = "6")]
+    pub g: Option<Vec<u8>>,
+    #[prost(float, repeated, tag = "7")]
+    pub floats: Vec<f32>,
     #[prost(int64, repeated, tag = "8")]
     pub ints: Vec<i64>,
+    #[prost(bytes = "vec", repeated, tag = "9")]
+    pub strings: Vec<Vec<u8>>,
+    #[prost(message, repeated, tag = "10")]
+    pub tensors: Vec<TensorProto>,
 }
 
 /// `AttributeProto.AttributeType` values.
@@ -83,17 +99,42 @@ pub mod attribute_type {
     pub const INTS: i32 = 7;
 }
 
-/// `TensorProto`: an initializer or attribute value, data little-endian in `raw_data`.
+/// `TensorProto`: an initializer or attribute value. Export writes its data little-endian in
+/// `raw_data`; import also reads the typed fields and data stored in another file.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TensorProto {
     #[prost(int64, repeated, tag = "1")]
     pub dims: Vec<i64>,
     #[prost(int32, tag = "2")]
     pub data_type: i32,
+    #[prost(float, repeated, tag = "4")]
+    pub float_data: Vec<f32>,
+    /// INT32, and the small types (BOOL, INT8, ...) one value each.
+    #[prost(int32, repeated, tag = "5")]
+    pub int32_data: Vec<i32>,
+    #[prost(int64, repeated, tag = "7")]
+    pub int64_data: Vec<i64>,
     #[prost(string, tag = "8")]
     pub name: String,
     #[prost(bytes = "vec", tag = "9")]
     pub raw_data: Vec<u8>,
+    #[prost(double, repeated, tag = "10")]
+    pub double_data: Vec<f64>,
+    /// `location`, `offset`, `length` of data stored outside the model file.
+    #[prost(message, repeated, tag = "13")]
+    pub external_data: Vec<StringStringEntryProto>,
+    /// 1: the data is in `external_data`'s file.
+    #[prost(int32, tag = "14")]
+    pub data_location: i32,
+}
+
+/// `StringStringEntryProto`: a key and its value.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StringStringEntryProto {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
 }
 
 /// `TensorProto.DataType` values.
@@ -114,7 +155,8 @@ pub struct ValueInfoProto {
     pub r#type: Option<TypeProto>,
 }
 
-/// `TypeProto`, tensor types only.
+/// `TypeProto`, tensor types only: another kind (sequence, map, optional, sparse) decodes
+/// as `value: None`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TypeProto {
     #[prost(oneof = "type_proto::Value", tags = "1")]

@@ -87,3 +87,19 @@ pub(crate) fn is_known_now(t: &Tensor) -> bool {
 pub(crate) fn is_trace_constant(t: &Tensor) -> bool {
     is_tracing() && t.symbol().is_none() && t.0.origin_trace == current_trace()
 }
+
+/// Runs `f` with the active traces set aside, so its ops run eagerly on concrete tensors
+/// and its reads of tensors from outside the trace see their values now (ONNX import
+/// evaluates shape arithmetic so, at trace time). The traces are active again afterwards,
+/// whatever `f` returned; the stand-ins are kept.
+pub(crate) fn eagerly<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(Vec<u64>, u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TRACES.with(|t| *t.borrow_mut() = std::mem::take(&mut self.0));
+            INNERMOST.set(self.1);
+        }
+    }
+    let _restore = Restore(TRACES.with(|t| std::mem::take(&mut *t.borrow_mut())), INNERMOST.replace(0));
+    f()
+}

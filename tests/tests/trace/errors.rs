@@ -753,6 +753,33 @@ fn onnx_unsupported() -> Vec<Error> {
     vec![e]
 }
 
+/// An ONNX model from tests/fixtures/onnx_import (scripts/onnx_import_fixtures.py).
+fn import_fixture(name: &str) -> Error {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/onnx_import").join(name);
+    err(tensor_core::onnx::import(path))
+}
+
+fn onnx_import() -> Vec<Error> {
+    let e = import_fixture("dangling.onnx");
+    assert!(matches!(&e, Error::OnnxImport { node, op, .. } if node == "lost" && op == "Relu"), "{e:?}");
+    says(&e, &["onnx import: node `lost` (Relu): input `nowhere` is made by no earlier node"]);
+    vec![e]
+}
+
+fn onnx_unsupported_ops() -> Vec<Error> {
+    let e = import_fixture("unsupported.onnx");
+    assert!(matches!(&e, Error::OnnxUnsupportedOps { ops } if ops.len() == 2), "{e:?}");
+    says(&e, &["onnx import: no tensor-core mapping for Einsum, TopK", "docs/ONNX.md"]);
+    vec![e]
+}
+
+fn onnx_dtype() -> Vec<Error> {
+    let e = import_fixture("cast_uint8.onnx");
+    assert!(matches!(&e, Error::OnnxDType { .. }), "{e:?}");
+    says(&e, &["element type UINT8, which tensor-core lacks"]);
+    vec![e]
+}
+
 fn distributed() -> Vec<Error> {
     // No communicator: this process never joined a job (distributed::init or init_single).
     let x = f32s(&[1.0, -2.0], &[2]);
@@ -826,6 +853,9 @@ mod each {
         state_dict_keys,
         skipped_parameters,
         onnx_unsupported,
+        onnx_import,
+        onnx_unsupported_ops,
+        onnx_dtype,
         distributed,
         device,
     );

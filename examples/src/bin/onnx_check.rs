@@ -1,0 +1,234 @@
+//! ONNX conformance: runs test cases in ONNX's backend-test layout (`model.onnx` beside
+//! `test_data_set_N/{input,output}_K.pb`) through `tensor_core::onnx::import`.
+//!
+//! ```text
+//! cargo run --release -p examples --bin onnx_check -- DIR...
+//! ```
+//!
+//! Each DIR is a case or a folder of cases (searched recursively). Every case runs eagerly
+//! and as a traced graph (float inputs as the graph's arguments, integer and bool inputs as
+//! its constants: ops such as Reshape need those values when tracing), twice; its outputs
+//! must match the expected ones within ONNX's tolerances (rtol 1e-3, atol 1e-7; integers
+//! and bools exactly), and the graph's must equal eager's bit for bit. A case is skipped
+//! only for an element type tensor-core lacks, with the reason. One line per case, then
+//! `N passed, M failed, K skipped` and the failures grouped by op. The exit code is 0 when
+//! no case failed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use tensor_core::function::ConcreteFunction;
+use tensor_core::onnx::OnnxModel;
+use tensor_core::prelude::*;
+
+enum Outcome {
+    Pass,
+    Skip(String),
+    /// The ops to blame, and what went wrong.
+    Fail(Vec<String>, String),
+}
+
+fn main() {
+    let dirs: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
+    if dirs.is_empty() {
+        eprintln!("usage: onnx_check DIR... (ONNX backend-test cases, or folders of them)");
+        std::process::exit(2);
+    }
+    let mut cases = Vec::new();
+    for d in &dirs {
+        find_cases(d, &mut cases);
+    }
+    cases.sort();
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut by_op: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for case in &cases {
+        let name = case.file_name().map_or_else(|| case.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let outcome = std::panic::catch_unwind(|| run_case(case)).unwrap_or_else(|_| Err(Outcome::Fail(vec!["(panic)".into()], "panicked".into())));
+        match outcome.unwrap_or_else(|o| o) {
+            Outcome::Pass => {
+                passed += 1;
+                println!("PASS {name}");
+            }
+            Outcome::Skip(why) => {
+                skipped += 1;
+                println!("SKIP {name}: {why}");
+            }
+            Outcome::Fail(ops, why) => {
+                failed += 1;
+                println!("FAIL {name}: {why}");
+                by_op.entry(ops.join("+")).or_default().push(name);
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    if !by_op.is_empty() {
+        println!("failures by op:");
+        let mut groups: Vec<_> = by_op.into_iter().collect();
+        groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+        for (op, names) in groups {
+            println!("  {op} ({}): {}", names.len(), names.join(" "));
+        }
+    }
+    std::process::exit(i32::from(failed > 0));
+}
+
+/// `dir` if it is a case, else the cases under it.
+fn find_cases(dir: &Path, out: &mut Vec<PathBuf>) {
+    if dir.join("model.onnx").is_file() {
+        out.push(dir.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        if e.path().is_dir() {
+            find_cases(&e.path(), out);
+        }
+    }
+}
+
+/// An import or read error as the case's outcome: a missing dtype skips it.
+fn outcome(e: Error, ops: &[String]) -> Outcome {
+    match e {
+        Error::OnnxDType { .. } => Outcome::Skip(e.to_string()),
+        Error::OnnxUnsupportedOps { ops, .. } => {
+            let names = ops.iter().map(|o| o.split(' ').next().unwrap_or(o).to_string()).collect();
+            Outcome::Fail(names, format!("unsupported: {}", ops.join(", ")))
+        }
+        Error::OnnxImport { ref op, .. } => Outcome::Fail(vec![op.clone()], e.to_string()),
+        e => Outcome::Fail(ops.to_vec(), e.to_string()),
+    }
+}
+
+fn run_case(case: &Path) -> Result<Outcome, Outcome> {
+    let model = tensor_core::onnx::import(case.join("model.onnx")).map_err(|e| outcome(e, &[]))?;
+    let ops = model.ops().to_vec();
+    let mut sets: Vec<PathBuf> =
+        std::fs::read_dir(case).map_err(|e| Outcome::Fail(ops.clone(), e.to_string()))?.flatten().map(|e| e.path()).collect();
+    sets.retain(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("test_data_set_")));
+    sets.sort();
+    if sets.is_empty() {
+        return Err(Outcome::Fail(ops, "no test_data_set_*".into()));
+    }
+    for set in &sets {
+        let fail = |why: String| Outcome::Fail(ops.clone(), why);
+        let inputs = read_inputs(&model, set).map_err(|e| outcome(e, &ops))?;
+        let expected = read_all(set, "output").map_err(|e| outcome(e, &ops))?;
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let eager = model.call(&refs).map_err(|e| outcome(e, &ops))?;
+        compare(&eager, &expected).map_err(|why| fail(format!("eager: {why}")))?;
+        let graph = run_graph(&model, &inputs).map_err(|e| outcome(e, &ops))?;
+        for run in &graph {
+            same_bits(&eager, run).map_err(|why| fail(format!("graph vs eager: {why}")))?;
+        }
+    }
+    Ok(Outcome::Pass)
+}
+
+/// The data set's `{prefix}_K.pb` files in order of K.
+fn read_all(set: &Path, prefix: &str) -> Result<Vec<(String, Tensor)>> {
+    let mut out = Vec::new();
+    while set.join(format!("{prefix}_{}.pb", out.len())).is_file() {
+        out.push(tensor_core::onnx::read_tensor(set.join(format!("{prefix}_{}.pb", out.len())))?);
+    }
+    Ok(out)
+}
+
+/// The inputs in the model's order: by name, else by position.
+fn read_inputs(model: &OnnxModel, set: &Path) -> Result<Vec<Tensor>> {
+    let read = read_all(set, "input")?;
+    let by_name = |name: &str| read.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone());
+    Ok(model.inputs().iter().enumerate().filter_map(|(i, info)| by_name(&info.name).or_else(|| read.get(i).map(|(_, t)| t.clone()))).collect())
+}
+
+/// The model traced (float inputs as arguments, the others as constants), called twice.
+fn run_graph(model: &OnnxModel, inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>> {
+    let args: Vec<(String, &Tensor)> =
+        model.inputs().iter().zip(inputs).filter(|(_, t)| t.dtype().is_float()).map(|(i, t)| (i.name.clone(), t)).collect();
+    let named: Vec<(&str, &Tensor)> = args.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+    let host = inputs.iter().map(Host::of).collect::<Result<Vec<_>>>()?;
+    let f = ConcreteFunction::trace("onnx_case", &named, || {
+        let all: Vec<Tensor> = inputs.iter().zip(&host).map(|(t, h)| h.remake().unwrap_or_else(|| t.clone())).collect();
+        model.call(&all.iter().collect::<Vec<_>>())
+    })?;
+    let call_args: Vec<&Tensor> = args.iter().map(|(_, t)| *t).collect();
+    Ok(vec![f.call(&call_args)?, f.call(&call_args)?])
+}
+
+/// An integer or bool input's values, read before tracing, to be made into a constant of
+/// the graph inside it (a float input is an argument instead).
+enum Host {
+    I32(ndarray::ArrayD<i32>),
+    I64(ndarray::ArrayD<i64>),
+    Bool(ndarray::ArrayD<bool>),
+    Argument,
+}
+
+impl Host {
+    fn of(t: &Tensor) -> Result<Host> {
+        Ok(match t.dtype() {
+            DType::I32 => Host::I32(t.to_array()?),
+            DType::I64 => Host::I64(t.to_array()?),
+            DType::Bool => Host::Bool(t.to_array()?),
+            DType::F32 | DType::F64 => Host::Argument,
+        })
+    }
+
+    fn remake(&self) -> Option<Tensor> {
+        match self {
+            Host::I32(a) => Some(Tensor::from(a.clone())),
+            Host::I64(a) => Some(Tensor::from(a.clone())),
+            Host::Bool(a) => Some(Tensor::from(a.clone())),
+            Host::Argument => None,
+        }
+    }
+}
+
+/// Values as f64 (for comparing within tolerance) and as bits (for comparing exactly).
+fn values(t: &Tensor) -> std::result::Result<(Vec<f64>, Vec<u64>), String> {
+    let e = |e: Error| e.to_string();
+    Ok(match t.dtype() {
+        DType::F32 => {
+            let v = t.to_vec::<f32>().map_err(e)?;
+            (v.iter().map(|&x| x as f64).collect(), v.iter().map(|x| x.to_bits() as u64).collect())
+        }
+        DType::F64 => {
+            let v = t.to_vec::<f64>().map_err(e)?;
+            (v.clone(), v.iter().map(|x| x.to_bits()).collect())
+        }
+        _ => {
+            let v = t.cast(DType::I64).map_err(e)?.to_vec::<i64>().map_err(e)?;
+            (v.iter().map(|&x| x as f64).collect(), v.iter().map(|&x| x as u64).collect())
+        }
+    })
+}
+
+fn compare(got: &[Tensor], expected: &[(String, Tensor)]) -> std::result::Result<(), String> {
+    if got.len() != expected.len() {
+        return Err(format!("{} outputs, expected {}", got.len(), expected.len()));
+    }
+    for (k, (g, (_, e))) in got.iter().zip(expected).enumerate() {
+        if g.dims() != e.dims() || g.dtype() != e.dtype() {
+            return Err(format!("output {k} is {} {:?}, expected {} {:?}", g.dtype(), g.dims(), e.dtype(), e.dims()));
+        }
+        let ((gv, gb), (ev, eb)) = (values(g)?, values(e)?);
+        let float = g.dtype().is_float();
+        for (i, ((a, b), (abits, bbits))) in gv.iter().zip(&ev).zip(gb.iter().zip(&eb)).enumerate() {
+            let ok = if float { (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-7 + 1e-3 * b.abs() } else { abits == bbits };
+            if !ok {
+                return Err(format!("output {k} element {i} is {a}, expected {b}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn same_bits(eager: &[Tensor], graph: &[Tensor]) -> std::result::Result<(), String> {
+    if eager.len() != graph.len() {
+        return Err(format!("{} outputs, eager {}", graph.len(), eager.len()));
+    }
+    for (k, (a, b)) in eager.iter().zip(graph).enumerate() {
+        if a.dims() != b.dims() || a.dtype() != b.dtype() || values(a)?.1 != values(b)?.1 {
+            return Err(format!("output {k} differs"));
+        }
+    }
+    Ok(())
+}

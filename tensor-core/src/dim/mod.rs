@@ -370,6 +370,7 @@ impl<'a> IntoIterator for &'a Dims {
 impl IntoIterator for Dims {
     type Item = usize;
     type IntoIter = std::vec::IntoIter<usize>;
+    #[allow(clippy::unnecessary_to_owned)] // the dims outlive `self`: an owned copy
     fn into_iter(self) -> Self::IntoIter {
         self.to_vec().into_iter()
     }

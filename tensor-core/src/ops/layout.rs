@@ -14,14 +14,16 @@ use crate::tensor::Tensor;
 use smallvec::{smallvec, SmallVec};
 use std::ops::{Bound, RangeBounds};
 
-/// The dims `reshape` takes: an array, slice or vector of any integer type, so dims read
-/// from `dims()` (`usize`) and literals with `-1` (which infers one dim) both work.
+/// The dims `reshape` takes: an array, slice or vector of any integer type or of [`Dim`](crate::dim::Dim)s
+/// (read from `dims()`; a symbolic one specializes the trace to its value), and literals
+/// with `-1` (which infers one dim).
 ///
 /// ```
 /// use tensor_core::prelude::*;
 /// let x = Tensor::arange(0i64, 6);
 /// let d = x.dims();
-/// assert_eq!(x.reshape(&[d[0] / 2, 2])?.dims(), vec![3, 2]);    // usize
+/// assert_eq!(x.reshape([d[0] / 2, Dim::from(2)])?.dims(), vec![3, 2]); // Dims
+/// assert_eq!(x.reshape(&[d.as_slice()[0] / 2, 2])?.dims(), vec![3, 2]); // usize
 /// assert_eq!(x.reshape([2, -1])?.dims(), vec![2, 3]);           // i32 literals, one inferred
 /// assert_eq!(x.reshape(vec![6isize])?.dims(), vec![6]);
 /// assert_eq!(Tensor::ones(&[1, 1], DType::F32).reshape(())?.rank(), 0); // a scalar

@@ -12,7 +12,7 @@
 //!     for batch in loader.epoch()? {
 //!         let batch = batch?;
 //!         let (xb, yb) = (&batch[0], &batch[1]);
-//!         assert_eq!((xb.dims(), yb.dims()), (vec![4, 3], vec![4]));
+//!         assert_eq!((xb.dims().to_vec(), yb.dims().to_vec()), (vec![4, 3], vec![4]));
 //!     }
 //! }
 //! assert_eq!(loader.len(), 2); // 10 samples: two batches of 4, the last 2 dropped

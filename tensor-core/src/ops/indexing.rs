@@ -54,7 +54,7 @@ impl Tensor {
     /// # use tensor_core::prelude::*;
     /// let x = Tensor::arange(0.0f32, 6.0).reshape([3, 2])?;
     /// let p = x.split_sizes(&[1, 2], 0)?;
-    /// assert_eq!((p[0].dims(), p[1].to_vec::<f32>()?), (vec![1, 2], vec![2.0, 3.0, 4.0, 5.0]));
+    /// assert_eq!((p[0].dims().to_vec(), p[1].to_vec::<f32>()?), (vec![1, 2], vec![2.0, 3.0, 4.0, 5.0]));
     /// assert!(x.split_sizes(&[1, 1], 0).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```

@@ -117,7 +117,7 @@ impl Gpt {
 
     /// The logits `[b, t, vocab]` for tokens `[b, t]` (i64), `t` at most the context.
     pub fn forward(&self, tokens: &Tensor) -> Result<Tensor> {
-        let t = tokens.dims()[1];
+        let t = tokens.shape().dims()[1];
         let positions = self.wpe.weight().narrow(0, 0, t)?;
         let mut x = self.drop.forward(&self.wte.forward(tokens)?.add(&positions)?)?;
         for block in &self.blocks {

@@ -12,7 +12,7 @@
 //!     for batch in loader.epoch()? {
 //!         let batch = batch?;
 //!         let (xb, yb) = (&batch[0], &batch[1]);
-//!         assert_eq!((xb.dims(), yb.dims()), (vec![4, 3], vec![4]));
+//!         assert_eq!((xb.dims().to_vec(), yb.dims().to_vec()), (vec![4, 3], vec![4]));
 //!     }
 //! }
 //! assert_eq!(loader.len(), 2); // 10 samples: two batches of 4, the last 2 dropped
@@ -86,7 +86,7 @@ fn ranks_by_sort(keys: &Tensor) -> Result<Tensor> {
 
 /// The same ranks with tensor ops: `rank[i] = #{j : k[j] < k[i] or (k[j] == k[i] and j < i)}`.
 fn ranks_by_comparison(keys: &Tensor) -> Result<Tensor> {
-    let n = keys.dims()[0];
+    let n = keys.raw_dims()[0];
     let (row, col) = (keys.unsqueeze(1)?, keys.unsqueeze(0)?); // k[i] down, k[j] across
     let position = Tensor::arange(0i64, n as i64);
     let before = position.unsqueeze(0)?.lt(&position.unsqueeze(1)?)?.cast(DType::I64)?;
@@ -142,9 +142,9 @@ impl DataLoader {
             return Err(Error::invalid(op, "tensors", "no tensors; pass the dataset's tensors, e.g. &[&inputs, &labels]"));
         };
         let samples =
-            first.dims().first().copied().ok_or_else(|| Error::invalid(op, "tensors", "tensors[0] is a scalar; samples run along axis 0"))?;
+            first.raw_dims().first().copied().ok_or_else(|| Error::invalid(op, "tensors", "tensors[0] is a scalar; samples run along axis 0"))?;
         for (k, t) in tensors.iter().enumerate() {
-            if t.dims().first() != Some(&samples) {
+            if t.raw_dims().first() != Some(&samples) {
                 let reason = format!(
                     "tensors[{k}] has shape {}, but tensors[0] holds {samples} samples (its leading dim): every tensor needs {samples} along axis 0",
                     t.shape()

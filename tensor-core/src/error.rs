@@ -192,6 +192,13 @@ pub enum Error {
     #[error("{function}: argument `{arg}` does not match the input signature: expected {expected}, found {found}")]
     SignatureMismatch { function: String, arg: String, expected: String, found: String },
 
+    /// A call's dims fail a guard of a function traced with symbolic dims (`n0 < 10`): the
+    /// trace's host code chose its ops for dims that satisfy it.
+    /// Fix: call it with dims that satisfy its guards (see `ConcreteFunction::guards`), or
+    /// trace it again for these dims.
+    #[error("{function}: the call does not satisfy the trace's guards: {reason}")]
+    GuardFailed { function: String, reason: String },
+
     /// A concrete or loaded function was called with the wrong number of tensor arguments.
     /// Fix: pass the tensors its signature lists, in that order.
     #[error("{function}: called with {found} tensor argument(s), but it takes {expected}: {names}")]

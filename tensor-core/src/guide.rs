@@ -344,6 +344,44 @@
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
 //!
+//! ## Symbolic dims and guards
+//!
+//! In a trace whose dims are relaxed (`reduce_retracing`, or `?` in an `input_signature`),
+//! a relaxed dim is a symbol (`n0`, `n1`, … in argument order), never a placeholder number.
+//! `x.dim(0)` and `x.dims()[0]` give a [`Dim`](crate::Dim): arithmetic on it (`n * 2`,
+//! `n + 1`, `n / heads`, `n % 8`) gives symbolic expressions, and a comparison whose answer
+//! the host code branches on (`n < 10`, `n == m`, `n % 8 == 0`) answers for the traced call
+//! and records a **guard** on the trace. A later call reuses the trace only when every guard
+//! holds on its dims; a call that fails one traces again, and the retrace reason names it
+//! (`arg x dim 0 = 12 fails n0 < 10`). Converting a symbolic dim to a plain number
+//! (`usize::from(n)`, `n.into()`, or reading `x.dims()` as a `&[usize]`: `len`, `iter`,
+//! `to_vec`, passing it to a shape) *specializes*: a guard on that exact value, correct but
+//! a trace per size. A dim of a value computed from the arguments keeps its symbol through
+//! ops that carry it (elementwise ops, reductions, matmul, transposes, reshapes that keep it);
+//! a dim the trace cannot name specializes on every relaxed dim. Eagerly, and in traces
+//! without relaxed dims, a `Dim` is just a number, as cheap as before.
+//!
+//! ```
+//! use tensor_core::prelude::*;
+//! #[graph_fn(reduce_retracing)]
+//! fn guide_branch(x: &Tensor) -> Result<Tensor> {
+//!     if x.dims()[0] < 10 { x.mul(1.0) } else { x.add(10.0) }
+//! }
+//! for n in [3, 2, 1, 0] {
+//!     assert_eq!(guide_branch(&Tensor::ones(&[n], DType::F32))?.to_vec::<f32>()?, vec![1.0; n]);
+//! }
+//! let f = tensor_core::function::lookup("guide_branch").unwrap();
+//! assert_eq!(f.trace_count(), 2); // [3] exactly, then [n0] guarded by n0 < 10
+//! assert_eq!(f.concrete_functions()[1].guards(), ["n0 < 10"]);
+//! assert_eq!(guide_branch(&Tensor::ones(&[12], DType::F32))?.to_vec::<f32>()?, vec![11.0; 12]);
+//! assert_eq!(f.traces()[2].reason, "arg x dim 0 = 12 fails n0 < 10");
+//! # Ok::<(), tensor_core::Error>(())
+//! ```
+//!
+//! `ConcreteFunction::guards()` lists a trace's guards and `symbols()` what each symbol
+//! stands for (`n0 = x dim 0`); `ConcreteFunction::call` checks the guards on every call
+//! (`Error::GuardFailed` naming the failing one).
+//!
 //! # The trace cache
 //!
 //! Each graph function has one cache for all its callers, from signature to traced graph.

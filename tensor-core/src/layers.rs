@@ -18,14 +18,14 @@
 //! ops         ops  random             Op families, dispatch (the executor seam); generators
 //! tensor      tensor                  the handle, thread context, grad nodes
 //! kernels     kernels  cuda           CPU loops, fused programs' compiler; the GPU backend
-//! values      math  error  storage  dtype  shape  device   scalar functions, op kinds, fused programs described
+//! values      math  dim  error  storage  dtype  shape  device   scalar functions, op kinds, fused programs described; symbolic dims and guards
 //! ```
 
 /// Each layer's modules, bottom up.
 const LAYERS: &[&[&str]] = &[
     &["dtype", "shape", "device"],
     &["error", "storage"],
-    &["math"],
+    &["math", "dim"],
     &["kernels", "cuda"],
     &["tensor"],
     &["ops", "random"],

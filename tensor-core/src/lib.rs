@@ -38,6 +38,7 @@ pub mod control;
 mod cuda;
 pub mod data;
 pub mod device;
+pub mod dim;
 pub mod distributed;
 pub mod dtype;
 pub mod error;
@@ -64,6 +65,7 @@ pub use autograd::{
     enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOptions, EnableGradGuard, GradFn, NextFunction, NoGradGuard,
 };
 pub use device::Device;
+pub use dim::{Dim, Dims};
 pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use function::{functions_run_eagerly, run_functions_eagerly, GraphArg, GraphOutput};
@@ -138,8 +140,8 @@ macro_rules! tprint {
 pub mod prelude {
     pub use crate::io::StateDict;
     pub use crate::{
-        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Device, Error, Generator, GraphArg, NoGradGuard, Result, Shape,
-        Tensor,
+        executing_eagerly, graph_fn, no_grad, run_functions_eagerly, tprint, DType, Device, Dim, Dims, Error, Generator, GraphArg, NoGradGuard,
+        Result, Shape, Tensor,
     };
 }
 

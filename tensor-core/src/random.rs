@@ -180,7 +180,7 @@ impl Generator {
 
 /// A generator state is an i64 tensor of shape `[2]`.
 fn check_state(op: &'static str, state: &Tensor) -> Result<()> {
-    if state.dtype() == DType::I64 && state.dims() == [2] {
+    if state.dtype() == DType::I64 && state.raw_dims() == [2] {
         Ok(())
     } else {
         Err(Error::invalid(op, "state", format!("must be an i64 [key, counter] of shape [2], found {} {}", state.dtype(), state.shape())))

@@ -83,7 +83,7 @@ fn measure(args: &Args, mut step: impl FnMut() -> Result<StepStats>) -> Result<T
 
 /// This rank's rows of a global batch.
 fn shard(x: &Tensor, y: &Tensor) -> Result<(Tensor, Tensor)> {
-    let rows = ShardSampler::current().batch_range(x.dims()[0])?;
+    let rows = ShardSampler::current().batch_range(x.shape().dims()[0])?;
     Ok((x.narrow(0, rows.start, rows.len())?, y.narrow(0, rows.start, rows.len())?))
 }
 

@@ -249,7 +249,7 @@ impl Run {
             let (x, y) = match self.model.distributed {
                 // This rank's rows of the global batch.
                 true => {
-                    let rows = ShardSampler::current().batch_range(x.dims()[0])?;
+                    let rows = ShardSampler::current().batch_range(x.shape().dims()[0])?;
                     (x.narrow(0, rows.start, rows.len())?, y.narrow(0, rows.start, rows.len())?)
                 }
                 false => (x.clone(), y.clone()),

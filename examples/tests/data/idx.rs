@@ -89,7 +89,7 @@ fn mnist_directory_raw_and_gzipped() {
         assert_eq!(split.train.image(1)[0], 1.0 / 255.0);
         assert_eq!(split.test.image(4)[47], 51.0 / 255.0); // (47 + 4) = 51 = 0.2 * 255
         let (x, y) = split.test.tensors().unwrap();
-        assert_eq!((x.dims(), y.dims()), (vec![5, 1, 28, 28], vec![5]));
+        assert_eq!((x.dims().to_vec(), y.dims().to_vec()), (vec![5, 1, 28, 28], vec![5]));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

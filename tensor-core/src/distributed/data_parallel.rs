@@ -155,7 +155,7 @@ impl DataParallel {
                 for &i in &s.members[b] {
                     let p = &s.params[i];
                     let n = p.shape().numel();
-                    let value = mean.tensor(offset, n, &p.dims())?;
+                    let value = mean.tensor(offset, n, &p.raw_dims())?;
                     offset += n;
                     match p.grad() {
                         Some(g) => g.assign_(&value)?,

@@ -55,6 +55,7 @@ pub struct LoadedFunction {
     args: Vec<ArgSpec>,
     captures: Vec<(String, Tensor)>,
     guards: Vec<(usize, bool)>,
+    dim_guards: Option<crate::dim::Guards>,
     executable: Executable,
 }
 
@@ -76,9 +77,29 @@ impl LoadedFunction {
         args: Vec<ArgSpec>,
         captures: Vec<(String, Tensor)>,
         guards: Vec<(usize, bool)>,
+        dim_guards: Option<crate::dim::Guards>,
         graph: &Graph,
     ) -> LoadedFunction {
-        LoadedFunction { name, args, captures, guards, executable: Executable::new(graph, false) }
+        LoadedFunction { name, args, captures, guards, dim_guards, executable: Executable::new(graph, false) }
+    }
+
+    /// The guards on its symbolic dims (`n0 < 10`) that every call must pass (see
+    /// `ConcreteFunction::guards`).
+    pub fn guards(&self) -> Vec<String> {
+        self.dim_guards.as_ref().map(|g| g.texts()).unwrap_or_default()
+    }
+
+    /// An `Err` naming the first guard the call's dims fail.
+    fn check_dim_guards(&self, args: &[&Tensor]) -> Result<()> {
+        let Some(g) = &self.dim_guards else { return Ok(()) };
+        let dim = |slot: usize, axis: usize| args.get(slot).and_then(|t| t.0.shape.dims().get(axis).copied());
+        match g.first_failing(&dim) {
+            None => Ok(()),
+            Some(i) => {
+                let names: Vec<String> = self.args.iter().map(|a| a.name.clone()).collect();
+                Err(Error::GuardFailed { function: self.name.clone(), reason: g.failure(i, &names, &dim) })
+            }
+        }
     }
 
     /// Runs the graph on `args` (the tensor arguments in the traced order, as
@@ -99,6 +120,7 @@ impl LoadedFunction {
     /// ```
     pub fn call(&self, args: &[&Tensor]) -> Result<Vec<Tensor>> {
         self.check_args(args)?;
+        self.check_dim_guards(args)?;
         let mut slots: SmallVec<[&Tensor; 16]> = SmallVec::with_capacity(args.len() + self.captures.len());
         slots.extend_from_slice(args);
         slots.extend(self.captures.iter().map(|(_, t)| t));

@@ -161,6 +161,7 @@ impl ConcreteFunction {
             captures,
             grad_guards: self.grad_guards().iter().map(|&(slot, present)| GuardDef { slot, present }).collect(),
             graph: GraphDef::from_graph(&graph, &mut sink),
+            dim_guards: self.dim_guards().cloned(),
         };
         let json = serde_json::to_vec_pretty(&file).map_err(|e| Error::invalid("export", "self", e.to_string()))?;
         let views = crate::io::views_of(&sink.tensors)?;
@@ -212,7 +213,10 @@ fn decode(bytes: &[u8], path: &str) -> Result<LoadedFunction> {
     let slots: loaded::SlotTypes =
         args.iter().map(|a| (a.dtype, a.shape.clone())).chain(captures.iter().map(|(_, t)| (t.dtype(), t.0.shape.clone()))).collect();
     loaded::check_slots(&graph, &slots, args.len(), &guards).map_err(|e| bad(format!("its graph: {e}")))?;
-    Ok(LoadedFunction::new(file.name, args, captures, guards, &graph))
+    if let Some(g) = &file.dim_guards {
+        g.check(args.len()).map_err(|e| bad(format!("its guards: {e}")))?;
+    }
+    Ok(LoadedFunction::new(file.name, args, captures, guards, file.dim_guards, &graph))
 }
 
 /// A captured tensor of the file: its value (and `.grad`) from the tensor section.

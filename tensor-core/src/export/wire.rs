@@ -33,6 +33,10 @@ pub(super) struct FileDef {
     pub grad_guards: Vec<GuardDef>,
     /// The graph that runs.
     pub graph: GraphDef,
+    /// The symbolic dims of the arguments and the guards a call must pass (a graph traced
+    /// with relaxed dims whose host code branched on them); absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dim_guards: Option<crate::dim::Guards>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -33,6 +33,8 @@ pub struct ConcreteFunction {
     executable: Arc<Executable>,
     captures: Arc<[Tensor]>,
     grad_guards: Arc<[(usize, bool)]>,
+    /// The symbolic dims and their guards, for a trace with relaxed dims.
+    dim_guards: Option<Arc<crate::dim::Guards>>,
     /// Whether the graph that runs was optimized (else it is the traced graph).
     optimized: bool,
     /// The pass log, made on first request (see `pass_log`).
@@ -123,8 +125,8 @@ impl ConcreteFunction {
         body: impl FnOnce() -> Result<Vec<Tensor>>,
     ) -> Result<ConcreteFunction> {
         let guard = TraceGuard::begin(name);
-        for ((arg_name, t), shape) in args.iter().zip(shapes) {
-            guard.bind_arg(t, arg_name, shape.clone());
+        for (i, ((arg_name, t), shape)) in args.iter().zip(shapes).enumerate() {
+            guard.bind_arg(t, i, arg_name, shape.clone());
         }
         let outputs = body()?;
         let traced = guard.finish(&outputs)?;
@@ -144,6 +146,7 @@ impl ConcreteFunction {
             executable,
             captures: traced.captures.into(),
             grad_guards: traced.grad_guards.into(),
+            dim_guards: traced.guards.map(Arc::new),
             optimized: optimize,
             pass_log: Arc::new(OnceLock::new()),
             no_gradient,
@@ -182,6 +185,9 @@ impl ConcreteFunction {
     /// ```
     pub fn call(&self, args: &[&Tensor]) -> Result<Vec<Tensor>> {
         self.check_args(args)?;
+        if let Some(failed) = self.failed_guard(&|slot, axis| args.get(slot).and_then(|t| t.0.shape.dims().get(axis).copied())) {
+            return Err(Error::GuardFailed { function: self.name.clone(), reason: failed });
+        }
         Ok(self.run(args)?.into_vec())
     }
 
@@ -291,6 +297,45 @@ impl ConcreteFunction {
         Ok(())
     }
 
+    /// The guards on its symbolic dims, as text (`n0 < 10`), in the order the trace recorded
+    /// them: a call reuses this function only when all hold. Empty for a trace without
+    /// relaxed dims, or whose host code did not branch on them.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::function::ConcreteFunction;
+    /// use tensor_core::shape::UNKNOWN;
+    /// let x = Tensor::ones(&[3], DType::F32);
+    /// let f = ConcreteFunction::trace_with_shapes("f", &[("x", &x)], &[Shape::new(&[UNKNOWN])], true, || {
+    ///     Ok(vec![if x.dim(0) < 10 { x.mul(2.0)? } else { x.add(10.0)? }])
+    /// })?;
+    /// assert_eq!(f.guards(), ["n0 < 10"]);
+    /// assert_eq!(f.call(&[&Tensor::ones(&[5], DType::F32)])?[0].to_vec::<f32>()?, vec![2.0; 5]);
+    /// assert!(f.call(&[&Tensor::ones(&[12], DType::F32)]).is_err()); // arg x dim 0 = 12 fails n0 < 10
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn guards(&self) -> Vec<String> {
+        self.dim_guards.as_ref().map(|g| g.texts()).unwrap_or_default()
+    }
+
+    /// The symbols of its relaxed dims (`n0 = x dim 0`), in order.
+    pub fn symbols(&self) -> Vec<String> {
+        self.dim_guards.as_ref().map(|g| g.symbol_texts(&self.traced_graph.slot_names)).unwrap_or_default()
+    }
+
+    /// The symbolic dims and guards, when the trace has any guard to check.
+    pub(crate) fn dim_guards(&self) -> Option<&crate::dim::Guards> {
+        self.dim_guards.as_deref().filter(|g| !g.is_empty())
+    }
+
+    /// Why a call whose argument dims `dim(slot, axis)` gives fails a guard (`arg x dim 0 =
+    /// 12 fails n0 < 10`); `None` when all hold.
+    pub(crate) fn failed_guard(&self, dim: &dyn Fn(usize, usize) -> Option<usize>) -> Option<String> {
+        let g = self.dim_guards()?;
+        let i = g.first_failing(dim)?;
+        Some(g.failure(i, &self.traced_graph.slot_names, dim))
+    }
+
     fn check_guards(&self, slots: &[&Tensor]) -> Result<()> {
         for &(slot, present) in self.grad_guards.iter() {
             if slots[slot].grad_slot().grad.is_some() != present {
@@ -359,7 +404,30 @@ impl ConcreteFunction {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn to_text(&self) -> String {
-        self.graph().to_text()
+        let mut text = self.graph().to_text();
+        for (old, new) in self.symbolic_inputs() {
+            text = text.replacen(&old, &new, 1);
+        }
+        let guards = self.guards();
+        if let (false, Some(end)) = (guards.is_empty(), text.find('\n')) {
+            let lines: String = guards.iter().map(|g| format!("  guard {g}\n")).collect();
+            text.insert_str(end + 1, &lines);
+        }
+        text
+    }
+
+    /// For each argument with symbolic dims, its declaration as the graph prints it
+    /// (`x: f32[?, 784]`) and with the symbols named (`x: f32[n0, 784]`).
+    fn symbolic_inputs(&self) -> Vec<(String, String)> {
+        let Some(guards) = &self.dim_guards else { return Vec::new() };
+        let g = &self.traced_graph;
+        (0..g.num_arg_slots)
+            .filter_map(|slot| {
+                let info = &g.values[g.inputs[slot].0];
+                let named = guards.shape_text(slot, &info.shape)?;
+                Some((format!("{}: {}{}", g.slot_names[slot], info.dtype, info.shape), format!("{}: {}{named}", g.slot_names[slot], info.dtype)))
+            })
+            .collect()
     }
 
     /// The graph that runs, in Graphviz DOT.
@@ -373,7 +441,19 @@ impl ConcreteFunction {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn to_dot(&self) -> String {
-        self.graph().to_dot()
+        let mut dot = self.graph().to_dot();
+        for (old, new) in self.symbolic_inputs() {
+            let (name, old_ty) = old.split_once(": ").expect("name: type");
+            let new_ty = new.split_once(": ").expect("name: type").1;
+            dot = dot.replacen(&format!("{name}\\ninput\\n{old_ty}"), &format!("{name}\\ninput\\n{new_ty}"), 1);
+        }
+        let guards = self.guards();
+        if !guards.is_empty() {
+            let label = guards.join("\\n").replace('"', "\\\"");
+            let at = dot.rfind('}').unwrap_or(dot.len());
+            dot.insert_str(at, &format!("  guards [shape=note, label=\"guards\\n{label}\"];\n"));
+        }
+        dot
     }
 
     /// The graph in text form as traced (`"traced"`), then after each optimization pass that

@@ -67,9 +67,9 @@ impl CausalSelfAttention {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn from_linears(qkv: Linear, proj: Linear, heads: usize) -> Result<CausalSelfAttention> {
-        let (out, c) = (qkv.weight().dims()[0], qkv.weight().dims()[1]);
+        let (out, c) = (qkv.weight().raw_dims()[0], qkv.weight().raw_dims()[1]);
         check_heads(c, heads)?;
-        if out != 3 * c || proj.weight().dims() != [c, c] {
+        if out != 3 * c || proj.weight().raw_dims() != [c, c] {
             return Err(Error::shapes(
                 "CausalSelfAttention",
                 &qkv.weight().shape(),
@@ -138,7 +138,7 @@ impl CausalSelfAttention {
 
     /// `x` `[b, t, h * d]` as `[b, h, t, d]`.
     fn split_heads(&self, x: &Tensor) -> Result<Tensor> {
-        let (b, t, c) = (x.dims()[0], x.dims()[1], x.dims()[2]);
+        let (b, t, c) = (x.raw_dims()[0], x.raw_dims()[1], x.raw_dims()[2]);
         x.reshape([b, t, self.heads, c / self.heads])?.transpose(1, 2)
     }
 }
@@ -159,7 +159,7 @@ impl Module for CausalSelfAttention {
                 format!("must be [batch, time, channels] with known dims, found shape {}", x.shape()),
             ));
         }
-        let (b, t, c) = (x.dims()[0], x.dims()[1], x.dims()[2]);
+        let (b, t, c) = (x.raw_dims()[0], x.raw_dims()[1], x.raw_dims()[2]);
         let qkv = self.c_attn.forward(x)?;
         let q = self.split_heads(&qkv.narrow(2, 0, c)?)?;
         let k = self.split_heads(&qkv.narrow(2, c, c)?)?;

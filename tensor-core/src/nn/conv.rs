@@ -102,8 +102,8 @@ impl Conv2d {
             return Err(Error::invalid("Conv2d", "weight", format!("must be 4-d [out, in, kh, kw] (OIHW), found shape {}", weight.shape())));
         }
         if let Some(b) = &bias {
-            let out = weight.dims()[0];
-            if b.dims() != [out] {
+            let out = weight.raw_dims()[0];
+            if b.raw_dims() != [out] {
                 return Err(Error::shapes("Conv2d", &weight.shape(), &b.shape(), format!("the bias must be [{out}], one value per output channel")));
             }
             if b.dtype() != weight.dtype() {

@@ -71,7 +71,7 @@ impl LayerNorm {
 
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.layer_norm(&self.weight.dims(), Some(&self.weight), Some(&self.bias), self.eps)
+        x.layer_norm(&self.weight.raw_dims(), Some(&self.weight), Some(&self.bias), self.eps)
     }
 
     /// `[weight, bias]`.

@@ -54,7 +54,7 @@ impl Tensor {
     /// # use tensor_core::prelude::*;
     /// let x = Tensor::arange(0.0f32, 6.0).reshape([3, 2])?;
     /// let p = x.split_sizes(&[1, 2], 0)?;
-    /// assert_eq!((p[0].dims(), p[1].to_vec::<f32>()?), (vec![1, 2], vec![2.0, 3.0, 4.0, 5.0]));
+    /// assert_eq!((p[0].dims().to_vec(), p[1].to_vec::<f32>()?), (vec![1, 2], vec![2.0, 3.0, 4.0, 5.0]));
     /// assert!(x.split_sizes(&[1, 1], 0).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
@@ -114,7 +114,7 @@ impl Tensor {
         if mask.dtype() != DType::Bool {
             return Err(Error::UnsupportedDType { op: "masked_select", dtype: mask.dtype(), needs: "a bool mask (from a comparison)" });
         }
-        let (dims, mask_dims) = (self.dims(), mask.dims());
+        let (dims, mask_dims) = (self.raw_dims(), mask.raw_dims());
         if broadcast_shapes(&self.shape(), &mask.shape()).as_ref() != Some(&self.shape()) {
             return Err(Error::shapes("masked_select", &self.shape(), &mask.shape(), "the mask must broadcast to the input's shape"));
         }
@@ -187,8 +187,8 @@ impl Tensor {
             return Err(Error::invalid("index", "self", "a scalar has no axis to index; index a tensor of at least 1 dim"));
         }
         let rows = self.index_select(0, &indices.reshape([-1])?)?;
-        let mut dims: Vec<isize> = indices.dims().iter().map(|&d| d as isize).collect();
-        dims.extend(self.dims()[1..].iter().map(|&d| if d == UNKNOWN { -1 } else { d as isize }));
+        let mut dims: Vec<isize> = indices.raw_dims().iter().map(|&d| d as isize).collect();
+        dims.extend(self.raw_dims()[1..].iter().map(|&d| if d == UNKNOWN { -1 } else { d as isize }));
         rows.reshape(&dims[..])
     }
 }

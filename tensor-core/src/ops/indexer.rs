@@ -125,7 +125,7 @@ impl Tensor {
     /// use tensor_core::prelude::*;
     /// let x = Tensor::arange(0i64, 24).reshape([2, 3, 4])?;
     /// let y = x.i((1, .., 2..4))?; // x[1, :, 2:4]
-    /// assert_eq!((y.dims(), y.to_vec::<i64>()?), (vec![3, 2], vec![14, 15, 18, 19, 22, 23]));
+    /// assert_eq!((y.dims().to_vec(), y.to_vec::<i64>()?), (vec![3, 2], vec![14, 15, 18, 19, 22, 23]));
     /// assert_eq!(x.i(-1)?.dims(), vec![3, 4]); // x[-1]
     /// assert_eq!(x.i((.., 1..))?.dims(), vec![2, 2, 4]); // x[:, 1:]
     /// assert!(x.i((0, 3)).is_err()); // axis 1 has length 3

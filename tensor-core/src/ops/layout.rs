@@ -7,21 +7,23 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::layout as k;
 use crate::math::op_names;
-use crate::shape::{broadcast_shapes, normalize_axis, Shape, UNKNOWN};
+use crate::shape::{broadcast_shapes, normalize_axis, Shape, UNKNOWN, UNKNOWN_RANK};
 use crate::storage::Storage;
 use crate::tensor::grad_node::BackwardCtx;
 use crate::tensor::Tensor;
 use smallvec::{smallvec, SmallVec};
 use std::ops::{Bound, RangeBounds};
 
-/// The dims `reshape` takes: an array, slice or vector of any integer type, so dims read
-/// from `dims()` (`usize`) and literals with `-1` (which infers one dim) both work.
+/// The dims `reshape` takes: an array, slice or vector of any integer type or of [`Dim`](crate::dim::Dim)s
+/// (read from `dims()`; a symbolic one specializes the trace to its value), and literals
+/// with `-1` (which infers one dim).
 ///
 /// ```
 /// use tensor_core::prelude::*;
 /// let x = Tensor::arange(0i64, 6);
 /// let d = x.dims();
-/// assert_eq!(x.reshape(&[d[0] / 2, 2])?.dims(), vec![3, 2]);    // usize
+/// assert_eq!(x.reshape([d[0] / 2, Dim::from(2)])?.dims(), vec![3, 2]); // Dims
+/// assert_eq!(x.reshape(&[d.as_slice()[0] / 2, 2])?.dims(), vec![3, 2]); // usize
 /// assert_eq!(x.reshape([2, -1])?.dims(), vec![2, 3]);           // i32 literals, one inferred
 /// assert_eq!(x.reshape(vec![6isize])?.dims(), vec![6]);
 /// assert_eq!(Tensor::ones(&[1, 1], DType::F32).reshape(())?.rank(), 0); // a scalar
@@ -48,6 +50,13 @@ macro_rules! dims {
     )*};
 }
 dims!(usize, isize, i32, i64, u32);
+
+/// A symbolic dim in a reshape specializes the trace to its value (a guard).
+impl Dim for crate::dim::Dim {
+    fn to_isize(self) -> Option<isize> {
+        isize::try_from(usize::from(self)).ok()
+    }
+}
 
 impl<T: Dim> ReshapeDims for [T] {
     fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
@@ -113,8 +122,15 @@ impl Tensor {
     pub fn flatten_from(&self, start: isize) -> Result<Tensor> {
         let rank = self.rank();
         let s = normalize_axis(start, rank.max(1)).ok_or(Error::Axis { op: "flatten", axis: start, rank })?;
-        let mut spec: Vec<isize> = self.shape().dims()[..s.min(rank)].iter().map(|&d| if d == UNKNOWN { -1 } else { d as isize }).collect();
-        spec.push(-1);
+        let shape = self.shape();
+        let (lead, rest) = shape.dims().split_at(s.min(rank));
+        let mut spec: Vec<isize> = lead.iter().map(|&d| if d == UNKNOWN { -1 } else { d as isize }).collect();
+        // With an unknown leading dim (a relaxed batch), the flattened size is the known
+        // product of the rest, so the one `-1` stays the batch's.
+        match spec.contains(&-1) && rest.iter().all(|&d| d < UNKNOWN_RANK) {
+            true => spec.push(rest.iter().product::<usize>() as isize),
+            false => spec.push(-1),
+        }
         if spec.iter().filter(|&&d| d == -1).count() > 1 {
             return Err(Error::invalid("flatten", "start", "at most one dim may be unknown while tracing"));
         }

@@ -160,14 +160,19 @@ fn backward(op: &NnOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
         NnOp::CrossEntropy => {
             let (x, labels) = (ctx.input(0)?, ctx.input(1)?);
             let shape = ctx.input_shape(0);
-            if shape[0] == UNKNOWN || shape[1] == UNKNOWN {
+            if shape[1] == UNKNOWN {
                 return Err(Error::NotDifferentiable {
                     op: "cross_entropy",
-                    detail: " with a batch size unknown in this trace; give the argument a fixed input_signature",
+                    detail: " with a number of classes unknown in this trace; give the argument a fixed input_signature",
                 });
             }
             let target = labels.one_hot(shape[1], x.dtype())?;
-            let scale = g.div(shape[0] as f64)?;
+            let scale = match shape[0] == UNKNOWN {
+                false => g.div(shape[0] as f64)?,
+                // A batch unknown in the trace (a relaxed one) is counted when the graph runs,
+                // exactly, in integers: the same divisor as the known size's.
+                true => g.div(&labels.mul(0.0)?.add(1.0)?.sum()?.cast(x.dtype())?)?,
+            };
             smallvec![Some(x.softmax(1)?.sub(&target)?.mul(&scale)?), None]
         }
     })

@@ -47,9 +47,9 @@ impl Tensor {
         if self.rank() != 2 {
             return Err(Error::invalid("embedding", "table", format!("must be 2-d [rows, dim], found shape {}", self.shape())));
         }
-        let mut dims: Vec<isize> = indices.dims().iter().map(|&d| d as isize).collect();
+        let mut dims: Vec<isize> = indices.raw_dims().iter().map(|&d| d as isize).collect();
         if indices.shape().is_known() {
-            dims.push(self.dims()[1] as isize);
+            dims.push(self.raw_dims()[1] as isize);
         } else {
             return Err(Error::invalid("embedding", "indices", "needs known dims; give the argument a fixed input_signature"));
         }
@@ -70,7 +70,7 @@ impl Tensor {
     /// ```
     pub fn layer_norm(&self, normalized_shape: &[usize], weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
         let k = normalized_shape.len();
-        let dims = self.dims();
+        let dims = self.raw_dims();
         if k == 0 || k > dims.len() || dims[dims.len() - k..] != *normalized_shape {
             return Err(Error::invalid(
                 "layer_norm",
@@ -79,7 +79,7 @@ impl Tensor {
             ));
         }
         for (arg, t) in [("weight", weight), ("bias", bias)] {
-            if let Some(t) = t.filter(|t| t.dims() != normalized_shape) {
+            if let Some(t) = t.filter(|t| t.raw_dims() != normalized_shape) {
                 return Err(Error::invalid("layer_norm", arg, format!("must have shape {normalized_shape:?}, found {}", t.shape())));
             }
         }
@@ -150,11 +150,11 @@ impl Tensor {
         if self.rank() < 2 || key.rank() < 2 || value.rank() < 2 {
             return Err(Error::shapes("scaled_dot_product_attention", &self.shape(), &key.shape(), "queries, keys and values need at least 2 dims"));
         }
-        let d = self.dims()[self.rank() - 1];
+        let d = self.raw_dims()[self.rank() - 1];
         let scale = options.scale.unwrap_or(1.0 / (d as f64).sqrt());
         let mut scores = self.matmul_t(key, false, true)?.mul(scale)?;
         if options.causal {
-            let (tq, tk) = (scores.dims()[scores.rank() - 2], scores.dims()[scores.rank() - 1]);
+            let (tq, tk) = (scores.raw_dims()[scores.rank() - 2], scores.raw_dims()[scores.rank() - 1]);
             // Made on the host, then where the scores are (a constant of the graph when traced).
             let mask = Tensor::causal_mask(tq.max(tk)).narrow(0, 0, tq)?.narrow(1, 0, tk)?.to_device(scores.device())?;
             scores = scores.masked_fill(&mask, f64::NEG_INFINITY)?;

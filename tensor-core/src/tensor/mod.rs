@@ -131,15 +131,61 @@ impl Tensor {
         }
     }
 
-    /// The dims as a vector (a convenience over `shape()`).
+    /// The dims. In a trace with relaxed dims, a relaxed dim is a symbol: indexing gives a
+    /// [`Dim`](crate::dim::Dim) whose comparisons record guards, and reading the dims as
+    /// `&[usize]` specializes them (see [`crate::dim`]).
     ///
     /// ```
     /// use tensor_core::prelude::*;
     /// assert_eq!(Tensor::zeros(&[4, 1], DType::Bool).dims(), vec![4, 1]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn dims(&self) -> Vec<usize> {
+    pub fn dims(&self) -> crate::dim::Dims {
+        let shape = self.shape();
+        if shape.is_known() {
+            return crate::dim::Dims::known(shape.dims());
+        }
+        self.symbolic_dims(&shape)
+    }
+
+    /// Dim `axis` (see [`Tensor::dims`]); panics when `axis` is out of range.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let n = Tensor::zeros(&[4, 1], DType::F32).dim(0);
+    /// assert!(n == 4);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn dim(&self, axis: usize) -> crate::dim::Dim {
+        self.dims()[axis]
+    }
+
+    /// The dims as a vector, sentinels included: what code inside the crate reads (it
+    /// handles unknown dims itself and must not record guards).
+    pub(crate) fn raw_dims(&self) -> Vec<usize> {
         self.shape().dims().to_vec()
+    }
+
+    /// The dims of a traced value with unknown dims: symbols where the trace can name them.
+    fn symbolic_dims(&self, shape: &Shape) -> crate::dim::Dims {
+        use crate::dim::{table, Dim, Dims};
+        let sym = context::stand_in(self).and_then(|p| p.symbol()).or_else(|| self.symbol());
+        let Some(sym) = sym else { return Dims::known(shape.dims()) };
+        if shape.is_unknown_rank() {
+            let hint = table::read_rank(sym.trace, sym.value, "dims").unwrap_or_default();
+            return Dims::known(hint.dims());
+        }
+        let dims = shape
+            .dims()
+            .iter()
+            .enumerate()
+            .map(|(axis, &d)| match d < crate::shape::UNKNOWN_RANK {
+                true => Dim::from(d),
+                // No value at the traced call: the trace is refused when it ends.
+                false => table::read(sym.trace, sym.value, axis, "dims").unwrap_or(Dim::from(1)),
+            })
+            .collect();
+        Dims::from_dims(dims)
     }
 
     /// The number of dims.

@@ -121,17 +121,24 @@ impl TraceGuard {
     }
 
     /// Makes `t` (an argument's tensor leaf) slot `index`, with possibly relaxed `shape`.
-    pub(crate) fn bind_arg(&self, t: &Tensor, name: &str, shape: crate::shape::Shape) {
-        with_trace(|s| s.bind_arg(t, name, shape));
+    pub(crate) fn bind_arg(&self, t: &Tensor, leaf: usize, name: &str, shape: crate::shape::Shape) {
+        with_trace(|s| s.bind_arg(t, leaf, name, shape));
     }
 
     /// Ends the trace: `outputs` become the graph's outputs. Returns the graph and the
     /// captured tensors (the slots after the arguments).
     pub(crate) fn finish(mut self, outputs: &[Tensor]) -> Result<Traced> {
         let resolved: Vec<Tensor> = outputs.iter().map(|t| resolve(t, "return")).collect::<Result<_>>()?;
-        let traced = with_trace(|s| s.finish(&resolved));
+        let mut traced = with_trace(|s| s.finish(&resolved));
+        let guards = crate::dim::table::take(self.id);
         self.pop();
         self.finished = true;
+        traced.guards = guards.map_err(|why| crate::error::Error::ControlFlow {
+            construct: format!(
+                "{why}: a trace with relaxed dims cannot guard on it; read dims of the arguments (or values whose dims follow from \
+                 them by elementwise ops, reductions, matmul, transposes) or trace without relaxed shapes for this argument"
+            ),
+        })?;
         Ok(traced)
     }
 
@@ -146,6 +153,7 @@ impl TraceGuard {
             }
         });
         context::pop_trace(self.id);
+        crate::dim::table::end(self.id);
         drop(state);
     }
 }
@@ -184,6 +192,8 @@ pub(crate) struct Traced {
     /// (slot, whether its `.grad` was present) for every `.grad` the traced code read before
     /// writing it: a call must see the same presence.
     pub(crate) grad_guards: Vec<(usize, bool)>,
+    /// The symbolic dims and guards of a trace with relaxed dims (`None`: all dims known).
+    pub(crate) guards: Option<crate::dim::Guards>,
 }
 
 /// The graph value `t` stands for in the active trace: itself if symbolic, else a slot proxy

@@ -18,7 +18,7 @@ use crate::tensor::Tensor;
 ///     (x.clone(), vec![x.neg().unwrap(); 2], None)
 /// }
 /// let (a, v, none) = split(&Tensor::ones(&[2], DType::F32));
-/// assert_eq!((a.dims(), v.len(), none.is_none()), (vec![2], 2, true));
+/// assert_eq!((a.dims().to_vec(), v.len(), none.is_none()), (vec![2], 2, true));
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be returned from a #[graph_fn]",

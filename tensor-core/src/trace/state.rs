@@ -81,6 +81,7 @@ impl TraceState {
         if let Some(o) = &outer {
             let sym = o.symbol().expect("captured values are symbolic");
             self.param_of.insert((sym.trace, sym.value), k);
+            crate::dim::table::alias(sym.trace, sym.value, self.id, v);
         }
         self.params.push(Param { local: local.clone(), outer, initial: v });
         local
@@ -124,7 +125,39 @@ impl TraceState {
     /// Appends a node with one output and returns the output's symbolic tensor.
     pub(crate) fn append(&mut self, kind: NodeKind, inputs: &[ValueId], dtype: DType, shape: Shape) -> Tensor {
         let v = self.graph.add_node(kind, inputs, dtype, shape);
+        if !self.graph.values[v].shape.is_known() && crate::dim::table::is_active() {
+            self.note_dims(inputs, v);
+        }
         self.symbolic(v, None, None)
+    }
+
+    /// Notes the dims of `v`, just appended with unknown dims, at the traced call and at the
+    /// probe call of the symbol table (`dim/table.rs`), from its op's shape rule.
+    fn note_dims(&self, inputs: &[ValueId], v: ValueId) {
+        use crate::dim::table;
+        let Some(NodeKind::Op(op)) = self.graph.nodes.last().map(|n| &n.kind) else { return };
+        let mut hints = Vec::with_capacity(inputs.len());
+        let mut probes = Vec::with_capacity(inputs.len());
+        for &i in inputs {
+            let value = &self.graph.values[i];
+            let (hint, probe) = match table::value_dims(self.id, i) {
+                Some(dims) => dims,
+                None if value.shape.is_known() => (value.shape.clone(), Some(value.shape.clone())),
+                None => return,
+            };
+            hints.push((value.dtype, hint));
+            probes.push((value.dtype, probe.filter(table::fits)));
+        }
+        let infer = |types: Vec<(DType, &Shape)>| {
+            let refs: Vec<crate::ops::TypeRef> = types.into_iter().map(|(dtype, shape)| crate::ops::TypeRef { dtype, shape }).collect();
+            op.infer(&refs).ok().map(|(_, s)| s)
+        };
+        let Some(hint) = infer(hints.iter().map(|(d, s)| (*d, s)).collect()) else { return };
+        let probe = match probes.iter().all(|(_, p)| p.is_some()) {
+            true => infer(probes.iter().map(|(d, p)| (*d, p.as_ref().expect("checked"))).collect()).filter(|s| s.rank() == hint.rank()),
+            false => None,
+        };
+        table::set_value_dims(self.id, v, hint, probe);
     }
 
     /// Appends a node with several outputs of the given types.
@@ -154,10 +187,12 @@ impl TraceState {
         slot
     }
 
-    pub(crate) fn bind_arg(&mut self, t: &Tensor, name: &str, shape: Shape) {
+    pub(crate) fn bind_arg(&mut self, t: &Tensor, leaf: usize, name: &str, shape: Shape) {
         if !self.slot_of.contains_key(&t.id()) {
-            self.add_slot(t, name, shape);
+            let relaxed = shape.clone();
+            let slot = self.add_slot(t, name, shape);
             self.graph.num_arg_slots = self.slots.len();
+            crate::dim::table::bind_input(self.id, self.slots[slot].initial_value, leaf, &relaxed, &t.0.shape);
         }
     }
 
@@ -217,7 +252,7 @@ impl TraceState {
             }
         }
         let captures = self.slots[self.graph.num_arg_slots..].iter().map(|s| s.tensor.clone()).collect();
-        Traced { graph: std::mem::take(&mut self.graph), captures, grad_guards: std::mem::take(&mut self.grad_guards) }
+        Traced { graph: std::mem::take(&mut self.graph), captures, grad_guards: std::mem::take(&mut self.grad_guards), guards: None }
     }
 }
 

@@ -14,3 +14,4 @@ mod options;
 mod random;
 mod readme;
 mod residuals;
+mod symbolic_dims;

@@ -16,15 +16,15 @@ fn vector_forms_values_and_shapes() -> Result<()> {
     let v3 = t(&[1.0, 0.0, -1.0], &[3]);
     let v2 = t(&[1.0, 2.0], &[2]);
     let mv = a.matmul(&v3)?;
-    assert_eq!((mv.dims(), mv.to_vec::<f32>()?), (vec![2], vec![-2.0, -2.0]));
+    assert_eq!((mv.dims().to_vec(), mv.to_vec::<f32>()?), (vec![2], vec![-2.0, -2.0]));
     let vm = v2.matmul(&a)?;
-    assert_eq!((vm.dims(), vm.to_vec::<f32>()?), (vec![3], vec![9.0, 12.0, 15.0]));
+    assert_eq!((vm.dims().to_vec(), vm.to_vec::<f32>()?), (vec![3], vec![9.0, 12.0, 15.0]));
     let dot = v3.matmul(&v3)?;
-    assert_eq!((dot.dims(), dot.item::<f32>()?), (vec![], 2.0));
+    assert_eq!((dot.dims().to_vec(), dot.item::<f32>()?), (vec![], 2.0));
     // A batch of matrices times a vector, and a vector times a batch of matrices.
     let batch = Tensor::arange(0.0f32, 12.0).reshape([2, 2, 3])?;
     let bv = batch.matmul(&v3)?;
-    assert_eq!((bv.dims(), bv.to_vec::<f32>()?), (vec![2, 2], vec![-2.0, -2.0, -2.0, -2.0]));
+    assert_eq!((bv.dims().to_vec(), bv.to_vec::<f32>()?), (vec![2, 2], vec![-2.0, -2.0, -2.0, -2.0]));
     let vb = v2.matmul(&batch)?;
     assert_eq!(vb.dims(), vec![2, 3]);
     assert_eq!(vb.to_vec::<f32>()?, vec![6.0, 9.0, 12.0, 24.0, 27.0, 30.0]);

@@ -31,7 +31,7 @@ fn each_flag_combination_gives_the_hand_computed_product() -> Result<()> {
     for (ta, tb) in FLAGS {
         let (a, b) = (stored(&A, 2, 3, ta), stored(&B, 3, 2, tb));
         let y = a.matmul_t(&b, ta, tb)?;
-        assert_eq!((y.dims(), as_f64(&y)), (vec![2, 2], AB.to_vec()), "flags ({ta}, {tb})");
+        assert_eq!((y.dims().to_vec(), as_f64(&y)), (vec![2, 2], AB.to_vec()), "flags ({ta}, {tb})");
     }
     Ok(())
 }

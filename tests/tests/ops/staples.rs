@@ -192,7 +192,7 @@ fn sorted(mut v: Vec<i64>) -> Vec<i64> {
 fn randperm_is_a_reproducible_permutation() -> Result<()> {
     for n in [0, 1, 7, 100] {
         let p = Tensor::randperm(n, 5);
-        assert_eq!((p.dtype(), p.dims()), (DType::I64, vec![n]));
+        assert_eq!((p.dtype(), p.dims().to_vec()), (DType::I64, vec![n]));
         assert_eq!(sorted(p.to_vec::<i64>()?), (0..n as i64).collect::<Vec<_>>());
         assert_eq!(p.to_vec::<i64>()?, Tensor::randperm(n, 5).to_vec::<i64>()?);
         let g = Tensor::randperm_gen(n, &Generator::new(5))?;

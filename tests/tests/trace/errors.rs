@@ -625,6 +625,17 @@ fn fixed_signature(x: &Tensor) -> Result<Tensor> {
     x.add(1.0)
 }
 
+fn guard_failed() -> Vec<Error> {
+    let x = Tensor::ones(&[3], DType::F32);
+    let any = [Shape::new(&[tensor_core::shape::UNKNOWN])];
+    let f = ConcreteFunction::trace_with_shapes("small", &[("x", &x)], &any, true, || Ok(vec![if x.dim(0) < 10 { x.mul(2.0)? } else { x.exp()? }]))
+        .unwrap();
+    assert_eq!(f.call(&[&Tensor::ones(&[9], DType::F32)]).unwrap()[0].to_vec::<f32>().unwrap(), vec![2.0; 9]);
+    let e = err(f.call(&[&Tensor::ones(&[12], DType::F32)]));
+    assert_eq!(e.to_string(), "small: the call does not satisfy the trace's guards: arg x dim 0 = 12 fails n0 < 10");
+    vec![e]
+}
+
 fn grad_presence() -> Vec<Error> {
     let x = leaf(&[1.0, 2.0], &[2]);
     // The body reads x.grad (empty now): its presence becomes a guard of the graph.
@@ -844,6 +855,7 @@ mod each {
         control_flow,
         invalid_graph,
         signature_mismatch,
+        guard_failed,
         grad_presence,
         too_many_traces,
         io,

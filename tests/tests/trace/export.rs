@@ -460,7 +460,7 @@ fn transposed_matmul_operands_survive_the_round_trip() -> Result<()> {
     })?;
     let loaded = round_trip(&f);
     let (ours, theirs) = (f.call(&[&m, &a, &b, &c, &d])?, loaded.call(&[&m, &a, &b, &c, &d])?);
-    let dims: Vec<Vec<usize>> = theirs.iter().map(|t| t.dims()).collect();
+    let dims: Vec<Vec<usize>> = theirs.iter().map(|t| t.dims().to_vec()).collect();
     assert_eq!(dims, vec![vec![3, 3], vec![4, 4], vec![2, 5, 3, 2], vec![2, 5, 4, 2], vec![2, 1, 4, 6]]);
     for (x, y) in ours.iter().zip(&theirs) {
         tests::assert_bits_eq(x, y);
@@ -478,10 +478,55 @@ fn matmul_vector_and_batched_forms_survive_the_round_trip() -> Result<()> {
     let f = ConcreteFunction::trace("forms", &args, || Ok(vec![m.matmul(&v)?, v.matmul(&m.t()?)?, v.matmul(&v)?, a.matmul(&b)?, a.matmul(&v)?]))?;
     let loaded = round_trip(&f);
     let (ours, theirs) = (f.call(&[&m, &v, &a, &b])?, loaded.call(&[&m, &v, &a, &b])?);
-    let dims: Vec<Vec<usize>> = theirs.iter().map(|t| t.dims()).collect();
+    let dims: Vec<Vec<usize>> = theirs.iter().map(|t| t.dims().to_vec()).collect();
     assert_eq!(dims, vec![vec![3], vec![3], vec![], vec![2, 5, 3, 2], vec![2, 1, 3]]);
     for (x, y) in ours.iter().zip(&theirs) {
         tests::assert_bits_eq(x, y);
     }
+    Ok(())
+}
+
+// ----------------------------------------------------------- symbolic dims and their guards
+
+/// An evaluation step (forward and loss) whose host code checks the batch (a guard
+/// `n0 <= 64` on the trace). A training step with a relaxed batch does not export yet: its
+/// backward's `sum_to` over unknown dims does not load.
+fn guarded_step(m: &Cnn, x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    if x.dim(0) > 64 {
+        return Err(Error::InvalidArgument { op: "guarded_step", arg: "x", reason: "batches of at most 64".into() });
+    }
+    m.forward(x)?.cross_entropy(y)
+}
+
+#[test]
+fn a_step_traced_with_a_relaxed_batch_serves_every_batch_its_guards_admit() -> Result<()> {
+    use tensor_core::shape::UNKNOWN;
+    let batch = |b: usize, seed: u64| {
+        let x = Tensor::randn(&[b, 1, 12, 12], DType::F32, seed);
+        let y = Tensor::from_vec((0..b as i64).map(|i| i % 5).collect::<Vec<_>>(), &[b]).unwrap();
+        (x, y)
+    };
+    let (traced, eager) = (Cnn::new(3), Cnn::new(3));
+    let (x, y) = batch(2, 0);
+    let shapes = [Shape::new(&[UNKNOWN, 1, 12, 12]), Shape::new(&[UNKNOWN])];
+    let f = no_grad(|| {
+        ConcreteFunction::trace_with_shapes("lenet_step", &[("x", &x), ("y", &y)], &shapes, true, || Ok(vec![guarded_step(&traced, &x, &y)?]))
+    })?;
+    assert_eq!(f.guards(), ["n0 <= 64"]);
+    assert_eq!(f.symbols(), ["n0 = x dim 0", "n1 = y dim 0"]);
+    assert!(f.to_text().contains("x: f32[n0, 1, 12, 12], y: i64[n1]"), "{}", f.to_text());
+    let loaded = round_trip(&f);
+    assert_eq!(loaded.guards(), ["n0 <= 64"]);
+    // One file serves batches 1, 7 and 64, with the bits of the eager steps.
+    for (k, b) in [1, 7, 64].into_iter().enumerate() {
+        let (x, y) = batch(b, 10 + k as u64);
+        let want = no_grad(|| guarded_step(&eager, &x, &y))?;
+        let got = loaded.call(&[&x, &y])?;
+        assert!(same_bits(&got[0], &want), "batch {b}");
+    }
+    let (x, y) = batch(65, 20);
+    let err = loaded.call(&[&x, &y]).unwrap_err().to_string();
+    assert!(err.contains("arg x dim 0 = 65 fails n0 <= 64"), "{err}");
+    assert!(f.call(&[&x, &y]).unwrap_err().to_string().contains("fails n0 <= 64"));
     Ok(())
 }

@@ -53,7 +53,7 @@ fn check_case(dir: &Path) {
         m.inputs().iter().zip(&inputs).filter(|(_, t)| t.dtype().is_float()).map(|(i, t)| (i.name.clone(), t)).collect();
     let named: Vec<(&str, &Tensor)> = args.iter().map(|(n, t)| (n.as_str(), *t)).collect();
     let host: Vec<Option<Host>> =
-        inputs.iter().map(|t| (!t.dtype().is_float()).then(|| (t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(), t.dims(), t.dtype()))).collect();
+        inputs.iter().map(|t| (!t.dtype().is_float()).then(|| (t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(), t.dims().to_vec(), t.dtype()))).collect();
     let f = ConcreteFunction::trace(&name, &named, || {
         // Integer and bool inputs made inside the trace: constants of the graph.
         let consts: Vec<Tensor> = inputs.iter().zip(&host).map(|(t, h)| h.as_ref().map_or_else(|| t.clone(), remake)).collect();
@@ -154,7 +154,7 @@ fn external_data_loads_from_beside_the_model() -> Result<()> {
     let m = model("external/model.onnx");
     let x = Tensor::randn(&[2, 4], DType::F32, 1);
     let p = m.parameters();
-    assert_eq!(p.iter().map(|(n, t)| (n.as_str(), t.dims())).collect::<Vec<_>>(), vec![("w", vec![4, 3]), ("b", vec![3])]);
+    assert_eq!(p.iter().map(|(n, t)| (n.as_str(), t.dims().to_vec())).collect::<Vec<_>>(), vec![("w", vec![4, 3]), ("b", vec![3])]);
     assert_eq!(bits(&m.call(&[&x])?[0]), bits(&x.matmul(&p[0].1)?.add(&p[1].1)?));
     let bytes = std::fs::read(fixtures().join("onnx_import/external/model.onnx")).unwrap();
     let e = tensor_core::onnx::import_bytes(&bytes).unwrap_err();

@@ -166,7 +166,7 @@ impl BackwardEntry {
                 Some((when, split.residuals.iter().position(|&r| r == when.value())?))
             })
             .collect();
-        let traced = Traced { graph: split.graph, captures: Vec::new(), grad_guards: Vec::new() };
+        let traced = Traced { graph: split.graph, captures: Vec::new(), grad_guards: Vec::new(), guards: None };
         let function = ConcreteFunction::from_traced(&traced.graph.name.clone(), traced, forward.is_optimized());
         let reads = slots_read(function.graph(), num_slots);
         BackwardEntry { outs, function, contributions: split.contributions, made_when, reads }

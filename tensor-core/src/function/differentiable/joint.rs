@@ -88,7 +88,7 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     let (args, first_use) = use_leaves(spec)?;
     let guard = TraceGuard::begin(spec.name);
     for (k, (slot, t)) in args.iter().enumerate() {
-        guard.bind_arg(t, &format!("{}.{}", g.slot_names[*slot], k - first_use[*slot]), t.shape());
+        guard.bind_arg(t, k, &format!("{}.{}", g.slot_names[*slot], k - first_use[*slot]), t.shape());
     }
     let _record = GradModeGuard::set(true);
     let mut cursor = first_use.clone();
@@ -111,8 +111,8 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     // graph traced for several shapes): a one-element tensor binds each, and the backward
     // formulas see its stand-in, which has the declared type.
     let placeholders: Vec<Tensor> = roots.iter().map(|r| Tensor::zeros(&[], r.0.dtype)).collect();
-    for ((gy, k), r) in placeholders.iter().zip(spec.roots).zip(&roots) {
-        guard.bind_arg(gy, &format!("grad_output{k}"), r.0.shape.clone());
+    for (j, ((gy, k), r)) in placeholders.iter().zip(spec.roots).zip(&roots).enumerate() {
+        guard.bind_arg(gy, args.len() + j, &format!("grad_output{k}"), r.0.shape.clone());
     }
     let gys: Vec<Tensor> = placeholders.iter().map(Tensor::stand_in).collect();
     let targets: Vec<&Tensor> = args.iter().filter(|(s, _)| spec.needs[*s]).map(|(_, t)| t).collect();

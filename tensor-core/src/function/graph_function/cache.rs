@@ -48,6 +48,14 @@ impl Relaxation {
     }
 }
 
+/// Why a call with signature `sig` fails a guard of `entry` (`None`: it passes them all, or
+/// there are none — the common case, one branch on the hit path).
+fn guard_failure(entry: &Entry, sig: &Signature) -> Option<String> {
+    entry.function.dim_guards()?;
+    let dim = |slot: usize, axis: usize| sig.slot_leaves().nth(slot).and_then(|(_, t)| t.0.shape.dims().get(axis).copied());
+    entry.function.failed_guard(&dim)
+}
+
 /// A relaxed trace and the slot holding it (evicting the slot drops the relaxed trace too).
 struct Relaxed {
     relaxation: Relaxation,
@@ -70,23 +78,37 @@ impl Cache {
         self.relaxed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The traced entry for `key`, marked as used by call `call_no`.
-    pub(super) fn get(&self, key: &CacheKey, call_no: u64) -> Option<Arc<Entry>> {
+    /// The traced entry for `key`, marked as used by call `call_no` — unless the call fails
+    /// one of its guards (then `failed` says which, if it says nothing yet).
+    pub(super) fn get(&self, key: &CacheKey, sig: &Signature, call_no: u64, failed: &mut Option<String>) -> Option<Arc<Entry>> {
         let slot = self.map.get(key)?;
         let entry = slot.cell.get()?;
+        if let Some(why) = guard_failure(entry, sig) {
+            failed.get_or_insert(why);
+            return None;
+        }
         slot.last_used.store(call_no, Ordering::Relaxed);
         Some(entry.clone())
     }
 
-    /// A relaxed trace that serves a call with this signature.
-    pub(super) fn get_relaxed(&self, sig: &Signature, call_no: u64) -> Option<Arc<Entry>> {
+    /// A relaxed trace that serves a call with this signature (and whose guards it passes).
+    pub(super) fn get_relaxed(&self, sig: &Signature, call_no: u64, failed: &mut Option<String>) -> Option<Arc<Entry>> {
         let relaxed = self.relaxed();
         if relaxed.is_empty() {
             return None;
         }
         let (erased, rank_erased, shapes) = (sig.erased(), sig.rank_erased(), sig.shapes());
-        let (slot, entry) =
-            relaxed.iter().filter(|r| r.relaxation.admits(&erased, &rank_erased, &shapes)).find_map(|r| r.slot.cell.get().map(|e| (&r.slot, e)))?;
+        let mut passes = |e: &Arc<Entry>| match guard_failure(e, sig) {
+            Some(why) => {
+                failed.get_or_insert(why);
+                false
+            }
+            None => true,
+        };
+        let (slot, entry) = relaxed
+            .iter()
+            .filter(|r| r.relaxation.admits(&erased, &rank_erased, &shapes))
+            .find_map(|r| r.slot.cell.get().filter(|e| passes(e)).map(|e| (&r.slot, e)))?;
         slot.last_used.store(call_no, Ordering::Relaxed);
         Some(entry.clone())
     }

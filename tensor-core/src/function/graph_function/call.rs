@@ -66,15 +66,23 @@ impl GraphFunction {
             Ok(key) => key,
             Err(e) => return Resolved::Fail(e),
         };
-        if let Some(entry) = state.cache.get(&key, call_no) {
+        let mut failed = None;
+        if let Some(entry) = state.cache.get(&key, sig, call_no, &mut failed) {
             return Resolved::Run(entry);
         }
-        if self.options.reduce_retracing
-            && let Some(entry) = state.cache.get_relaxed(sig, call_no)
+        let fixed = self.options.input_signature.is_some();
+        if (self.options.reduce_retracing || fixed)
+            && let Some(entry) = state.cache.get_relaxed(sig, call_no, &mut failed)
         {
             return Resolved::Run(entry);
         }
-        self.trace_and_cache(state, sig, key.into_owned(), call_no, body)
+        // Under a fixed signature the key has no dims: a trace for dims that fail the first
+        // trace's guards is kept under the call's own key, and found as a relaxed trace.
+        let key = match (&failed, fixed) {
+            (Some(_), true) => sig.key.clone(),
+            _ => key.into_owned(),
+        };
+        self.trace_and_cache(state, sig, key, call_no, failed, body)
     }
 
     /// Traces `body` into the cache slot for `key` — once, however many callers arrive at
@@ -85,11 +93,12 @@ impl GraphFunction {
         sig: &Signature,
         key: CacheKey,
         call_no: u64,
+        failed: Option<String>,
         body: impl FnOnce() -> R,
     ) -> Resolved<R> {
         let slot = state.cache.slot(&key, call_no);
         let guard = SlotGuard::new(&state.cache, &key, &slot);
-        let traced = slot.cell.get_or_try_init(|| match self.trace(state, sig, &key, call_no, body) {
+        let traced = slot.cell.get_or_try_init(|| match self.trace(state, sig, &key, call_no, failed, body) {
             TraceOutcome::Traced(entry, relaxation) => {
                 // Listed before the cell is set; lookups skip it until then.
                 if let Some(relaxation) = relaxation {
@@ -113,7 +122,15 @@ impl GraphFunction {
 
     /// Traces `body` for this signature (with relaxed dims when the policy says so) and
     /// records the trace.
-    fn trace<R: GraphReturn>(&self, state: &State, sig: &Signature, key: &CacheKey, call_no: u64, body: impl FnOnce() -> R) -> TraceOutcome<R> {
+    fn trace<R: GraphReturn>(
+        &self,
+        state: &State,
+        sig: &Signature,
+        key: &CacheKey,
+        call_no: u64,
+        failed: Option<String>,
+        body: impl FnOnce() -> R,
+    ) -> TraceOutcome<R> {
         let (shapes, relaxed_key) = self.shapes_to_trace(state, sig);
         let admission = match self.admit_trace(state, sig, key) {
             Ok(admission) => admission,
@@ -121,8 +138,8 @@ impl GraphFunction {
         };
         let names = sig.leaf_names(self.arg_names);
         let guard = crate::trace::TraceGuard::begin(&state.full_name);
-        for (i, t) in sig.slot_leaves() {
-            guard.bind_arg(t, &names[i], shapes[i].clone());
+        for (slot, (i, t)) in sig.slot_leaves().enumerate() {
+            guard.bind_arg(t, slot, &names[i], shapes[i].clone());
         }
         let (outputs, structure) = match body().split() {
             Ok(parts) => parts,
@@ -133,11 +150,21 @@ impl GraphFunction {
             Err(e) => return TraceOutcome::Failed(e),
         };
         let function = ConcreteFunction::from_traced(&state.full_name, traced, self.options.optimize);
-        let signature = key::describe(self.arg_names, KeyRef::new(&sig.with_shapes(&shapes), &sig.fields));
+        let mut signature = key::describe(self.arg_names, KeyRef::new(&sig.with_shapes(&shapes), &sig.fields));
+        let guards = function.guards();
+        if !guards.is_empty() {
+            signature = format!("{signature} where {}", guards.join(", "));
+        }
         admission.keep();
         let any_rank = super::policy::traces_at_unknown_rank(function.traced_graph());
         let traced = TracedShapes { erased: sig.erased(), rank_erased: sig.rank_erased(), shapes: shapes.clone(), any_rank };
-        self.record_trace(state, sig, key, traced, signature.clone(), call_no);
+        self.record_trace(state, sig, key, traced, signature.clone(), call_no, failed);
+        // A trace under a fixed signature with guards serves the dims that pass them only:
+        // listed as relaxed, so a call failing another trace's guards can find it.
+        let relaxed_key = match self.options.input_signature.is_some() && function.dim_guards().is_some() {
+            true => Some(sig.erased()),
+            false => relaxed_key,
+        };
         let relaxation = relaxed_key.map(|erased| Relaxation { erased, shapes });
         TraceOutcome::Traced(Arc::new(Entry { function, structure: Box::new(structure), signature }), relaxation)
     }

@@ -115,10 +115,21 @@ impl GraphFunction {
 
     /// Records a finished trace; its reason is worked out here, against the trace recorded
     /// before it, so concurrent traces read as a sequence (one `first call`).
-    pub(super) fn record_trace(&self, state: &State, sig: &Signature, key: &CacheKey, traced: TracedShapes, signature: String, call_no: u64) {
+    /// `failed` is the guard of a cached trace the call failed, when that is why it traces.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn record_trace(
+        &self,
+        state: &State,
+        sig: &Signature,
+        key: &CacheKey,
+        traced: TracedShapes,
+        signature: String,
+        call_no: u64,
+        failed: Option<String>,
+    ) {
         let mut h = Self::history(state);
         let count = state.traces.fetch_add(1, Ordering::SeqCst) + 1;
-        let reason = self.reason(&h, sig, key);
+        let reason = failed.unwrap_or_else(|| self.reason(&h, sig, key));
         h.records.push(TraceRecord { signature, reason: reason.clone() });
         for t in &sig.type_names {
             if !h.type_names.contains(t) {

@@ -84,9 +84,13 @@
 //!   and type (a [`Module`](crate::nn::Module) is always a `GraphArg`);
 //! - **your structs and enums** with `#[derive(GraphArg)]`: each field as above, by name;
 //!   mark a field that holds no tensors `#[graph_arg(static)]` to key it by value (it must be
-//!   `Hash + Eq`), or `#[graph_arg(skip)]` to leave it out (a tensor in a skipped field is
-//!   still read at each call: it is captured, see
-//!   [State](#captured-state-and-in-place-updates)). A skipped field holding tensors that
+//!   `Hash + Eq`), or `#[graph_arg(skip)]` to leave it out of the signature (a tensor in a
+//!   skipped field is still read at each call: it is captured, see
+//!   [State](#captured-state-and-in-place-updates); the captures are the tensors the field held
+//!   when the body was traced, so the key holds their identities, and a call whose field holds
+//!   other tensors — another model's optimizer — traces again, with the reason
+//!   `arg self.opt: holds other tensors`, as a TensorFlow method traces per object). A skipped
+//!   field holding tensors that
 //!   require grad which no other field holds is an `Err` at every call
 //!   ([`Error::SkippedParameters`](crate::Error::SkippedParameters)): the graph would not read
 //!   those parameters as inputs, and checkpoints would leave them out. Skipping an optimizer

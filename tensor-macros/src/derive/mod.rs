@@ -1,6 +1,7 @@
 //! `#[derive(GraphArg)]`: tensor-carrying fields become leaves of the signature; fields marked
-//! `#[graph_arg(static)]` key by value (Hash + Eq); `#[graph_arg(skip)]` fields add nothing,
-//! but a parameter only they hold is an error at run time (see `expand::skipped_check`).
+//! `#[graph_arg(static)]` key by value (Hash + Eq); `#[graph_arg(skip)]` fields add no leaf;
+//! at run time their tensors are keyed by identity and a parameter only they hold is an error
+//! (see `expand::skipped_check`).
 //!
 //! One phase per file, as for `#[graph_fn]`: `parse` reads the item into a small model,
 //! `valid` checks it, `expand` writes the impl.

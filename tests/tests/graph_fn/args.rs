@@ -5,6 +5,7 @@
 //! original.
 
 use tensor_core::function::{lookup, GraphFunction};
+use tensor_core::optim::Optimizer;
 use tensor_core::prelude::*;
 use tensor_core::Scalar;
 
@@ -177,6 +178,68 @@ fn derived_structs_and_enums() -> Result<()> {
     let text = f.concrete_functions()[0].to_text();
     assert!(text.starts_with("graph score(batch.x: f32[1], batch.y: f32[1], scaled.0: f32[1], input.Dense: f32[1]) {"), "{text}");
     assert_eq!(f.traces()[0].signature, "batch: (x: f32[1], y: f32[1], step: 1, mode: Eval), scaled: (f32[1], 0.5), input: (Dense, Dense: f32[1])");
+    Ok(())
+}
+
+/// A model whose optimizer is a skipped field: the step reads the optimizer's state as
+/// captures.
+#[derive(GraphArg)]
+struct Regressor {
+    w: Tensor,
+    #[graph_arg(skip)]
+    opt: tensor_core::optim::Sgd,
+}
+
+impl Regressor {
+    fn new(w: f32) -> Regressor {
+        let w = f32s(&[w], &[1]).requires_grad_(true).unwrap();
+        let config = tensor_core::optim::SgdConfig { lr: 0.1, momentum: 0.5, weight_decay: 0.0 };
+        let opt = tensor_core::optim::Sgd::with_config(vec![w.clone()], config).unwrap();
+        Regressor { w, opt }
+    }
+
+    #[graph_fn]
+    fn step(&self, x: &Tensor) -> Result<Tensor> {
+        self.step_eagerly(x)
+    }
+
+    fn step_eagerly(&self, x: &Tensor) -> Result<Tensor> {
+        self.opt.zero_grad()?;
+        let err = self.w.mul(x)?.sub(1.0)?;
+        let loss = err.mul(&err)?.sum()?;
+        loss.backward()?;
+        self.opt.step()?;
+        Ok(loss)
+    }
+}
+
+/// Two models with the same shapes, each with its own optimizer in a skipped field: the
+/// second does not replay the first one's trace (which would step the first optimizer's
+/// momentum buffers), as eager code never would; the retrace reason names the field.
+#[test]
+fn a_skipped_field_holding_other_tensors_traces_again() -> Result<()> {
+    let x = f32s(&[2.0], &[1]);
+    let run = |eager: bool| -> Result<Vec<f32>> {
+        let (a, b) = (Regressor::new(1.0), Regressor::new(3.0));
+        let step = |m: &Regressor| if eager { m.step_eagerly(&x) } else { m.step(&x) };
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            step(&a)?;
+            step(&b)?;
+            seen.extend([a.w.item::<f32>()?, b.w.item::<f32>()?]);
+        }
+        Ok(seen)
+    };
+    let (eager, graph) = (run(true)?, run(false)?);
+    assert_eq!(
+        graph.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        eager.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        "{graph:?} vs {eager:?}"
+    );
+    let f = function("Regressor::step");
+    assert_eq!(f.trace_count(), 2, "one trace per optimizer");
+    assert_eq!(f.retrace_reasons()[1], "arg self.opt: holds other tensors (a #[graph_arg(skip)] field is read as captures, bound when traced)");
+    assert!(f.traces()[1].signature.starts_with("self: (w: f32[1] requires_grad"), "{}", f.traces()[1].signature);
     Ok(())
 }
 

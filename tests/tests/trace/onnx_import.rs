@@ -52,8 +52,10 @@ fn check_case(dir: &Path) {
     let args: Vec<(String, &Tensor)> =
         m.inputs().iter().zip(&inputs).filter(|(_, t)| t.dtype().is_float()).map(|(i, t)| (i.name.clone(), t)).collect();
     let named: Vec<(&str, &Tensor)> = args.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-    let host: Vec<Option<Host>> =
-        inputs.iter().map(|t| (!t.dtype().is_float()).then(|| (t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(), t.dims().to_vec(), t.dtype()))).collect();
+    let host: Vec<Option<Host>> = inputs
+        .iter()
+        .map(|t| (!t.dtype().is_float()).then(|| (t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(), t.dims().to_vec(), t.dtype())))
+        .collect();
     let f = ConcreteFunction::trace(&name, &named, || {
         // Integer and bool inputs made inside the trace: constants of the graph.
         let consts: Vec<Tensor> = inputs.iter().zip(&host).map(|(t, h)| h.as_ref().map_or_else(|| t.clone(), remake)).collect();

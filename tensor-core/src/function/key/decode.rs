@@ -23,6 +23,8 @@ pub(crate) enum Part {
     /// A static value, compared by `Eq`.
     Static(StaticValue),
     Structure(String),
+    /// The id of a tensor a `#[graph_arg(skip)]` field holds.
+    Identity(u64),
 }
 
 impl Part {
@@ -31,6 +33,12 @@ impl Part {
             Part::Type(h) => Some(*h),
             _ => None,
         }
+    }
+
+    /// True for the parts a signature's text shows: not type names, not the identities of
+    /// skipped fields' tensors.
+    pub(super) fn is_shown(&self) -> bool {
+        !matches!(self, Part::Type(_) | Part::Identity(_))
     }
 }
 
@@ -44,6 +52,7 @@ impl std::fmt::Display for Part {
             Part::Value(v) | Part::Structure(v) => f.write_str(v),
             Part::Static(v) => write!(f, "{v}"),
             Part::Type(h) => write!(f, "type #{h:016x}"),
+            Part::Identity(id) => write!(f, "tensor #{id}"),
         }
     }
 }
@@ -144,6 +153,7 @@ fn scalar_part(tag: Tag, payload: u64, rest: &[u64], statics: &[StaticValue]) ->
         Tag::F64 => (Part::Value(format!("{:?}", f64::from_bits(next))), 1),
         Tag::Type => (Part::Type(next), 1),
         Tag::Hash => (Part::Value(format!("value #{next:016x}")), 1),
+        Tag::Identity => (Part::Identity(next), 1),
         Tag::Static => match statics.get(payload as usize) {
             Some(v) => (Part::Static(v.clone()), 1),
             None => (Part::Value(format!("value #{next:016x}")), 1),

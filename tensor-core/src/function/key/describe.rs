@@ -20,7 +20,7 @@ fn describe_args(names: &[&str], key: KeyRef) -> String {
         .enumerate()
         .map(|(k, parts)| {
             let name = names.get(k).copied().unwrap_or("(extra)");
-            let parts: Vec<_> = parts.iter().filter(|p| p.1.type_hash().is_none()).collect();
+            let parts: Vec<_> = parts.iter().filter(|p| p.1.is_shown()).collect();
             match (parts.len(), parts.first()) {
                 (1, Some((path, part))) if path.is_empty() => format!("{name}: {part}"),
                 _ => format!("{name}: ({})", join(&parts)),

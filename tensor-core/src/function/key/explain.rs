@@ -48,7 +48,27 @@ fn arg_changes(names: &[&str], types: &[(u64, &str)], k: usize, old: &[Labeled],
         return vec![format!("arg {name}: structure ({}) -> ({})", join(&o), join(&n))];
     }
     let changed = o.iter().zip(&n).filter(|(a, b)| a.1 != b.1);
-    changed.map(|((path, po), (_, pn))| format!("arg {}: {}", at(path), part_change(po, pn))).collect()
+    let mut reasons: Vec<String> = changed.map(|((path, po), (_, pn))| format!("arg {}: {}", at(path), part_change(po, pn))).collect();
+    reasons.extend(
+        identity_changes(old, new)
+            .into_iter()
+            .map(|path| format!("arg {}: holds other tensors (a #[graph_arg(skip)] field is read as captures, bound when traced)", at(&path))),
+    );
+    reasons
+}
+
+/// The skipped fields whose tensors are other tensors than the old key's (by field path,
+/// each once).
+fn identity_changes(old: &[Labeled], new: &[Labeled]) -> Vec<String> {
+    let ids = |parts: &[Labeled]| parts.iter().filter(|p| matches!(p.1, Part::Identity(_))).cloned().collect::<Vec<Labeled>>();
+    let (o, n) = (ids(old), ids(new));
+    let mut paths: Vec<String> = Vec::new();
+    for (path, _) in n.iter().filter(|p| !o.contains(p)).chain(o.iter().filter(|p| !n.contains(p))) {
+        if !paths.contains(path) {
+            paths.push(path.clone());
+        }
+    }
+    paths
 }
 
 /// The first type that differs between two decodings of an argument, in order: its field
@@ -61,9 +81,9 @@ fn type_change(types: &[(u64, &str)], old: &[Labeled], new: &[Labeled]) -> Optio
     ot.iter().zip(&nt).find(|(o, n)| o.1 != n.1).map(|(o, n)| (o.0.clone(), type_name(o.1), type_name(n.1)))
 }
 
-/// The parts that are not type names.
+/// The parts that are not type names or identities.
 fn untyped(parts: &[Labeled]) -> Vec<&Labeled> {
-    parts.iter().filter(|p| p.1.type_hash().is_none()).collect()
+    parts.iter().filter(|p| p.1.is_shown()).collect()
 }
 
 fn part_change(old: &Part, new: &Part) -> String {

@@ -44,6 +44,9 @@ pub struct Flattener {
     /// argument and label path: parameters left out unless a flattened part holds them too
     /// (see `finish`).
     skipped: Vec<(u16, String, Tensor)>,
+    /// The ids of every tensor in `#[graph_arg(skip)]` fields (nested ones included), which
+    /// the key holds (see `skipped_field`).
+    skipped_ids: SmallVec<[u64; 4]>,
     args: u16,
 }
 
@@ -411,6 +414,17 @@ impl Flattener {
     pub(crate) fn skipped_field<T: GraphArg + ?Sized>(&mut self, name: &'static str, value: &T) {
         let mut inner = Flattener::new();
         value.flatten(&mut inner);
+        // The body reads these tensors as captures, bound to the tensors it was traced with:
+        // a call whose field holds others (another model's optimizer) must trace again, as a
+        // TensorFlow method's trace is per object and torch.compile guards on the ids.
+        let ids: SmallVec<[u64; 4]> = inner.leaves.iter().map(Tensor::id).chain(inner.skipped_ids.iter().copied()).collect();
+        self.field(name);
+        for &id in &ids {
+            self.words.push(tagged(Tag::Identity, 0));
+            self.words.push(id);
+        }
+        self.end_field();
+        self.skipped_ids.extend(ids);
         let inner_skipped = inner.skipped.into_iter().map(|(_, _, t)| t);
         let mut params = inner.leaves.into_iter().chain(inner_skipped).filter(Tensor::requires_grad).peekable();
         if params.peek().is_none() {

@@ -50,10 +50,13 @@ pub(super) enum Tag {
     /// A static value kept in the key (compared by `Eq`): its index among the key's static
     /// values in the payload; its hash follows.
     Static = 16,
+    /// A tensor held by a `#[graph_arg(skip)]` field, by identity: its id follows. The body
+    /// reads such a tensor as a capture, bound when it was traced.
+    Identity = 17,
 }
 
 impl Tag {
-    const ALL: [Tag; 16] = [
+    const ALL: [Tag; 17] = [
         Tag::Arg,
         Tag::Tensor,
         Tag::Int,
@@ -70,6 +73,7 @@ impl Tag {
         Tag::Type,
         Tag::Instantiation,
         Tag::Static,
+        Tag::Identity,
     ];
 
     /// The tag of a word (`None` for a word that is not a tagged one: a dim or a value).

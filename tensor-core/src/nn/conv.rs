@@ -30,7 +30,7 @@ use crate::tensor::Tensor;
 /// use tensor_core::nn::Conv2d;
 /// let conv = Conv2d::new(1, 6, [5, 5], DType::F32, &Generator::new(0))?;
 /// let state = conv.state_dict()?;
-/// assert_eq!((state[0].0.as_str(), state[0].1.dims()), ("weight", vec![6, 1, 5, 5]));
+/// assert_eq!((state[0].0.as_str(), state[0].1.dims().to_vec()), ("weight", vec![6, 1, 5, 5]));
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 #[derive(crate::GraphArg)]
@@ -124,7 +124,7 @@ impl Conv2d {
     /// use tensor_core::prelude::*;
     /// use tensor_core::nn::{Conv2d, Module};
     /// let dw = Conv2d::new_grouped(8, 8, [3, 3], 8, DType::F32, &tensor_core::Generator::new(0))?.with_padding([1, 1]);
-    /// assert_eq!((dw.weight().dims(), dw.groups()), (vec![8, 1, 3, 3], 8));
+    /// assert_eq!((dw.weight().dims().to_vec(), dw.groups()), (vec![8, 1, 3, 3], 8));
     /// assert_eq!(dw.forward(&Tensor::ones(&[1, 8, 5, 5], DType::F32))?.dims(), vec![1, 8, 5, 5]);
     /// assert!(Conv2d::new_grouped(8, 6, [3, 3], 4, DType::F32, &tensor_core::Generator::new(0)).is_err());
     /// # Ok::<(), tensor_core::Error>(())

@@ -110,7 +110,7 @@ impl Module for AvgPool2d {
 /// use tensor_core::nn::{AdaptiveAvgPool2d, Module};
 /// let pool = AdaptiveAvgPool2d::new([1, 1]);
 /// let y = pool.forward(&Tensor::arange(0.0f32, 8.0).reshape(&[1, 2, 2, 2])?)?;
-/// assert_eq!((y.dims(), y.to_vec::<f32>()?), (vec![1, 2, 1, 1], vec![1.5, 5.5]));
+/// assert_eq!((y.dims().to_vec(), y.to_vec::<f32>()?), (vec![1, 2, 1, 1], vec![1.5, 5.5]));
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, crate::GraphArg)]

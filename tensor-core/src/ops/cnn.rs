@@ -290,7 +290,7 @@ impl Tensor {
     /// use tensor_core::prelude::*;
     /// let x = Tensor::arange(0.0f32, 8.0).reshape(&[1, 2, 2, 2])?;
     /// let y = x.global_avg_pool()?;
-    /// assert_eq!((y.dims(), y.to_vec::<f32>()?), (vec![1, 2, 1, 1], vec![1.5, 5.5]));
+    /// assert_eq!((y.dims().to_vec(), y.to_vec::<f32>()?), (vec![1, 2, 1, 1], vec![1.5, 5.5]));
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn global_avg_pool(&self) -> Result<Tensor> {

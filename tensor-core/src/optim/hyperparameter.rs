@@ -132,7 +132,7 @@ impl Hyperparameter {
     /// use tensor_core::optim::{Optimizer, Sgd};
     /// let opt = Sgd::new(vec![], 0.1)?;
     /// let t = opt.hyperparameter("lr")?.tensor().clone();
-    /// assert_eq!((t.dtype(), t.dims()), (DType::F64, vec![]));
+    /// assert_eq!((t.dtype(), t.dims().to_vec()), (DType::F64, vec![]));
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn tensor(&self) -> &Tensor {

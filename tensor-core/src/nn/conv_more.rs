@@ -4,8 +4,8 @@ use super::init::{need_float, outside_trace, torch_default};
 use super::module::Module;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
 use crate::random::Generator;
+use crate::tensor::Tensor;
 
 /// Checks the weight's rank and the bias's shape and dtype, and makes both trainable.
 fn trainable(

@@ -350,3 +350,20 @@ pub(super) fn trilu(c: &Ctx) -> Result<Vec<Tensor>> {
     let keep = if c.int("upper", 1) != 0 { diag.ge(k)? } else { diag.le(k)? };
     one(Tensor::where_(&keep, &x, &Tensor::zeros(&[], x.dtype()))?)
 }
+
+/// Integer Mod, exactly: `a - trunc(a / b) * b` (the sign of `a`, `fmod` 1), plus `b` where
+/// that is non-zero and its sign differs from `b`'s (the sign of `b`, `fmod` 0). Float Mod
+/// needs a trunc or fmod tensor-core lacks (the composition would round).
+pub(super) fn modulo(c: &Ctx) -> Result<Vec<Tensor>> {
+    let (a, b) = (c.x(0)?, c.x(1)?);
+    if !a.dtype().is_int() || !b.dtype().is_int() {
+        return Err(c.err(format!("Mod of {} has no exact tensor-core op (integers map)", a.dtype())));
+    }
+    let r = a.sub(&a.div(&b)?.mul(&b)?)?;
+    if c.int("fmod", 0) != 0 {
+        return one(r);
+    }
+    let signs_differ = r.lt(0)?.ne(&b.lt(0)?)?;
+    let fix = Tensor::where_(&r.ne(0)?, &signs_differ, &Tensor::scalar(false))?;
+    one(Tensor::where_(&fix, &r.add(&b)?, &r)?)
+}

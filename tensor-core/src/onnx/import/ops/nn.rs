@@ -401,7 +401,11 @@ fn group_norm_with(c: &Ctx, per_group_affine: bool) -> Result<Vec<Tensor>> {
         return Err(c.err(format!("num_groups {groups} must divide the channels of shape {dims:?}")));
     }
     let per_channel = |t: &Tensor| -> Result<Tensor> {
-        let t = if per_group_affine { t.reshape([groups as isize, 1])?.broadcast_to(&[groups, dims[1] / groups])?.reshape([dims[1]])? } else { t.clone() };
+        let t = if per_group_affine {
+            t.reshape([groups as isize, 1])?.broadcast_to(&[groups, dims[1] / groups])?.reshape([dims[1]])?
+        } else {
+            t.clone()
+        };
         let mut shape = vec![1isize; dims.len()];
         shape[1] = -1;
         t.reshape(shape)
@@ -436,4 +440,53 @@ pub(super) fn einsum(c: &Ctx) -> Result<Vec<Tensor>> {
     let xs = c.all();
     let refs: Vec<&Tensor> = xs.iter().collect();
     one(Tensor::einsum(&eq, &refs)?)
+}
+
+/// `-input[n, target[n, ..], ..] * weight[target]`, zero where the target is `ignore_index`,
+/// reduced by `reduction` (`mean`: over the weights of the targets not ignored).
+fn nll(c: &Ctx, input: &Tensor, target: &Tensor, weight: Option<Tensor>) -> Result<Tensor> {
+    let target = target.cast(crate::dtype::DType::I64)?;
+    let (safe, keep) = match c.has("ignore_index").then(|| c.int("ignore_index", 0)) {
+        Some(ii) => {
+            let keep = target.ne(ii)?;
+            (Tensor::where_(&keep, &target, &Tensor::scalar(0i64))?, Some(keep.cast(input.dtype())?))
+        }
+        None => (target.clone(), None),
+    };
+    let picked = input.gather(1, &safe.unsqueeze(1)?)?.squeeze(1)?;
+    let w = match weight {
+        Some(w) => Some(w.index_select(0, &safe.flatten_from(0)?)?.reshape(safe.shape().dims())?),
+        None => None,
+    };
+    let w = match (w, keep) {
+        (Some(w), Some(k)) => Some(w.mul(&k)?),
+        (w, k) => w.or(k),
+    };
+    let loss = match &w {
+        Some(w) => picked.mul(w)?.neg()?,
+        None => picked.neg()?,
+    };
+    match c.string("reduction", "mean").as_str() {
+        "none" => Ok(loss),
+        "sum" => loss.sum(),
+        "mean" => match &w {
+            Some(w) => loss.sum()?.div(&w.sum()?),
+            None => loss.mean(),
+        },
+        other => Err(c.err(format!("reduction `{other}` (none, sum and mean are ONNX's)"))),
+    }
+}
+
+pub(super) fn nll_loss(c: &Ctx) -> Result<Vec<Tensor>> {
+    let (input, target) = (c.x(0)?, c.x(1)?);
+    one(nll(c, &input, &target, c.opt(2))?)
+}
+
+/// `log_softmax` over the classes (axis 1), then the NLL loss; the log-probabilities are
+/// output 1 when asked for.
+pub(super) fn softmax_cross_entropy(c: &Ctx) -> Result<Vec<Tensor>> {
+    let (scores, labels) = (c.x(0)?, c.x(1)?);
+    let log_prob = scores.log_softmax(1)?;
+    let loss = nll(c, &log_prob, &labels, c.opt(2))?;
+    Ok(if c.wants(1) { vec![loss, log_prob] } else { vec![loss] })
 }

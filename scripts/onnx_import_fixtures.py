@@ -8,7 +8,7 @@
 - cnn.onnx: Conv + Relu + MaxPool + Flatten + Gemm + Softmax, opset 13, dynamic batch:
   the model the mutation property test mangles.
 - wrong_initializer.onnx: cnn.onnx with its dense weight 35 wide, where 36 come in.
-- unsupported.onnx: two ops import does not map (TopK, Einsum) beside Relu.
+- unsupported.onnx: two ops import does not map (Round, Floor) beside Relu.
 - gelu_opset17.onnx: Gelu, which opset 17 does not have (it came in 20).
 - cast_uint8.onnx: a Cast to UINT8, an element type tensor-core lacks.
 - dangling.onnx: a Relu reading a name nothing makes.
@@ -72,13 +72,12 @@ def main(out):
     inits[2] = numpy_helper.from_array(fw[:, :35].copy(), "fw")
     save(model(nodes, [f32("x", ["batch", 1, 6, 6])], [f32("y", ["batch", 5])], inits), os.path.join(out, "wrong_initializer.onnx"))
 
-    k = numpy_helper.from_array(np.array([2], dtype=np.int64), "k")
     nodes = [
         helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("TopK", ["r", "k"], ["v", "i"]),
-        helper.make_node("Einsum", ["v"], ["y"], equation="ij->ji"),
+        helper.make_node("Round", ["r"], ["v"]),
+        helper.make_node("Floor", ["v"], ["y"]),
     ]
-    save(model(nodes, [f32("x", [3, 4])], [f32("y", [2, 3])], [k]), os.path.join(out, "unsupported.onnx"))
+    save(model(nodes, [f32("x", [3, 4])], [f32("y", [3, 4])], []), os.path.join(out, "unsupported.onnx"))
 
     onnx.save(_gelu17(), os.path.join(out, "gelu_opset17.onnx"))
 

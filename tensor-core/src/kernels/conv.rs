@@ -91,6 +91,11 @@ fn im2col<T: Float>(x: &[T], g: &ConvGeom, cols: &mut [T]) {
                     let src = &x[(c * g.h + ih - ph) * g.w..][..g.w];
                     dst[..lo].fill(T::zero());
                     dst[hi..].fill(T::zero());
+                    // No valid column (a pad past the input with a short output): `lo + kj`
+                    // may then be below `pw`, so nothing may be indexed.
+                    if lo == hi {
+                        continue;
+                    }
                     if sw == 1 {
                         dst[lo..hi].copy_from_slice(&src[lo + kj - pw..hi + kj - pw]);
                     } else {

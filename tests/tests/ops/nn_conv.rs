@@ -129,6 +129,38 @@ fn conv2d_hand_computed<T: Element>() -> Result<()> {
 }
 per_dtype!(conv2d_hand_computed: f32, f64);
 
+// Pads reaching past the input (PyTorch accepts any padding): a 1x1 image under a 5x5
+// kernel padded by 2 sees only the kernel's centre; a width of 1 padded by 3 under a width-3
+// kernel gives [0, w2 x, w1 x, w0 x, 0]. im2col once indexed below the row here.
+fn conv2d_padding_past_the_input<T: Element>() -> Result<()> {
+    let x = tensor::<T>(&[2.0], &[1, 1, 1, 1]);
+    let w = tensor::<T>(&(0..25).map(f64::from).collect::<Vec<_>>(), &[1, 1, 5, 5]);
+    assert_tensor::<T>(&x.conv2d(&w, None, [1, 1], [2, 2])?, &[1, 1, 1, 1], &[24.0]);
+    let w3 = tensor::<T>(&[1.0, 2.0, 3.0], &[1, 1, 1, 3]);
+    assert_tensor::<T>(&x.conv2d(&w3, None, [1, 1], [0, 3])?, &[1, 1, 1, 5], &[0.0, 6.0, 4.0, 2.0, 0.0]);
+    // Stride 2, pad 2, kernel 4 over a width of 1: [0, 0, x, 0, 0], one window, tap 2 on x.
+    let w4 = tensor::<T>(&[1.0, 2.0, 3.0, 4.0], &[1, 1, 1, 4]);
+    assert_tensor::<T>(&x.conv2d(&w4, None, [1, 2], [0, 2])?, &[1, 1, 1, 1], &[6.0]);
+    Ok(())
+}
+per_dtype!(conv2d_padding_past_the_input: f32, f64);
+
+#[test]
+fn conv2d_padding_past_the_input_in_a_graph_and_backward() -> Result<()> {
+    use tensor_core::function::ConcreteFunction;
+    let x = Tensor::randn(&[2, 3, 1, 2], DType::F32, 3).requires_grad_(true)?;
+    let w = Tensor::randn(&[4, 3, 5, 5], DType::F32, 4);
+    let eager = x.conv2d(&w, None, [1, 2], [2, 3])?;
+    let f = ConcreteFunction::trace("conv_past", &[("x", &x)], || Ok(vec![x.conv2d(&w, None, [1, 2], [2, 3])?]))?;
+    let graph = f.call(&[&x])?;
+    assert_eq!(eager.to_vec::<f32>()?, graph[0].to_vec::<f32>()?);
+    // The input gradient (col2im over the same geometry) through both.
+    let g = tensor_core::grad(&[&eager.sum()?], &[&x], false)?;
+    let ge = tensor_core::grad(&[&graph[0].sum()?], &[&x], false)?;
+    assert_eq!(g[0].to_vec::<f32>()?, ge[0].to_vec::<f32>()?);
+    Ok(())
+}
+
 fn conv2d_channels_and_batch<T: Element>() -> Result<()> {
     // n = 2, c = 2, 2x2 images; o = 2 output channels with 1x1 kernels and a bias.
     let x = tensor::<T>(

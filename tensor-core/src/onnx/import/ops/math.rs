@@ -299,3 +299,71 @@ pub(super) fn arg_min(c: &Ctx) -> Result<Vec<Tensor>> {
     let x = if x.dtype() == DType::Bool { x.cast(DType::I32)? } else { x };
     arg_max_of(c, &x.neg()?)
 }
+
+fn top_k(c: &Ctx, k: i64) -> Result<Vec<Tensor>> {
+    let x = c.x(0)?;
+    let axis = c.axis(c.int("axis", -1), x.rank())?;
+    let k = c.size(k, "k")?;
+    let (values, indices) = x.topk(k, axis as isize, c.int("largest", 1) != 0, c.int("sorted", 1) != 0)?;
+    Ok(vec![values, indices.cast(DType::I64)?])
+}
+
+/// Opset 1: `k` an attribute.
+pub(super) fn top_k_v1(c: &Ctx) -> Result<Vec<Tensor>> {
+    top_k(c, c.int_req("k")?)
+}
+
+/// Opset 10: `k` input 1 (one value); 11 adds `largest` and `sorted`, which default as 1 did.
+pub(super) fn top_k_v10(c: &Ctx) -> Result<Vec<Tensor>> {
+    match c.host_ints(1)?[..] {
+        [k] => top_k(c, k),
+        ref v => Err(c.err(format!("k has {} values; it must have one", v.len()))),
+    }
+}
+
+/// The axis is input 1 (one value).
+pub(super) fn cum_sum(c: &Ctx) -> Result<Vec<Tensor>> {
+    let x = c.x(0)?;
+    let axis = match c.host_ints(1)?[..] {
+        [a] => c.axis(a, x.rank())?,
+        ref v => return Err(c.err(format!("axis has {} values; it must have one", v.len()))),
+    };
+    one(x.cumulative_sum(axis as isize, c.int("exclusive", 0) != 0, c.int("reverse", 0) != 0)?)
+}
+
+/// The upper (`upper` 1) or lower triangle of the last two dims, from diagonal `k` (input 1),
+/// the rest zero: a mask from two aranges.
+pub(super) fn trilu(c: &Ctx) -> Result<Vec<Tensor>> {
+    let x = c.x(0)?;
+    let dims = super::known_dims(c, &x)?;
+    if dims.len() < 2 {
+        return Err(c.err(format!("input of rank {}; needs 2 or more", dims.len())));
+    }
+    let k = match c.opt(1) {
+        Some(_) => c.host_ints(1)?.first().copied().unwrap_or(0),
+        None => 0,
+    };
+    let (n, m) = (dims[dims.len() - 2] as i64, dims[dims.len() - 1] as i64);
+    let rows = Tensor::arange(0i64, n).reshape([n as isize, 1])?;
+    let cols = Tensor::arange(0i64, m).reshape([1, m as isize])?;
+    let diag = cols.sub(&rows)?;
+    let keep = if c.int("upper", 1) != 0 { diag.ge(k)? } else { diag.le(k)? };
+    one(Tensor::where_(&keep, &x, &Tensor::zeros(&[], x.dtype()))?)
+}
+
+/// Integer Mod, exactly: `a - trunc(a / b) * b` (the sign of `a`, `fmod` 1), plus `b` where
+/// that is non-zero and its sign differs from `b`'s (the sign of `b`, `fmod` 0). Float Mod
+/// needs a trunc or fmod tensor-core lacks (the composition would round).
+pub(super) fn modulo(c: &Ctx) -> Result<Vec<Tensor>> {
+    let (a, b) = (c.x(0)?, c.x(1)?);
+    if !a.dtype().is_int() || !b.dtype().is_int() {
+        return Err(c.err(format!("Mod of {} has no exact tensor-core op (integers map)", a.dtype())));
+    }
+    let r = a.sub(&a.div(&b)?.mul(&b)?)?;
+    if c.int("fmod", 0) != 0 {
+        return one(r);
+    }
+    let signs_differ = r.lt(0)?.ne(&b.lt(0)?)?;
+    let fix = Tensor::where_(&r.ne(0)?, &signs_differ, &Tensor::scalar(false))?;
+    one(Tensor::where_(&fix, &r.add(&b)?, &r)?)
+}

@@ -48,6 +48,7 @@ const TABLE: &[(&str, i64, OpFn)] = &[
     ("ReduceLogSum", 1, math::reduce_log_sum_v1), ("ReduceLogSum", 18, math::reduce_log_sum_v18),
     ("ReduceLogSumExp", 1, math::reduce_log_sum_exp_v1), ("ReduceLogSumExp", 18, math::reduce_log_sum_exp_v18),
     ("ArgMax", 1, math::arg_max), ("ArgMin", 1, math::arg_min),
+    ("TopK", 1, math::top_k_v1), ("TopK", 10, math::top_k_v10), ("CumSum", 11, math::cum_sum), ("Trilu", 14, math::trilu), ("Mod", 10, math::modulo),
     // shapes, indexing, constants
     ("Reshape", 5, shape::reshape), ("Flatten", 1, shape::flatten), ("Squeeze", 1, shape::squeeze_v1), ("Squeeze", 13, shape::squeeze_v13),
     ("Unsqueeze", 1, shape::unsqueeze_v1), ("Unsqueeze", 13, shape::unsqueeze_v13), ("Transpose", 1, shape::transpose),
@@ -61,6 +62,10 @@ const TABLE: &[(&str, i64, OpFn)] = &[
     ("GlobalMaxPool", 1, nn::global_max_pool), ("Softmax", 1, nn::softmax_v1), ("Softmax", 13, nn::softmax_v13),
     ("LogSoftmax", 1, nn::log_softmax_v1), ("LogSoftmax", 13, nn::log_softmax_v13), ("Hardmax", 1, nn::hardmax_v1),
     ("Hardmax", 13, nn::hardmax_v13), ("LayerNormalization", 17, nn::layer_norm), ("InstanceNormalization", 1, nn::instance_norm),
+    ("BatchNormalization", 1, nn::batch_norm), ("AveragePool", 1, nn::avg_pool), ("GlobalAveragePool", 1, nn::global_avg_pool),
+    ("ConvTranspose", 1, nn::conv_transpose), ("GroupNormalization", 18, nn::group_norm_v18), ("GroupNormalization", 21, nn::group_norm_v21),
+    ("RMSNormalization", 23, nn::rms_norm), ("NegativeLogLikelihoodLoss", 12, nn::nll_loss),
+    ("SoftmaxCrossEntropyLoss", 12, nn::softmax_cross_entropy), ("Einsum", 12, nn::einsum),
 ];
 
 /// What the table has for an op at an opset.

@@ -278,6 +278,7 @@ fn pad_axis(c: &Ctx, y: &Tensor, axis: usize, before: usize, after: usize, mode:
     let source = |i: i64| -> i64 {
         match mode {
             "edge" => i.clamp(0, n - 1),
+            "wrap" => i.rem_euclid(n),
             _ if n == 1 => 0,
             // reflect: mirror without repeating the edge
             _ => {
@@ -299,8 +300,8 @@ fn pad_axis(c: &Ctx, y: &Tensor, axis: usize, before: usize, after: usize, mode:
 fn pad_mode(c: &Ctx) -> Result<String> {
     let mode = c.string("mode", "constant");
     match mode.as_str() {
-        "constant" | "edge" | "reflect" => Ok(mode),
-        other => Err(c.err(format!("pad mode `{other}` is not supported (constant, edge, reflect are)"))),
+        "constant" | "edge" | "reflect" | "wrap" => Ok(mode),
+        other => Err(c.err(format!("pad mode `{other}` is not supported (constant, edge, reflect, wrap are)"))),
     }
 }
 

@@ -200,3 +200,20 @@ fn ops_without_a_mapping_are_errors_naming_them() -> Result<()> {
     assert!(err.contains("no ONNX mapping") && err.contains("write"), "{err}");
     Ok(())
 }
+
+/// Import and export round trip: an ONNX model made elsewhere (the import fixtures' CNN:
+/// Conv, Relu, MaxPool, Flatten, Gemm, Softmax; `tests/fixtures/onnx_import`), imported,
+/// traced and exported again, runs in tract with the imported model's outputs.
+#[test]
+fn an_imported_model_exported_again_runs_in_tract_with_the_same_outputs() -> Result<()> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/onnx_import/cnn.onnx");
+    let m = tensor_core::onnx::import(&path)?;
+    for batch in [1, 4] {
+        let x = Tensor::randn(&[batch, 1, 6, 6], DType::F32, 40 + batch as u64);
+        let f = ConcreteFunction::trace("cnn", &[("x", &x)], || m.call(&[&x]))?;
+        let ours = m.call(&[&x])?;
+        assert_eq!(ours[0].dims(), vec![batch, 5]);
+        assert_close(&run_tract(&tensor_core::onnx::to_bytes(&f)?, &[&x]), &ours);
+    }
+    Ok(())
+}

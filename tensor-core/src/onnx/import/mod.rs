@@ -43,7 +43,7 @@ use crate::tensor::Tensor;
 use prost::Message;
 use std::path::Path;
 
-/// Reads the ONNX model at `path`. See the [module docs](self).
+/// Reads the ONNX model at `path`. See the [module docs](crate::onnx).
 ///
 /// ```
 /// use tensor_core::prelude::*;

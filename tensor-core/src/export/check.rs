@@ -113,7 +113,9 @@ fn check_layout(op: &LayoutOp, inputs: &[TypeRef], axis_ok: impl Fn(usize) -> Re
         LayoutOp::Permute(perm) => perm.iter().try_for_each(|&p| axis_ok(p)),
         LayoutOp::BroadcastTo(_) => Ok(()),
         LayoutOp::SumTo(target) => {
-            need_known("sum_to", inputs)?;
+            if !all_known(inputs) {
+                return Ok(());
+            }
             match target.rank() <= x.rank() && broadcast_shapes(target, x).as_ref() == Some(x) {
                 true => Ok(()),
                 false => Err(format!("{x} does not sum to {target}")),
@@ -139,7 +141,9 @@ fn check_index(op: &IndexOp, inputs: &[TypeRef], axis_ok: impl Fn(usize) -> Resu
         IndexOp::TopK { axis, .. } => axis_ok(*axis),
         IndexOp::IndexAdd { axis, .. } => {
             axis_ok(*axis)?;
-            need_known("index_add", inputs)?;
+            if !all_known(inputs) {
+                return Ok(());
+            }
             let (g, index) = (inputs[0].shape, inputs[1].shape);
             match index.rank() == 1 && g[*axis] == index[0] && inputs[1].dtype.is_int() {
                 true => Ok(()),
@@ -148,7 +152,9 @@ fn check_index(op: &IndexOp, inputs: &[TypeRef], axis_ok: impl Fn(usize) -> Resu
         }
         IndexOp::ScatterAdd { axis, .. } => {
             axis_ok(*axis)?;
-            need_known("scatter_add", inputs)?;
+            if !all_known(inputs) {
+                return Ok(());
+            }
             match inputs[0].shape == inputs[1].shape && inputs[1].dtype.is_int() {
                 true => Ok(()),
                 false => Err(format!(
@@ -173,7 +179,9 @@ fn check_conv(op: &ConvOp, inputs: &[TypeRef]) -> Result<(), String> {
         ConvOp::Conv2dInputGrad { stride, padding, input_hw } => {
             positive("stride", *stride)?;
             padding_ok(*padding)?;
-            need_known("conv2d_input_grad", inputs)?;
+            if !all_known(inputs) {
+                return Ok(());
+            }
             let (gy, w) = (inputs[0].shape, inputs[1].shape);
             need_rank4(&[gy, w])?;
             let x = Shape::new(&[gy[0], w[1], input_hw[0], input_hw[1]]);
@@ -182,7 +190,9 @@ fn check_conv(op: &ConvOp, inputs: &[TypeRef]) -> Result<(), String> {
         ConvOp::Conv2dWeightGrad { stride, padding, kernel_hw } => {
             positive("stride", *stride)?;
             padding_ok(*padding)?;
-            need_known("conv2d_weight_grad", inputs)?;
+            if !all_known(inputs) {
+                return Ok(());
+            }
             let (x, gy) = (inputs[0].shape, inputs[1].shape);
             need_rank4(&[x, gy])?;
             let w = Shape::new(&[gy[1], x[1], kernel_hw[0], kernel_hw[1]]);
@@ -191,7 +201,9 @@ fn check_conv(op: &ConvOp, inputs: &[TypeRef]) -> Result<(), String> {
         ConvOp::MaxPool2dGrad { kernel, stride } => {
             positive("kernel", *kernel)?;
             positive("stride", *stride)?;
-            need_known("max_pool2d_grad", inputs)?;
+            if !all_known(inputs) {
+                return Ok(());
+            }
             let (x, gy) = (inputs[0].shape, inputs[1].shape);
             need_rank4(&[x, gy])?;
             let out =
@@ -224,13 +236,13 @@ fn need_rank4(shapes: &[&Shape]) -> Result<(), String> {
     }
 }
 
-/// The gradient kernels rely on more than their shape rules check; a loaded graph gives
-/// them inputs of known shapes only, checked here once.
-fn need_known(op: &str, inputs: &[TypeRef]) -> Result<(), String> {
-    match inputs.iter().all(|t| t.shape.is_known()) {
-        true => Ok(()),
-        false => Err(format!("{op} with inputs of unknown dims cannot be loaded (trace it with known shapes)")),
-    }
+/// The gradient ops (`sum_to`, `index_add`, `scatter_add`, the convolution and pooling
+/// gradients) are checked here against their forward op when their inputs' shapes are all
+/// known. With dims unknown in the trace (a relaxed batch), their shape rules check the same
+/// where dims are known, at load, and again on the call's shapes before the kernel runs (a
+/// graph with unknown dims checks every op's shape rule as it runs).
+fn all_known(inputs: &[TypeRef]) -> bool {
+    inputs.iter().all(|t| t.shape.is_known())
 }
 
 /// Checks a `tprint!` placeholder's size limits.
@@ -266,6 +278,62 @@ mod tests {
         assert!(check_op(&ok, &[t(DType::F32, &gy), t(DType::F32, &w)]).is_ok());
         let concat = Op::Layout(LayoutOp::Concat { axis: 0 });
         assert_eq!(check_op(&concat, &[]).unwrap_err(), "concat takes 1 or more inputs, not 0");
+    }
+
+    /// With a relaxed batch the gradient ops load; their shape rules check each call's
+    /// shapes against the forward op's before a kernel could read past a buffer.
+    #[test]
+    fn gradient_ops_with_unknown_dims_load_and_their_shape_rules_check_each_call() {
+        let (f, i, u) = (DType::F32, DType::I64, UNKNOWN);
+        let s = |d: &[usize]| Shape::new(d);
+        // (op, the traced input types, a call's consistent shapes, a call's inconsistent ones)
+        type Case = (Op, Vec<(DType, Shape)>, Vec<Shape>, Vec<Shape>);
+        let cases: Vec<Case> = vec![
+            (
+                Op::Conv(ConvOp::MaxPool2dGrad { kernel: [2, 2], stride: [2, 2] }),
+                vec![(f, s(&[u, 6, 4, 4])), (f, s(&[u, 6, 2, 2]))],
+                vec![s(&[3, 6, 4, 4]), s(&[3, 6, 2, 2])],
+                vec![s(&[3, 6, 4, 4]), s(&[2, 6, 2, 2])],
+            ),
+            (
+                Op::Conv(ConvOp::Conv2dWeightGrad { stride: [1, 1], padding: [0, 0], kernel_hw: [3, 3] }),
+                vec![(f, s(&[u, 1, 5, 5])), (f, s(&[u, 2, 3, 3]))],
+                vec![s(&[4, 1, 5, 5]), s(&[4, 2, 3, 3])],
+                vec![s(&[4, 1, 5, 5]), s(&[5, 2, 3, 3])],
+            ),
+            (
+                Op::Conv(ConvOp::Conv2dInputGrad { stride: [1, 1], padding: [0, 0], input_hw: [5, 5] }),
+                vec![(f, s(&[u, 2, 3, 3])), (f, s(&[2, 1, 3, 3]))],
+                vec![s(&[4, 2, 3, 3]), s(&[2, 1, 3, 3])],
+                vec![s(&[4, 2, 3, 4]), s(&[2, 1, 3, 3])],
+            ),
+            (Op::Layout(LayoutOp::SumTo(s(&[120]))), vec![(f, s(&[u, 120]))], vec![s(&[7, 120])], vec![s(&[7, 121])]),
+            (
+                Op::Index(IndexOp::IndexAdd { axis: 0, size: 10 }),
+                vec![(f, s(&[u, 4])), (i, s(&[u]))],
+                vec![s(&[3, 4]), s(&[3])],
+                vec![s(&[3, 4]), s(&[2])],
+            ),
+            (
+                Op::Index(IndexOp::ScatterAdd { axis: 1, size: 5 }),
+                vec![(f, s(&[u, 3])), (i, s(&[u, 3]))],
+                vec![s(&[2, 3]), s(&[2, 3])],
+                vec![s(&[2, 3]), s(&[3, 3])],
+            ),
+        ];
+        for (op, traced, good, bad) in &cases {
+            // The op's shape rule on the traced dtypes and the given shapes.
+            let infer = |shapes: &[Shape]| {
+                let types: Vec<TypeRef> = traced.iter().zip(shapes).map(|((d, _), s)| t(*d, s)).collect();
+                op.infer(&types).map(|_| ())
+            };
+            let traced_shapes: Vec<Shape> = traced.iter().map(|(_, s)| s.clone()).collect();
+            let traced_types: Vec<TypeRef> = traced.iter().map(|(d, s)| t(*d, s)).collect();
+            assert_eq!(check_op(op, &traced_types), Ok(()), "{} loads with unknown dims", op.name());
+            assert!(infer(&traced_shapes).is_ok(), "{} validates with unknown dims", op.name());
+            assert!(infer(good).is_ok(), "{} runs on consistent shapes", op.name());
+            assert!(infer(bad).is_err(), "{} refuses {bad:?}", op.name());
+        }
     }
 
     #[test]

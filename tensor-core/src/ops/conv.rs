@@ -150,13 +150,19 @@ fn infer(op: &ConvOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
     let dtype = same_dtype(op.name(), inputs)?;
     let shape = match op {
         ConvOp::Conv2d { stride, padding } => conv_shape(inputs, *stride, *padding)?,
-        ConvOp::Conv2dInputGrad { input_hw, .. } => {
+        ConvOp::Conv2dInputGrad { stride, padding, input_hw } => {
             let (gy, w) = (inputs[0].shape, inputs[1].shape);
-            Shape::new(&[gy[0], w[1], input_hw[0], input_hw[1]])
+            need_grad_inputs(op, gy, w, *stride)?;
+            let x = Shape::new(&[gy[0], w[1], input_hw[0], input_hw[1]]);
+            need_forward_output(op, gy, &forward_conv(&x, w, *stride, *padding)?)?;
+            x
         }
-        ConvOp::Conv2dWeightGrad { kernel_hw, .. } => {
+        ConvOp::Conv2dWeightGrad { stride, padding, kernel_hw } => {
             let (x, gy) = (inputs[0].shape, inputs[1].shape);
-            Shape::new(&[gy[1], x[1], kernel_hw[0], kernel_hw[1]])
+            need_grad_inputs(op, gy, x, *stride)?;
+            let w = Shape::new(&[gy[1], x[1], kernel_hw[0], kernel_hw[1]]);
+            need_forward_output(op, gy, &forward_conv(x, &w, *stride, *padding)?)?;
+            w
         }
         ConvOp::MaxPool2d { kernel, stride } => {
             let x = inputs[0].shape;
@@ -167,9 +173,43 @@ fn infer(op: &ConvOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             let ow = out_len("max_pool2d", x[3], kernel[1], stride[1], 0)?;
             Shape::new(&[x[0], x[1], oh, ow])
         }
-        ConvOp::MaxPool2dGrad { .. } => inputs[0].shape.clone(),
+        ConvOp::MaxPool2dGrad { kernel, stride } => {
+            let (x, gy) = (inputs[0].shape, inputs[1].shape);
+            need_rank4("max_pool2d_grad", "input", x)?;
+            need_positive("max_pool2d_grad", "kernel", *kernel)?;
+            need_positive("max_pool2d_grad", "stride", *stride)?;
+            let oh = out_len("max_pool2d_grad", x[2], kernel[0], stride[0], 0)?;
+            let ow = out_len("max_pool2d_grad", x[3], kernel[1], stride[1], 0)?;
+            need_forward_output(op, gy, &Shape::new(&[x[0], x[1], oh, ow]))?;
+            x.clone()
+        }
     };
     Ok((dtype, shape))
+}
+
+/// A gradient op's two 4-d inputs and its stride (the kernels divide by it).
+fn need_grad_inputs(op: &ConvOp, gy: &Shape, other: &Shape, stride: [usize; 2]) -> Result<()> {
+    need_rank4(op.name(), "grad_output", gy)?;
+    need_rank4(op.name(), "input", other)?;
+    need_positive(op.name(), "stride", stride)
+}
+
+/// The output shape of the convolution a gradient op belongs to (unknown where its input's
+/// or weight's dims are).
+fn forward_conv(x: &Shape, w: &Shape, stride: [usize; 2], padding: [usize; 2]) -> Result<Shape> {
+    let len = |n: usize, k: usize, s: usize, p: usize| if k == UNKNOWN { Ok(UNKNOWN) } else { out_len("conv2d", n, k, s, p) };
+    Ok(Shape::new(&[x[0], w[0], len(x[2], w[2], stride[0], padding[0])?, len(x[3], w[3], stride[1], padding[1])?]))
+}
+
+/// A gradient op's kernel reads its output gradient as the forward op's output: the dims
+/// must agree where both are known (all are when a graph with relaxed dims runs, which
+/// checks every op's shape rule first).
+fn need_forward_output(op: &ConvOp, gy: &Shape, forward: &Shape) -> Result<()> {
+    let agree = gy.rank() == forward.rank() && gy.dims().iter().zip(forward.dims()).all(|(&a, &b)| a == b || a == UNKNOWN || b == UNKNOWN);
+    match agree {
+        true => Ok(()),
+        false => Err(Error::shapes(op.name(), gy, forward, "the output gradient must have the forward output's shape")),
+    }
 }
 
 fn conv_shape(inputs: &[TypeRef], stride: [usize; 2], padding: [usize; 2]) -> Result<Shape> {

@@ -156,7 +156,16 @@ fn infer(op: &IndexOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             Ok((x.dtype, x.shape.with_dim(*axis, i.shape[0])))
         }
-        IndexOp::IndexAdd { axis, size } => Ok((x.dtype, x.shape.with_dim(*axis, *size))),
+        IndexOp::IndexAdd { axis, size } => {
+            // One index per entry of the source along `axis` (checked where known).
+            let i = inputs[1];
+            need_index("index_add", i.dtype)?;
+            let (d, n) = (x.shape.dims().get(*axis).copied(), i.shape.dims().first().copied());
+            if i.shape.rank() != 1 || d.is_none() || !(d == n || d == Some(UNKNOWN) || n == Some(UNKNOWN)) {
+                return Err(Error::shapes("index_add", x.shape, i.shape, format!("the index must be 1-d with one entry per row of axis {axis}")));
+            }
+            Ok((x.dtype, x.shape.with_dim(*axis, *size)))
+        }
         IndexOp::Gather { axis } => {
             let i = inputs[1];
             need_index("gather", i.dtype)?;
@@ -172,7 +181,18 @@ fn infer(op: &IndexOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             Ok((x.dtype, i.shape.clone()))
         }
-        IndexOp::ScatterAdd { axis, size } => Ok((x.dtype, x.shape.with_dim(*axis, *size))),
+        IndexOp::ScatterAdd { axis, size } => {
+            // One index per source element (checked where known).
+            let i = inputs[1];
+            need_index("scatter_add", i.dtype)?;
+            let fits = i.shape.rank() == x.shape.rank()
+                && *axis < x.shape.rank()
+                && x.shape.dims().iter().zip(i.shape.dims()).all(|(&a, &b)| a == b || a == UNKNOWN || b == UNKNOWN);
+            if !fits {
+                return Err(Error::shapes("scatter_add", x.shape, i.shape, "the index must have the source's shape"));
+            }
+            Ok((x.dtype, x.shape.with_dim(*axis, *size)))
+        }
         IndexOp::OneHot { classes, dtype } => {
             need_index("one_hot", x.dtype)?;
             let mut s = x.shape.clone();

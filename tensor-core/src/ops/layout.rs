@@ -422,7 +422,18 @@ fn infer(op: &LayoutOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             }
             target.clone()
         }
-        LayoutOp::SumTo(target) => target.clone(),
+        LayoutOp::SumTo(target) => {
+            // The kernel sums the axes `target` lacks or holds as 1; every other dim must be
+            // the input's (checked where known: a graph with relaxed dims checks at run time).
+            let lead = x.shape.rank().checked_sub(target.rank());
+            let fits = lead.is_some_and(|lead| {
+                target.dims().iter().zip(&x.shape.dims()[lead..]).all(|(&t, &d)| t == d || t == 1 || t == UNKNOWN || d == UNKNOWN)
+            });
+            if !fits {
+                return Err(Error::shapes("sum_to", x.shape, target, "the input must broadcast from the target shape"));
+            }
+            target.clone()
+        }
         LayoutOp::Concat { axis } => concat_shape(inputs, *axis)?,
         LayoutOp::Narrow { axis, start, len } => {
             let d = x.shape[*axis];

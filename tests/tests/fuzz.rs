@@ -7,7 +7,8 @@ use tensor_core::function::ConcreteFunction;
 use tensor_core::kernels::simd::{level, set_max_level, Level};
 use tensor_core::ops::CmpOp;
 use tensor_core::prelude::*;
-use tests::fuzz::{campaign, check, same_bits, Agreement, Dist, Fallible, GradMode, InputSpec, Options};
+use tests::fuzz::{campaign, check, check_relaxed, relaxed_campaign, same_bits, Agreement, DimTest, Dist, Fallible, GradMode, InputSpec, Options};
+use tests::fuzz::{Relax, RelaxedProgram, RelaxedStep};
 
 /// Programs per level in the slice: about 10 s of a debug-profile `cargo test` on two cores.
 const SLICE: u64 = 18_000;
@@ -41,6 +42,42 @@ fn a_slice_of_the_fuzz_finds_no_difference_at_any_level() {
         }
     }
     set_max_level(Level::Avx512);
+}
+
+/// Relaxed programs in the slice: about half a second of a debug-profile `cargo test`.
+const RELAXED_SLICE: u64 = 600;
+
+/// Relaxed-shape programs called at several sizes each (some failing their guards and
+/// tracing again) give eager's bits at every size, with few traces.
+#[test]
+fn a_slice_of_the_relaxed_fuzz_finds_no_difference() {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let r = relaxed_campaign(20_261_127, 0, RELAXED_SLICE, threads);
+    if let Some((index, p, what)) = r.failures.first() {
+        panic!("relaxed program {index}: {what}\n{p:#?}");
+    }
+    assert_eq!(r.programs, RELAXED_SLICE);
+    assert!(r.reading * 4 > RELAXED_SLICE, "a quarter or more read the batch dim: {}", r.reading);
+    assert!(r.traces < r.calls, "relaxed traces serve several sizes: {} traces for {} calls", r.traces, r.calls);
+    assert!(r.failed_calls * 5 < r.calls, "most calls are valid: {} of {} failed eagerly", r.failed_calls, r.calls);
+}
+
+/// A program that branches on the batch: one relaxed trace per side of its guard, each
+/// serving every size on its side, with eager's bits (the check counts the traces).
+#[test]
+fn a_relaxed_program_branching_on_the_batch_retraces_once_per_side() {
+    let p = RelaxedProgram {
+        cols: 3,
+        steps: vec![RelaxedStep::OverBatch(1, 0), RelaxedStep::Branch(0, DimTest::Less(6)), RelaxedStep::Binary(tests::fuzz::Binary::Add, 2, 1)],
+        outputs: vec![3],
+        sizes: vec![2, 3, 5, 1, 9, 12, 4, 7],
+        relax: Relax::ReduceRetracing,
+        seed: 5,
+    };
+    // [2] exactly, [n0] where n0 < 6 serving 3, 5, 1 and 4; [n0] where n0 >= 6 serving 9, 12, 7.
+    assert_eq!(check_relaxed(&p), Ok(3));
+    let fixed = RelaxedProgram { relax: Relax::Signature, ..p };
+    assert_eq!(check_relaxed(&fixed), Ok(2));
 }
 
 /// The same stream gives the same programs (a failure's index reproduces it).
@@ -171,4 +208,23 @@ fn two_nans_sum_to_the_first(cap: Level) {
         InputSpec::new(DType::F32, &[2, 1, 3, 5], Dist::Normal, 23095254447085739),
     ];
     assert_eq!(check(&inputs, GradMode::Functional, false, &program), Ok(Agreement::Same), "{cap:?}");
+}
+
+/// Flattening an empty batch (`[0, 1, 5]`) failed eagerly — `[0, -1]` is ambiguous — while the
+/// relaxed graph, whose `-1` stood for the batch, gave `[0, 5]`. The flattened size is now the
+/// product of the rest when it is known, as in PyTorch.
+#[test]
+fn an_empty_batch_flattens_eagerly_as_in_the_relaxed_graph() -> Result<()> {
+    let empty = Tensor::zeros(&[0, 1, 5], DType::F32);
+    assert_eq!(empty.flatten_from(1)?.dims(), vec![0, 5]);
+    let p = RelaxedProgram {
+        cols: 5,
+        steps: vec![RelaxedStep::Regroup(0, 1)],
+        outputs: vec![1],
+        sizes: vec![4, 0, 5, 0],
+        relax: Relax::ReduceRetracing,
+        seed: 3,
+    };
+    assert_eq!(check_relaxed(&p), Ok(2));
+    Ok(())
 }

@@ -125,9 +125,10 @@ impl Tensor {
         let shape = self.shape();
         let (lead, rest) = shape.dims().split_at(s.min(rank));
         let mut spec: Vec<isize> = lead.iter().map(|&d| if d == UNKNOWN { -1 } else { d as isize }).collect();
-        // With an unknown leading dim (a relaxed batch), the flattened size is the known
-        // product of the rest, so the one `-1` stays the batch's.
-        match spec.contains(&-1) && rest.iter().all(|&d| d < UNKNOWN_RANK) {
+        // The flattened size is the product of the rest when it is known: so the one `-1` of
+        // an unknown leading dim (a relaxed batch) stays the batch's, and an empty batch
+        // flattens (`[0, 1, 5]` to `[0, 5]`, as PyTorch does) where `[0, -1]` is ambiguous.
+        match rest.iter().all(|&d| d < UNKNOWN_RANK) {
             true => spec.push(rest.iter().product::<usize>() as isize),
             false => spec.push(-1),
         }

@@ -3,12 +3,13 @@
 //!
 //! ```sh
 //! cargo run --release -p tests --bin fuzz -- --programs 1000000 --seed 1 --levels all
+//! cargo run --release -p tests --bin fuzz -- --relaxed --programs 100000 --seed 1
 //! ```
 
 use std::process::ExitCode;
 use std::time::Duration;
 use tensor_core::kernels::simd::{level, set_max_level, Level};
-use tests::fuzz::{campaign, generate, run_program, to_rust, Config, Options};
+use tests::fuzz::{campaign, generate, relaxed_campaign, run_program, to_rust, Config, Options};
 
 const HELP: &str = "\
 usage: fuzz [options]
@@ -22,10 +23,13 @@ usage: fuzz [options]
   --show I         print program I of the stream as Rust, run it, and exit
   --max-steps N    top-level steps per program (default 8)
   --control-grads  also let values that require grad flow through cond/while_loop
-                   (their gradients are known to differ, see docs/TESTING.md)";
+                   (their gradients are known to differ, see docs/TESTING.md)
+  --relaxed        run relaxed-shape programs instead: each called at several batch
+                   sizes through a graph function that relaxes the batch dim";
 
 fn main() -> ExitCode {
     match parse(std::env::args().skip(1).collect()) {
+        Ok(Command::Run(args)) if args.relaxed => run_relaxed(&args.opts),
         Ok(Command::Run(args)) => run(&args),
         Ok(Command::Show(seed, index, cfg)) => {
             let p = generate(seed, index, &cfg);
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
 struct Args {
     opts: Options,
     levels: Vec<Level>,
+    relaxed: bool,
 }
 
 enum Command {
@@ -59,6 +64,7 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
     };
     let mut levels = "all".to_string();
     let mut show = None;
+    let mut relaxed = false;
     let mut it = argv.into_iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
@@ -74,6 +80,7 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
             "--no-shrink" => opts.shrink = false,
             "--control-grads" => opts.config.control_grads = true,
             "--show" => show = Some(number(value()?)?),
+            "--relaxed" => relaxed = true,
             "--help" | "-h" => return Err("fuzz: random-program differential testing".into()),
             other => return Err(format!("unknown option {other}")),
         }
@@ -81,7 +88,7 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
     if let Some(index) = show {
         return Ok(Command::Show(opts.seed, index, opts.config));
     }
-    Ok(Command::Run(Args { levels: parse_levels(&levels)?, opts }))
+    Ok(Command::Run(Args { levels: parse_levels(&levels)?, opts, relaxed }))
 }
 
 /// The levels asked for, capped at what the CPU has (the baseline first).
@@ -101,6 +108,31 @@ fn parse_levels(s: &str) -> Result<Vec<Level>, String> {
             .collect::<Result<_, _>>()?
     };
     Ok(wanted.into_iter().filter(|&l| l <= have).collect())
+}
+
+/// A campaign of relaxed-shape programs (at the CPU's own SIMD level).
+fn run_relaxed(opts: &Options) -> ExitCode {
+    println!("relaxed fuzz: seed {}, programs {}..{}, {} threads", opts.seed, opts.start, opts.start + opts.programs, opts.threads);
+    let started = std::time::Instant::now();
+    let r = relaxed_campaign(opts.seed, opts.start, opts.programs, opts.threads);
+    println!(
+        "{} programs ({} reading the batch dim), {} calls ({} failing eagerly and in the graph), {} traces, {:.1} s, {} mismatches",
+        r.programs,
+        r.reading,
+        r.calls,
+        r.failed_calls,
+        r.traces,
+        started.elapsed().as_secs_f64(),
+        r.failures.len()
+    );
+    for (index, p, what) in r.failures.iter().take(opts.max_failures) {
+        println!("\nrelaxed program {index} (seed {}): {what}\n{p:#?}", opts.seed);
+    }
+    if r.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn run(args: &Args) -> ExitCode {

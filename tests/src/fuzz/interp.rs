@@ -56,7 +56,7 @@ fn operand(s: Scalar) -> tensor_core::Scalar {
     }
 }
 
-fn binary(op: Binary, x: &Tensor, rhs: tensor_core::ops::Operand) -> Result<Tensor> {
+pub(super) fn binary(op: Binary, x: &Tensor, rhs: tensor_core::ops::Operand) -> Result<Tensor> {
     match op {
         Binary::Add => x.add(rhs),
         Binary::Sub => x.sub(rhs),
@@ -68,7 +68,7 @@ fn binary(op: Binary, x: &Tensor, rhs: tensor_core::ops::Operand) -> Result<Tens
     }
 }
 
-fn unary(op: Unary, x: &Tensor) -> Result<Tensor> {
+pub(super) fn unary(op: Unary, x: &Tensor) -> Result<Tensor> {
     match op {
         Unary::Neg => x.neg(),
         Unary::Exp => x.exp(),

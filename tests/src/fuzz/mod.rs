@@ -6,7 +6,10 @@
 //! - [`run`] interprets one through the public API, the same code in both modes;
 //! - [`check`] is the differential harness, usable on any function of tensors;
 //! - [`shrink`] reduces a failing program to a minimal one, [`to_rust`] prints it as a test;
-//! - [`campaign`] runs many programs on several threads and reports what it found.
+//! - [`campaign`] runs many programs on several threads and reports what it found;
+//! - [`generate_relaxed`], [`check_relaxed`] and [`relaxed_campaign`] do the same for
+//!   relaxed-shape programs, called at several batch sizes through a `#[graph_fn]` that
+//!   relaxes the batch dim (its guards passing and failing).
 //!
 //! `cargo test -p tests --test fuzz` runs a bounded slice; `cargo run --release -p tests
 //! --bin fuzz -- --help` runs long campaigns (see docs/TESTING.md).
@@ -18,6 +21,8 @@ mod generator;
 mod interp;
 mod print;
 mod program;
+mod relaxed;
+mod relaxed_check;
 mod rng;
 mod shrink;
 
@@ -28,6 +33,8 @@ pub use generator::{generate, Config};
 pub use interp::run;
 pub use print::to_rust;
 pub use program::{Binary, Block, GradMode, Id, InPlace, Node, Program, Reduce, Rhs, Scalar, Step, Ty, Unary};
+pub use relaxed::{generate_relaxed, run_relaxed, DimTest, Relax, RelaxedProgram, Step as RelaxedStep};
+pub use relaxed_check::{check_relaxed, relaxed_campaign, RelaxedMismatch, RelaxedReport};
 pub use rng::Rng;
 pub use shrink::shrink;
 

@@ -489,8 +489,7 @@ fn matmul_vector_and_batched_forms_survive_the_round_trip() -> Result<()> {
 // ----------------------------------------------------------- symbolic dims and their guards
 
 /// An evaluation step (forward and loss) whose host code checks the batch (a guard
-/// `n0 <= 64` on the trace). A training step with a relaxed batch does not export yet: its
-/// backward's `sum_to` over unknown dims does not load.
+/// `n0 <= 64` on the trace). (A whole training step with a relaxed batch: `export_relaxed.rs`.)
 fn guarded_step(m: &Cnn, x: &Tensor, y: &Tensor) -> Result<Tensor> {
     if x.dim(0) > 64 {
         return Err(Error::InvalidArgument { op: "guarded_step", arg: "x", reason: "batches of at most 64".into() });

@@ -8,6 +8,7 @@ mod control_gradient_bits;
 mod differential;
 mod errors;
 mod export;
+mod export_relaxed;
 mod onnx;
 mod onnx_import;
 mod print;

@@ -328,6 +328,12 @@ impl ConcreteFunction {
         self.dim_guards.as_deref().filter(|g| !g.is_empty())
     }
 
+    /// The symbols of its relaxed dims and the guards on them, guards or not (`None` when
+    /// no dim was relaxed): what ONNX export names its symbolic dims by.
+    pub(crate) fn dim_symbols(&self) -> Option<&crate::dim::Guards> {
+        self.dim_guards.as_deref()
+    }
+
     /// Why a call whose argument dims `dim(slot, axis)` gives fails a guard (`arg x dim 0 =
     /// 12 fails n0 < 10`); `None` when all hold.
     pub(crate) fn failed_guard(&self, dim: &dyn Fn(usize, usize) -> Option<usize>) -> Option<String> {

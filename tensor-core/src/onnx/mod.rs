@@ -46,6 +46,7 @@
 //! ```
 
 mod builder;
+mod dims;
 mod import;
 mod ops;
 mod proto;
@@ -58,6 +59,7 @@ use crate::graph::{Graph, InputSource, NodeKind, StateWrite};
 use crate::io::path_text;
 use crate::shape::UNKNOWN;
 use builder::{elem_type, Builder};
+use dims::DimNames;
 use prost::Message;
 use proto::{
     dimension, type_proto, Dimension, GraphProto, ModelProto, OperatorSetIdProto, TensorShapeProto, TensorTypeProto, TypeProto, ValueInfoProto,
@@ -125,10 +127,11 @@ fn graph_proto(g: &Graph, f: &ConcreteFunction) -> Result<GraphProto> {
     }
     let mut b = Builder::new(g);
     rename_outputs(&mut b);
+    let dim_names = DimNames::new(g, f.dim_symbols());
     let mut inputs = Vec::new();
     for &(v, src) in &g.inputs {
         match src {
-            InputSource::Data(slot) if slot < g.num_arg_slots => inputs.push(value_info(&b.name(v), g, v)),
+            InputSource::Data(slot) if slot < g.num_arg_slots => inputs.push(value_info(&b.name(v), g, v, &dim_names)),
             InputSource::Data(slot) => {
                 let storage = f.captures()[slot - g.num_arg_slots].storage("onnx export")?;
                 b.initializer(b.name(v), &storage);
@@ -154,7 +157,7 @@ fn graph_proto(g: &Graph, f: &ConcreteFunction) -> Result<GraphProto> {
         }
     }
     copy_outputs(&mut b);
-    let outputs = g.outputs.iter().enumerate().map(|(k, &v)| value_info(&format!("output_{k}"), g, v)).collect();
+    let outputs = g.outputs.iter().enumerate().map(|(k, &v)| value_info(&format!("output_{k}"), g, v, &dim_names)).collect();
     Ok(GraphProto { node: b.nodes, name: g.name.clone(), initializer: b.initializers, input: inputs, output: outputs, ..Default::default() })
 }
 
@@ -181,12 +184,15 @@ fn copy_outputs(b: &mut Builder) {
     }
 }
 
-/// A graph input's or output's name and type; unknown dims are named `d0`, `d1`, ..., and an
-/// unknown rank is a tensor type without a shape.
-fn value_info(name: &str, g: &Graph, v: usize) -> ValueInfoProto {
+/// A graph input's or output's name and type; a dim unknown in the trace is a `dim_param`
+/// (`n0`, its symbol; see `dims.rs`), and an unknown rank is a tensor type without a shape.
+fn value_info(name: &str, g: &Graph, v: usize, dim_names: &DimNames) -> ValueInfoProto {
     let info = &g.values[v];
-    let dim = |(i, &d): (usize, &usize)| Dimension {
-        value: Some(if d == UNKNOWN { dimension::Value::DimParam(format!("d{i}")) } else { dimension::Value::DimValue(d as i64) }),
+    let dim = |(axis, &d): (usize, &usize)| Dimension {
+        value: Some(match d {
+            UNKNOWN => dimension::Value::DimParam(dim_names.name(v, axis, name)),
+            d => dimension::Value::DimValue(d as i64),
+        }),
     };
     let shape = (!info.shape.is_unknown_rank()).then(|| TensorShapeProto { dim: info.shape.dims().iter().enumerate().map(dim).collect() });
     let tensor = TensorTypeProto { elem_type: elem_type(info.dtype), shape };

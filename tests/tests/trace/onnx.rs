@@ -217,3 +217,72 @@ fn an_imported_model_exported_again_runs_in_tract_with_the_same_outputs() -> Res
     }
     Ok(())
 }
+
+/// The dims of each input and output of ONNX model bytes, as tract's protobuf reader reads
+/// them: a `dim_param` by its name, a `dim_value` as its number.
+fn proto_dims(bytes: &[u8]) -> Vec<(String, Vec<String>)> {
+    use tract_onnx::pb::{tensor_shape_proto::dimension::Value, type_proto};
+    let model = tract_onnx::onnx().proto_model_for_read(&mut &bytes[..]).expect("a model");
+    let graph = model.graph.expect("a graph");
+    let dims = |v: &tract_onnx::pb::ValueInfoProto| {
+        let Some(type_proto::Value::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.clone()) else { panic!("a tensor type") };
+        let dims = t.shape.expect("a shape").dim.into_iter().map(|d| match d.value {
+            Some(Value::DimParam(name)) => name,
+            Some(Value::DimValue(n)) => n.to_string(),
+            None => "none".into(),
+        });
+        (v.name.clone(), dims.collect())
+    };
+    graph.input.iter().chain(&graph.output).map(dims).collect()
+}
+
+/// A forward pass traced with a relaxed batch names the batch `n0` in the model's input and
+/// output (`dim_param`), and the one model runs in tract at two batch sizes.
+#[test]
+fn relaxed_dims_are_written_as_dim_params_named_by_their_symbols() -> Result<()> {
+    use tensor_core::shape::UNKNOWN;
+    let net = LeNet::new()?;
+    let x = Tensor::randn(&[2, 1, 28, 28], DType::F32, 3);
+    let any_batch = [Shape::new(&[UNKNOWN, 1, 28, 28])];
+    let f = no_grad(|| ConcreteFunction::trace_with_shapes("lenet5", &[("image", &x)], &any_batch, true, || Ok(vec![net.forward(&x)?])))?;
+    assert_eq!(f.symbols(), ["n0 = image dim 0"]);
+    let bytes = tensor_core::onnx::to_bytes(&f)?;
+    let s = |v: &[&str]| v.iter().map(|d| d.to_string()).collect::<Vec<_>>();
+    assert_eq!(proto_dims(&bytes), [("image".to_string(), s(&["n0", "1", "28", "28"])), ("output_0".to_string(), s(&["n0", "10"]))]);
+    for batch in [1, 5] {
+        let x = Tensor::randn(&[batch, 1, 28, 28], DType::F32, 20 + batch as u64);
+        let tract = run_tract(&bytes, &[&x]);
+        assert_eq!(tract[0].0, vec![batch, 10]);
+        assert_close(&tract, &no_grad(|| Ok::<_, Error>(vec![net.forward(&x)?]))?);
+    }
+    Ok(())
+}
+
+/// Two relaxed dims a guard makes equal (`n0 == n1`) share one name; an output dim that is
+/// no symbol (`n0 + n0`, a concatenation's) gets a name of its own.
+#[test]
+fn dims_a_guard_makes_equal_share_a_dim_param_and_others_get_their_own() -> Result<()> {
+    use tensor_core::shape::UNKNOWN;
+    let (a, b) = (Tensor::randn(&[3, 4], DType::F32, 1), Tensor::randn(&[3, 4], DType::F32, 2));
+    let shapes = [Shape::new(&[UNKNOWN, 4]), Shape::new(&[UNKNOWN, 4])];
+    let body = || -> Result<Vec<Tensor>> {
+        assert!(a.dim(0) == b.dim(0), "the rows agree");
+        Ok(vec![a.add(&b)?, Tensor::concat(&[&a, &b], 0)?])
+    };
+    let f = ConcreteFunction::trace_with_shapes("pair", &[("a", &a), ("b", &b)], &shapes, true, body)?;
+    assert_eq!(f.guards(), ["n0 == n1"]);
+    let bytes = tensor_core::onnx::to_bytes(&f)?;
+    let s = |v: &[&str]| v.iter().map(|d| d.to_string()).collect::<Vec<_>>();
+    let want = [
+        ("a".to_string(), s(&["n0", "4"])),
+        ("b".to_string(), s(&["n0", "4"])),
+        ("output_0".to_string(), s(&["n0", "4"])),
+        ("output_1".to_string(), s(&["output_1_dim0", "4"])),
+    ];
+    assert_eq!(proto_dims(&bytes), want);
+    let (a5, b5) = (Tensor::randn(&[5, 4], DType::F32, 3), Tensor::randn(&[5, 4], DType::F32, 4));
+    let tract = run_tract(&bytes, &[&a5, &b5]);
+    assert_eq!((tract[0].0.clone(), tract[1].0.clone()), (vec![5, 4], vec![10, 4]));
+    assert_close(&tract, &[a5.add(&b5)?, Tensor::concat(&[&a5, &b5], 0)?]);
+    Ok(())
+}

@@ -386,6 +386,12 @@
 //! stands for (`n0 = x dim 0`); `ConcreteFunction::call` checks the guards on every call
 //! (`Error::GuardFailed` naming the failing one).
 //!
+//! An exported relaxed trace keeps its symbols and guards (docs/EXPORT.md): the loaded
+//! function serves every size its guards admit — a whole training step too, backward and
+//! optimizer included, with eager's bits at each batch size — and checks the guards on every
+//! call, an `Err` naming the one that fails. ONNX export writes each symbolic dim of the
+//! model's inputs and outputs as a `dim_param` named by its symbol (`n0`).
+//!
 //! # The trace cache
 //!
 //! Each graph function has one cache for all its callers, from signature to traced graph.

@@ -74,7 +74,10 @@ impl Tensor {
         let k = xd.len().saturating_sub(2);
         let known = !xd.contains(&UNKNOWN) && !gd.contains(&UNKNOWN);
         if !(k == 2 || k == 3) || !known || gd.len() != k + 2 || gd[0] != xd[0] || gd[k + 1] != k {
-            let problem = format!("input {:?} must be [n, c, h, w] or [n, c, d, h, w] and grid {:?} [n, *out, k] for its k spatial axes, with known dims", xd, gd);
+            let problem = format!(
+                "input {:?} must be [n, c, h, w] or [n, c, d, h, w] and grid {:?} [n, *out, k] for its k spatial axes, with known dims",
+                xd, gd
+            );
             return Err(Error::invalid("grid_sample", "grid", problem));
         }
         if !self.dtype().is_float() || grid.dtype() != self.dtype() {
@@ -124,7 +127,9 @@ impl Tensor {
 
 /// Every choice of one tap per axis, the last axis fastest.
 fn combinations(counts: &[usize]) -> Vec<Vec<usize>> {
-    counts.iter().fold(vec![vec![]], |acc, &count| acc.iter().flat_map(|prefix| (0..count).map(move |t| [prefix.clone(), vec![t]].concat())).collect())
+    counts
+        .iter()
+        .fold(vec![vec![]], |acc, &count| acc.iter().flat_map(|prefix| (0..count).map(move |t| [prefix.clone(), vec![t]].concat())).collect())
 }
 
 /// The taps of one spatial axis of `size` pixels for the normalized coordinates `g`.

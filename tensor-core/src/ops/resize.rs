@@ -133,10 +133,15 @@ impl Tensor {
     pub fn resample(&self, axis: isize, taps: &Taps) -> Result<Tensor> {
         let shape = self.shape();
         let rank = shape.rank();
-        let ax = crate::shape::normalize_axis(axis, rank).ok_or_else(|| Error::invalid("resample", "axis", format!("{axis} is out of range for rank {rank}")))?;
+        let ax = crate::shape::normalize_axis(axis, rank)
+            .ok_or_else(|| Error::invalid("resample", "axis", format!("{axis} is out of range for rank {rank}")))?;
         let n = shape.dims()[ax];
         if n == UNKNOWN || taps.index.iter().any(|&i| i >= n) {
-            return Err(Error::invalid("resample", "taps", format!("index past the {n} positions of axis {ax} (shape {shape}); axes must be known and indices below their length")));
+            return Err(Error::invalid(
+                "resample",
+                "taps",
+                format!("index past the {n} positions of axis {ax} (shape {shape}); axes must be known and indices below their length"),
+            ));
         }
         if taps.is_copy() {
             return self.index_select(axis, &Tensor::from_vec(taps.column(0).0, &[taps.len()])?);

@@ -222,7 +222,7 @@ fn reflect(x: &Tensor, lo: f64, hi: f64) -> Result<Tensor> {
         let rest = distance.sub(&turns.mul(range)?)?;
         (turns, rest)
     } else {
-        (zero.broadcast_to(&x.shape().dims())?, zero.broadcast_to(&x.shape().dims())?)
+        (zero.broadcast_to(x.shape().dims())?, zero.broadcast_to(x.shape().dims())?)
     };
     let even = turns.sub(&floor(&turns.div(2.0)?)?.mul(2.0)?)?.eq(0.0)?;
     let (from_lo, from_hi) = (rest.add(lo)?, rest.neg()?.add(hi)?);

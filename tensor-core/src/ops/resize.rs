@@ -74,7 +74,7 @@ impl Taps {
     /// `per_output` taps for each output position: `index` and `weight` hold them position by
     /// position (`len = outputs * per_output`).
     pub fn new(per_output: usize, index: Vec<usize>, weight: Vec<f64>) -> Result<Taps> {
-        if per_output == 0 || index.len() != weight.len() || index.len() % per_output != 0 {
+        if per_output == 0 || index.len() != weight.len() || !index.len().is_multiple_of(per_output) {
             let problem = format!("{} indices and {} weights do not make whole outputs of {per_output} taps", index.len(), weight.len());
             return Err(Error::invalid("Taps::new", "taps", problem));
         }

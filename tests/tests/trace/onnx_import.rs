@@ -110,6 +110,54 @@ fn the_committed_onnx_node_cases_pass_eagerly_and_as_graphs() {
     }
 }
 
+/// `Σ output₀ · r` for fixed weights `r`, in f64.
+fn weighted_output(m: &OnnxModel, inputs: &[Tensor]) -> f64 {
+    let out = &m.call(&inputs.iter().collect::<Vec<_>>()).unwrap()[0];
+    as_f64(out).iter().enumerate().map(|(i, v)| v * (0.3 + (i as f64 * 0.7).sin())).sum()
+}
+
+/// Gradients through the composed builders of Attention (a fully masked row included),
+/// LinearAttention, RotaryEmbedding, Resize and GridSample, to their first input, match
+/// central finite differences (in f32, hence the loose tolerance), and none is NaN.
+#[test]
+fn gradients_through_the_composed_transformer_and_resampling_ops_match_finite_differences() {
+    let cases = [
+        "test_attention_23_boolmask_fullymasked_row_nan_robustness",
+        "test_attention_4d_causal_with_past_and_present",
+        "test_attention_local_window_gqa_rank4_mask",
+        "test_linear_attention_decode_step",
+        "test_rotary_embedding",
+        "test_resize_downsample_scales_cubic_antialias",
+        "test_gridsample_bicubic",
+    ];
+    for case in cases {
+        let dir = fixtures().join("onnx_node").join(case);
+        let m = tensor_core::onnx::import(dir.join("model.onnx")).unwrap();
+        let inputs = read_set(&dir.join("test_data_set_0"), "input");
+        let leaf = inputs[0].detach().requires_grad_(true).unwrap();
+        let mut with_leaf = inputs.clone();
+        with_leaf[0] = leaf.clone();
+        let out = &m.call(&with_leaf.iter().collect::<Vec<_>>()).unwrap()[0];
+        let r: Vec<f32> = (0..out.numel()).map(|i| (0.3 + (i as f64 * 0.7).sin()) as f32).collect();
+        out.mul(&Tensor::from_vec(r, &out.dims()).unwrap()).unwrap().sum().unwrap().backward().unwrap();
+        let grad = as_f64(&leaf.grad().unwrap());
+        assert!(grad.iter().all(|g| g.is_finite()), "{case}: a gradient is not finite");
+        let values = as_f64(&inputs[0]);
+        let eps = 1e-2;
+        for j in (0..values.len()).step_by(values.len().div_ceil(7)) {
+            let moved = |d: f64| {
+                let mut v = values.clone();
+                v[j] += d;
+                let mut x = inputs.clone();
+                x[0] = Tensor::from_vec(v, &inputs[0].dims()).unwrap().cast(inputs[0].dtype()).unwrap();
+                weighted_output(&m, &x)
+            };
+            let fd = (moved(eps) - moved(-eps)) / (2.0 * eps);
+            assert!((grad[j] - fd).abs() <= 2e-2 * (1.0 + fd.abs()), "{case}: element {j}: gradient {} vs finite difference {fd}", grad[j]);
+        }
+    }
+}
+
 /// Loss and the initializers' gradients, in a graph function taking the model (its
 /// initializers are the function's tensor leaves).
 #[graph_fn]

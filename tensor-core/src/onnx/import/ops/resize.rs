@@ -271,7 +271,7 @@ fn neighbours(x: f64, n: usize) -> Vec<i64> {
     let p = padded.floor();
     let frac = padded - p;
     let half = (n / 2) as i64;
-    let offset = if n % 2 == 0 {
+    let offset = if n.is_multiple_of(2) {
         if frac == 0.0 {
             -half
         } else {

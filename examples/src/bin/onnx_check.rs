@@ -7,7 +7,8 @@
 //!
 //! Each DIR is a case or a folder of cases (searched recursively). Every case runs eagerly
 //! and as a traced graph (float inputs as the graph's arguments, integer and bool inputs as
-//! its constants: ops such as Reshape need those values when tracing), twice; its outputs
+//! its constants: ops such as Reshape need those values when tracing, and so are the float
+//! inputs `OnnxModel::value_inputs` names, such as Resize's scales), twice; its outputs
 //! must match the expected ones within ONNX's tolerances (rtol 1e-3, atol 1e-7; integers
 //! and bools exactly), and the graph's must equal eager's bit for bit. A case is skipped
 //! only for an element type tensor-core lacks, with the reason. One line per case, then
@@ -139,12 +140,20 @@ fn read_inputs(model: &OnnxModel, set: &Path) -> Result<Vec<Tensor>> {
     Ok(model.inputs().iter().enumerate().filter_map(|(i, info)| by_name(&info.name).or_else(|| read.get(i).map(|(_, t)| t.clone()))).collect())
 }
 
-/// The model traced (float inputs as arguments, the others as constants), called twice.
+/// The model traced (float inputs as arguments, the others as constants, and so are the
+/// float inputs whose values nodes read, such as Resize's scales), called twice.
 fn run_graph(model: &OnnxModel, inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>> {
+    let values = model.value_inputs();
+    let argument = |name: &str, t: &Tensor| t.dtype().is_float() && !values.contains(&name);
     let args: Vec<(String, &Tensor)> =
-        model.inputs().iter().zip(inputs).filter(|(_, t)| t.dtype().is_float()).map(|(i, t)| (i.name.clone(), t)).collect();
+        model.inputs().iter().zip(inputs).filter(|(i, t)| argument(&i.name, t)).map(|(i, t)| (i.name.clone(), t)).collect();
     let named: Vec<(&str, &Tensor)> = args.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-    let host = inputs.iter().map(Host::of).collect::<Result<Vec<_>>>()?;
+    let host = model
+        .inputs()
+        .iter()
+        .zip(inputs)
+        .map(|(i, t)| if argument(&i.name, t) { Ok(Host::Argument) } else { Host::of(t) })
+        .collect::<Result<Vec<_>>>()?;
     let f = ConcreteFunction::trace("onnx_case", &named, || {
         let all: Vec<Tensor> = inputs.iter().zip(&host).map(|(t, h)| h.remake().unwrap_or_else(|| t.clone())).collect();
         model.call(&all.iter().collect::<Vec<_>>())
@@ -153,9 +162,12 @@ fn run_graph(model: &OnnxModel, inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>> {
     Ok(vec![f.call(&call_args)?, f.call(&call_args)?])
 }
 
-/// An integer or bool input's values, read before tracing, to be made into a constant of
-/// the graph inside it (a float input is an argument instead).
+/// An integer or bool input's values (or a float one a node reads as values), read before
+/// tracing, to be made into a constant of the graph inside it (other float inputs are
+/// arguments instead).
 enum Host {
+    F32(ndarray::ArrayD<f32>),
+    F64(ndarray::ArrayD<f64>),
     I32(ndarray::ArrayD<i32>),
     I64(ndarray::ArrayD<i64>),
     Bool(ndarray::ArrayD<bool>),
@@ -168,12 +180,15 @@ impl Host {
             DType::I32 => Host::I32(t.to_array()?),
             DType::I64 => Host::I64(t.to_array()?),
             DType::Bool => Host::Bool(t.to_array()?),
-            DType::F32 | DType::F64 => Host::Argument,
+            DType::F32 => Host::F32(t.to_array()?),
+            DType::F64 => Host::F64(t.to_array()?),
         })
     }
 
     fn remake(&self) -> Option<Tensor> {
         match self {
+            Host::F32(a) => Some(Tensor::from(a.clone())),
+            Host::F64(a) => Some(Tensor::from(a.clone())),
             Host::I32(a) => Some(Tensor::from(a.clone())),
             Host::I64(a) => Some(Tensor::from(a.clone())),
             Host::Bool(a) => Some(Tensor::from(a.clone())),

@@ -950,3 +950,25 @@ fn interpolate_modes() {
         gradcheck(move |x| x[0].interpolate([5, 3], mode), one(&x));
     }
 }
+
+#[test]
+fn resample_and_grid_sample() {
+    use tensor_core::ops::{GridMode, GridPadding, GridSampleOptions, Taps};
+    let mut g = Gen(53);
+    let x = g.normal(&[1, 2, 3, 4]);
+    let taps = Taps::new(3, vec![0, 1, 2, 3, 3, 1, 2, 0, 0], vec![0.2, 0.5, -0.25, 1.0, 0.5, 0.5, 0.75, 0.125, 2.0]).unwrap();
+    let filled = taps.clone().with_fill(vec![false, true, false], 3.0).unwrap();
+    gradcheck(move |x| x[0].resample(3, &taps), one(&x));
+    gradcheck(move |x| x[0].resample(-1, &filled), one(&x));
+    // To the image, at points kept away from the pixel grid's kinks (finite differences
+    // move the image, not the points).
+    let grid = Tensor::from_vec(vec![0.1f64, -0.3, 0.9, 0.7, -1.3, 0.2, 0.45, 1.6, -0.8, -0.95, 0.33, 0.05], &[1, 2, 3, 2]).unwrap();
+    for mode in [GridMode::Nearest, GridMode::Linear, GridMode::Cubic] {
+        for padding in [GridPadding::Zeros, GridPadding::Border, GridPadding::Reflection] {
+            for align_corners in [false, true] {
+                let (grid, o) = (grid.clone(), GridSampleOptions { mode, padding, align_corners });
+                gradcheck(move |x| x[0].grid_sample(&grid, o), one(&x));
+            }
+        }
+    }
+}

@@ -34,7 +34,7 @@ fn bits(t: &Tensor) -> Vec<u64> {
 }
 
 /// Runs one case: eager within ONNX's tolerances, the graph (float inputs traced, the
-/// others constants) bit for bit equal to eager.
+/// others and the float inputs nodes read as values constants) bit for bit equal to eager.
 fn check_case(dir: &Path) {
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
     let m = tensor_core::onnx::import(dir.join("model.onnx")).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -49,15 +49,14 @@ fn check_case(dir: &Path) {
             assert!((a.is_nan() && b.is_nan()) || *a == b || (a - b).abs() <= 1e-7 + 1e-3 * b.abs(), "{name}: {a} vs expected {b}");
         }
     }
-    let args: Vec<(String, &Tensor)> =
-        m.inputs().iter().zip(&inputs).filter(|(_, t)| t.dtype().is_float()).map(|(i, t)| (i.name.clone(), t)).collect();
+    // Float inputs are traced, except those a node reads as values (Resize's scales).
+    let values = m.value_inputs();
+    let traced = |name: &str, t: &Tensor| t.dtype().is_float() && !values.contains(&name);
+    let args: Vec<(String, &Tensor)> = m.inputs().iter().zip(&inputs).filter(|(i, t)| traced(&i.name, t)).map(|(i, t)| (i.name.clone(), t)).collect();
     let named: Vec<(&str, &Tensor)> = args.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-    let host: Vec<Option<Host>> = inputs
-        .iter()
-        .map(|t| (!t.dtype().is_float()).then(|| (t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(), t.dims().to_vec(), t.dtype())))
-        .collect();
+    let host: Vec<Option<Host>> = m.inputs().iter().zip(&inputs).map(|(i, t)| (!traced(&i.name, t)).then(|| Host::of(t))).collect();
     let f = ConcreteFunction::trace(&name, &named, || {
-        // Integer and bool inputs made inside the trace: constants of the graph.
+        // Integer, bool and value inputs made inside the trace: constants of the graph.
         let consts: Vec<Tensor> = inputs.iter().zip(&host).map(|(t, h)| h.as_ref().map_or_else(|| t.clone(), remake)).collect();
         m.call(&consts.iter().collect::<Vec<_>>())
     })
@@ -69,15 +68,32 @@ fn check_case(dir: &Path) {
     }
 }
 
-/// An integer or bool input's values (as i64), dims and dtype, read before a trace.
-type Host = (Vec<i64>, Vec<usize>, DType);
+/// An input's values, dims and dtype, read before a trace to be made a constant inside it.
+enum Host {
+    Int(Vec<i64>, Vec<usize>, DType),
+    F32(Vec<f32>, Vec<usize>),
+    F64(Vec<f64>, Vec<usize>),
+}
 
-/// An integer or bool tensor from values read before the trace, made now.
-fn remake((values, dims, dtype): &Host) -> Tensor {
-    match dtype {
-        DType::I32 => Tensor::from_vec(values.iter().map(|&v| v as i32).collect::<Vec<i32>>(), dims),
-        DType::Bool => Tensor::from_vec(values.iter().map(|&v| v != 0).collect::<Vec<bool>>(), dims),
-        _ => Tensor::from_vec(values.clone(), dims),
+impl Host {
+    fn of(t: &Tensor) -> Host {
+        let dims = t.dims().to_vec();
+        match t.dtype() {
+            DType::F32 => Host::F32(t.to_vec().unwrap(), dims),
+            DType::F64 => Host::F64(t.to_vec().unwrap(), dims),
+            dtype => Host::Int(t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(), dims, dtype),
+        }
+    }
+}
+
+/// A tensor from values read before the trace, made now (a constant of the graph).
+fn remake(host: &Host) -> Tensor {
+    match host {
+        Host::F32(v, dims) => Tensor::from_vec(v.clone(), dims),
+        Host::F64(v, dims) => Tensor::from_vec(v.clone(), dims),
+        Host::Int(values, dims, DType::I32) => Tensor::from_vec(values.iter().map(|&v| v as i32).collect::<Vec<i32>>(), dims),
+        Host::Int(values, dims, DType::Bool) => Tensor::from_vec(values.iter().map(|&v| v != 0).collect::<Vec<bool>>(), dims),
+        Host::Int(values, dims, _) => Tensor::from_vec(values.clone(), dims),
     }
     .unwrap()
 }
@@ -91,6 +107,54 @@ fn the_committed_onnx_node_cases_pass_eagerly_and_as_graphs() {
     assert!(cases.len() >= 60, "{} cases in {}", cases.len(), dir.display());
     for case in &cases {
         check_case(case);
+    }
+}
+
+/// `Σ output₀ · r` for fixed weights `r`, in f64.
+fn weighted_output(m: &OnnxModel, inputs: &[Tensor]) -> f64 {
+    let out = &m.call(&inputs.iter().collect::<Vec<_>>()).unwrap()[0];
+    as_f64(out).iter().enumerate().map(|(i, v)| v * (0.3 + (i as f64 * 0.7).sin())).sum()
+}
+
+/// Gradients through the composed builders of Attention (a fully masked row included),
+/// LinearAttention, RotaryEmbedding, Resize and GridSample, to their first input, match
+/// central finite differences (in f32, hence the loose tolerance), and none is NaN.
+#[test]
+fn gradients_through_the_composed_transformer_and_resampling_ops_match_finite_differences() {
+    let cases = [
+        "test_attention_23_boolmask_fullymasked_row_nan_robustness",
+        "test_attention_4d_causal_with_past_and_present",
+        "test_attention_local_window_gqa_rank4_mask",
+        "test_linear_attention_decode_step",
+        "test_rotary_embedding",
+        "test_resize_downsample_scales_cubic_antialias",
+        "test_gridsample_bicubic",
+    ];
+    for case in cases {
+        let dir = fixtures().join("onnx_node").join(case);
+        let m = tensor_core::onnx::import(dir.join("model.onnx")).unwrap();
+        let inputs = read_set(&dir.join("test_data_set_0"), "input");
+        let leaf = inputs[0].detach().requires_grad_(true).unwrap();
+        let mut with_leaf = inputs.clone();
+        with_leaf[0] = leaf.clone();
+        let out = &m.call(&with_leaf.iter().collect::<Vec<_>>()).unwrap()[0];
+        let r: Vec<f32> = (0..out.numel()).map(|i| (0.3 + (i as f64 * 0.7).sin()) as f32).collect();
+        out.mul(&Tensor::from_vec(r, &out.dims()).unwrap()).unwrap().sum().unwrap().backward().unwrap();
+        let grad = as_f64(&leaf.grad().unwrap());
+        assert!(grad.iter().all(|g| g.is_finite()), "{case}: a gradient is not finite");
+        let values = as_f64(&inputs[0]);
+        let eps = 1e-2;
+        for j in (0..values.len()).step_by(values.len().div_ceil(7)) {
+            let moved = |d: f64| {
+                let mut v = values.clone();
+                v[j] += d;
+                let mut x = inputs.clone();
+                x[0] = Tensor::from_vec(v, &inputs[0].dims()).unwrap().cast(inputs[0].dtype()).unwrap();
+                weighted_output(&m, &x)
+            };
+            let fd = (moved(eps) - moved(-eps)) / (2.0 * eps);
+            assert!((grad[j] - fd).abs() <= 2e-2 * (1.0 + fd.abs()), "{case}: element {j}: gradient {} vs finite difference {fd}", grad[j]);
+        }
     }
 }
 

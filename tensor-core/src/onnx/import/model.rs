@@ -129,6 +129,14 @@ impl OnnxModel {
         &self.ops
     }
 
+    /// The names of the inputs some node reads as values when the model runs (Resize's
+    /// `scales`, `sizes` and `roi`, say): inside a trace they must be constants, not traced
+    /// arguments (a float one included), or that node's `Err` says so.
+    pub fn value_inputs(&self) -> Vec<&str> {
+        let read = |name: &str| self.nodes.iter().any(|n| n.inputs.iter().enumerate().any(|(i, input)| input == name && ops::reads_value(&n.op, i)));
+        self.inputs.iter().map(|i| i.name.as_str()).filter(|name| read(name)).collect()
+    }
+
     /// The opset of the standard domain the model imports.
     pub fn opset(&self) -> i64 {
         self.opset

@@ -367,3 +367,22 @@ pub(super) fn modulo(c: &Ctx) -> Result<Vec<Tensor>> {
     let fix = Tensor::where_(&r.ne(0)?, &signs_differ, &Tensor::scalar(false))?;
     one(Tensor::where_(&fix, &r.add(&b)?, &r)?)
 }
+
+/// `x sigmoid(alpha x)`.
+fn swish_of(x: &Tensor, alpha: f64) -> Result<Tensor> {
+    let gate = if alpha == 1.0 { x.sigmoid()? } else { x.mul(alpha)?.sigmoid()? };
+    x.mul(&gate)
+}
+
+pub(super) fn swish(c: &Ctx) -> Result<Vec<Tensor>> {
+    one(swish_of(&c.x(0)?, c.float("alpha", 1.0) as f64)?)
+}
+
+/// `swish(a) b`, with `a` and `b` of one shape (the op does not broadcast).
+pub(super) fn swiglu(c: &Ctx) -> Result<Vec<Tensor>> {
+    let (a, b) = (c.x(0)?, c.x(1)?);
+    if a.shape() != b.shape() {
+        return Err(c.err(format!("A is {} and B is {}; SwiGLU needs one shape (it does not broadcast)", a.shape(), b.shape())));
+    }
+    one(swish_of(&a, c.float("alpha", 1.0) as f64)?.mul(&b)?)
+}

@@ -1,10 +1,18 @@
 //! The op table: each ONNX op, from the opset its semantics start, as the function that
 //! builds its outputs from tensor-core ops. Adding an op is one row here and its builder
 //! (`math.rs`: elementwise ops and reductions; `shape.rs`: shapes, indexing, constants;
-//! `nn.rs`: matmul, convolution, pooling, normalization).
+//! `nn.rs`: matmul, convolution, pooling, normalization; `attention.rs`, `rotary.rs`,
+//! `linear_attention.rs`, `causal_conv.rs`: the transformer ops; `resize.rs`: Resize and Upsample; `grid.rs`:
+//! GridSample and AffineGrid).
 
+mod attention;
+mod causal_conv;
+mod grid;
+mod linear_attention;
 mod math;
 mod nn;
+mod resize;
+mod rotary;
 mod shape;
 
 use super::super::proto::{attribute_type, AttributeProto, TensorProto};
@@ -66,7 +74,23 @@ const TABLE: &[(&str, i64, OpFn)] = &[
     ("ConvTranspose", 1, nn::conv_transpose), ("GroupNormalization", 18, nn::group_norm_v18), ("GroupNormalization", 21, nn::group_norm_v21),
     ("RMSNormalization", 23, nn::rms_norm), ("NegativeLogLikelihoodLoss", 12, nn::nll_loss),
     ("SoftmaxCrossEntropyLoss", 12, nn::softmax_cross_entropy), ("Einsum", 12, nn::einsum),
+    // transformers, resizing and sampling (issue 32's second batch)
+    ("Attention", 23, attention::attention), ("RotaryEmbedding", 23, rotary::rotary_embedding),
+    ("Swish", 24, math::swish), ("SwiGLU", 28, math::swiglu),
+    ("Resize", 10, resize::resize_v10), ("Resize", 11, resize::resize_v11), ("Upsample", 7, resize::resize_v10),
+    ("GridSample", 16, grid::grid_sample), ("AffineGrid", 20, grid::affine_grid),
+    ("CausalConvWithState", 27, causal_conv::causal_conv_with_state), ("LinearAttention", 27, linear_attention::linear_attention),
 ];
+
+/// The float inputs, by op and position, whose values a builder reads on the host (see
+/// [`OnnxModel::value_inputs`](super::OnnxModel::value_inputs)); integer ones are taken as
+/// constants anyway.
+const VALUE_INPUTS: &[(&str, &[usize])] = &[("Resize", &[1, 2, 3]), ("Upsample", &[1])];
+
+/// Whether `op` reads its input `i` as a value on the host.
+pub(crate) fn reads_value(op: &str, i: usize) -> bool {
+    VALUE_INPUTS.iter().any(|(o, slots)| *o == op && slots.contains(&i))
+}
 
 /// What the table has for an op at an opset.
 pub(crate) enum Lookup {

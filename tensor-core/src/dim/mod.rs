@@ -27,10 +27,15 @@
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
 
+mod expr;
 pub(crate) mod guard;
+mod shape_arg;
 pub(crate) mod table;
 
+pub use expr::SymDim;
 pub use guard::Guards;
+pub(crate) use shape_arg::size_attrs;
+pub use shape_arg::{IntoDims, ShapeArg, SizeAttr};
 
 use guard::{BinOp, Cmp};
 use smallvec::SmallVec;

@@ -34,7 +34,6 @@ pub(crate) mod table;
 
 pub use expr::SymDim;
 pub use guard::Guards;
-pub(crate) use shape_arg::size_attrs;
 pub use shape_arg::{IntoDims, ShapeArg, SizeAttr};
 
 use guard::{BinOp, Cmp};

@@ -133,19 +133,6 @@ pub enum SizeAttr {
 }
 
 impl SizeAttr {
-    /// `d` as an attribute: a symbolic dim of the function's trace stays an expression; any
-    /// other symbolic dim (inside a `cond` branch or loop body, whose graphs run without the
-    /// call's dims) specializes, a guard on its value.
-    pub(crate) fn of(d: Dim) -> SizeAttr {
-        if let Some(k) = d.known() {
-            return SizeAttr::Fixed(k);
-        }
-        match crate::trace::depth() == 1 {
-            true => super::table::extract(d).map_or_else(|| SizeAttr::Fixed(usize::from(d)), SizeAttr::Sym),
-            false => SizeAttr::Fixed(usize::from(d)),
-        }
-    }
-
     /// The number, when it is one.
     pub(crate) fn fixed(&self) -> Option<usize> {
         match self {
@@ -163,12 +150,6 @@ impl SizeAttr {
             other => Ok(other.clone()),
         }
     }
-}
-
-/// The attributes of `dims` when one of them stays symbolic (`None`: all are numbers now).
-pub(crate) fn size_attrs(dims: &[Dim]) -> Option<SmallVec<[SizeAttr; 4]>> {
-    let attrs: SmallVec<[SizeAttr; 4]> = dims.iter().map(|&d| SizeAttr::of(d)).collect();
-    attrs.iter().any(|a| matches!(a, SizeAttr::Sym(_))).then_some(attrs)
 }
 
 impl fmt::Display for SizeAttr {

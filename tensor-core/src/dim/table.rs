@@ -272,16 +272,11 @@ fn input_value(t: &Table, slot: usize, axis: usize, probe: bool) -> Option<usize
     }
 }
 
-/// `op` with its symbolic dims evaluated at the traced call and at the probe call (the
-/// latter `None` when a probe value is missing), so its shape rule gives the output's dims
-/// at both.
-pub(crate) fn at_hint_and_probe(op: &crate::ops::SymShapeOp) -> Option<(crate::ops::SymShapeOp, Option<crate::ops::SymShapeOp>)> {
-    with(|t| {
-        let hint = op.at(&|slot, axis| input_value(t, slot, axis, false)).ok()?;
-        let probe = op.at(&|slot, axis| input_value(t, slot, axis, true)).ok();
-        Some((hint, probe))
-    })
-    .flatten()
+/// Runs `f` with the input dims of the active trace at the traced call and at the probe
+/// call (`dim(slot, axis)`, `None` for a dim that is not a symbol), so a shape rule can give
+/// an op's output dims at both; `None` when no table is active.
+pub(crate) fn at_hint_and_probe<R>(f: impl FnOnce(&dyn Fn(usize, usize) -> Option<usize>, &dyn Fn(usize, usize) -> Option<usize>) -> R) -> Option<R> {
+    with(|t| f(&|slot, axis| input_value(t, slot, axis, false), &|slot, axis| input_value(t, slot, axis, true)))
 }
 
 /// Each dim of value (`trace`, `v`) as the expression it equals at the traced and the probe

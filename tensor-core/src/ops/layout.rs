@@ -83,7 +83,7 @@ impl<T: Dim> ReshapeDims for [T] {
 
     fn symbolic(&self) -> Option<SmallVec<[SizeAttr; 4]>> {
         let dims: SmallVec<[crate::dim::Dim; 4]> = self.iter().map(|d| d.as_dim()).collect::<Option<_>>()?;
-        crate::dim::size_attrs(&dims)
+        super::size_attrs(&dims)
     }
 }
 
@@ -155,7 +155,7 @@ tuple_dims!(A 0, B 1, C 2, D 3, E 4, F 5);
 /// shape rule then refuses through `spec`).
 fn reshape_attr<T: Dim>(d: T) -> Option<SizeAttr> {
     match d.as_dim() {
-        Some(d) => Some(SizeAttr::of(d)),
+        Some(d) => Some(super::size_attr(d)),
         None => match d.to_isize()? {
             -1 => Some(SizeAttr::Inferred),
             v => usize::try_from(v).ok().map(SizeAttr::Fixed),
@@ -384,7 +384,7 @@ impl Tensor {
             return apply(LayoutOp::Narrow { axis, start, len }, &[self]);
         }
         // A start or length computed from the call's dims (a relaxed trace's `n - 1`).
-        match (SizeAttr::of(start), SizeAttr::of(len)) {
+        match (super::size_attr(start), super::size_attr(len)) {
             (SizeAttr::Fixed(start), SizeAttr::Fixed(len)) => apply(LayoutOp::Narrow { axis, start, len }, &[self]),
             (start, len) => apply(SymShapeOp::Narrow { axis, start, len }, &[self]),
         }
@@ -440,7 +440,7 @@ impl Tensor {
 /// The attributes of dims of which one is symbolic (`None`: all are numbers now).
 pub(crate) fn dims_attrs(dims: &ShapeArg) -> Option<SmallVec<[SizeAttr; 4]>> {
     match dims {
-        ShapeArg::Symbolic(d) => crate::dim::size_attrs(d),
+        ShapeArg::Symbolic(d) => super::size_attrs(d),
         _ => None,
     }
 }

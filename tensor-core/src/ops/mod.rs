@@ -61,6 +61,7 @@ pub use reduce::ReductionOp;
 pub use resize::Interpolation;
 pub(crate) use seams::{set_transport, transport};
 pub use sym_shape::SymShapeOp;
+pub(crate) use sym_shape::{size_attr, size_attrs};
 pub use transformer::AttentionOptions;
 
 /// A list of axes.

@@ -6,8 +6,9 @@
 //! eager's. These ops exist only in graphs traced with relaxed dims.
 
 use super::{Family, InputGrads, LayoutOp, Op, Saves, TypeRef};
-use crate::dim::SizeAttr;
+use crate::dim::{Dim, SizeAttr};
 use crate::dtype::DType;
+use crate::dtype::Scalar;
 use crate::error::{Error, Result};
 use crate::math::op_names;
 use crate::shape::{Shape, UNKNOWN};
@@ -122,6 +123,32 @@ impl Family for SymShapeOp {
     }
 }
 
+impl Tensor {
+    /// The values `0, 1, ..., n - 1` in `dtype` (numeric), as `arange(0, n)` gives them. `n`
+    /// may be a [`Dim`](crate::dim::Dim): in a relaxed trace a symbolic one makes the range a
+    /// graph op whose length each call computes (a causal mask of size `n`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// assert_eq!(Tensor::arange_len(3, DType::I64)?.to_vec::<i64>()?, vec![0, 1, 2]);
+    /// let x = Tensor::zeros(&[2, 4], DType::F32);
+    /// assert_eq!(Tensor::arange_len(x.dim(1), DType::F32)?.to_vec::<f32>()?, vec![0.0, 1.0, 2.0, 3.0]);
+    /// assert!(Tensor::arange_len(3, DType::Bool).is_err());
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn arange_len(n: impl Into<crate::dim::Dim>, dtype: DType) -> Result<Tensor> {
+        let start = Storage::full(&Shape::scalar(), dtype, Scalar::Int(0));
+        let range = SymShapeOp::Arange { len: size_attr(n.into()) };
+        if range.is_symbolic() {
+            return super::dispatch::apply(range, &[&Tensor::from_storage(start)]);
+        }
+        // A known length: data (a constant when traced), as `arange` makes it.
+        let range = Op::SymShape(range);
+        range.infer(&[TypeRef { dtype, shape: &Shape::scalar() }])?;
+        Ok(Tensor::from_storage(range.compute(&[&start])?))
+    }
+}
+
 impl SymShapeOp {
     /// The op for a call whose argument dims `dim(slot, axis)` gives: every size a number.
     pub fn at(&self, dim: &dyn Fn(usize, usize) -> Option<usize>) -> Result<SymShapeOp> {
@@ -177,4 +204,23 @@ fn range<T: Element>(start: &Array<T>, len: usize) -> Array<T> {
     let s = start.iter().next().map_or(0.0, |v| v.clone().to_f64());
     let data: Vec<T> = (0..len).map(|i| T::from_f64(s + i as f64)).collect();
     Array::from_shape_vec(IxDyn(&[len]), data).expect("len values")
+}
+
+/// `d` as a size attribute: a symbolic dim of the function's trace stays an expression; any
+/// other symbolic dim (inside a `cond` branch or loop body, whose graphs run without the
+/// call's dims) specializes, a guard on its value.
+pub(crate) fn size_attr(d: Dim) -> SizeAttr {
+    if let Some(k) = d.known() {
+        return SizeAttr::Fixed(k);
+    }
+    match crate::tensor::context::depth() == 1 {
+        true => crate::dim::table::extract(d).map_or_else(|| SizeAttr::Fixed(usize::from(d)), SizeAttr::Sym),
+        false => SizeAttr::Fixed(usize::from(d)),
+    }
+}
+
+/// The attributes of `dims` when one of them stays symbolic (`None`: all are numbers now).
+pub(crate) fn size_attrs(dims: &[Dim]) -> Option<SmallVec<[SizeAttr; 4]>> {
+    let attrs: SmallVec<[SizeAttr; 4]> = dims.iter().map(|&d| size_attr(d)).collect();
+    attrs.iter().any(|a| matches!(a, SizeAttr::Sym(_))).then_some(attrs)
 }

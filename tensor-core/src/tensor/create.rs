@@ -137,30 +137,6 @@ impl Tensor {
         Tensor::arange_step(start, end, T::one())
     }
 
-    /// The values `0, 1, ..., n - 1` in `dtype` (numeric), as `arange(0, n)` gives them. `n`
-    /// may be a [`Dim`](crate::dim::Dim): in a relaxed trace a symbolic one makes the range a
-    /// graph op whose length each call computes (a causal mask of size `n`).
-    ///
-    /// ```
-    /// use tensor_core::prelude::*;
-    /// assert_eq!(Tensor::arange_len(3, DType::I64)?.to_vec::<i64>()?, vec![0, 1, 2]);
-    /// let x = Tensor::zeros(&[2, 4], DType::F32);
-    /// assert_eq!(Tensor::arange_len(x.dim(1), DType::F32)?.to_vec::<f32>()?, vec![0.0, 1.0, 2.0, 3.0]);
-    /// assert!(Tensor::arange_len(3, DType::Bool).is_err());
-    /// # Ok::<(), tensor_core::Error>(())
-    /// ```
-    pub fn arange_len(n: impl Into<crate::dim::Dim>, dtype: DType) -> Result<Tensor> {
-        let start = Storage::full(&Shape::scalar(), dtype, Scalar::Int(0));
-        let range = crate::ops::SymShapeOp::Arange { len: crate::dim::SizeAttr::of(n.into()) };
-        if range.is_symbolic() {
-            return crate::ops::dispatch::apply(range, &[&Tensor::from_storage(start)]);
-        }
-        // A known length: data (a constant when traced), as `arange` makes it.
-        let range = crate::ops::Op::SymShape(range);
-        range.infer(&[crate::ops::TypeRef { dtype, shape: &Shape::scalar() }])?;
-        Ok(Tensor::from_storage(range.compute(&[&start])?))
-    }
-
     /// The values `start, start + step, ...` up to (not including) `end`.
     ///
     /// ```

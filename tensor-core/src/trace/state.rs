@@ -139,9 +139,9 @@ impl TraceState {
         let Some(NodeKind::Op(op)) = self.graph.nodes.last().map(|n| &n.kind) else { return };
         // An op with symbolic sizes has them evaluated at each point too.
         let (hint_op, probe_op) = match op {
-            crate::ops::Op::SymShape(s) => match table::at_hint_and_probe(s) {
-                Some((h, p)) => (Cow::Owned(crate::ops::Op::SymShape(h)), p.map(|p| Cow::Owned(crate::ops::Op::SymShape(p)))),
-                None => return,
+            crate::ops::Op::SymShape(s) => match table::at_hint_and_probe(|hint, probe| (s.at(hint), s.at(probe))) {
+                Some((Ok(h), p)) => (Cow::Owned(crate::ops::Op::SymShape(h)), p.ok().map(|p| Cow::Owned(crate::ops::Op::SymShape(p)))),
+                _ => return,
             },
             op => (Cow::Borrowed(op), Some(Cow::Borrowed(op))),
         };

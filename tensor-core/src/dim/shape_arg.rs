@@ -38,8 +38,9 @@ impl ShapeArg<'_> {
     }
 }
 
-/// What takes a shape: `&[usize]`, `[usize; N]`, `Vec<usize>`, `&Dims`, and `[Dim; N]`,
-/// `&[Dim]`, `Vec<Dim>` (write a literal as `4.into()` or `Dim::from(4)` beside a `Dim`).
+/// What takes a shape: `&[usize]` (`&[2, 3]`), `&Vec<usize>`, `&Shape`, `&Dims`, and
+/// `[Dim; N]`, `&[Dim]`, `Vec<Dim>` (write a literal as `4.into()` or `Dim::from(4)` beside a
+/// `Dim`).
 /// Existing `&[2, 3]` callers are unchanged. In a relaxed trace a symbolic [`Dim`] makes the
 /// op compute its shape at run time from the call's argument dims (see [`crate::dim`]).
 ///
@@ -49,7 +50,7 @@ impl ShapeArg<'_> {
 /// let n = x.dim(0);
 /// assert_eq!(Tensor::ones([n, 4.into()], DType::F32).dims(), vec![2, 4]);
 /// assert_eq!(Tensor::zeros(&x.dims(), DType::F32).dims(), vec![2, 3]);
-/// assert_eq!(Tensor::full(vec![3usize], 1.5, DType::F64).to_vec::<f64>()?, vec![1.5; 3]);
+/// assert_eq!(Tensor::full(&vec![3usize], 1.5, DType::F64).to_vec::<f64>()?, vec![1.5; 3]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub trait IntoDims {
@@ -57,45 +58,57 @@ pub trait IntoDims {
     fn shape_arg(&self) -> ShapeArg<'_>;
 }
 
-impl IntoDims for [usize] {
+impl IntoDims for &[usize] {
     fn shape_arg(&self) -> ShapeArg<'_> {
         ShapeArg::Borrowed(self)
     }
 }
 
-impl<const N: usize> IntoDims for [usize; N] {
+impl<const N: usize> IntoDims for &[usize; N] {
+    fn shape_arg(&self) -> ShapeArg<'_> {
+        ShapeArg::Borrowed(&self[..])
+    }
+}
+
+impl IntoDims for &Vec<usize> {
     fn shape_arg(&self) -> ShapeArg<'_> {
         ShapeArg::Borrowed(self)
     }
 }
 
-impl IntoDims for Vec<usize> {
-    fn shape_arg(&self) -> ShapeArg<'_> {
-        ShapeArg::Borrowed(self)
-    }
-}
-
-impl IntoDims for Shape {
+impl IntoDims for &Shape {
     fn shape_arg(&self) -> ShapeArg<'_> {
         ShapeArg::Borrowed(self.dims())
     }
 }
 
-impl IntoDims for [Dim] {
-    fn shape_arg(&self) -> ShapeArg<'_> {
-        match self.iter().any(Dim::is_symbolic) {
-            true => ShapeArg::Symbolic(SmallVec::from_slice(self)),
-            false => ShapeArg::Inline(self.iter().map(|d| d.known().expect("not symbolic")).collect()),
-        }
+/// `dims` as numbers when all are known, else kept as dims.
+fn of_dims<'a>(dims: &[Dim]) -> ShapeArg<'a> {
+    match dims.iter().any(Dim::is_symbolic) {
+        true => ShapeArg::Symbolic(SmallVec::from_slice(dims)),
+        false => ShapeArg::Inline(dims.iter().map(|d| d.known().expect("not symbolic")).collect()),
     }
 }
 
-/// Arrays of [`Dim`]s of 1 to 8 dims (an empty `&[]` is a `[usize; 0]`: a scalar's shape).
+impl IntoDims for &[Dim] {
+    fn shape_arg(&self) -> ShapeArg<'_> {
+        of_dims(self)
+    }
+}
+
+/// Arrays of [`Dim`]s of 1 to 8 dims, by value or borrowed (an empty `&[]` is a
+/// `[usize; 0]`: a scalar's shape).
 macro_rules! dim_arrays {
     ($($n:literal)*) => {$(
         impl IntoDims for [Dim; $n] {
             fn shape_arg(&self) -> ShapeArg<'_> {
-                self[..].shape_arg()
+                of_dims(&self[..])
+            }
+        }
+
+        impl IntoDims for &[Dim; $n] {
+            fn shape_arg(&self) -> ShapeArg<'_> {
+                of_dims(&self[..])
             }
         }
     )*};
@@ -104,19 +117,13 @@ dim_arrays!(1 2 3 4 5 6 7 8);
 
 impl IntoDims for Vec<Dim> {
     fn shape_arg(&self) -> ShapeArg<'_> {
-        self[..].shape_arg()
+        of_dims(&self[..])
     }
 }
 
-impl IntoDims for Dims {
+impl IntoDims for &Dims {
     fn shape_arg(&self) -> ShapeArg<'_> {
-        self.as_dims().shape_arg()
-    }
-}
-
-impl<D: IntoDims + ?Sized> IntoDims for &D {
-    fn shape_arg(&self) -> ShapeArg<'_> {
-        (**self).shape_arg()
+        of_dims(self.as_dims())
     }
 }
 

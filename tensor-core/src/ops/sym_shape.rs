@@ -201,7 +201,7 @@ fn arange_input(x: TypeRef) -> Result<()> {
 /// `len` values from `start` on, each `start + i` computed in f64 and converted, as
 /// `Tensor::arange` computes them (so the bits are eager's).
 fn range<T: Element>(start: &Array<T>, len: usize) -> Array<T> {
-    let s = start.iter().next().map_or(0.0, |v| v.clone().to_f64());
+    let s = start.iter().next().map_or(0.0, |v| v.to_f64());
     let data: Vec<T> = (0..len).map(|i| T::from_f64(s + i as f64)).collect();
     Array::from_shape_vec(IxDyn(&[len]), data).expect("len values")
 }

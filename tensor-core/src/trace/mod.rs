@@ -174,10 +174,11 @@ fn name_dims(id: u64, g: &mut Graph) {
         return;
     }
     for v in 0..g.values.len() {
-        if !g.values[v].shape.is_known() {
-            if let Some(names) = crate::dim::table::named_dims(id, v) {
-                g.dim_names.insert(v, names);
-            }
+        if g.values[v].shape.is_known() {
+            continue;
+        }
+        if let Some(names) = crate::dim::table::named_dims(id, v) {
+            g.dim_names.insert(v, names);
         }
     }
 }

@@ -70,7 +70,7 @@ fn a_reshape_to_a_symbolic_size_is_computed_at_each_call() -> Result<()> {
 #[graph_fn(input_signature(x: f32[?, 4]))]
 fn plus_zeros(x: &Tensor) -> Result<Tensor> {
     let n = x.dim(0);
-    let zeros = Tensor::zeros(&[n, 4.into()], DType::F32);
+    let zeros = Tensor::zeros([n, 4.into()], DType::F32);
     let halves = Tensor::full([n, Dim::from(4)], 0.5, DType::F32);
     x.add(&zeros)?.mul(&halves)
 }

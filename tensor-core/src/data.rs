@@ -147,7 +147,7 @@ impl DataLoader {
             if t.raw_dims().first() != Some(&samples) {
                 let reason = format!(
                     "tensors[{k}] has shape {}, but tensors[0] holds {samples} samples (its leading dim): every tensor needs {samples} along axis 0",
-                    t.shape()
+                    t.raw_shape()
                 );
                 return Err(Error::invalid(op, "tensors", reason));
             }

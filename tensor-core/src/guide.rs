@@ -386,6 +386,45 @@
 //! stands for (`n0 = x dim 0`); `ConcreteFunction::call` checks the guards on every call
 //! (`Error::GuardFailed` naming the failing one).
 //!
+//! **Shapes computed at run time.** The ops that take a shape or a size accept symbolic
+//! dims, and then compute it when the graph runs, from the call's argument dims, instead of
+//! specializing: `reshape` (an array of [`Dim`](crate::Dim)s, or a tuple mixing them with
+//! numbers and `-1`: `x.reshape((n * 2, -1))`), `Tensor::zeros`/`ones`/`full` and
+//! `broadcast_to` (anything [`IntoDims`](crate::dim::IntoDims): `&[n, 4.into()]`,
+//! `[n, Dim::from(4)]`, `&y.dims()`), `narrow` and `slice` (`x.narrow(0, 0, n - 1)`),
+//! `split`/`split_sizes`/`chunk` (the lengths; the *number* of pieces is host data, so it is
+//! guarded on), `Tensor::arange_len(n, dtype)`, and the masks built from them
+//! (`Tensor::causal_mask_dim(n)`, and `scaled_dot_product_attention` with `causal`). The
+//! graph node keeps the expression (`reshape[shape=[n0 * 2, -1]]`, printed with its output
+//! type `f32[n0 * 2, ?]`), each call evaluates it on its own dims and runs the op eager runs
+//! — the same bits — and no guard is recorded, so one trace serves every size:
+//!
+//! ```
+//! use tensor_core::prelude::*;
+//! #[graph_fn(reduce_retracing)]
+//! fn guide_mask(x: &Tensor) -> Result<Tensor> {
+//!     let n = x.dim(0);
+//!     let scores = x.matmul(&x.t()?)?.add(&Tensor::ones([n, n], DType::F32))?;
+//!     scores.masked_fill(&Tensor::causal_mask_dim(n)?, f32::NEG_INFINITY)?.softmax(-1)
+//! }
+//! for n in [2, 3, 5, 8] {
+//!     let y = guide_mask(&Tensor::zeros(&[n, 4], DType::F32))?;
+//!     assert_eq!(y.narrow(0, 0, 1)?.to_vec::<f32>()?[0], 1.0); // row 0 sees only itself
+//! }
+//! let f = tensor_core::function::lookup("guide_mask").unwrap();
+//! assert_eq!(f.trace_count(), 2); // [2, 4] exactly, then one trace for every n
+//! assert!(f.concrete_functions()[1].guards().is_empty());
+//! # Ok::<(), tensor_core::Error>(())
+//! ```
+//!
+//! What still specializes: a size read as a number (`usize::from(n)`, `x.shape()`, `dims()`
+//! as a `&[usize]`, a `Vec<usize>` built from it), a dim the trace cannot name (a reshape's
+//! inferred `-1` dim, a concatenation's length: reading it guards every symbol on its value),
+//! and sizes inside a `cond` branch or `while_loop` body (their graphs run without the call's
+//! dims). A `narrow` whose start or length is computed at run time has no gradient yet
+//! (`Error::NotDifferentiable`); reshapes and fills do. Graph files and ONNX export do not
+//! hold run-time sizes yet: exporting such a trace is an `Err`.
+//!
 //! An exported relaxed trace keeps its symbols and guards (docs/EXPORT.md): the loaded
 //! function serves every size its guards admit — a whole training step too, backward and
 //! optimizer included, with eager's bits at each batch size — and checks the guards on every

@@ -183,7 +183,7 @@ fn check_state(op: &'static str, state: &Tensor) -> Result<()> {
     if state.dtype() == DType::I64 && state.raw_dims() == [2] {
         Ok(())
     } else {
-        Err(Error::invalid(op, "state", format!("must be an i64 [key, counter] of shape [2], found {} {}", state.dtype(), state.shape())))
+        Err(Error::invalid(op, "state", format!("must be an i64 [key, counter] of shape [2], found {} {}", state.dtype(), state.raw_shape())))
     }
 }
 

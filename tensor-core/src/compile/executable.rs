@@ -242,6 +242,12 @@ fn run_node(node: &Node, cpu: &CpuStep, inputs: &[&Storage], slots: &[&Tensor], 
     match (&node.kind, cpu) {
         (_, CpuStep::Control(control)) => control.run(inputs),
         (NodeKind::Epilogue(e), CpuStep::Epilogue(program)) => super::epilogue::run(e, program, inputs),
+        (NodeKind::Op(Op::SymShape(s)), _) => {
+            // Sizes computed from this call's argument dims, then the op eager runs.
+            let op = Op::SymShape(s.at(&|slot, axis| slot_dim(slots, slot, axis))?);
+            infer(&op, inputs)?;
+            Ok(one(op.compute(inputs)?))
+        }
         (NodeKind::Op(op), _) => {
             if checks {
                 infer(op, inputs)?;
@@ -271,6 +277,11 @@ fn run_node(node: &Node, cpu: &CpuStep, inputs: &[&Storage], slots: &[&Tensor], 
         (NodeKind::Fused(_), _) => unreachable!("run by the caller"),
         (NodeKind::Epilogue(_) | NodeKind::Cond { .. } | NodeKind::While { .. }, _) => unreachable!("lowered with their programs and plans"),
     }
+}
+
+/// Dim `axis` of slot `slot` for this call (what a symbolic size is computed from).
+pub(crate) fn slot_dim(slots: &[&Tensor], slot: usize, axis: usize) -> Option<usize> {
+    slots.get(slot).and_then(|t| t.0.shape.dims().get(axis).copied())
 }
 
 fn apply_write(w: &StateWrite, values: &[Option<Storage>], slots: &[&Tensor]) {
@@ -416,7 +427,7 @@ mod tests {
         let eager = |x: &Tensor| x.add(&b)?.mul(2.0)?.tanh();
         for x in [x.clone(), Tensor::randn(&[1], DType::F32, 3)] {
             let out = exe.run(&[&x, &b])?;
-            assert!(out[0].to_storage()?.bit_eq(&eager(&x)?.to_storage()?), "eager's bits for {}", x.shape());
+            assert!(out[0].to_storage()?.bit_eq(&eager(&x)?.to_storage()?), "eager's bits for {}", x.raw_shape());
         }
         let bad = Tensor::randn(&[2], DType::F32, 4);
         assert_eq!(exe.run(&[&bad, &b]).unwrap_err(), bad.add(&b).unwrap_err(), "eager's error, naming add and both shapes");

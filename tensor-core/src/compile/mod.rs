@@ -26,6 +26,7 @@ pub use control::optimize_subgraphs;
 pub use cse::Cse;
 pub use dce::Dce;
 pub use epilogue::FuseEpilogue;
+pub(crate) use executable::slot_dim;
 pub use executable::{Executable, Outputs};
 pub use fold::ConstantFold;
 pub use fuse::Fuse;
@@ -44,7 +45,7 @@ pub(crate) mod tests {
     pub fn traced(args: &[&Tensor], body: impl FnOnce() -> Result<Vec<Tensor>>) -> Graph {
         let names: Vec<String> = (0..args.len()).map(|i| format!("a{i}")).collect();
         let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(args.iter().copied()).collect();
-        let shapes: Vec<Shape> = args.iter().map(|t| t.shape()).collect();
+        let shapes: Vec<Shape> = args.iter().map(|t| t.raw_shape()).collect();
         let f = ConcreteFunction::trace_with_shapes("test", &named, &shapes, false, body).expect("traces");
         f.traced_graph().clone()
     }

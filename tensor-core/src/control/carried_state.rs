@@ -98,7 +98,7 @@ fn param_for(branch: &mut Nested, outer: &Tensor) -> usize {
     }
     let k = branch.graph.num_params;
     let label = outer.symbol().and_then(|s| s.label).map(|l| l.to_string());
-    let v = branch.graph.add_value(outer.dtype(), outer.shape(), label);
+    let v = branch.graph.add_value(outer.dtype(), outer.raw_shape(), label);
     branch.graph.inputs.push((v, InputSource::Param(k)));
     branch.graph.num_params += 1;
     branch.captured.push(outer.clone());

@@ -97,7 +97,7 @@ fn vjp_per_use(g: &Graph, inputs: &[Tensor], edges: &[usize], gys: &[Option<Tens
         leaves.push((k, leaf.clone()));
         Ok(leaf)
     };
-    let replayed = replay_uses(g, &g.param_of_values(), &mut fresh_leaf)?.0;
+    let replayed = replay_uses(g, &g.param_of_values(), &|_, _| None, &mut fresh_leaf)?.0;
     let (outs, grads): (Vec<&Tensor>, Vec<&Tensor>) =
         replayed.iter().zip(gys).filter_map(|(o, gy)| gy.as_ref().filter(|_| o.dtype().is_float()).map(|gy| (o, gy))).unzip();
     let targets: Vec<&Tensor> = leaves.iter().map(|(_, l)| l).collect();
@@ -110,7 +110,7 @@ fn vjp_per_use(g: &Graph, inputs: &[Tensor], edges: &[usize], gys: &[Option<Tens
         if x.dtype().is_float() {
             real.extend((0..edges[k]).map(|j| j < got.len()));
             for _ in got.len()..edges[k] {
-                got.push(neg_zeros(x.dtype(), &x.shape())?);
+                got.push(neg_zeros(x.dtype(), &x.raw_shape())?);
             }
             out.extend(got);
         }
@@ -123,7 +123,7 @@ fn no_contributions(inputs: &[Tensor], edges: &[usize]) -> Result<Vec<Tensor>> {
     let mut out = Vec::new();
     for (x, &n) in inputs.iter().zip(edges).filter(|(x, _)| x.dtype().is_float()) {
         for _ in 0..n {
-            out.push(neg_zeros(x.dtype(), &x.shape())?);
+            out.push(neg_zeros(x.dtype(), &x.raw_shape())?);
         }
     }
     Ok(out)
@@ -276,7 +276,7 @@ impl Backward for WhileGrad {
         // The sums start at -0.0, the identity of IEEE addition (`-0.0 + x` is `x`, bit for
         // bit, also for `x = -0.0`), so the first iteration's terms come out exactly as an
         // eager backward (which has no starting value) computes them.
-        state.extend(self.body_in.iter().filter(|x| x.dtype().is_float()).map(|x| neg_zeros(x.dtype(), &x.shape())).collect::<Result<Vec<_>>>()?);
+        state.extend(self.body_in.iter().filter(|x| x.dtype().is_float()).map(|x| neg_zeros(x.dtype(), &x.raw_shape())).collect::<Result<Vec<_>>>()?);
         let done = while_loop(
             |s: &Vec<Tensor>| s[0].ge(0i64),
             |s: Vec<Tensor>| {

@@ -31,7 +31,7 @@ fn check_predicate(op: &'static str, pred: &Tensor) -> Result<()> {
             needs: "a bool predicate (a comparison such as x.gt(0.0), reduced to one value)",
         });
     }
-    let shape = pred.shape();
+    let shape = pred.raw_shape();
     if shape.is_known() && shape.numel() != 1 {
         return Err(Error::NotOneElement { op, shape: shape.clone(), numel: shape.numel() });
     }
@@ -45,7 +45,7 @@ fn describe(dtype: DType, shape: &Shape) -> String {
 
 /// The dtype and shape of each tensor.
 fn types_of(ts: &[Tensor]) -> Vec<(DType, Shape)> {
-    ts.iter().map(|t| (t.dtype(), t.shape())).collect()
+    ts.iter().map(|t| (t.dtype(), t.raw_shape())).collect()
 }
 
 /// True when `pred` is data known while tracing (made inside the traced function), so the

@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, NodeKind, ValueId};
 use crate::ops::dispatch::apply;
+use crate::ops::Op;
 use crate::tensor::Tensor;
 
 /// A replayed graph: the tensor each value became (`None` for inputs, which each use reads
@@ -31,15 +32,22 @@ pub(crate) fn is_replayed(node: &Node) -> bool {
 /// The outputs of subgraph `g` (a branch, a loop's condition or body) computed from
 /// `params` (one tensor per parameter).
 pub(super) fn replay(g: &Graph, params: &[Tensor]) -> Result<Vec<Tensor>> {
-    Ok(replay_uses(g, &g.param_of_values(), |k| Ok(params[k].clone()))?.0)
+    Ok(replay_uses(g, &g.param_of_values(), &|_, _| None, |k| Ok(params[k].clone()))?.0)
 }
 
 /// Replays `g`, whose value `v` is input `input_of[v]` (a subgraph's parameter, a function
 /// graph's slot) or made by a node; `read(k)` gives the tensor each *use* of input `k` reads
 /// — an operand of a replayed node, or a returned input — in node order, then output order.
 /// Returns the outputs and the replayed values. Nodes other than ops, control flow and
-/// prints (a fused program, a `.grad` accumulation) are not replayed: an `Err`.
-pub(crate) fn replay_uses(g: &Graph, input_of: &[Option<usize>], mut read: impl FnMut(usize) -> Result<Tensor>) -> Result<(Vec<Tensor>, Replayed)> {
+/// prints (a fused program, a `.grad` accumulation) are not replayed: an `Err`. An op whose
+/// sizes are symbolic (a relaxed trace's) is replayed with them evaluated on `dims(slot,
+/// axis)`, the dims of the slots replayed on.
+pub(crate) fn replay_uses(
+    g: &Graph,
+    input_of: &[Option<usize>],
+    dims: &dyn Fn(usize, usize) -> Option<usize>,
+    mut read: impl FnMut(usize) -> Result<Tensor>,
+) -> Result<(Vec<Tensor>, Replayed)> {
     let mut values: Vec<Option<Tensor>> = vec![None; g.values.len()];
     for (v, s) in &g.constants {
         values[*v] = Some(Tensor::from_storage(s.clone()));
@@ -53,7 +61,11 @@ pub(crate) fn replay_uses(g: &Graph, input_of: &[Option<usize>], mut read: impl 
         let outs = match &node.kind {
             NodeKind::Op(op) => {
                 let refs: Vec<&Tensor> = ins.iter().collect();
-                vec![apply(op.clone(), &refs)?]
+                let op = match op {
+                    Op::SymShape(s) => Op::SymShape(s.at(dims)?),
+                    op => op.clone(),
+                };
+                vec![apply(op, &refs)?]
             }
             NodeKind::Cond { .. } | NodeKind::While { .. } => replay_control(node, &ins)?,
             _ => return Err(not_replayable(g, node)),

@@ -114,8 +114,8 @@ fn loop_types(opts: &WhileOptions, leaves: &[Tensor], names: &[String]) -> Resul
         return Err(Error::invalid("while_loop", "shape_invariants", format!("{} shapes for {} loop variables", inv.len(), leaves.len())));
     }
     for ((t, s), name) in leaves.iter().zip(inv).zip(names) {
-        if !s.admits(&t.shape()) {
-            return Err(Error::LoopVarChanged { var: name.clone(), old: describe(t.dtype(), s), new: describe(t.dtype(), &t.shape()) });
+        if !s.admits(&t.raw_shape()) {
+            return Err(Error::LoopVarChanged { var: name.clone(), old: describe(t.dtype(), s), new: describe(t.dtype(), &t.raw_shape()) });
         }
     }
     Ok(leaves.iter().zip(inv).map(|(t, s)| (t.dtype(), s.clone())).collect())
@@ -143,8 +143,8 @@ pub(super) fn check_loop_vars(out: &[Tensor], types: &[(DType, Shape)], names: &
         });
     }
     for ((t, (dtype, shape)), name) in out.iter().zip(types).zip(names) {
-        if t.dtype() != *dtype || !shape.admits(&t.shape()) {
-            return Err(Error::LoopVarChanged { var: name.clone(), old: describe(*dtype, shape), new: describe(t.dtype(), &t.shape()) });
+        if t.dtype() != *dtype || !shape.admits(&t.raw_shape()) {
+            return Err(Error::LoopVarChanged { var: name.clone(), old: describe(*dtype, shape), new: describe(t.dtype(), &t.raw_shape()) });
         }
     }
     Ok(())
@@ -166,7 +166,7 @@ pub(crate) fn while_nodes(
     for inputs in [&mut inits[..], &mut cond.captured, &mut body.captured] {
         unalias(inputs, &outers);
     }
-    let types: Vec<(DType, Shape)> = types.iter().cloned().chain(outers.iter().map(|o| (o.dtype(), o.shape()))).collect();
+    let types: Vec<(DType, Shape)> = types.iter().cloned().chain(outers.iter().map(|o| (o.dtype(), o.raw_shape()))).collect();
     let mut outs = while_graphs(&inits, cond.graph, body.graph, &cond.captured, &body.captured, max_iterations, &types)?;
     write_back(&outers, &outs[n..]);
     outs.truncate(n);

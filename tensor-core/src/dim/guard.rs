@@ -239,23 +239,6 @@ impl Guards {
     }
 }
 
-impl Guards {
-    /// `shape` of argument slot `slot` with its symbols named (`[n0, 784]`), when it has any.
-    pub(crate) fn shape_text(&self, slot: usize, shape: &crate::shape::Shape) -> Option<String> {
-        let named = |axis: usize| {
-            self.exprs.iter().find_map(|e| match *e {
-                Expr::Input { leaf, axis: a, index } if leaf as usize == slot && a as usize == axis => Some(format!("n{index}")),
-                _ => None,
-            })
-        };
-        if shape.is_unknown_rank() || (0..shape.rank()).all(|a| named(a).is_none()) {
-            return None;
-        }
-        let dims: Vec<String> = shape.dims().iter().enumerate().map(|(a, d)| named(a).unwrap_or_else(|| d.to_string())).collect();
-        Some(format!("[{}]", dims.join(", ")))
-    }
-}
-
 impl fmt::Display for Guards {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.texts().join(", "))

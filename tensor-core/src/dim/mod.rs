@@ -27,10 +27,14 @@
 //! # Ok::<(), tensor_core::Error>(())
 //! ```
 
+mod expr;
 pub(crate) mod guard;
+mod shape_arg;
 pub(crate) mod table;
 
+pub use expr::SymDim;
 pub use guard::Guards;
+pub use shape_arg::{IntoDims, ShapeArg, SizeAttr};
 
 use guard::{BinOp, Cmp};
 use smallvec::SmallVec;

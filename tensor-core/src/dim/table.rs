@@ -256,3 +256,47 @@ pub(crate) fn compare(cmp: Cmp, a: super::Dim, b: super::Dim, holds: bool) -> Op
 pub(crate) fn text(d: super::Dim) -> Option<String> {
     with(|t| d.sym_of(t.root).map(|e| t.guards.term_text(Term::Sym(e), false))).flatten()
 }
+
+/// `d` as an expression a graph can hold, when it is a symbolic dim of the active trace.
+pub(crate) fn extract(d: super::Dim) -> Option<super::SymDim> {
+    with(|t| d.sym_of(t.root).map(|e| super::SymDim::extract(&t.guards.exprs, e))).flatten()
+}
+
+/// The value of input dim (`slot`, `axis`) at the traced call (`probe`: false) or at the
+/// probe call; `None` when it is not a symbol of the active trace.
+fn input_value(t: &Table, slot: usize, axis: usize, probe: bool) -> Option<usize> {
+    let e = t.guards.exprs.iter().position(|e| matches!(*e, Expr::Input { leaf, axis: a, .. } if leaf as usize == slot && a as usize == axis))?;
+    match probe {
+        false => Some(t.hints[e]),
+        true => t.probes[e],
+    }
+}
+
+/// Runs `f` with the input dims of the active trace at the traced call and at the probe
+/// call (`dim(slot, axis)`, `None` for a dim that is not a symbol), so a shape rule can give
+/// an op's output dims at both; `None` when no table is active.
+pub(crate) fn at_hint_and_probe<R>(f: impl FnOnce(&dyn Fn(usize, usize) -> Option<usize>, &dyn Fn(usize, usize) -> Option<usize>) -> R) -> Option<R> {
+    with(|t| f(&|slot, axis| input_value(t, slot, axis, false), &|slot, axis| input_value(t, slot, axis, true)))
+}
+
+/// Each dim of value (`trace`, `v`) as the expression it equals at the traced and the probe
+/// call (`None` for a dim no expression names), for printing (`f32[n0, 784]`).
+pub(crate) fn named_dims(trace: u64, v: usize) -> Option<Vec<Option<super::SymDim>>> {
+    with(|t| {
+        let (hint, probe) = t.values.get(&(trace, v))?;
+        let probe = probe.as_ref()?;
+        if hint.is_unknown_rank() || hint.rank() != probe.rank() {
+            return None;
+        }
+        let named: Vec<Option<super::SymDim>> = hint
+            .dims()
+            .iter()
+            .zip(probe.dims())
+            .map(|(&h, &p)| {
+                (0..t.hints.len()).find(|&e| t.hints[e] == h && t.probes[e] == Some(p)).map(|e| super::SymDim::extract(&t.guards.exprs, e as u32))
+            })
+            .collect();
+        named.iter().any(Option::is_some).then_some(named)
+    })
+    .flatten()
+}

@@ -154,7 +154,7 @@ impl DataParallel {
                 let mut offset = 0;
                 for &i in &s.members[b] {
                     let p = &s.params[i];
-                    let n = p.shape().numel();
+                    let n = p.raw_shape().numel();
                     let value = mean.tensor(offset, n, &p.raw_dims())?;
                     offset += n;
                     match p.grad() {
@@ -228,7 +228,7 @@ impl Buckets {
                     self.pending[b] = Some(Pending::failed(e));
                     return;
                 }
-                None => bytes.extend(std::iter::repeat_n(0u8, p.shape().numel() * self.dtype.size_of())),
+                None => bytes.extend(std::iter::repeat_n(0u8, p.raw_shape().numel() * self.dtype.size_of())),
             }
         }
         self.pending[b] = Some(match transport("DataParallel") {
@@ -254,7 +254,7 @@ fn plan_buckets(params: &[Tensor], bucket_bytes: usize) -> (Vec<usize>, Vec<Vec<
     let mut bucket_of = vec![0; params.len()];
     let mut filled = usize::MAX;
     for i in (0..params.len()).rev() {
-        let bytes = params[i].shape().numel() * params[i].dtype().size_of();
+        let bytes = params[i].raw_shape().numel() * params[i].dtype().size_of();
         if filled >= bucket_bytes {
             members.push(Vec::new());
             filled = 0;

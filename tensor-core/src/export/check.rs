@@ -55,7 +55,7 @@ fn arity(op: &Op) -> std::ops::RangeInclusive<usize> {
         Op::Conv(_) => 2,
         // The generator state, and for a draw shaped like another tensor that tensor.
         Op::Random(_) => return 1..=2,
-        Op::Collective(_) => 1,
+        Op::Collective(_) | Op::SymShape(_) => 1,
     };
     n..=n
 }
@@ -89,6 +89,7 @@ pub(super) fn check_op(op: &Op, inputs: &[TypeRef]) -> Result<(), String> {
         Op::Collective(CollectiveOp::AllReduce { world, .. } | CollectiveOp::AllGather { world }) if (1..=1 << 20).contains(world) => Ok(()),
         Op::Collective(CollectiveOp::Broadcast { root, world }) if (1..=1 << 20).contains(world) && root < world => Ok(()),
         Op::Collective(c) => Err(format!("{c:?}: the world must be 1 to 2^20 ranks and the root one of them")),
+        Op::SymShape(_) => Err(format!("{}[{}]: sizes computed from symbolic dims are not in graph files yet", op.name(), op.attrs())),
     }
 }
 

@@ -411,29 +411,12 @@ impl ConcreteFunction {
     /// ```
     pub fn to_text(&self) -> String {
         let mut text = self.graph().to_text();
-        for (old, new) in self.symbolic_inputs() {
-            text = text.replacen(&old, &new, 1);
-        }
         let guards = self.guards();
         if let (false, Some(end)) = (guards.is_empty(), text.find('\n')) {
             let lines: String = guards.iter().map(|g| format!("  guard {g}\n")).collect();
             text.insert_str(end + 1, &lines);
         }
         text
-    }
-
-    /// For each argument with symbolic dims, its declaration as the graph prints it
-    /// (`x: f32[?, 784]`) and with the symbols named (`x: f32[n0, 784]`).
-    fn symbolic_inputs(&self) -> Vec<(String, String)> {
-        let Some(guards) = &self.dim_guards else { return Vec::new() };
-        let g = &self.traced_graph;
-        (0..g.num_arg_slots)
-            .filter_map(|slot| {
-                let info = &g.values[g.inputs[slot].0];
-                let named = guards.shape_text(slot, &info.shape)?;
-                Some((format!("{}: {}{}", g.slot_names[slot], info.dtype, info.shape), format!("{}: {}{named}", g.slot_names[slot], info.dtype)))
-            })
-            .collect()
     }
 
     /// The graph that runs, in Graphviz DOT.
@@ -448,11 +431,6 @@ impl ConcreteFunction {
     /// ```
     pub fn to_dot(&self) -> String {
         let mut dot = self.graph().to_dot();
-        for (old, new) in self.symbolic_inputs() {
-            let (name, old_ty) = old.split_once(": ").expect("name: type");
-            let new_ty = new.split_once(": ").expect("name: type").1;
-            dot = dot.replacen(&format!("{name}\\ninput\\n{old_ty}"), &format!("{name}\\ninput\\n{new_ty}"), 1);
-        }
         let guards = self.guards();
         if !guards.is_empty() {
             let label = guards.join("\\n").replace('"', "\\\"");

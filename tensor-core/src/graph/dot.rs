@@ -97,8 +97,7 @@ impl Graph {
     }
 
     fn type_label(&self, v: usize) -> String {
-        let info = &self.values[v];
-        format!("{}{}", info.dtype, info.shape)
+        format!("{}{}", self.values[v].dtype, self.shape_text(v))
     }
 }
 

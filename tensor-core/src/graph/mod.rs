@@ -264,6 +264,10 @@ pub struct Graph {
     pub slot_names: Vec<String>,
     /// How many parameters a subgraph takes (0 for a function's graph).
     pub num_params: usize,
+    /// For values whose unknown dims a relaxed trace named: each dim's expression over the
+    /// argument dims (`n0`, `n0 * 2`; `None` where none is known), for printing
+    /// (`f32[n0, 784]`).
+    pub dim_names: std::collections::HashMap<ValueId, Vec<Option<crate::dim::SymDim>>>,
 }
 
 impl Graph {
@@ -278,6 +282,36 @@ impl Graph {
     /// ```
     pub fn new(name: &str) -> Graph {
         Graph { name: name.to_string(), ..Graph::default() }
+    }
+
+    /// The shape of value `v` as text, its unknown dims named where the trace could name
+    /// them (`[n0, 784]`; else `[?, 784]`).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// use tensor_core::graph::Graph;
+    /// let mut g = Graph::new("g");
+    /// let v = g.add_value(DType::F32, Shape::new(&[3]), None);
+    /// assert_eq!(g.shape_text(v), "[3]");
+    /// ```
+    pub fn shape_text(&self, v: ValueId) -> String {
+        let shape = &self.values[v].shape;
+        match self.dim_names.get(&v) {
+            Some(names) if !shape.is_unknown_rank() && names.len() == shape.rank() => {
+                let dims: Vec<String> = shape
+                    .dims()
+                    .iter()
+                    .zip(names)
+                    .map(|(&d, name)| match (d == crate::shape::UNKNOWN, name) {
+                        (true, Some(name)) => name.to_string(),
+                        (true, None) => "?".to_string(),
+                        (false, _) => d.to_string(),
+                    })
+                    .collect();
+                format!("[{}]", dims.join(", "))
+            }
+            _ => shape.to_string(),
+        }
     }
 
     /// Adds a value and returns its id.

@@ -58,7 +58,7 @@ impl Graph {
 
     fn typed(&self, v: usize) -> String {
         let info = &self.values[v];
-        format!("{}: {}{}", info.name, info.dtype, info.shape)
+        format!("{}: {}{}", info.name, info.dtype, self.shape_text(v))
     }
 
     fn write_node(&self, out: &mut String, node: &super::Node, indent: usize) -> fmt::Result {

@@ -159,8 +159,8 @@ fn assign(op: &'static str, targets: &[(String, Tensor)], named: &[(String, Tens
     }
     let mut values = Vec::with_capacity(loads.len());
     for &(name, target, source) in &loads {
-        if source.dtype() != target.dtype() || source.shape() != target.0.shape {
-            let (want, have) = (format!("{}{}", target.dtype(), target.0.shape), format!("{}{}", source.dtype(), source.shape()));
+        if source.dtype() != target.dtype() || source.raw_shape() != target.0.shape {
+            let (want, have) = (format!("{}{}", target.dtype(), target.0.shape), format!("{}{}", source.dtype(), source.raw_shape()));
             return Err(mismatch(op, name, format!(": the model has {want}, the tensor to load is {have}")));
         }
         values.push(source.storage(op)?);

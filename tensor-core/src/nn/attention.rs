@@ -72,8 +72,8 @@ impl CausalSelfAttention {
         if out != 3 * c || proj.weight().raw_dims() != [c, c] {
             return Err(Error::shapes(
                 "CausalSelfAttention",
-                &qkv.weight().shape(),
-                &proj.weight().shape(),
+                &qkv.weight().raw_shape(),
+                &proj.weight().raw_shape(),
                 format!("the projections' weights must be [{}, {c}] and [{c}, {c}] ([out, in])", 3 * c),
             ));
         }
@@ -152,11 +152,11 @@ fn check_heads(dim: usize, heads: usize) -> Result<()> {
 
 impl Module for CausalSelfAttention {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        if x.rank() != 3 || !x.shape().is_known() {
+        if x.rank() != 3 || !x.raw_shape().is_known() {
             return Err(Error::invalid(
                 "CausalSelfAttention",
                 "x",
-                format!("must be [batch, time, channels] with known dims, found shape {}", x.shape()),
+                format!("must be [batch, time, channels] with known dims, found shape {}", x.raw_shape()),
             ));
         }
         let (b, t, c) = (x.raw_dims()[0], x.raw_dims()[1], x.raw_dims()[2]);

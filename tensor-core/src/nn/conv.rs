@@ -99,12 +99,17 @@ impl Conv2d {
     /// ```
     pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Result<Conv2d> {
         if weight.rank() != 4 {
-            return Err(Error::invalid("Conv2d", "weight", format!("must be 4-d [out, in, kh, kw] (OIHW), found shape {}", weight.shape())));
+            return Err(Error::invalid("Conv2d", "weight", format!("must be 4-d [out, in, kh, kw] (OIHW), found shape {}", weight.raw_shape())));
         }
         if let Some(b) = &bias {
             let out = weight.raw_dims()[0];
             if b.raw_dims() != [out] {
-                return Err(Error::shapes("Conv2d", &weight.shape(), &b.shape(), format!("the bias must be [{out}], one value per output channel")));
+                return Err(Error::shapes(
+                    "Conv2d",
+                    &weight.raw_shape(),
+                    &b.raw_shape(),
+                    format!("the bias must be [{out}], one value per output channel"),
+                ));
             }
             if b.dtype() != weight.dtype() {
                 return Err(Error::operand_dtypes("Conv2d", ("weight", weight.dtype()), ("bias", b.dtype())));

@@ -17,12 +17,12 @@ fn trainable(
     out: impl Fn(&[usize]) -> usize,
 ) -> Result<(Tensor, Option<Tensor>)> {
     if weight.rank() != rank {
-        return Err(Error::invalid(op, "weight", format!("must be {rank}-d ({layout}), found shape {}", weight.shape())));
+        return Err(Error::invalid(op, "weight", format!("must be {rank}-d ({layout}), found shape {}", weight.raw_shape())));
     }
     if let Some(b) = &bias {
-        let o = out(weight.shape().dims());
-        if b.shape().dims() != [o] {
-            return Err(Error::shapes(op, &weight.shape(), &b.shape(), format!("the bias must be [{o}], one value per output channel")));
+        let o = out(weight.raw_shape().dims());
+        if b.raw_shape().dims() != [o] {
+            return Err(Error::shapes(op, &weight.raw_shape(), &b.raw_shape(), format!("the bias must be [{o}], one value per output channel")));
         }
         if b.dtype() != weight.dtype() {
             return Err(Error::operand_dtypes(op, ("weight", weight.dtype()), ("bias", b.dtype())));

@@ -59,7 +59,7 @@ impl Embedding {
     pub fn from_tensor(weight: Tensor) -> Result<Embedding> {
         need_float("Embedding", weight.dtype())?;
         if weight.rank() != 2 {
-            return Err(Error::invalid("Embedding", "weight", format!("must be 2-d [num_embeddings, dim], found shape {}", weight.shape())));
+            return Err(Error::invalid("Embedding", "weight", format!("must be 2-d [num_embeddings, dim], found shape {}", weight.raw_shape())));
         }
         Ok(Embedding { weight: weight.requires_grad_(true)? })
     }

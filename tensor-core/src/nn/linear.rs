@@ -105,12 +105,12 @@ impl Linear {
     /// ```
     pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Result<Linear> {
         if weight.rank() != 2 {
-            return Err(Error::invalid("Linear", "weight", format!("must be 2-d [out, in] (PyTorch's layout), found shape {}", weight.shape())));
+            return Err(Error::invalid("Linear", "weight", format!("must be 2-d [out, in] (PyTorch's layout), found shape {}", weight.raw_shape())));
         }
         if let Some(b) = &bias {
             let out = weight.raw_dims()[0];
             if b.raw_dims() != [out] {
-                return Err(Error::shapes("Linear", &weight.shape(), &b.shape(), format!("the bias must be [{out}], one value per output")));
+                return Err(Error::shapes("Linear", &weight.raw_shape(), &b.raw_shape(), format!("the bias must be [{out}], one value per output")));
             }
             if b.dtype() != weight.dtype() {
                 return Err(Error::operand_dtypes("Linear", ("weight", weight.dtype()), ("bias", b.dtype())));
@@ -150,11 +150,11 @@ impl Linear {
     /// An input whose last dim is not `in_features` is an error naming the layer's layout
     /// (the product's own message would show the weight `[out, in]` as its right operand).
     fn check_input(&self, x: &Tensor) -> Result<()> {
-        let (shape, in_features) = (x.shape(), self.weight.raw_dims()[1]);
+        let (shape, in_features) = (x.raw_shape(), self.weight.raw_dims()[1]);
         match shape.dims().last() {
             Some(&d) if d == in_features || d == crate::shape::UNKNOWN => Ok(()),
             _ => {
-                let (w, out) = (self.weight.shape(), self.weight.raw_dims()[0]);
+                let (w, out) = (self.weight.raw_shape(), self.weight.raw_dims()[0]);
                 let hint = format!("the input's last dim must be in_features = {in_features} (the weight is [out, in] = [{out}, {in_features}])");
                 Err(Error::shapes("Linear", &shape, &w, hint))
             }

@@ -189,9 +189,9 @@ fn check_pair(op: &'static str, input: &Tensor, target: &Tensor) -> Result<()> {
             format!("its dtype {} differs from `input`'s {}; cast it: target.cast(DType::{:?})", target.dtype(), input.dtype(), input.dtype());
         return Err(Error::invalid(op, "target", reason));
     }
-    if target.shape() != input.shape() {
+    if target.raw_shape() != input.raw_shape() {
         let hint = "`target` must have the shape of `input` (no broadcasting); reshape it";
-        return Err(Error::shapes(op, &input.shape(), &target.shape(), hint));
+        return Err(Error::shapes(op, &input.raw_shape(), &target.raw_shape(), hint));
     }
     Ok(())
 }
@@ -200,16 +200,16 @@ fn check_pair(op: &'static str, input: &Tensor, target: &Tensor) -> Result<()> {
 fn check_nll(input: &Tensor, target: &Tensor) -> Result<()> {
     let op = "nll_loss";
     if !input.dtype().is_float() || input.rank() != 2 {
-        let reason = format!("log-probabilities of shape [n, classes] and a float dtype are needed, found {} {}", input.dtype(), input.shape());
+        let reason = format!("log-probabilities of shape [n, classes] and a float dtype are needed, found {} {}", input.dtype(), input.raw_shape());
         return Err(Error::invalid(op, "input", reason));
     }
     if !matches!(target.dtype(), DType::I64 | DType::I32) || target.rank() != 1 {
-        let reason = format!("class indices of shape [n] and dtype i64 or i32 are needed, found {} {}", target.dtype(), target.shape());
+        let reason = format!("class indices of shape [n] and dtype i64 or i32 are needed, found {} {}", target.dtype(), target.raw_shape());
         return Err(Error::invalid(op, "target", reason));
     }
-    let (n, m) = (input.shape()[0], target.shape()[0]);
+    let (n, m) = (input.raw_shape()[0], target.raw_shape()[0]);
     if n != m {
-        return Err(Error::shapes(op, &input.shape(), &target.shape(), "`target` needs one class index per row of `input`"));
+        return Err(Error::shapes(op, &input.raw_shape(), &target.raw_shape(), "`target` needs one class index per row of `input`"));
     }
     Ok(())
 }

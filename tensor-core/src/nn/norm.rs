@@ -168,7 +168,7 @@ impl BatchNorm2d {
 impl Module for BatchNorm2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         if x.rank() != 4 {
-            return Err(Error::invalid("BatchNorm2d", "input", format!("must be 4-d [n, c, h, w], found shape {}", x.shape())));
+            return Err(Error::invalid("BatchNorm2d", "input", format!("must be 4-d [n, c, h, w], found shape {}", x.raw_shape())));
         }
         let (rm, rv) = (Some(&self.running_mean), Some(&self.running_var));
         let y = x.batch_norm(rm, rv, Some(&self.weight), Some(&self.bias), self.training, self.momentum, self.eps)?;

@@ -28,6 +28,7 @@ pub(super) fn map_op(b: &mut Builder, op: &Op, inputs: &[ValueId], out: ValueId)
         Op::Conv(c) => conv(b, c, inputs, ins, y),
         Op::Random(r) => Err(unsupported(r.name(), " (a draw from a generator: export an inference graph, with dropout off)")),
         Op::Collective(c) => Err(unsupported(c.name(), " (a collective across processes: export the forward pass of one rank)")),
+        Op::SymShape(_) => Err(unsupported(op.name(), " with sizes computed from symbolic dims (trace with known shapes to export)")),
     }
 }
 

@@ -3,10 +3,12 @@
 //! masks (`masked_select`, and `masked_fill_` / `masked_assign_` through a mask), and
 //! integer-array indexing (`index`), whose gradient is a scatter-add.
 
+use crate::dim::{Dim, IntoDims, ShapeArg};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::shape::{broadcast_shapes, normalize_axis, UNKNOWN};
 use crate::tensor::Tensor;
+use smallvec::SmallVec;
 
 impl Tensor {
     /// `n` pieces along `axis`, each `ceil(len / n)` long but the last (fewer pieces when
@@ -24,12 +26,14 @@ impl Tensor {
         if n == 0 {
             return Err(Error::invalid("chunk", "n", "0 pieces; ask for at least 1"));
         }
-        let len = self.known_axis_len("chunk", axis)?;
-        self.split(len.div_ceil(n).max(1), axis)
+        let len = self.axis_len("chunk", axis)?;
+        let size = (len + (n - 1)) / n;
+        self.split(if size == 0 { Dim::from(1) } else { size }, axis)
     }
 
     /// Pieces of `size` along `axis`, the last one shorter when `size` does not divide the
-    /// length, as PyTorch's `split(int)`.
+    /// length, as PyTorch's `split(int)`. In a relaxed trace `size` may be a symbolic dim:
+    /// the number of pieces is then guarded on, and their lengths are computed at run time.
     ///
     /// ```
     /// # use tensor_core::prelude::*;
@@ -38,17 +42,24 @@ impl Tensor {
     /// assert_eq!(lens, vec![2, 2, 1]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn split(&self, size: usize, axis: isize) -> Result<Vec<Tensor>> {
+    pub fn split(&self, size: impl Into<Dim>, axis: isize) -> Result<Vec<Tensor>> {
+        let size = size.into();
         if size == 0 {
             return Err(Error::invalid("split", "size", "pieces of length 0; use a size of at least 1"));
         }
-        let len = self.known_axis_len("split", axis)?;
-        let sizes: Vec<usize> = (0..len).step_by(size).map(|start| size.min(len - start)).collect();
-        self.split_sizes(&sizes, axis)
+        let len = self.axis_len("split", axis)?;
+        if let (Some(len), Some(size)) = (len.known(), size.known()) {
+            let sizes: Vec<usize> = (0..len).step_by(size).map(|start| size.min(len - start)).collect();
+            return self.split_sizes(&sizes, axis);
+        }
+        // `ceil(len / size)` pieces (a guard on the count); all but the last of `size`.
+        let count = usize::from((len + size - 1) / size);
+        let sizes: Vec<Dim> = (0..count).map(|i| if i + 1 < count { size } else { len - size * (count - 1) }).collect();
+        self.split_sizes(sizes, axis)
     }
 
     /// Pieces of the given lengths along `axis`; they must add up to its length, as
-    /// PyTorch's `split(list)`.
+    /// PyTorch's `split(list)`. The lengths may be [`Dim`]s (see [`IntoDims`]).
     ///
     /// ```
     /// # use tensor_core::prelude::*;
@@ -58,34 +69,33 @@ impl Tensor {
     /// assert!(x.split_sizes(&[1, 1], 0).is_err());
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn split_sizes(&self, sizes: &[usize], axis: isize) -> Result<Vec<Tensor>> {
-        let len = self.known_axis_len("split_sizes", axis)?;
-        if sizes.iter().sum::<usize>() != len {
-            let reason = format!("the sizes {sizes:?} add up to {}, but axis {axis} has length {len}", sizes.iter().sum::<usize>());
+    pub fn split_sizes(&self, sizes: impl IntoDims, axis: isize) -> Result<Vec<Tensor>> {
+        let len = self.axis_len("split_sizes", axis)?;
+        let sizes: SmallVec<[Dim; 4]> = match sizes.shape_arg() {
+            ShapeArg::Symbolic(d) => d,
+            known => known.known().expect("not symbolic").iter().map(|&d| Dim::from(d)).collect(),
+        };
+        let total = sizes.iter().fold(Dim::from(0), |sum, &d| sum + d);
+        if total != len {
+            let reason = format!("the sizes {sizes:?} add up to {total}, but axis {axis} has length {len}");
             return Err(Error::invalid("split_sizes", "sizes", reason));
         }
-        let mut start = 0;
+        let mut start = Dim::from(0);
         sizes
             .iter()
             .map(|&n| {
-                start += n;
-                self.narrow(axis, start - n, n)
+                let piece = self.narrow(axis, start, n);
+                start = start + n;
+                piece
             })
             .collect()
     }
 
-    /// The length of `axis`, which must be known (the number of pieces depends on it).
-    fn known_axis_len(&self, op: &'static str, axis: isize) -> Result<usize> {
-        let shape = self.shape();
-        let a = normalize_axis(axis, shape.rank()).ok_or(Error::Axis { op, axis, rank: shape.rank() })?;
-        match shape[a] {
-            UNKNOWN => Err(Error::invalid(
-                op,
-                "axis",
-                format!("axis {axis} has a length unknown in this trace ({shape}); trace with a known length (a fixed input_signature)"),
-            )),
-            len => Ok(len),
-        }
+    /// The length of `axis` (symbolic in a relaxed trace where the trace can name it).
+    fn axis_len(&self, op: &'static str, axis: isize) -> Result<Dim> {
+        let rank = self.rank();
+        let a = normalize_axis(axis, rank).ok_or(Error::Axis { op, axis, rank })?;
+        Ok(self.dim(a))
     }
 
     /// The values where `mask` (bool, broadcast to `self`'s shape) is true, in row-major
@@ -115,8 +125,8 @@ impl Tensor {
             return Err(Error::UnsupportedDType { op: "masked_select", dtype: mask.dtype(), needs: "a bool mask (from a comparison)" });
         }
         let (dims, mask_dims) = (self.raw_dims(), mask.raw_dims());
-        if broadcast_shapes(&self.shape(), &mask.shape()).as_ref() != Some(&self.shape()) {
-            return Err(Error::shapes("masked_select", &self.shape(), &mask.shape(), "the mask must broadcast to the input's shape"));
+        if broadcast_shapes(&self.raw_shape(), &mask.raw_shape()).as_ref() != Some(&self.raw_shape()) {
+            return Err(Error::shapes("masked_select", &self.raw_shape(), &mask.raw_shape(), "the mask must broadcast to the input's shape"));
         }
         // Read on the host (no broadcast op): a constant mask stays known while tracing.
         let bits = mask.to_vec::<bool>().map_err(|e| match e {
@@ -162,8 +172,13 @@ impl Tensor {
     /// ```
     pub fn masked_assign_(&self, mask: &Tensor, src: &Tensor) -> Result<()> {
         let new = Tensor::where_(mask, src, self)?;
-        if new.shape() != self.shape() {
-            return Err(Error::shapes("masked_assign_", &self.shape(), &new.shape(), "the mask and the source must broadcast to the target's shape"));
+        if new.raw_shape() != self.raw_shape() {
+            return Err(Error::shapes(
+                "masked_assign_",
+                &self.raw_shape(),
+                &new.raw_shape(),
+                "the mask and the source must broadcast to the target's shape",
+            ));
         }
         self.assign_(&new)
     }

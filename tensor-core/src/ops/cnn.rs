@@ -13,7 +13,7 @@ use crate::tensor::Tensor;
 
 /// The dims of `x`, which must be known and of rank `rank`.
 fn known_dims(op: &'static str, arg: &'static str, x: &Tensor, rank: usize, layout: &str) -> Result<Vec<usize>> {
-    let shape = x.shape();
+    let shape = x.raw_shape();
     let dims = shape.dims().to_vec();
     if dims.len() != rank {
         return Err(Error::invalid(op, arg, format!("must be {rank}-d ({layout}), found shape {shape}")));
@@ -104,8 +104,8 @@ impl Tensor {
         if x[1] != w[1] * groups {
             return Err(Error::shapes(
                 "conv2d",
-                &self.shape(),
-                &weight.shape(),
+                &self.raw_shape(),
+                &weight.raw_shape(),
                 format!("the input has {} channels but the weight expects {} in {groups} groups", x[1], w[1] * groups),
             ));
         }
@@ -161,8 +161,8 @@ impl Tensor {
         if x[1] != w[0] {
             return Err(Error::shapes(
                 OP,
-                &self.shape(),
-                &weight.shape(),
+                &self.raw_shape(),
+                &weight.raw_shape(),
                 format!("the input has {} channels but the weight expects {}", x[1], w[0]),
             ));
         }
@@ -183,8 +183,8 @@ impl Tensor {
                 })?;
         }
         let o = w[1] * groups;
-        if let Some(b) = bias.filter(|b| b.shape().dims() != [o]) {
-            return Err(Error::shapes(OP, &weight.shape(), &b.shape(), format!("the bias must be [{o}], one value per output channel")));
+        if let Some(b) = bias.filter(|b| b.raw_shape().dims() != [o]) {
+            return Err(Error::shapes(OP, &weight.raw_shape(), &b.raw_shape(), format!("the bias must be [{o}], one value per output channel")));
         }
         let op = ConvOp::Conv2dInputGrad { stride, padding, input_hw: out_hw };
         let y = per_group(groups, &[(self, 1), (weight, 0)], |p| apply(op.clone(), &[&p[0], &p[1]]))?;
@@ -296,7 +296,7 @@ impl Tensor {
     pub fn global_avg_pool(&self) -> Result<Tensor> {
         let rank = self.rank();
         if rank < 3 {
-            return Err(Error::invalid("global_avg_pool", "input", format!("must be at least 3-d [n, c, ...], found shape {}", self.shape())));
+            return Err(Error::invalid("global_avg_pool", "input", format!("must be at least 3-d [n, c, ...], found shape {}", self.raw_shape())));
         }
         self.mean_axes(&(2..rank as isize).collect::<Vec<_>>(), true)
     }

@@ -37,7 +37,7 @@ impl Tensor {
     pub fn cumulative_sum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let rank = self.rank();
         let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "cumsum", axis, rank })?;
-        let n = self.shape()[axis];
+        let n = self.raw_shape()[axis];
         if n == UNKNOWN {
             return Err(Error::invalid("cumsum", "input", "needs a known length along the axis; give the argument a fixed input_signature"));
         }
@@ -67,7 +67,7 @@ impl Tensor {
 
     /// `self` in reverse order along `axis`.
     fn flip_axis(&self, axis: usize) -> Result<Tensor> {
-        let n = self.shape()[axis] as i64;
+        let n = self.raw_shape()[axis] as i64;
         let reversed = Tensor::from_vec((0..n).rev().collect::<Vec<i64>>(), &[n as usize])?;
         self.index_select(axis as isize, &reversed)
     }

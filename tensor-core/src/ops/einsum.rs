@@ -51,7 +51,7 @@ fn parse(equation: &str, count: usize) -> Result<(Vec<Vec<char>>, Vec<char>)> {
 
 impl Term {
     fn dim(&self, c: char) -> usize {
-        self.t.shape()[self.letters.iter().position(|&d| d == c).expect("a letter of the term")]
+        self.t.raw_shape()[self.letters.iter().position(|&d| d == c).expect("a letter of the term")]
     }
 
     /// Sums away the axes whose letters `keep` rejects.
@@ -128,10 +128,10 @@ impl Tensor {
                 return Err(Error::invalid(
                     "einsum",
                     "operands",
-                    format!("'{equation}' gives {} axes to an operand of shape {}", letters.len(), t.shape()),
+                    format!("'{equation}' gives {} axes to an operand of shape {}", letters.len(), t.raw_shape()),
                 ));
             }
-            if t.shape().dims().contains(&UNKNOWN) {
+            if t.raw_shape().dims().contains(&UNKNOWN) {
                 return Err(Error::invalid("einsum", "operands", "need known dims; give the arguments a fixed input_signature"));
             }
             terms.push(Term { t: (*t).clone(), letters });

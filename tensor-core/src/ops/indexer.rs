@@ -133,7 +133,7 @@ impl Tensor {
     /// ```
     pub fn i(&self, index: impl Indices) -> Result<Tensor> {
         let entries = index.indexers();
-        let shape = self.shape();
+        let shape = self.raw_shape();
         if entries.len() > shape.rank() {
             let reason = format!(
                 "{} entries for a tensor of rank {} (shape {shape}); give at most {}, one per axis",

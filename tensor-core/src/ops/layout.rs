@@ -2,7 +2,8 @@
 //! broadcast_to, concat (and stack), narrow (and slicing), with their gradients.
 
 use super::dispatch::apply;
-use super::{Axes, Family, InputGrads, Saves, TypeRef};
+use super::{Axes, Family, InputGrads, Saves, SymShapeOp, TypeRef};
+use crate::dim::{IntoDims, ShapeArg, SizeAttr};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::layout as k;
@@ -32,12 +33,24 @@ use std::ops::{Bound, RangeBounds};
 pub trait ReshapeDims {
     /// The dims as `isize`s (`-1`: inferred), or `None` if one does not fit.
     fn spec(&self) -> Option<SmallVec<[isize; 4]>>;
+
+    /// The dims as attributes when one of them is a symbolic dim of the function being
+    /// traced (the reshape then computes its shape at run time); `None` otherwise.
+    fn symbolic(&self) -> Option<SmallVec<[SizeAttr; 4]>> {
+        None
+    }
 }
 
 /// An integer type a reshape dim can be given in.
 pub trait Dim: Copy {
     /// The value as `isize`, if it fits.
     fn to_isize(self) -> Option<isize>;
+
+    /// The value as a [`Dim`](crate::dim::Dim), for [`Dim`](crate::dim::Dim)s (`None` for
+    /// the integer types).
+    fn as_dim(self) -> Option<crate::dim::Dim> {
+        None
+    }
 }
 
 macro_rules! dims {
@@ -51,10 +64,15 @@ macro_rules! dims {
 }
 dims!(usize, isize, i32, i64, u32);
 
-/// A symbolic dim in a reshape specializes the trace to its value (a guard).
+/// A symbolic dim of the function being traced makes the reshape compute its shape at run
+/// time (see [`ReshapeDims::symbolic`]); `to_isize` specializes (a guard on its value).
 impl Dim for crate::dim::Dim {
     fn to_isize(self) -> Option<isize> {
         isize::try_from(usize::from(self)).ok()
+    }
+
+    fn as_dim(self) -> Option<crate::dim::Dim> {
+        Some(self)
     }
 }
 
@@ -62,17 +80,41 @@ impl<T: Dim> ReshapeDims for [T] {
     fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
         self.iter().map(|d| d.to_isize()).collect()
     }
+
+    fn symbolic(&self) -> Option<SmallVec<[SizeAttr; 4]>> {
+        let dims: SmallVec<[crate::dim::Dim; 4]> = self.iter().map(|d| d.as_dim()).collect::<Option<_>>()?;
+        super::size_attrs(&dims)
+    }
 }
 
 impl<T: Dim, const N: usize> ReshapeDims for [T; N] {
     fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
         self[..].spec()
     }
+
+    fn symbolic(&self) -> Option<SmallVec<[SizeAttr; 4]>> {
+        self[..].symbolic()
+    }
 }
 
 impl<T: Dim> ReshapeDims for Vec<T> {
     fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
         self[..].spec()
+    }
+
+    fn symbolic(&self) -> Option<SmallVec<[SizeAttr; 4]>> {
+        self[..].symbolic()
+    }
+}
+
+/// The dims of a tensor (`x.reshape(&y.dims())`).
+impl ReshapeDims for crate::dim::Dims {
+    fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
+        self.as_dims().spec()
+    }
+
+    fn symbolic(&self) -> Option<SmallVec<[SizeAttr; 4]>> {
+        self.as_dims().symbolic()
     }
 }
 
@@ -83,9 +125,51 @@ impl ReshapeDims for () {
     }
 }
 
+/// A tuple mixes kinds: `(n * 2, -1)` (a symbolic [`Dim`](crate::dim::Dim) and an inferred
+/// dim), `(1, n)`.
+macro_rules! tuple_dims {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: Dim),+> ReshapeDims for ($($t,)+) {
+            fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
+                Some(SmallVec::from_slice(&[$(self.$i.to_isize()?),+]))
+            }
+
+            fn symbolic(&self) -> Option<SmallVec<[SizeAttr; 4]>> {
+                if ![$(self.$i.as_dim().is_some_and(|d| d.is_symbolic())),+].contains(&true) {
+                    return None;
+                }
+                let attrs: SmallVec<[SizeAttr; 4]> = SmallVec::from_iter([$(reshape_attr(self.$i)?),+]);
+                attrs.iter().any(|a| matches!(a, SizeAttr::Sym(_))).then_some(attrs)
+            }
+        }
+    };
+}
+tuple_dims!(A 0);
+tuple_dims!(A 0, B 1);
+tuple_dims!(A 0, B 1, C 2);
+tuple_dims!(A 0, B 1, C 2, D 3);
+tuple_dims!(A 0, B 1, C 2, D 3, E 4);
+tuple_dims!(A 0, B 1, C 2, D 3, E 4, F 5);
+
+/// One reshape dim as an attribute (`None` for a negative dim other than -1, which the
+/// shape rule then refuses through `spec`).
+fn reshape_attr<T: Dim>(d: T) -> Option<SizeAttr> {
+    match d.as_dim() {
+        Some(d) => Some(super::size_attr(d)),
+        None => match d.to_isize()? {
+            -1 => Some(SizeAttr::Inferred),
+            v => usize::try_from(v).ok().map(SizeAttr::Fixed),
+        },
+    }
+}
+
 impl<D: ReshapeDims + ?Sized> ReshapeDims for &D {
     fn spec(&self) -> Option<SmallVec<[isize; 4]>> {
         (**self).spec()
+    }
+
+    fn symbolic(&self) -> Option<SmallVec<[SizeAttr; 4]>> {
+        (**self).symbolic()
     }
 }
 
@@ -101,6 +185,9 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn reshape(&self, dims: impl ReshapeDims) -> Result<Tensor> {
+        if let Some(attrs) = dims.symbolic() {
+            return apply(SymShapeOp::Reshape(attrs), &[self]);
+        }
         let spec = dims.spec().ok_or_else(|| Error::invalid("reshape", "dims", "a dim does not fit in isize"))?;
         apply(LayoutOp::Reshape(spec), &[self])
     }
@@ -122,7 +209,7 @@ impl Tensor {
     pub fn flatten_from(&self, start: isize) -> Result<Tensor> {
         let rank = self.rank();
         let s = normalize_axis(start, rank.max(1)).ok_or(Error::Axis { op: "flatten", axis: start, rank })?;
-        let shape = self.shape();
+        let shape = self.raw_shape();
         let (lead, rest) = shape.dims().split_at(s.min(rank));
         let mut spec: Vec<isize> = lead.iter().map(|&d| if d == UNKNOWN { -1 } else { d as isize }).collect();
         // The flattened size is the product of the rest when it is known: so the one `-1` of
@@ -150,7 +237,7 @@ impl Tensor {
     pub fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
         let rank = self.rank();
         let a = normalize_axis(axis, rank + 1).ok_or(Error::Axis { op: "unsqueeze", axis, rank: rank + 1 })?;
-        self.reshape_to(&self.shape().inserted(a, 1))
+        self.reshape_to(&self.raw_shape().inserted(a, 1))
     }
 
     /// Removes the dim at `axis`, which must have size 1.
@@ -163,7 +250,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn squeeze(&self, axis: isize) -> Result<Tensor> {
-        let shape = self.shape();
+        let shape = self.raw_shape();
         let a = normalize_axis(axis, shape.rank()).ok_or(Error::Axis { op: "squeeze", axis, rank: shape.rank() })?;
         if shape[a] != 1 {
             return Err(Error::invalid("squeeze", "axis", format!("dim {a} of shape {shape} has size {}, not 1", shape[a])));
@@ -225,13 +312,20 @@ impl Tensor {
     /// assert_eq!(x.broadcast_to(&[2, 2])?.to_vec::<i32>()?, vec![1, 2, 1, 2]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn broadcast_to(&self, dims: &[usize]) -> Result<Tensor> {
-        apply(LayoutOp::BroadcastTo(Shape::new(dims)), &[self])
+    pub fn broadcast_to(&self, dims: impl IntoDims) -> Result<Tensor> {
+        let dims = dims.shape_arg();
+        if let Some(dims) = dims.known() {
+            return apply(LayoutOp::BroadcastTo(Shape::new(dims)), &[self]);
+        }
+        match dims_attrs(&dims) {
+            Some(attrs) => apply(SymShapeOp::BroadcastTo(attrs), &[self]),
+            None => apply(LayoutOp::BroadcastTo(Shape::new(&dims.specialized())), &[self]),
+        }
     }
 
     /// The sum over broadcast dims that gives `shape` (the adjoint of `broadcast_to`).
     pub(crate) fn sum_to(&self, shape: &Shape) -> Result<Tensor> {
-        if &self.shape() == shape {
+        if &self.raw_shape() == shape {
             return Ok(self.clone());
         }
         apply(LayoutOp::SumTo(shape.clone()), &[self])
@@ -264,8 +358,8 @@ impl Tensor {
     pub fn stack(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
         let first = tensors.first().ok_or_else(|| Error::invalid("stack", "tensors", "needs at least one tensor"))?;
         for t in tensors {
-            if t.shape() != first.shape() {
-                return Err(Error::shapes("stack", &first.shape(), &t.shape(), "stacked tensors must have equal shapes"));
+            if t.raw_shape() != first.raw_shape() {
+                return Err(Error::shapes("stack", &first.raw_shape(), &t.raw_shape(), "stacked tensors must have equal shapes"));
             }
         }
         let rank = first.rank() + 1;
@@ -283,10 +377,18 @@ impl Tensor {
     /// assert_eq!(x.narrow(0, 2, 3)?.to_vec::<i32>()?, vec![2, 3, 4]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor> {
+    pub fn narrow(&self, axis: isize, start: impl Into<crate::dim::Dim>, len: impl Into<crate::dim::Dim>) -> Result<Tensor> {
         let rank = self.rank();
         let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "narrow", axis, rank })?;
-        apply(LayoutOp::Narrow { axis, start, len }, &[self])
+        let (start, len) = (start.into(), len.into());
+        if let (Some(start), Some(len)) = (start.known(), len.known()) {
+            return apply(LayoutOp::Narrow { axis, start, len }, &[self]);
+        }
+        // A start or length computed from the call's dims (a relaxed trace's `n - 1`).
+        match (super::size_attr(start), super::size_attr(len)) {
+            (SizeAttr::Fixed(start), SizeAttr::Fixed(len)) => apply(LayoutOp::Narrow { axis, start, len }, &[self]),
+            (start, len) => apply(SymShapeOp::Narrow { axis, start, len }, &[self]),
+        }
     }
 
     /// The entries of `axis` in `range` (`x.slice(1, 2..5)`, `x.slice(0, ..3)`).
@@ -301,18 +403,18 @@ impl Tensor {
     pub fn slice(&self, axis: isize, range: impl RangeBounds<usize>) -> Result<Tensor> {
         let rank = self.rank();
         let a = normalize_axis(axis, rank).ok_or(Error::Axis { op: "slice", axis, rank })?;
-        let size = self.shape()[a];
         let start = match range.start_bound() {
             Bound::Included(&s) => s,
             Bound::Excluded(&s) => s + 1,
             Bound::Unbounded => 0,
         };
+        // An open end is the dim, which a relaxed trace computes at run time.
         let end = match range.end_bound() {
-            Bound::Included(&e) => e + 1,
-            Bound::Excluded(&e) => e,
-            Bound::Unbounded => size,
+            Bound::Included(&e) => crate::dim::Dim::from(e + 1),
+            Bound::Excluded(&e) => crate::dim::Dim::from(e),
+            Bound::Unbounded => self.dim(a),
         };
-        if start > end {
+        if end < start {
             return Err(Error::invalid("slice", "range", format!("start {start} is after end {end}")));
         }
         self.narrow(a as isize, start, end - start)
@@ -333,6 +435,14 @@ impl Tensor {
 
     pub(crate) fn pad_axis(&self, axis: usize, before: usize, after: usize) -> Result<Tensor> {
         apply(LayoutOp::Pad { axis, before, after }, &[self])
+    }
+}
+
+/// The attributes of dims of which one is symbolic (`None`: all are numbers now).
+pub(crate) fn dims_attrs(dims: &ShapeArg) -> Option<SmallVec<[SizeAttr; 4]>> {
+    match dims {
+        ShapeArg::Symbolic(d) => super::size_attrs(d),
+        _ => None,
     }
 }
 

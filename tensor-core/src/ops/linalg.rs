@@ -59,7 +59,7 @@ impl Tensor {
         let op = LinalgOp::Matmul { transpose_a, transpose_b };
         if (row && transpose_a) || (col && transpose_b) {
             let hint = "a 1-d operand is a vector, which has no transpose: set the flag only for an operand of 2 or more dims";
-            return Err(Error::shapes("matmul", &self.shape(), &rhs.shape(), hint));
+            return Err(Error::shapes("matmul", &self.raw_shape(), &rhs.raw_shape(), hint));
         }
         if !row && !col {
             return apply(op, &[self, rhs]);
@@ -84,7 +84,7 @@ impl Tensor {
 /// from them.
 fn vector_operands(e: Error, a: &Tensor, b: &Tensor) -> Error {
     match e {
-        Error::ShapeMismatch { hint, .. } => Error::shapes("matmul", &a.shape(), &b.shape(), hint),
+        Error::ShapeMismatch { hint, .. } => Error::shapes("matmul", &a.raw_shape(), &b.raw_shape(), hint),
         other => other,
     }
 }

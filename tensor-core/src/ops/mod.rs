@@ -29,6 +29,7 @@ mod random;
 mod reduce;
 mod resize;
 pub(crate) mod seams;
+mod sym_shape;
 mod transformer;
 pub(crate) mod unknown_rank;
 
@@ -61,6 +62,8 @@ pub use random::RandomOp;
 pub use reduce::ReductionOp;
 pub use resize::{Interpolation, Taps};
 pub(crate) use seams::{set_transport, transport};
+pub use sym_shape::SymShapeOp;
+pub(crate) use sym_shape::{size_attr, size_attrs};
 pub use transformer::AttentionOptions;
 
 /// A list of axes.
@@ -100,6 +103,8 @@ pub enum Op {
     Random(RandomOp),
     /// All-reduce, broadcast and all-gather across the ranks of a distributed job.
     Collective(CollectiveOp),
+    /// Shape ops whose sizes a relaxed trace computes at run time from the call's dims.
+    SymShape(SymShapeOp),
 }
 
 /// One family of ops: everything an op needs to run eagerly, trace, and differentiate.
@@ -136,6 +141,7 @@ macro_rules! each_family {
             Op::Conv($f) => $body,
             Op::Random($f) => $body,
             Op::Collective($f) => $body,
+            Op::SymShape($f) => $body,
         }
     };
 }
@@ -149,7 +155,7 @@ macro_rules! into_op {
         }
     )*};
 }
-into_op!(ElementwiseOp => Elementwise, ReductionOp => Reduction, LayoutOp => Layout, IndexOp => Index, LinalgOp => Linalg, NnOp => Nn, ConvOp => Conv, RandomOp => Random, CollectiveOp => Collective);
+into_op!(ElementwiseOp => Elementwise, ReductionOp => Reduction, LayoutOp => Layout, IndexOp => Index, LinalgOp => Linalg, NnOp => Nn, ConvOp => Conv, RandomOp => Random, CollectiveOp => Collective, SymShapeOp => SymShape);
 
 /// The dtype and shape of an op's input or output.
 #[derive(Clone, Copy, Debug)]

@@ -9,7 +9,7 @@ use crate::tensor::Tensor;
 
 /// The dims of `x`, which must be known and of rank at least 2 (`[n, c, ...]`).
 fn channel_dims(op: &'static str, x: &Tensor) -> Result<Vec<usize>> {
-    let shape = x.shape();
+    let shape = x.raw_shape();
     let dims = shape.dims().to_vec();
     if dims.len() < 2 {
         return Err(Error::invalid(op, "input", format!("must be at least 2-d [n, c, ...], found shape {shape}")));
@@ -30,8 +30,8 @@ fn per_channel(rank: usize, c: usize) -> Vec<usize> {
 /// Checks that each given tensor is `[c]`.
 fn need_channels(op: &'static str, c: usize, args: [(&'static str, Option<&Tensor>); 4]) -> Result<()> {
     for (arg, t) in args {
-        if let Some(t) = t.filter(|t| t.shape().dims() != [c]) {
-            return Err(Error::invalid(op, arg, format!("must have shape [{c}], one value per channel, found {}", t.shape())));
+        if let Some(t) = t.filter(|t| t.raw_shape().dims() != [c]) {
+            return Err(Error::invalid(op, arg, format!("must have shape [{c}], one value per channel, found {}", t.raw_shape())));
         }
     }
     Ok(())

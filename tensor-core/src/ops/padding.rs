@@ -63,7 +63,7 @@ impl Tensor {
             return Err(Error::invalid(
                 "pad",
                 "pads",
-                format!("needs one (before, after) pair per axis: {} for shape {}", self.rank(), self.shape()),
+                format!("needs one (before, after) pair per axis: {} for shape {}", self.rank(), self.raw_shape()),
             ));
         }
         let mut out = self.clone();
@@ -74,7 +74,7 @@ impl Tensor {
     }
 
     fn pad_one_axis(&self, axis: usize, before: usize, after: usize, mode: PadMode) -> Result<Tensor> {
-        let shape = self.shape();
+        let shape = self.raw_shape();
         let n = shape[axis];
         if n == UNKNOWN {
             return Err(Error::invalid("pad", "input", "needs a known length along each padded axis; give the argument a fixed input_signature"));

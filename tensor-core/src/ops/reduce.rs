@@ -128,7 +128,7 @@ impl Tensor {
     }
 
     fn reduce_all(&self, op: ReduceOp) -> Result<Tensor> {
-        if self.shape().is_unknown_rank() {
+        if self.raw_shape().is_unknown_rank() {
             // Traced at an unknown rank: flattened first, which reduces the elements in the
             // order (and so to the bits) a reduction over all axes does.
             return self.reshape([-1])?.reduce_axes(op, &[0], false);

@@ -183,7 +183,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn interpolate(&self, size: [usize; 2], mode: Interpolation) -> Result<Tensor> {
-        let shape = self.shape();
+        let shape = self.raw_shape();
         let dims = shape.dims();
         if dims.len() != 4 || dims.contains(&UNKNOWN) || dims[2] == 0 || dims[3] == 0 {
             return Err(Error::invalid("interpolate", "input", format!("must be 4-d [n, c, h, w] with known, non-empty dims, found shape {shape}")));
@@ -199,7 +199,7 @@ impl Tensor {
 
     /// `self` resized along `axis` to `out`.
     fn resize_axis(&self, axis: usize, out: usize, mode: Interpolation) -> Result<Tensor> {
-        let n = self.shape()[axis];
+        let n = self.raw_shape()[axis];
         if n == out {
             return Ok(self.clone());
         }

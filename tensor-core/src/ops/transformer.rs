@@ -2,6 +2,7 @@
 //! and fusion come from those): embedding lookup, layer normalization, masking, causal masks
 //! and scaled dot-product attention.
 
+use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::random::Generator;
@@ -45,10 +46,10 @@ impl Tensor {
     /// ```
     pub fn embedding(&self, indices: &Tensor) -> Result<Tensor> {
         if self.rank() != 2 {
-            return Err(Error::invalid("embedding", "table", format!("must be 2-d [rows, dim], found shape {}", self.shape())));
+            return Err(Error::invalid("embedding", "table", format!("must be 2-d [rows, dim], found shape {}", self.raw_shape())));
         }
         let mut dims: Vec<isize> = indices.raw_dims().iter().map(|&d| d as isize).collect();
-        if indices.shape().is_known() {
+        if indices.raw_shape().is_known() {
             dims.push(self.raw_dims()[1] as isize);
         } else {
             return Err(Error::invalid("embedding", "indices", "needs known dims; give the argument a fixed input_signature"));
@@ -75,12 +76,12 @@ impl Tensor {
             return Err(Error::invalid(
                 "layer_norm",
                 "normalized_shape",
-                format!("{normalized_shape:?} must be the trailing dims of the input's shape {}", self.shape()),
+                format!("{normalized_shape:?} must be the trailing dims of the input's shape {}", self.raw_shape()),
             ));
         }
         for (arg, t) in [("weight", weight), ("bias", bias)] {
             if let Some(t) = t.filter(|t| t.raw_dims() != normalized_shape) {
-                return Err(Error::invalid("layer_norm", arg, format!("must have shape {normalized_shape:?}, found {}", t.shape())));
+                return Err(Error::invalid("layer_norm", arg, format!("must have shape {normalized_shape:?}, found {}", t.raw_shape())));
             }
         }
         let axes: Vec<isize> = (1..=k as isize).map(|i| -i).collect();
@@ -109,8 +110,8 @@ impl Tensor {
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<crate::dtype::Scalar>) -> Result<Tensor> {
         let fill = Tensor::full(&[], value, self.dtype());
         let out = Tensor::where_(mask, &fill, self)?;
-        if out.shape() != self.shape() {
-            return Err(Error::shapes("masked_fill", &self.shape(), &mask.shape(), "the mask must broadcast to the input's shape"));
+        if out.raw_shape() != self.raw_shape() {
+            return Err(Error::shapes("masked_fill", &self.raw_shape(), &mask.raw_shape(), "the mask must broadcast to the input's shape"));
         }
         Ok(out)
     }
@@ -127,6 +128,21 @@ impl Tensor {
     pub fn causal_mask(size: usize) -> Tensor {
         let data: Vec<bool> = (0..size * size).map(|i| i % size > i / size).collect();
         Tensor::from_vec(data, &[size, size]).expect("size * size values")
+    }
+
+    /// The causal mask of `size` positions where `size` may be a [`Dim`]: in a relaxed trace
+    /// a symbolic size builds the mask from `arange` comparisons, computed at each call for
+    /// that call's size (the same bools [`Tensor::causal_mask`] gives).
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let m = Tensor::causal_mask_dim(3)?.to_vec::<bool>()?;
+    /// assert_eq!(m, Tensor::causal_mask(3).to_vec::<bool>()?);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn causal_mask_dim(size: impl Into<Dim>) -> Result<Tensor> {
+        let size = size.into();
+        causal_mask_of(size, size)
     }
 
     /// Scaled dot-product attention: `softmax(q kᵀ * scale + mask) v` over the last two dims
@@ -148,15 +164,19 @@ impl Tensor {
     /// ```
     pub fn scaled_dot_product_attention(&self, key: &Tensor, value: &Tensor, options: AttentionOptions) -> Result<Tensor> {
         if self.rank() < 2 || key.rank() < 2 || value.rank() < 2 {
-            return Err(Error::shapes("scaled_dot_product_attention", &self.shape(), &key.shape(), "queries, keys and values need at least 2 dims"));
+            return Err(Error::shapes(
+                "scaled_dot_product_attention",
+                &self.raw_shape(),
+                &key.raw_shape(),
+                "queries, keys and values need at least 2 dims",
+            ));
         }
         let d = self.raw_dims()[self.rank() - 1];
         let scale = options.scale.unwrap_or(1.0 / (d as f64).sqrt());
         let mut scores = self.matmul_t(key, false, true)?.mul(scale)?;
         if options.causal {
-            let (tq, tk) = (scores.raw_dims()[scores.rank() - 2], scores.raw_dims()[scores.rank() - 1]);
-            // Made on the host, then where the scores are (a constant of the graph when traced).
-            let mask = Tensor::causal_mask(tq.max(tk)).narrow(0, 0, tq)?.narrow(1, 0, tk)?.to_device(scores.device())?;
+            let (tq, tk) = (scores.dim(scores.rank() - 2), scores.dim(scores.rank() - 1));
+            let mask = causal_mask_of(tq, tk)?.to_device(scores.device())?;
             scores = scores.masked_fill(&mask, f64::NEG_INFINITY)?;
         }
         if let Some(mask) = options.mask {
@@ -174,4 +194,16 @@ impl Tensor {
         }
         weights.matmul(value)
     }
+}
+
+/// The `[tq, tk]` causal mask (true where the key comes after the query): made on the host
+/// for known sizes (a constant of the graph when traced), else from `arange` comparisons
+/// whose sizes each call computes.
+fn causal_mask_of(tq: Dim, tk: Dim) -> Result<Tensor> {
+    if let (Some(tq), Some(tk)) = (tq.known(), tk.known()) {
+        return Tensor::causal_mask(tq.max(tk)).narrow(0, 0, tq)?.narrow(1, 0, tk);
+    }
+    let rows = Tensor::arange_len(tq, DType::I64)?.reshape([tq, Dim::from(1)])?;
+    let cols = Tensor::arange_len(tk, DType::I64)?.reshape([Dim::from(1), tk])?;
+    cols.gt(&rows)
 }

@@ -45,7 +45,7 @@ impl Tensor {
         let a = typed::<T>(&s, "item")?;
         match a.len() {
             1 => Ok(*a.iter().next().expect("one element")),
-            n => Err(Error::NotOneElement { op: "item", shape: self.shape(), numel: n }),
+            n => Err(Error::NotOneElement { op: "item", shape: self.raw_shape(), numel: n }),
         }
     }
 

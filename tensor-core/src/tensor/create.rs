@@ -1,6 +1,7 @@
 //! Creating tensors: from Rust data, filled, ranges, and random from a seed.
 
 use super::Tensor;
+use crate::dim::{IntoDims, ShapeArg};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::shape::Shape;
@@ -52,7 +53,7 @@ impl Tensor {
     /// # use tensor_core::prelude::*;
     /// assert_eq!(Tensor::zeros(&[2], DType::I32).to_vec::<i32>().unwrap(), vec![0, 0]);
     /// ```
-    pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
+    pub fn zeros(shape: impl IntoDims, dtype: DType) -> Tensor {
         Tensor::full(shape, 0, dtype)
     }
 
@@ -64,7 +65,7 @@ impl Tensor {
     /// assert_eq!(x.to_vec::<i64>()?, vec![1; 4]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
+    pub fn ones(shape: impl IntoDims, dtype: DType) -> Tensor {
         Tensor::full(shape, 1, dtype)
     }
 
@@ -75,8 +76,30 @@ impl Tensor {
     /// let t = Tensor::full(&[2], 0.5, DType::F64);
     /// assert_eq!(t.to_vec::<f64>().unwrap(), vec![0.5, 0.5]);
     /// ```
-    pub fn full(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Tensor {
-        Tensor::from_storage(Storage::full(&Shape::new(shape), dtype, value.into()))
+    ///
+    /// In a relaxed trace, a symbolic dim makes the fill a graph op whose shape is computed
+    /// from each call's dims (the value broadcast to it); other dims give a constant.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// #[graph_fn(reduce_retracing)]
+    /// fn plus_zeros(x: &Tensor) -> Result<Tensor> {
+    ///     x.add(&Tensor::full([x.dim(0), 4.into()], 0.5, DType::F32))
+    /// }
+    /// for n in [2, 3, 5] {
+    ///     assert_eq!(plus_zeros(&Tensor::zeros(&[n, 4], DType::F32))?.to_vec::<f32>()?, vec![0.5; n * 4]);
+    /// }
+    /// assert_eq!(tensor_core::function::lookup("plus_zeros").unwrap().trace_count(), 2);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn full(shape: impl IntoDims, value: impl Into<Scalar>, dtype: DType) -> Tensor {
+        match shape.shape_arg() {
+            ShapeArg::Symbolic(dims) => {
+                let one = Tensor::from_storage(Storage::full(&Shape::scalar(), dtype, value.into()));
+                one.broadcast_to(&dims[..]).expect("a 0-d value broadcasts to any shape")
+            }
+            known => Tensor::from_storage(Storage::full(&Shape::new(known.known().expect("not symbolic")), dtype, value.into())),
+        }
     }
 
     /// Zeros with the dtype and shape of `self`.
@@ -89,7 +112,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn zeros_like(&self) -> Tensor {
-        Tensor::zeros(self.shape().dims(), self.dtype())
+        Tensor::zeros(&self.dims(), self.dtype())
     }
 
     /// Ones with the dtype and shape of `self`.
@@ -101,7 +124,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn ones_like(&self) -> Tensor {
-        Tensor::ones(self.shape().dims(), self.dtype())
+        Tensor::ones(&self.dims(), self.dtype())
     }
 
     /// The values `start, start + 1, ...` below `end`, in the dtype of `T`.

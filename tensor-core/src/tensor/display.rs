@@ -74,7 +74,7 @@ impl fmt::Display for Tensor {
         let stand_in = context::stand_in(self);
         let sym = stand_in.as_ref().unwrap_or(self).symbol();
         match sym {
-            Some(sym) => capture(self, f).unwrap_or_else(|| pad(f, &symbolic_text(&sym.name(), &self.shape(), self.dtype()))),
+            Some(sym) => capture(self, f).unwrap_or_else(|| pad(f, &symbolic_text(&sym.name(), &self.raw_shape(), self.dtype()))),
             // A tensor from outside the trace that the body has not used yet is external
             // state too: a traced `tprint!` must print its value at run time, not bake in
             // the value it has now.

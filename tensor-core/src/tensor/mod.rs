@@ -115,16 +115,38 @@ impl Tensor {
         self.0.dtype
     }
 
-    /// The shape. While tracing with relaxed dims, unknown dims show as `?`.
+    /// The shape, as numbers. In a trace with relaxed dims a `Shape` cannot hold a symbol,
+    /// so each symbolic dim is specialized: the call's value, with a guard on it (as
+    /// `usize::from(dim)`); read [`Tensor::dims`] to keep the symbols.
     ///
     /// ```
     /// use tensor_core::prelude::*;
     /// let x = Tensor::zeros(&[2, 3], DType::F32);
     /// assert_eq!(x.shape().dims(), &[2, 3]);
     /// assert_eq!(x.shape().to_string(), "[2, 3]");
+    ///
+    /// #[graph_fn(reduce_retracing)]
+    /// fn rows(x: &Tensor) -> Result<Tensor> {
+    ///     let shape = x.shape(); // never `?`: the call's dims, guarded
+    ///     x.mul(shape.dims()[0] as f32)
+    /// }
+    /// rows(&Tensor::ones(&[2], DType::F32))?;
+    /// assert_eq!(rows(&Tensor::ones(&[3], DType::F32))?.to_vec::<f32>()?, vec![3.0; 3]);
+    /// let f = tensor_core::function::lookup("rows").unwrap();
+    /// assert_eq!(f.concrete_functions()[1].guards(), ["n0 == 3"]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn shape(&self) -> Shape {
+        let raw = self.raw_shape();
+        match raw.is_known() {
+            true => raw,
+            false => Shape::new(&self.dims()),
+        }
+    }
+
+    /// The shape as traced, unknown dims as the crate's marker: what code inside the crate
+    /// reads (it handles unknown dims itself and must not record guards).
+    pub(crate) fn raw_shape(&self) -> Shape {
         match context::stand_in(self) {
             Some(p) => p.0.shape.clone(),
             None => self.0.shape.clone(),
@@ -141,7 +163,7 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn dims(&self) -> crate::dim::Dims {
-        let shape = self.shape();
+        let shape = self.raw_shape();
         if shape.is_known() {
             return crate::dim::Dims::known(shape.dims());
         }
@@ -163,7 +185,7 @@ impl Tensor {
     /// The dims as a vector, sentinels included: what code inside the crate reads (it
     /// handles unknown dims itself and must not record guards).
     pub(crate) fn raw_dims(&self) -> Vec<usize> {
-        self.shape().dims().to_vec()
+        self.raw_shape().dims().to_vec()
     }
 
     /// The dims of a traced value with unknown dims: symbols where the trace can name them.

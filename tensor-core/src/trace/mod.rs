@@ -130,6 +130,7 @@ impl TraceGuard {
     pub(crate) fn finish(mut self, outputs: &[Tensor]) -> Result<Traced> {
         let resolved: Vec<Tensor> = outputs.iter().map(|t| resolve(t, "return")).collect::<Result<_>>()?;
         let mut traced = with_trace(|s| s.finish(&resolved));
+        name_dims(self.id, &mut traced.graph);
         let guards = crate::dim::table::take(self.id);
         self.pop();
         self.finished = true;
@@ -162,6 +163,22 @@ impl Drop for TraceGuard {
     fn drop(&mut self) {
         if !self.finished {
             self.pop();
+        }
+    }
+}
+
+/// Names the unknown dims of trace `id`'s values by the expressions they equal, for the
+/// text and DOT forms (`f32[n0, 784]`), when the trace has relaxed dims.
+fn name_dims(id: u64, g: &mut Graph) {
+    if !crate::dim::table::is_active() {
+        return;
+    }
+    for v in 0..g.values.len() {
+        if g.values[v].shape.is_known() {
+            continue;
+        }
+        if let Some(names) = crate::dim::table::named_dims(id, v) {
+            g.dim_names.insert(v, names);
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::shape::Shape;
 use crate::storage::Storage;
 use crate::tensor::Symbol;
 use crate::tensor::{Tensor, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -136,6 +137,14 @@ impl TraceState {
     fn note_dims(&self, inputs: &[ValueId], v: ValueId) {
         use crate::dim::table;
         let Some(NodeKind::Op(op)) = self.graph.nodes.last().map(|n| &n.kind) else { return };
+        // An op with symbolic sizes has them evaluated at each point too.
+        let (hint_op, probe_op) = match op {
+            crate::ops::Op::SymShape(s) => match table::at_hint_and_probe(|hint, probe| (s.at(hint), s.at(probe))) {
+                Some((Ok(h), p)) => (Cow::Owned(crate::ops::Op::SymShape(h)), p.ok().map(|p| Cow::Owned(crate::ops::Op::SymShape(p)))),
+                _ => return,
+            },
+            op => (Cow::Borrowed(op), Some(Cow::Borrowed(op))),
+        };
         let mut hints = Vec::with_capacity(inputs.len());
         let mut probes = Vec::with_capacity(inputs.len());
         for &i in inputs {
@@ -148,14 +157,16 @@ impl TraceState {
             hints.push((value.dtype, hint));
             probes.push((value.dtype, probe.filter(table::fits)));
         }
-        let infer = |types: Vec<(DType, &Shape)>| {
+        let infer = |op: &crate::ops::Op, types: Vec<(DType, &Shape)>| {
             let refs: Vec<crate::ops::TypeRef> = types.into_iter().map(|(dtype, shape)| crate::ops::TypeRef { dtype, shape }).collect();
             op.infer(&refs).ok().map(|(_, s)| s)
         };
-        let Some(hint) = infer(hints.iter().map(|(d, s)| (*d, s)).collect()) else { return };
-        let probe = match probes.iter().all(|(_, p)| p.is_some()) {
-            true => infer(probes.iter().map(|(d, p)| (*d, p.as_ref().expect("checked"))).collect()).filter(|s| s.rank() == hint.rank()),
-            false => None,
+        let Some(hint) = infer(&hint_op, hints.iter().map(|(d, s)| (*d, s)).collect()) else { return };
+        let probe = match (probes.iter().all(|(_, p)| p.is_some()), &probe_op) {
+            (true, Some(op)) => {
+                infer(op, probes.iter().map(|(d, p)| (*d, p.as_ref().expect("checked"))).collect()).filter(|s| s.rank() == hint.rank())
+            }
+            _ => None,
         };
         table::set_value_dims(self.id, v, hint, probe);
     }

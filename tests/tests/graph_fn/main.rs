@@ -15,3 +15,4 @@ mod random;
 mod readme;
 mod residuals;
 mod symbolic_dims;
+mod symbolic_shapes;

@@ -88,11 +88,14 @@ fn trace_joint(spec: &JointSpec) -> Result<Joint> {
     let (args, first_use) = use_leaves(spec)?;
     let guard = TraceGuard::begin(spec.name);
     for (k, (slot, t)) in args.iter().enumerate() {
-        guard.bind_arg(t, k, &format!("{}.{}", g.slot_names[*slot], k - first_use[*slot]), t.shape());
+        guard.bind_arg(t, k, &format!("{}.{}", g.slot_names[*slot], k - first_use[*slot]), t.raw_shape());
     }
     let _record = GradModeGuard::set(true);
     let mut cursor = first_use.clone();
-    let (outputs, replayed) = replay_uses(g, &g.slot_of_values(), |slot| {
+    // A size computed from a slot's dims (a relaxed trace's) takes them from the slot's
+    // first use: every use of a slot is the same tensor's.
+    let dims = |slot: usize, axis: usize| args.iter().find(|(s, _)| *s == slot).and_then(|(_, t)| t.0.shape.dims().get(axis).copied());
+    let (outputs, replayed) = replay_uses(g, &g.slot_of_values(), &dims, |slot| {
         let t = args[cursor[slot]].1.clone();
         cursor[slot] += usize::from(spec.needs[slot]);
         Ok(t)

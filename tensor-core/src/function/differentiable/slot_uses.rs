@@ -11,7 +11,8 @@ use crate::tensor::Tensor;
 
 /// Replays `g` on the tensors of its slots and returns its outputs.
 pub(super) fn replay(g: &Graph, slots: &[&Tensor]) -> Result<Vec<Tensor>> {
-    Ok(replay_uses(g, &g.slot_of_values(), |slot| Ok(slots[slot].clone()))?.0)
+    let dims = |slot: usize, axis: usize| crate::compile::slot_dim(slots, slot, axis);
+    Ok(replay_uses(g, &g.slot_of_values(), &dims, |slot| Ok(slots[slot].clone()))?.0)
 }
 
 /// How many gradient edges (see `Graph::edges_to`) each of the `slots` slots of `g` feeds

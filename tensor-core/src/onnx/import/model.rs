@@ -215,7 +215,7 @@ impl OnnxModel {
             return Err(node_error("call", "inputs", problem));
         }
         for (info, t) in self.inputs.iter().zip(inputs) {
-            let dims = t.shape().dims().to_vec();
+            let dims = t.raw_shape().dims().to_vec();
             let fits =
                 !info.ranked || dims.len() == info.dims.len() && dims.iter().zip(&info.dims).all(|(&d, &e)| d == UNKNOWN || e.is_none_or(|e| e == d));
             if t.dtype() != info.dtype || !fits {
@@ -291,7 +291,7 @@ fn check_initializer_types(graph: &GraphProto, initializers: &[(String, Tensor)]
     for v in &graph.input {
         let Some((_, t)) = initializers.iter().find(|(n, _)| *n == v.name) else { continue };
         let Ok(info) = input_info(v) else { continue };
-        let dims = t.shape().dims().to_vec();
+        let dims = t.raw_shape().dims().to_vec();
         let fits = !info.ranked || (info.dims.len() == dims.len() && info.dims.iter().zip(&dims).all(|(e, &d)| e.is_none_or(|e| e == d)));
         if info.dtype != t.dtype() || !fits {
             let problem = format!("the initializer is {} {dims:?}, its graph input declares {} {:?}", t.dtype(), info.dtype, info.dims);

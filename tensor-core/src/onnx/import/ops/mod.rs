@@ -246,7 +246,7 @@ pub(crate) fn one(t: Tensor) -> Result<Vec<Tensor>> {
 
 /// The concrete dims of `t` (a traced tensor's may be unknown: then an `Err` for `ctx`).
 pub(crate) fn known_dims(ctx: &Ctx, t: &Tensor) -> Result<Vec<usize>> {
-    let shape = t.shape();
+    let shape = t.raw_shape();
     if shape.is_unknown_rank() || !shape.is_known() {
         return Err(ctx.err(format!("needs the dims of its input, which are unknown in this trace ({shape}); trace with known dims")));
     }

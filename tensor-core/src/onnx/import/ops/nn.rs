@@ -65,7 +65,7 @@ fn pre_pad(x: &Tensor, pads: [[usize; 2]; 2], value: f64) -> Result<(Tensor, [us
             continue;
         }
         let axis = 2 + d;
-        let mut block = y.shape().dims().to_vec();
+        let mut block = y.raw_shape().dims().to_vec();
         let mut fill = |n: usize| {
             block[axis] = n;
             scalar(value, &y).broadcast_to(&block)
@@ -111,10 +111,10 @@ type Window = ([usize; 2], [usize; 2], [[usize; 2]; 2]);
 /// Kernel, stride and pads of a 1-D or 2-D conv/pool on `x` (lifted to 2-D).
 fn window(c: &Ctx, x: &Tensor, kernel_from_weight: Option<[usize; 2]>, one_d: bool) -> Result<Window> {
     // The spatial dims must be known (auto_pad and the kernel read them); the batch may not.
-    let dims = x.shape().dims().to_vec();
+    let dims = x.raw_shape().dims().to_vec();
     let input = [dims[2], dims[3]];
     if input.contains(&crate::shape::UNKNOWN) {
-        return Err(c.err(format!("needs the spatial dims of its input, which are unknown in this trace ({}); trace with them known", x.shape())));
+        return Err(c.err(format!("needs the spatial dims of its input, which are unknown in this trace ({}); trace with them known", x.raw_shape())));
     }
     let kernel = match kernel_from_weight {
         Some(k) => k,
@@ -186,7 +186,7 @@ fn along(c: &Ctx, f: impl Fn(&Tensor, isize) -> Result<Tensor>) -> Result<Vec<Te
 }
 
 fn hardmax_of(x: &Tensor, axis: isize) -> Result<Tensor> {
-    let dims = x.shape().dims().to_vec();
+    let dims = x.raw_shape().dims().to_vec();
     let a = crate::shape::normalize_axis(axis, dims.len()).unwrap_or(0);
     let i = x.argmax(axis, true)?;
     let mut classes = vec![1; dims.len()];
@@ -226,7 +226,7 @@ pub(super) fn layer_norm(c: &Ctx) -> Result<Vec<Tensor>> {
     let eps = c.float("epsilon", 1e-5) as f64;
     let normalized = &dims[axis..];
     let (w, b) = (c.x(1)?, c.opt(2));
-    let fits = |t: &Tensor| t.shape().dims() == normalized;
+    let fits = |t: &Tensor| t.raw_shape().dims() == normalized;
     let y = if fits(&w) && b.as_ref().is_none_or(fits) {
         x.layer_norm(normalized, Some(&w), b.as_ref(), eps)?
     } else {
@@ -313,7 +313,7 @@ pub(super) fn avg_pool(c: &Ctx) -> Result<Vec<Tensor>> {
         if include {
             y
         } else {
-            let (ones, _) = pre_pad(&scalar(1.0, &x).broadcast_to(x.shape().dims())?, pads, 0.0)?;
+            let (ones, _) = pre_pad(&scalar(1.0, &x).broadcast_to(x.raw_shape().dims())?, pads, 0.0)?;
             y.div(&ones.avg_pool2d(kernel, stride, [0, 0], false, true)?)?
         }
     };
@@ -324,7 +324,7 @@ pub(super) fn avg_pool(c: &Ctx) -> Result<Vec<Tensor>> {
 /// negative count pads zeros there instead).
 fn crop(t: &Tensor, axis: usize, begin: i64, end: i64) -> Result<Tensor> {
     let mut y = t.clone();
-    let n = y.shape().dims()[axis] as i64;
+    let n = y.raw_shape().dims()[axis] as i64;
     let (b, e) = (begin.max(0), end.max(0));
     y = y.narrow(axis as isize, b as usize, (n - b - e).max(0) as usize)?;
     let (pb, pe) = ((-begin).max(0) as usize, (-end).max(0) as usize);
@@ -455,7 +455,7 @@ fn nll(c: &Ctx, input: &Tensor, target: &Tensor, weight: Option<Tensor>) -> Resu
     };
     let picked = input.gather(1, &safe.unsqueeze(1)?)?.squeeze(1)?;
     let w = match weight {
-        Some(w) => Some(w.index_select(0, &safe.flatten_from(0)?)?.reshape(safe.shape().dims())?),
+        Some(w) => Some(w.index_select(0, &safe.flatten_from(0)?)?.reshape(safe.raw_shape().dims())?),
         None => None,
     };
     let w = match (w, keep) {

@@ -26,12 +26,12 @@ pub(super) fn reshape(c: &Ctx) -> Result<Vec<Tensor>> {
 
 pub(super) fn flatten(c: &Ctx) -> Result<Vec<Tensor>> {
     let x = c.x(0)?;
-    let dims = x.shape().dims().to_vec();
+    let dims = x.raw_shape().dims().to_vec();
     let axis = c.int("axis", 1);
     let axis = if axis == dims.len() as i64 { dims.len() } else { c.axis(axis, dims.len())? };
     let inner = known_dims(c, &x).map_or_else(|_| dims[axis..].to_vec(), |d| d[axis..].to_vec());
     if inner.contains(&crate::shape::UNKNOWN) {
-        return Err(c.err(format!("needs the dims after axis {axis}, which are unknown in this trace ({})", x.shape())));
+        return Err(c.err(format!("needs the dims after axis {axis}, which are unknown in this trace ({})", x.raw_shape())));
     }
     let inner = inner.iter().product::<usize>();
     if dims[..axis].contains(&crate::shape::UNKNOWN) {
@@ -180,7 +180,7 @@ fn wrap_indices(c: &Ctx, i: &Tensor, n: usize) -> Result<Tensor> {
     if let Some(bad) = fixed.iter().find(|&&v| v < 0 || v >= n as i64) {
         return Err(c.err(format!("index {} is out of range for a dim of size {n}", bad - if *bad < 0 { n as i64 } else { 0 })));
     }
-    Tensor::from_vec(fixed, i.shape().dims())
+    Tensor::from_vec(fixed, i.raw_shape().dims())
 }
 
 pub(super) fn gather(c: &Ctx) -> Result<Vec<Tensor>> {
@@ -265,8 +265,8 @@ fn pad_axis(c: &Ctx, y: &Tensor, axis: usize, before: usize, after: usize, mode:
         let fill = |len: usize, block: &mut Vec<usize>| -> Result<Tensor> {
             block[axis] = len;
             match value {
-                Some(v) => v.reshape(())?.cast(y.dtype())?.broadcast_to(block),
-                None => Ok(Tensor::zeros(block, y.dtype())),
+                Some(v) => v.reshape(())?.cast(y.dtype())?.broadcast_to(&block[..]),
+                None => Ok(Tensor::zeros(&block[..], y.dtype())),
             }
         };
         let (a, b) = (fill(before, &mut block)?, fill(after, &mut block)?);

@@ -66,6 +66,11 @@ const TABLE: &[(&str, i64, OpFn)] = &[
     ("ConvTranspose", 1, nn::conv_transpose), ("GroupNormalization", 18, nn::group_norm_v18), ("GroupNormalization", 21, nn::group_norm_v21),
     ("RMSNormalization", 23, nn::rms_norm), ("NegativeLogLikelihoodLoss", 12, nn::nll_loss),
     ("SoftmaxCrossEntropyLoss", 12, nn::softmax_cross_entropy), ("Einsum", 12, nn::einsum),
+    // the small ops (issue 32's conformance work): elementwise, reductions, scans
+    ("Floor", 1, math::floor), ("Ceil", 1, math::ceil), ("Round", 11, math::round), ("Asin", 7, math::asin),
+    ("Acos", 7, math::acos), ("Atan", 7, math::atan), ("Asinh", 9, math::asinh), ("Acosh", 9, math::acosh),
+    ("Atanh", 9, math::atanh), ("IsNaN", 9, math::is_nan), ("IsInf", 10, math::is_inf),
+    ("ReduceProd", 1, math::reduce_prod_v1), ("ReduceProd", 18, math::reduce_prod_v18), ("CumProd", 26, math::cum_prod),
 ];
 
 /// What the table has for an op at an opset.

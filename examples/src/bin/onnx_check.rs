@@ -139,12 +139,22 @@ fn read_inputs(model: &OnnxModel, set: &Path) -> Result<Vec<Tensor>> {
     Ok(model.inputs().iter().enumerate().filter_map(|(i, info)| by_name(&info.name).or_else(|| read.get(i).map(|(_, t)| t.clone()))).collect())
 }
 
-/// The model traced (float inputs as arguments, the others as constants), called twice.
+/// The model traced (float inputs as arguments, the others as constants), called twice. A
+/// model that needs a float input as a Rust value (Dropout's ratio, OneHot's depth, Range's
+/// bounds: one value each) cannot take it as an argument: then it is traced again with the
+/// float inputs of one element as constants too, as a user would trace it.
 fn run_graph(model: &OnnxModel, inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>> {
-    let args: Vec<(String, &Tensor)> =
-        model.inputs().iter().zip(inputs).filter(|(_, t)| t.dtype().is_float()).map(|(i, t)| (i.name.clone(), t)).collect();
+    match trace_and_call(model, inputs, false) {
+        Err(e) if e.to_string().contains("must be known when the model runs") => trace_and_call(model, inputs, true),
+        r => r,
+    }
+}
+
+fn trace_and_call(model: &OnnxModel, inputs: &[Tensor], scalars_constant: bool) -> Result<Vec<Vec<Tensor>>> {
+    let argument = |t: &Tensor| t.dtype().is_float() && !(scalars_constant && t.numel() == 1);
+    let args: Vec<(String, &Tensor)> = model.inputs().iter().zip(inputs).filter(|(_, t)| argument(t)).map(|(i, t)| (i.name.clone(), t)).collect();
     let named: Vec<(&str, &Tensor)> = args.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-    let host = inputs.iter().map(Host::of).collect::<Result<Vec<_>>>()?;
+    let host = inputs.iter().map(|t| if argument(t) { Ok(Host::Argument) } else { Host::of(t) }).collect::<Result<Vec<_>>>()?;
     let f = ConcreteFunction::trace("onnx_case", &named, || {
         let all: Vec<Tensor> = inputs.iter().zip(&host).map(|(t, h)| h.remake().unwrap_or_else(|| t.clone())).collect();
         model.call(&all.iter().collect::<Vec<_>>())
@@ -156,6 +166,8 @@ fn run_graph(model: &OnnxModel, inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>> {
 /// An integer or bool input's values, read before tracing, to be made into a constant of
 /// the graph inside it (a float input is an argument instead).
 enum Host {
+    F32(ndarray::ArrayD<f32>),
+    F64(ndarray::ArrayD<f64>),
     I32(ndarray::ArrayD<i32>),
     I64(ndarray::ArrayD<i64>),
     Bool(ndarray::ArrayD<bool>),
@@ -168,12 +180,15 @@ impl Host {
             DType::I32 => Host::I32(t.to_array()?),
             DType::I64 => Host::I64(t.to_array()?),
             DType::Bool => Host::Bool(t.to_array()?),
-            DType::F32 | DType::F64 => Host::Argument,
+            DType::F32 => Host::F32(t.to_array()?),
+            DType::F64 => Host::F64(t.to_array()?),
         })
     }
 
     fn remake(&self) -> Option<Tensor> {
         match self {
+            Host::F32(a) => Some(Tensor::from(a.clone())),
+            Host::F64(a) => Some(Tensor::from(a.clone())),
             Host::I32(a) => Some(Tensor::from(a.clone())),
             Host::I64(a) => Some(Tensor::from(a.clone())),
             Host::Bool(a) => Some(Tensor::from(a.clone())),

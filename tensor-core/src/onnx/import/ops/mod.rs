@@ -3,6 +3,8 @@
 //! (`math.rs`: elementwise ops and reductions; `shape.rs`: shapes, indexing, constants;
 //! `nn.rs`: matmul, convolution, pooling, normalization).
 
+mod composed;
+mod indexing;
 mod math;
 mod nn;
 mod shape;
@@ -71,6 +73,15 @@ const TABLE: &[(&str, i64, OpFn)] = &[
     ("Acos", 7, math::acos), ("Atan", 7, math::atan), ("Asinh", 9, math::asinh), ("Acosh", 9, math::acosh),
     ("Atanh", 9, math::atanh), ("IsNaN", 9, math::is_nan), ("IsInf", 10, math::is_inf),
     ("ReduceProd", 1, math::reduce_prod_v1), ("ReduceProd", 18, math::reduce_prod_v18), ("CumProd", 26, math::cum_prod),
+    // indexing with indices known when the model runs
+    ("Scatter", 9, indexing::scatter_elements), ("ScatterElements", 11, indexing::scatter_elements), ("ScatterND", 11, indexing::scatter_nd),
+    ("GatherND", 11, indexing::gather_nd), ("Compress", 9, indexing::compress), ("ReverseSequence", 10, indexing::reverse_sequence),
+    ("NonZero", 9, indexing::non_zero), ("EyeLike", 9, indexing::eye_like), ("SpaceToDepth", 1, indexing::space_to_depth),
+    ("DepthToSpace", 1, indexing::depth_to_space), ("CenterCropPad", 18, indexing::center_crop_pad),
+    // compositions
+    ("LpNormalization", 1, composed::lp_normalization), ("MeanVarianceNormalization", 9, composed::mean_variance_normalization),
+    ("LRN", 1, composed::lrn), ("Shrink", 9, composed::shrink), ("HannWindow", 17, composed::hann_window),
+    ("HammingWindow", 17, composed::hamming_window), ("BlackmanWindow", 17, composed::blackman_window),
 ];
 
 /// What the table has for an op at an opset.

@@ -7,7 +7,9 @@
 //!
 //! Each DIR is a case or a folder of cases (searched recursively). Every case runs eagerly
 //! and as a traced graph (float inputs as the graph's arguments, integer and bool inputs as
-//! its constants: ops such as Reshape need those values when tracing), twice; its outputs
+//! its constants: ops such as Reshape need those values when tracing; a model that needs a
+//! float input's value, such as Dropout's ratio, is traced with its one-element float inputs
+//! as constants too), twice; its outputs
 //! must match the expected ones within ONNX's tolerances (rtol 1e-3, atol 1e-7; integers
 //! and bools exactly), and the graph's must equal eager's bit for bit. A case is skipped
 //! only for an element type tensor-core lacks, with the reason. One line per case, then

@@ -9,6 +9,7 @@ mod matmul_forms;
 mod matmul_transposed;
 mod nn_conv;
 mod reduce_linalg;
+mod small_ops;
 mod smoke;
 mod staples;
 mod tensor_basics;

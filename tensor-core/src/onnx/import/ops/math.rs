@@ -122,8 +122,18 @@ pub(super) fn mish(c: &Ctx) -> Result<Vec<Tensor>> {
     one(x.mul(&x.exp()?.add(1.0)?.log()?.tanh()?)?)
 }
 
+/// PRelu. A slope of one value per channel (`[C]`, PyTorch's `PReLU(C)` as older exporters
+/// write it) that does not broadcast from the trailing dim applies along dim 1, as PyTorch's.
 pub(super) fn prelu(c: &Ctx) -> Result<Vec<Tensor>> {
-    let (x, slope) = (c.x(0)?, c.x(1)?);
+    let (x, mut slope) = (c.x(0)?, c.x(1)?);
+    let (dims, slope_dims) = (x.shape().dims().to_vec(), slope.shape().dims().to_vec());
+    if let [channels] = slope_dims[..] {
+        if channels > 1 && dims.len() >= 3 && dims[1] == channels && dims[dims.len() - 1] != channels {
+            let mut per_channel = vec![1isize; dims.len() - 1];
+            per_channel[0] = channels as isize;
+            slope = slope.reshape(per_channel)?;
+        }
+    }
     one(Tensor::where_(&x.lt(0.0)?, &x.mul(&slope)?, &x)?)
 }
 

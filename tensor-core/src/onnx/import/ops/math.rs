@@ -127,12 +127,15 @@ pub(super) fn mish(c: &Ctx) -> Result<Vec<Tensor>> {
 pub(super) fn prelu(c: &Ctx) -> Result<Vec<Tensor>> {
     let (x, mut slope) = (c.x(0)?, c.x(1)?);
     let (dims, slope_dims) = (x.shape().dims().to_vec(), slope.shape().dims().to_vec());
-    if let [channels] = slope_dims[..] {
-        if channels > 1 && dims.len() >= 3 && dims[1] == channels && dims[dims.len() - 1] != channels {
-            let mut per_channel = vec![1isize; dims.len() - 1];
-            per_channel[0] = channels as isize;
-            slope = slope.reshape(per_channel)?;
-        }
+    if let [channels] = slope_dims[..]
+        && channels > 1
+        && dims.len() >= 3
+        && dims[1] == channels
+        && dims[dims.len() - 1] != channels
+    {
+        let mut per_channel = vec![1isize; dims.len() - 1];
+        per_channel[0] = channels as isize;
+        slope = slope.reshape(per_channel)?;
     }
     one(Tensor::where_(&x.lt(0.0)?, &x.mul(&slope)?, &x)?)
 }

@@ -8,7 +8,7 @@
 - cnn.onnx: Conv + Relu + MaxPool + Flatten + Gemm + Softmax, opset 13, dynamic batch:
   the model the mutation property test mangles.
 - wrong_initializer.onnx: cnn.onnx with its dense weight 35 wide, where 36 come in.
-- unsupported.onnx: two ops import does not map (Round, Floor) beside Relu.
+- unsupported.onnx: two ops import does not map (RandomUniformLike, RandomNormalLike) beside Relu.
 - gelu_opset17.onnx: Gelu, which opset 17 does not have (it came in 20).
 - cast_uint8.onnx: a Cast to UINT8, an element type tensor-core lacks.
 - dangling.onnx: a Relu reading a name nothing makes.
@@ -74,8 +74,8 @@ def main(out):
 
     nodes = [
         helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("Round", ["r"], ["v"]),
-        helper.make_node("Floor", ["v"], ["y"]),
+        helper.make_node("RandomUniformLike", ["r"], ["v"]),
+        helper.make_node("RandomNormalLike", ["v"], ["y"]),
     ]
     save(model(nodes, [f32("x", [3, 4])], [f32("y", [3, 4])], []), os.path.join(out, "unsupported.onnx"))
 

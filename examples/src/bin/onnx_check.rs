@@ -8,7 +8,8 @@
 //! Each DIR is a case or a folder of cases (searched recursively). Every case runs eagerly
 //! and as a traced graph (float inputs as the graph's arguments, integer and bool inputs as
 //! its constants: ops such as Reshape need those values when tracing, and so are the float
-//! inputs `OnnxModel::value_inputs` names, such as Resize's scales), twice; its outputs
+//! inputs `OnnxModel::value_inputs` names, such as Resize's scales, Dropout's ratio, OneHot's
+//! depth or Range's bounds), twice; its outputs
 //! must match the expected ones within ONNX's tolerances (rtol 1e-3, atol 1e-7; integers
 //! and bools exactly), and the graph's must equal eager's bit for bit. A case is skipped
 //! only for an element type tensor-core lacks, with the reason. One line per case, then

@@ -40,6 +40,8 @@ __device__ __forceinline__ float tc_maximum(float x, float y) { return (isnan(x)
 __device__ __forceinline__ double tc_maximum(double x, double y) { return (isnan(x) || x >= y) ? x : y; }
 __device__ __forceinline__ float tc_minimum(float x, float y) { return (isnan(x) || x <= y) ? x : y; }
 __device__ __forceinline__ double tc_minimum(double x, double y) { return (isnan(x) || x <= y) ? x : y; }
+__device__ __forceinline__ float tc_fmod(float x, float y) { return fmodf(x, y); }
+__device__ __forceinline__ double tc_fmod(double x, double y) { return fmod(x, y); }
 // NaN stays NaN (relu is clamp_min(0)).
 __device__ __forceinline__ float tc_relu(float x) { return (x > 0.0f || isnan(x)) ? x : 0.0f; }
 __device__ __forceinline__ double tc_relu(double x) { return (x > 0.0 || isnan(x)) ? x : 0.0; }
@@ -60,6 +62,7 @@ __device__ __forceinline__ double tc_relu(double x) { return (x > 0.0 || isnan(x
     __device__ __forceinline__ T tc_sign(T x) { return (T)((x > 0) - (x < 0)); }                 \
     __device__ __forceinline__ T tc_maximum(T x, T y) { return x >= y ? x : y; }                 \
     __device__ __forceinline__ T tc_minimum(T x, T y) { return x <= y ? x : y; }                 \
+    __device__ __forceinline__ T tc_fmod(T x, T y) { return (y == 0 || y == (T)-1) ? (T)0 : x % y; } \
     __device__ __forceinline__ T tc_relu(T x) { return x > 0 ? x : (T)0; }                       \
     __device__ __forceinline__ T tc_pow(T x, T y) { return (T)tc_int_pow((long long)x, (long long)y); }
 // Rust's checked_div(..).unwrap_or(0) gives 0 for MIN / -1 too (an overflow).
@@ -181,6 +184,16 @@ __device__ __forceinline__ float tc_sqrt(float x) { return __fsqrt_rn(x); }
 __device__ __forceinline__ float tc_erf(float x) { return erff(x); }
 __device__ __forceinline__ float tc_sin(float x) { return sinf(x); }
 __device__ __forceinline__ float tc_cos(float x) { return cosf(x); }
+__device__ __forceinline__ float tc_floor(float x) { return floorf(x); }
+__device__ __forceinline__ float tc_ceil(float x) { return ceilf(x); }
+__device__ __forceinline__ float tc_round(float x) { return rintf(x); }
+__device__ __forceinline__ float tc_trunc(float x) { return truncf(x); }
+__device__ __forceinline__ float tc_asin(float x) { return asinf(x); }
+__device__ __forceinline__ float tc_acos(float x) { return acosf(x); }
+__device__ __forceinline__ float tc_atan(float x) { return atanf(x); }
+__device__ __forceinline__ float tc_asinh(float x) { return asinhf(x); }
+__device__ __forceinline__ float tc_acosh(float x) { return acoshf(x); }
+__device__ __forceinline__ float tc_atanh(float x) { return atanhf(x); }
 __device__ __forceinline__ float tc_gelu_erf(float x) {
     return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, erff(__fmul_rn(x, TC_FRAC_1_SQRT_2_F32))));
 }
@@ -194,6 +207,16 @@ __device__ __forceinline__ double tc_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ double tc_erf(double x) { return erf(x); }
 __device__ __forceinline__ double tc_sin(double x) { return sin(x); }
 __device__ __forceinline__ double tc_cos(double x) { return cos(x); }
+__device__ __forceinline__ double tc_floor(double x) { return floor(x); }
+__device__ __forceinline__ double tc_ceil(double x) { return ceil(x); }
+__device__ __forceinline__ double tc_round(double x) { return rint(x); }
+__device__ __forceinline__ double tc_trunc(double x) { return trunc(x); }
+__device__ __forceinline__ double tc_asin(double x) { return asin(x); }
+__device__ __forceinline__ double tc_acos(double x) { return acos(x); }
+__device__ __forceinline__ double tc_atan(double x) { return atan(x); }
+__device__ __forceinline__ double tc_asinh(double x) { return asinh(x); }
+__device__ __forceinline__ double tc_acosh(double x) { return acosh(x); }
+__device__ __forceinline__ double tc_atanh(double x) { return atanh(x); }
 __device__ __forceinline__ double tc_sigmoid(double x) {
     if (x >= 0.0) return __ddiv_rn(1.0, __dadd_rn(1.0, exp(-x)));
     double e = exp(x);

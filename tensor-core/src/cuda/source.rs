@@ -419,6 +419,7 @@ fn reduce_parts(op: ReduceOp, dtype: DType) -> (&'static str, String) {
         ReduceOp::Sum | ReduceOp::Mean => ("tc_add", format!("(({})0)", c_type(dtype))),
         ReduceOp::Max => ("tc_maximum", extreme(true)),
         ReduceOp::Min => ("tc_minimum", extreme(false)),
+        ReduceOp::Prod => ("tc_mul", format!("(({})1)", c_type(dtype))),
     }
 }
 

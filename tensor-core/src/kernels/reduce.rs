@@ -14,6 +14,7 @@ pub enum Reduction {
     Sum,
     Max,
     Min,
+    Prod,
 }
 
 impl Reduction {
@@ -22,6 +23,7 @@ impl Reduction {
             Reduction::Sum => T::zero(),
             Reduction::Max => T::lowest(),
             Reduction::Min => T::highest(),
+            Reduction::Prod => T::from_usize(1),
         }
     }
 
@@ -31,6 +33,7 @@ impl Reduction {
             Reduction::Sum => a.add(b),
             Reduction::Max => a.maximum(b),
             Reduction::Min => a.minimum(b),
+            Reduction::Prod => a.mul(b),
         }
     }
 }

@@ -37,7 +37,7 @@ macro_rules! float_fn1 {
         }
     )*};
 }
-float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid, Erf => erf, GeluTanh => gelu_tanh, GeluErf => gelu_erf, Sin => sin, Cos => cos);
+float_fn1!(Exp => exp, Ln => ln, Sqrt => sqrt, Tanh => tanh, Sigmoid => sigmoid, Erf => erf, GeluTanh => gelu_tanh, GeluErf => gelu_erf, Sin => sin, Cos => cos, Floor => floor, Ceil => ceil, Round => round, Trunc => trunc, Asin => asin, Acos => acos, Atan => atan, Asinh => asinh, Acosh => acosh, Atanh => atanh);
 
 macro_rules! num_fn1 {
     ($($name:ident => $method:ident),*) => {$(
@@ -82,7 +82,7 @@ macro_rules! num_fn2 {
         }
     )*};
 }
-num_fn2!(Add => add, Sub => sub, Mul => mul, Div => div, Pow => pow, Maximum => maximum, Minimum => minimum);
+num_fn2!(Add => add, Sub => sub, Mul => mul, Div => div, Pow => pow, Maximum => maximum, Minimum => minimum, Fmod => fmod);
 // `+` and `*` for an operand known not to be NaN (see `Num::add_plain`).
 num_fn2!(AddPlain => add_plain, MulPlain => mul_plain);
 

@@ -178,6 +178,26 @@ kinds!(
         Sin => "sin", "SinBackward", Float(Sin);
         /// The cosine (radians).
         Cos => "cos", "CosBackward", Float(Cos);
+        /// The largest integer not above `x` (float dtypes; ±0, ±inf and NaN stay).
+        Floor => "floor", "FloorBackward", Float(Floor);
+        /// The smallest integer not below `x`.
+        Ceil => "ceil", "CeilBackward", Float(Ceil);
+        /// The nearest integer, halves to even (`0.5` is 0, `1.5` and `2.5` are 2, as ONNX and NumPy).
+        Round => "round", "RoundBackward", Float(Round);
+        /// The integer part of `x` (towards zero).
+        Trunc => "trunc", "TruncBackward", Float(Trunc);
+        /// The arcsine (radians; NaN outside [-1, 1]).
+        Asin => "asin", "AsinBackward", Float(Asin);
+        /// The arccosine (radians; NaN outside [-1, 1]).
+        Acos => "acos", "AcosBackward", Float(Acos);
+        /// The arctangent (radians).
+        Atan => "atan", "AtanBackward", Float(Atan);
+        /// The inverse hyperbolic sine.
+        Asinh => "asinh", "AsinhBackward", Float(Asinh);
+        /// The inverse hyperbolic cosine (NaN below 1).
+        Acosh => "acosh", "AcoshBackward", Float(Acosh);
+        /// The inverse hyperbolic tangent (±inf at ±1, NaN outside).
+        Atanh => "atanh", "AtanhBackward", Float(Atanh);
     }
 );
 
@@ -203,6 +223,9 @@ kinds!(
         Maximum => "maximum", "MaximumBackward", Num(Maximum);
         /// The smaller of `a` and `b` (NaN propagates).
         Minimum => "minimum", "MinimumBackward", Num(Minimum);
+        /// The remainder of `a / b` truncated, with the sign of `a` (C's `fmod`, exact;
+        /// integers: 0 when `b` is 0).
+        Fmod => "fmod", "FmodBackward", Num(Fmod);
     }
 );
 
@@ -252,6 +275,8 @@ kinds!(
         Max => "max", "MaxBackward";
         /// The smallest element.
         Min => "min", "MinBackward";
+        /// The product (1 over an empty set).
+        Prod => "prod", "ProdBackward";
     }
 );
 

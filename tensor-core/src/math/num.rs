@@ -32,6 +32,9 @@ pub(crate) trait Num: Element + PartialOrd {
     fn maximum(self, o: Self) -> Self;
     /// The smaller of two values; NaN wins.
     fn minimum(self, o: Self) -> Self;
+    /// The remainder of `self / o` truncated, with `self`'s sign (C's `fmod`; integers: 0
+    /// when `o` is 0, as `div`).
+    fn fmod(self, o: Self) -> Self;
     /// max(x, 0); NaN stays NaN, as in PyTorch (relu is clamp_min(0), which keeps NaN).
     fn relu(self) -> Self {
         if self > Self::zero() || self.is_nan_value() {
@@ -65,6 +68,26 @@ pub(crate) trait Float: Num {
     fn gelu_erf(self) -> Self;
     fn sin(self) -> Self;
     fn cos(self) -> Self;
+    /// The largest integer not above `x` (float dtypes; ±0, ±inf and NaN stay).
+    fn floor(self) -> Self;
+    /// The smallest integer not below `x`.
+    fn ceil(self) -> Self;
+    /// The nearest integer, halves to even (`0.5` is 0, `1.5` and `2.5` are 2, as ONNX and NumPy).
+    fn round(self) -> Self;
+    /// The integer part of `x` (towards zero).
+    fn trunc(self) -> Self;
+    /// The arcsine (radians; NaN outside [-1, 1]).
+    fn asin(self) -> Self;
+    /// The arccosine (radians; NaN outside [-1, 1]).
+    fn acos(self) -> Self;
+    /// The arctangent (radians).
+    fn atan(self) -> Self;
+    /// The inverse hyperbolic sine.
+    fn asinh(self) -> Self;
+    /// The inverse hyperbolic cosine (NaN below 1).
+    fn acosh(self) -> Self;
+    /// The inverse hyperbolic tangent (±inf at ±1, NaN outside).
+    fn atanh(self) -> Self;
     /// `self * a + b` with one rounding (one `vfmadd` in the AVX2 and AVX-512 builds, the C
     /// library's correctly rounded `fma` in the baseline build: the same bits everywhere).
     fn mul_add(self, a: Self, b: Self) -> Self;
@@ -88,6 +111,7 @@ macro_rules! impl_num_int {
             #[inline(always)] fn sign(self) -> Self { self.signum() }
             #[inline(always)] fn maximum(self, o: Self) -> Self { if self >= o { self } else { o } }
             #[inline(always)] fn minimum(self, o: Self) -> Self { if self <= o { self } else { o } }
+            #[inline(always)] fn fmod(self, o: Self) -> Self { self.checked_rem(o).unwrap_or(0) }
             #[inline(always)] fn is_nan_value(self) -> bool { false }
             fn lowest() -> Self { <$t>::MIN }
             fn highest() -> Self { <$t>::MAX }
@@ -126,7 +150,7 @@ macro_rules! quieted {
 }
 
 macro_rules! impl_num_float {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $fmod:path),*) => {$(
         impl Num for $t {
             // `self`'s NaN when it is one (see `quieted!`).
             #[inline(always)] fn add(self, o: Self) -> Self { if self.is_nan() { quieted!(self, $t) } else { self + o } }
@@ -147,6 +171,8 @@ macro_rules! impl_num_float {
             #[inline(always)] fn minimum(self, o: Self) -> Self {
                 if self.is_nan() || self <= o { self } else { o }
             }
+            // libm's, exact as C's: the remainder is representable, so it never rounds.
+            #[inline(always)] fn fmod(self, o: Self) -> Self { $fmod(self, o) }
             #[inline(always)] fn is_nan_value(self) -> bool { self.is_nan() }
             fn lowest() -> Self { <$t>::NEG_INFINITY }
             fn highest() -> Self { <$t>::INFINITY }
@@ -154,7 +180,7 @@ macro_rules! impl_num_float {
         }
     )*};
 }
-impl_num_float!(f32, f64);
+impl_num_float!(f32 => libm::fmodf, f64 => libm::fmod);
 
 impl Float for f32 {
     #[inline(always)]
@@ -202,6 +228,47 @@ impl Float for f32 {
     #[inline(always)]
     fn cos(self) -> Self {
         libm::cosf(self)
+    }
+    // libm's too: `rint` rounds halves to even (the default rounding mode), as ONNX's Round.
+    #[inline(always)]
+    fn floor(self) -> Self {
+        libm::floorf(self)
+    }
+    #[inline(always)]
+    fn ceil(self) -> Self {
+        libm::ceilf(self)
+    }
+    #[inline(always)]
+    fn round(self) -> Self {
+        libm::rintf(self)
+    }
+    #[inline(always)]
+    fn trunc(self) -> Self {
+        libm::truncf(self)
+    }
+    #[inline(always)]
+    fn asin(self) -> Self {
+        libm::asinf(self)
+    }
+    #[inline(always)]
+    fn acos(self) -> Self {
+        libm::acosf(self)
+    }
+    #[inline(always)]
+    fn atan(self) -> Self {
+        libm::atanf(self)
+    }
+    #[inline(always)]
+    fn asinh(self) -> Self {
+        libm::asinhf(self)
+    }
+    #[inline(always)]
+    fn acosh(self) -> Self {
+        libm::acoshf(self)
+    }
+    #[inline(always)]
+    fn atanh(self) -> Self {
+        libm::atanhf(self)
     }
 }
 
@@ -255,5 +322,45 @@ impl Float for f64 {
     #[inline(always)]
     fn cos(self) -> Self {
         libm::cos(self)
+    }
+    #[inline(always)]
+    fn floor(self) -> Self {
+        libm::floor(self)
+    }
+    #[inline(always)]
+    fn ceil(self) -> Self {
+        libm::ceil(self)
+    }
+    #[inline(always)]
+    fn round(self) -> Self {
+        libm::rint(self)
+    }
+    #[inline(always)]
+    fn trunc(self) -> Self {
+        libm::trunc(self)
+    }
+    #[inline(always)]
+    fn asin(self) -> Self {
+        libm::asin(self)
+    }
+    #[inline(always)]
+    fn acos(self) -> Self {
+        libm::acos(self)
+    }
+    #[inline(always)]
+    fn atan(self) -> Self {
+        libm::atan(self)
+    }
+    #[inline(always)]
+    fn asinh(self) -> Self {
+        libm::asinh(self)
+    }
+    #[inline(always)]
+    fn acosh(self) -> Self {
+        libm::acosh(self)
+    }
+    #[inline(always)]
+    fn atanh(self) -> Self {
+        libm::atanh(self)
     }
 }

@@ -65,6 +65,16 @@ fn unary_name(u: UnaryOp) -> &'static str {
         UnaryOp::Erf => "Erf",
         UnaryOp::Sin => "Sin",
         UnaryOp::Cos => "Cos",
+        UnaryOp::Floor => "Floor",
+        UnaryOp::Ceil => "Ceil",
+        UnaryOp::Round => "Round",
+        UnaryOp::Trunc => "Trunc",
+        UnaryOp::Asin => "Asin",
+        UnaryOp::Acos => "Acos",
+        UnaryOp::Atan => "Atan",
+        UnaryOp::Asinh => "Asinh",
+        UnaryOp::Acosh => "Acosh",
+        UnaryOp::Atanh => "Atanh",
         UnaryOp::GeluTanh | UnaryOp::GeluErf => unreachable!("GELU is composed (opset 17 has no Gelu)"),
     }
 }
@@ -115,6 +125,16 @@ fn binary_name(op: BinaryOp) -> &'static str {
         BinaryOp::Pow => "Pow",
         BinaryOp::Maximum => "Max",
         BinaryOp::Minimum => "Min",
+        BinaryOp::Fmod => "Mod",
+    }
+}
+
+/// `fmod` is ONNX's Mod with `fmod` 1 (the sign of the dividend); the others take none.
+fn binary_attrs(op: BinaryOp) -> Vec<super::proto::AttributeProto> {
+    if op == BinaryOp::Fmod {
+        vec![int("fmod", 1)]
+    } else {
+        vec![]
     }
 }
 
@@ -145,7 +165,7 @@ fn elementwise(b: &mut Builder, e: &ElementwiseOp, ins: Vec<String>, y: String, 
             if *op == BinaryOp::Div && dtype.is_int() {
                 return Err(unsupported("div", " for integers (tensor-core gives 0 for a zero divisor, ONNX leaves it undefined)"));
             }
-            b.node(binary_name(*op), ins, vec![y], vec![])
+            b.node(binary_name(*op), ins, vec![y], binary_attrs(*op))
         }
         ElementwiseOp::BinaryScalar { op, scalar, scalar_first } => {
             if *op == BinaryOp::Div && dtype.is_int() {
@@ -154,7 +174,7 @@ fn elementwise(b: &mut Builder, e: &ElementwiseOp, ins: Vec<String>, y: String, 
             let s = b.scalar(scalar.0, dtype);
             let x = ins[0].clone();
             let pair = if *scalar_first { vec![s, x] } else { vec![x, s] };
-            b.node(binary_name(*op), pair, vec![y], vec![]);
+            b.node(binary_name(*op), pair, vec![y], binary_attrs(*op));
         }
         ElementwiseOp::Compare(op) => compare(b, *op, ins[0].clone(), ins[1].clone(), y),
         ElementwiseOp::CompareScalar { op, scalar } => {
@@ -186,6 +206,7 @@ fn reduction(b: &mut Builder, r: &ReductionOp, ins: Vec<String>, y: String, rank
                 ReduceOp::Mean => b.node("ReduceMean", ins, vec![y], vec![ints("axes", axes), keep]),
                 ReduceOp::Max => b.node("ReduceMax", ins, vec![y], vec![ints("axes", axes), keep]),
                 ReduceOp::Min => b.node("ReduceMin", ins, vec![y], vec![ints("axes", axes), keep]),
+                ReduceOp::Prod => b.node("ReduceProd", ins, vec![y], vec![ints("axes", axes), keep]),
             }
         }
         ReductionOp::Argmax { axis, keepdim } => {

@@ -41,6 +41,9 @@ pub struct GraphProto {
     pub input: Vec<ValueInfoProto>,
     #[prost(message, repeated, tag = "12")]
     pub output: Vec<ValueInfoProto>,
+    /// The types of intermediate values (import checks their element types).
+    #[prost(message, repeated, tag = "13")]
+    pub value_info: Vec<ValueInfoProto>,
     /// Sparse initializers: import refuses them (they are rare; no dense tensor-core form).
     #[prost(bytes = "vec", repeated, tag = "15")]
     pub sparse_initializer: Vec<Vec<u8>>,

@@ -58,6 +58,51 @@ impl Tensor {
     }
 
     /// `self` moved `by` places up `axis` (of length `n`), zeros in front.
+    /// The cumulative product along `axis` (numeric dtypes; bools as i64), a scan of
+    /// `log2(n)` shifted multiplications as `cumulative_sum`'s additions, so its gradient
+    /// comes from `mul`'s. `exclusive`: element `i` is the product of those before it (1
+    /// first); `reverse`: from the end.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[4])?;
+    /// assert_eq!(x.cumulative_prod(0, false, false)?.to_vec::<f32>()?, vec![1.0, 2.0, 6.0, 24.0]);
+    /// assert_eq!(x.cumulative_prod(0, true, false)?.to_vec::<f32>()?, vec![1.0, 1.0, 2.0, 6.0]);
+    /// assert_eq!(x.cumulative_prod(0, false, true)?.to_vec::<f32>()?, vec![24.0, 24.0, 12.0, 4.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn cumulative_prod(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        let rank = self.rank();
+        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "cumprod", axis, rank })?;
+        let n = self.shape()[axis];
+        if n == UNKNOWN {
+            return Err(Error::invalid("cumprod", "input", "needs a known length along the axis; give the argument a fixed input_signature"));
+        }
+        let x = if self.dtype() == DType::Bool { self.cast(DType::I64)? } else { self.clone() };
+        let x = if reverse { x.flip_axis(axis)? } else { x };
+        let x = if exclusive { x.shifted_ones(axis, n, 1)? } else { x };
+        let mut products = x;
+        let mut step = 1;
+        while step < n {
+            products = products.mul(&products.shifted_ones(axis, n, step)?)?;
+            step *= 2;
+        }
+        if reverse {
+            products.flip_axis(axis)
+        } else {
+            Ok(products)
+        }
+    }
+
+    /// `shifted`, with ones (the product's identity) where it shifts in zeros.
+    fn shifted_ones(&self, axis: usize, n: usize, by: usize) -> Result<Tensor> {
+        let mut dims = vec![1; self.rank()];
+        dims[axis] = n;
+        let front: Vec<f64> = (0..n).map(|i| if i < by { 1.0 } else { 0.0 }).collect();
+        let ones = Tensor::from_vec(front, &dims)?.cast(self.dtype())?;
+        self.shifted(axis, n, by)?.add(&ones)
+    }
+
     fn shifted(&self, axis: usize, n: usize, by: usize) -> Result<Tensor> {
         if by >= n {
             return Ok(self.zeros_like());

@@ -95,6 +95,42 @@ unary_methods! {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     cos => Cos;
+    /// The largest integer not above x (float dtypes; ±0, ±inf and NaN stay as they are).
+    /// Its gradient is 0, as PyTorch's.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![-1.5f32, -0.0, 2.7], &[3])?;
+    /// assert_eq!(x.floor()?.to_vec::<f32>()?, vec![-2.0, -0.0, 2.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    floor => Floor;
+    /// The smallest integer not below x (float dtypes; gradient 0).
+    ceil => Ceil;
+    /// The nearest integer, halves to even: 0.5 is 0, 1.5 and 2.5 are 2, -2.5 is -2 (ONNX's
+    /// `Round`, NumPy's `round`; float dtypes; gradient 0).
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![0.5f64, 1.5, 2.5, -2.5, 2.6], &[5])?;
+    /// assert_eq!(x.round()?.to_vec::<f64>()?, vec![0.0, 2.0, 2.0, -2.0, 3.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    round => Round;
+    /// The integer part of x, towards zero (float dtypes; gradient 0).
+    trunc => Trunc;
+    /// The arcsine, in radians (float dtypes; NaN outside [-1, 1]).
+    asin => Asin;
+    /// The arccosine, in radians (float dtypes; NaN outside [-1, 1]).
+    acos => Acos;
+    /// The arctangent, in radians (float dtypes).
+    atan => Atan;
+    /// The inverse hyperbolic sine (float dtypes).
+    asinh => Asinh;
+    /// The inverse hyperbolic cosine (float dtypes; NaN below 1).
+    acosh => Acosh;
+    /// The inverse hyperbolic tangent (float dtypes; ±inf at ±1, NaN outside [-1, 1]).
+    atanh => Atanh;
     /// The square root (float dtypes).
     sqrt => Sqrt;
     /// The hyperbolic tangent (float dtypes).
@@ -179,6 +215,16 @@ binary_methods! {
     maximum => Maximum;
     /// The smaller of `self` and `rhs` per element (NaN wins), broadcasting.
     minimum => Minimum;
+    /// The remainder of `self / rhs` truncated, with the sign of `self`, broadcasting: C's
+    /// `fmod`, exact (`a - trunc(a / b) * b` would round). Integers: 0 where `rhs` is 0.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let a = Tensor::from_vec(vec![7.5f64, -7.5, 1.0], &[3])?;
+    /// assert_eq!(a.fmod(2.0)?.to_vec::<f64>()?, vec![1.5, -1.5, 1.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    fmod => Fmod;
 }
 
 macro_rules! compare_methods {
@@ -212,6 +258,44 @@ compare_methods! {
     gt => Gt;
     /// `self >= rhs` per element, as a bool tensor.
     ge => Ge;
+}
+
+impl Tensor {
+    /// True where the element is NaN (bool; integers and bools: all false): `x != x`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, f32::NAN, f32::INFINITY], &[3])?;
+    /// assert_eq!(x.is_nan()?.to_vec::<bool>()?, vec![false, true, false]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn is_nan(&self) -> Result<Tensor> {
+        self.ne(self)
+    }
+
+    /// True where the element is +inf (when `positive`) or -inf (when `negative`); bool, and
+    /// all false for integers and bools.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![f64::NEG_INFINITY, 0.0, f64::INFINITY, f64::NAN], &[4])?;
+    /// assert_eq!(x.is_inf(true, true)?.to_vec::<bool>()?, vec![true, false, true, false]);
+    /// assert_eq!(x.is_inf(false, true)?.to_vec::<bool>()?, vec![true, false, false, false]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn is_inf(&self, positive: bool, negative: bool) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            return self.ne(self);
+        }
+        let (pos, neg) = (self.eq(f64::INFINITY)?, self.eq(f64::NEG_INFINITY)?);
+        match (positive, negative) {
+            (true, true) => Tensor::where_(&pos, &pos, &neg),
+            (true, false) => Ok(pos),
+            (false, true) => Ok(neg),
+            // Nothing is below -inf: all false.
+            (false, false) => self.lt(f64::NEG_INFINITY),
+        }
+    }
 }
 
 impl Tensor {
@@ -350,9 +434,13 @@ impl Family for ElementwiseOp {
         match self {
             ElementwiseOp::Unary(u) => unary_saves(*u),
             ElementwiseOp::Binary(BinaryOp::Add | BinaryOp::Sub) => Saves::default(),
-            ElementwiseOp::Binary(BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum) => Saves::inputs(0b11),
+            ElementwiseOp::Binary(BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Fmod) => {
+                Saves::inputs(0b11)
+            }
             ElementwiseOp::BinaryScalar { op: BinaryOp::Mul | BinaryOp::Add | BinaryOp::Sub, .. } => Saves::default(),
-            ElementwiseOp::BinaryScalar { op: BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum, .. } => Saves::inputs(0b1),
+            ElementwiseOp::BinaryScalar { op: BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Fmod, .. } => {
+                Saves::inputs(0b1)
+            }
             ElementwiseOp::Clamp { .. } | ElementwiseOp::Where => Saves::inputs(0b1),
             ElementwiseOp::Compare(_) | ElementwiseOp::CompareScalar { .. } | ElementwiseOp::Cast(_) => Saves::default(),
         }
@@ -572,7 +660,9 @@ fn unary_saves(u: UnaryOp) -> Saves {
         UnaryOp::Log | UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Erf | UnaryOp::GeluTanh | UnaryOp::GeluErf | UnaryOp::Sin | UnaryOp::Cos => {
             Saves::inputs(0b1)
         }
+        UnaryOp::Asin | UnaryOp::Acos | UnaryOp::Atan | UnaryOp::Asinh | UnaryOp::Acosh | UnaryOp::Atanh => Saves::inputs(0b1),
         UnaryOp::Neg | UnaryOp::Sign | UnaryOp::Not => Saves::default(),
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => Saves::default(),
     }
 }
 
@@ -604,8 +694,30 @@ fn unary_grad(u: UnaryOp, ctx: &BackwardCtx, g: &Tensor) -> Result<Tensor> {
         }
         UnaryOp::GeluTanh => g.mul(&gelu_tanh_derivative(&ctx.input(0)?)?),
         UnaryOp::GeluErf => g.mul(&gelu_erf_derivative(&ctx.input(0)?)?),
+        // Piecewise constant: the derivative is 0 wherever it exists (PyTorch's choice).
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => g.mul(0.0),
+        UnaryOp::Asin => g.div(&one_minus_square(&ctx.input(0)?)?.sqrt()?),
+        UnaryOp::Acos => g.div(&one_minus_square(&ctx.input(0)?)?.sqrt()?)?.neg(),
+        UnaryOp::Atan => {
+            let x = ctx.input(0)?;
+            g.div(&x.mul(&x)?.add(1.0)?)
+        }
+        UnaryOp::Asinh => {
+            let x = ctx.input(0)?;
+            g.div(&x.mul(&x)?.add(1.0)?.sqrt()?)
+        }
+        UnaryOp::Acosh => {
+            let x = ctx.input(0)?;
+            g.div(&x.mul(&x)?.sub(1.0)?.sqrt()?)
+        }
+        UnaryOp::Atanh => g.div(&one_minus_square(&ctx.input(0)?)?),
         UnaryOp::Sign | UnaryOp::Not => Err(Error::NotDifferentiable { op: u.name(), detail: "" }),
     }
+}
+
+/// `1 - x^2`, the denominator of the inverse sine's, cosine's and tanh's derivatives.
+fn one_minus_square(x: &Tensor) -> Result<Tensor> {
+    x.mul(x)?.scalar_lhs(BinaryOp::Sub, Scalar::Float(1.0))
 }
 
 /// d gelu_tanh(x) / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), with
@@ -642,6 +754,11 @@ fn binary_grad(b: BinaryOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads>
             let wins = if b == BinaryOp::Maximum { x.gt(&y) } else { x.lt(&y) };
             let share = wins?.cast(x.dtype())?.add(&x.eq(&y)?.cast(x.dtype())?.mul(0.5)?)?;
             (g.mul(&share)?, g.mul(&share.scalar_lhs(BinaryOp::Sub, Scalar::Float(1.0))?)?)
+        }
+        // fmod(a, b) = a - trunc(a / b) b, trunc's derivative 0.
+        BinaryOp::Fmod => {
+            let (x, y) = (ctx.input(0)?, ctx.input(1)?);
+            (g.clone(), g.mul(&x.div(&y)?.trunc()?)?.neg()?)
         }
     };
     Ok(smallvec![Some(ga.sum_to(ctx.input_shape(0))?), Some(gb.sum_to(ctx.input_shape(1))?)])
@@ -683,6 +800,11 @@ fn scalar_grad(b: BinaryOp, s: Scalar, first: bool, ctx: &BackwardCtx, g: &Tenso
             let x = ctx.input(0)?;
             let wins = if b == BinaryOp::Maximum { x.gt(s) } else { x.lt(s) };
             g.mul(&wins?.cast(x.dtype())?.add(&x.eq(s)?.cast(x.dtype())?.mul(0.5)?)?)
+        }
+        (BinaryOp::Fmod, false) => Ok(g.clone()),
+        (BinaryOp::Fmod, true) => {
+            let x = ctx.input(0)?;
+            g.mul(&x.scalar_lhs(BinaryOp::Div, s)?.trunc()?)?.neg()
         }
     }
 }

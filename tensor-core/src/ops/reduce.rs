@@ -114,6 +114,20 @@ impl Tensor {
         self.reduce_axes(ReduceOp::Min, axes, keepdim)
     }
 
+    /// The product over `axes` (numeric dtypes; 1 over an empty set); its gradient is the
+    /// product of the other elements, zeros included.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// assert_eq!(x.prod_axes(&[1], false)?.to_vec::<f32>()?, vec![2.0, 12.0]);
+    /// assert_eq!(Tensor::zeros(&[0, 2], DType::F32).prod_axes(&[0], false)?.to_vec::<f32>()?, vec![1.0, 1.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn prod_axes(&self, axes: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce_axes(ReduceOp::Prod, axes, keepdim)
+    }
+
     /// The index (i64) of the first largest element along `axis`.
     ///
     /// ```
@@ -202,7 +216,7 @@ impl Family for ReductionOp {
 
     fn saves(&self) -> Saves {
         match self {
-            ReductionOp::Reduce { op: ReduceOp::Max | ReduceOp::Min, .. } => Saves { inputs: 0b1, output: true },
+            ReductionOp::Reduce { op: ReduceOp::Max | ReduceOp::Min | ReduceOp::Prod, .. } => Saves { inputs: 0b1, output: true },
             ReductionOp::Reduce { op: ReduceOp::Sum | ReduceOp::Mean, .. } | ReductionOp::Argmax { .. } => Saves::default(),
         }
     }
@@ -256,6 +270,7 @@ fn reduce_kernel<T: Num>(a: &Array<T>, axes: &[usize], r: ReduceOp) -> Array<T> 
         ReduceOp::Sum => reduce(a, axes, Reduction::Sum),
         ReduceOp::Max => reduce(a, axes, Reduction::Max),
         ReduceOp::Min => reduce(a, axes, Reduction::Min),
+        ReduceOp::Prod => reduce(a, axes, Reduction::Prod),
         ReduceOp::Mean => {
             let count: usize = axes.iter().map(|&d| a.shape()[d]).product();
             let s = reduce(a, axes, Reduction::Sum);
@@ -277,6 +292,22 @@ fn argmax_any(x: &Storage, axis: usize) -> Array<i64> {
 
 fn reshape_storage(s: Storage, shape: &Shape) -> Storage {
     crate::storage::map_array!(&s, a => crate::kernels::layout::reshape(a, shape.dims()))
+}
+
+/// d prod(x) / d x_i is the product of the others: `prod / x_i` where no element is 0. With
+/// zeros, the product of the non-zero elements where `x_i` is the only zero, 0 elsewhere
+/// (division would give NaN there).
+fn prod_grad(x: &Tensor, axes: &[usize], g_keep: &Tensor) -> Result<Tensor> {
+    let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+    let zero = x.eq(0.0)?;
+    let one = Tensor::ones(&[], x.dtype());
+    let nonzero = Tensor::where_(&zero, &one, x)?;
+    let others = nonzero.prod_axes(&axes, true)?;
+    let zeros = zero.cast(x.dtype())?.sum_axes(&axes, true)?;
+    // Where x_i is not 0: the others' product is `others / x_i` if no other is 0, else 0.
+    let at_nonzero = Tensor::where_(&zeros.eq(0.0)?, &others.div(&nonzero)?, &Tensor::zeros(&[], x.dtype()))?;
+    let at_zero = Tensor::where_(&zeros.eq(1.0)?, &others, &Tensor::zeros(&[], x.dtype()))?;
+    Tensor::where_(&zero, &at_zero, &at_nonzero)?.mul(g_keep)
 }
 
 fn backward(r: ReduceOp, axes: &[usize], keepdim: bool, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
@@ -304,6 +335,7 @@ fn backward(r: ReduceOp, axes: &[usize], keepdim: bool, ctx: &BackwardCtx, g: &T
             let count = mask.sum_axes(&axes_i, true)?;
             mask.mul(&g_keep.div(&count)?)?
         }
+        ReduceOp::Prod => prod_grad(&ctx.input(0)?, axes, &g_keep)?,
     };
     Ok(smallvec![Some(grad)])
 }

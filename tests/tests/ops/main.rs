@@ -10,6 +10,7 @@ mod matmul_transposed;
 mod nn_conv;
 mod reduce_linalg;
 mod resample_forms;
+mod small_ops;
 mod smoke;
 mod staples;
 mod tensor_basics;

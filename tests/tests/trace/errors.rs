@@ -780,7 +780,7 @@ fn onnx_import() -> Vec<Error> {
 fn onnx_unsupported_ops() -> Vec<Error> {
     let e = import_fixture("unsupported.onnx");
     assert!(matches!(&e, Error::OnnxUnsupportedOps { ops } if ops.len() == 2), "{e:?}");
-    says(&e, &["onnx import: no tensor-core mapping for Floor, Round", "docs/ONNX.md"]);
+    says(&e, &["onnx import: no tensor-core mapping for RandomNormalLike, RandomUniformLike", "docs/ONNX.md"]);
     vec![e]
 }
 

@@ -272,6 +272,16 @@ fn nvrtc_compiles_every_op_on_every_dtype() {
         UnaryOp::GeluErf,
         UnaryOp::Sin,
         UnaryOp::Cos,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Trunc,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Asinh,
+        UnaryOp::Acosh,
+        UnaryOp::Atanh,
     ] {
         for d in all.into_iter().filter(|d| match u.domain() {
             crate::math::Domain::Float => d.is_float(),
@@ -282,7 +292,7 @@ fn nvrtc_compiles_every_op_on_every_dtype() {
         }
     }
     for d in all.into_iter().filter(|d| d.is_numeric()) {
-        for b in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum] {
+        for b in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Fmod] {
             sources.push(one_op(ElementwiseOp::Binary(b), &[d, d], d));
             sources.push(one_op(ElementwiseOp::BinaryScalar { op: b, scalar: ScalarAttr(Scalar::Float(1.5)), scalar_first: true }, &[d], d));
         }

@@ -96,6 +96,7 @@ impl OnnxModel {
         if !graph.sparse_initializer.is_empty() {
             return Err(Error::OnnxUnsupportedOps { ops: vec!["sparse initializers".into()] });
         }
+        check_element_types(graph)?;
         let nodes = check_nodes(graph, opset)?;
         let initializers =
             graph.initializer.iter().map(|t| Ok((t.name.clone(), decode::tensor(t, &Source { what: &t.name, dir })?))).collect::<Result<Vec<_>>>()?;
@@ -239,6 +240,33 @@ impl GraphArg for OnnxModel {
 /// The version of the standard domain the model imports.
 fn standard_opset(model: &ModelProto) -> Option<i64> {
     model.opset_import.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version)
+}
+
+/// Every element type the model declares (its inputs, outputs, intermediate values,
+/// initializers and `Constant` nodes' values) is one tensor-core has. It runs before the ops
+/// are looked up: a model that needs a dtype tensor-core lacks says so (`OnnxDType`, which
+/// the conformance runner counts as a skip) even when it also uses an unmapped op.
+fn check_element_types(graph: &GraphProto) -> Result<()> {
+    let declared = graph.input.iter().map(|v| ("input", v)).chain(graph.output.iter().map(|v| ("output", v)));
+    for (kind, v) in declared.chain(graph.value_info.iter().map(|v| ("value", v))) {
+        let what = || format!("{kind} `{}`", v.name);
+        match v.r#type.as_ref().map(|t| t.value.as_ref()) {
+            Some(None) => return Err(Error::OnnxDType { what: what(), dtype: "a sequence, map or optional (no tensor)".into() }),
+            // 0 is UNDEFINED: the model leaves the type to inference, nothing to check.
+            Some(Some(type_proto::Value::TensorType(t))) if t.elem_type != 0 => {
+                decode::dtype(t.elem_type, what)?;
+            }
+            _ => {}
+        }
+    }
+    for t in &graph.initializer {
+        decode::dtype(t.data_type, || format!("initializer `{}`", t.name))?;
+    }
+    let constants = graph.node.iter().filter(|n| n.op_type == "Constant" && n.domain.is_empty());
+    for (n, t) in constants.flat_map(|n| n.attribute.iter().filter_map(move |a| a.t.as_ref().map(|t| (n, t)))) {
+        decode::dtype(t.data_type, || format!("the value of Constant `{}`", n.output.first().map_or("", String::as_str)))?;
+    }
+    Ok(())
 }
 
 /// Each node with its builder; every op without a mapping at once, then the first node

@@ -72,7 +72,7 @@ pub(super) fn binary(e: &mut Asm, b: BinaryOp, x: R, y: R) -> Emit<R> {
         BinaryOp::Div => Op2::Div,
         BinaryOp::Maximum => return keep_x_if(e, x, y, GE),
         BinaryOp::Minimum => return keep_x_if(e, x, y, LE),
-        BinaryOp::Pow => return None,
+        BinaryOp::Pow | BinaryOp::Fmod => return None,
     };
     let d = e.take()?;
     e.op2(op, d, x, V::Reg(y))?;

@@ -20,6 +20,13 @@ macro_rules! unary {
 unary! {
     abs => abs; neg => neg; exp => exp; log => log; sqrt => sqrt; tanh => tanh; sigmoid => sigmoid;
     relu => relu; sign => sign; not => logical_not; erf => erf; sin => sin; cos => cos;
+    floor => floor; ceil => ceil; round => round; asin => asin; acos => acos; atan => atan;
+    asinh => asinh; acosh => acosh; atanh => atanh; is_nan => is_nan;
+}
+
+pub(super) fn is_inf(c: &Ctx) -> Result<Vec<Tensor>> {
+    let (positive, negative) = (c.int("detect_positive", 1) != 0, c.int("detect_negative", 1) != 0);
+    one(c.x(0)?.is_inf(positive, negative)?)
 }
 
 macro_rules! binary {
@@ -115,8 +122,21 @@ pub(super) fn mish(c: &Ctx) -> Result<Vec<Tensor>> {
     one(x.mul(&x.exp()?.add(1.0)?.log()?.tanh()?)?)
 }
 
+/// PRelu. A slope of one value per channel (`[C]`, PyTorch's `PReLU(C)` as older exporters
+/// write it) that does not broadcast from the trailing dim applies along dim 1, as PyTorch's.
 pub(super) fn prelu(c: &Ctx) -> Result<Vec<Tensor>> {
-    let (x, slope) = (c.x(0)?, c.x(1)?);
+    let (x, mut slope) = (c.x(0)?, c.x(1)?);
+    let (dims, slope_dims) = (x.shape().dims().to_vec(), slope.shape().dims().to_vec());
+    if let [channels] = slope_dims[..]
+        && channels > 1
+        && dims.len() >= 3
+        && dims[1] == channels
+        && dims[dims.len() - 1] != channels
+    {
+        let mut per_channel = vec![1isize; dims.len() - 1];
+        per_channel[0] = channels as isize;
+        slope = slope.reshape(per_channel)?;
+    }
     one(Tensor::where_(&x.lt(0.0)?, &x.mul(&slope)?, &x)?)
 }
 
@@ -267,13 +287,52 @@ macro_rules! reductions {
 reductions! {
     reduce_sum_v1, reduce_sum_v13 => same, Tensor::sum_axes, same;
     reduce_mean_v1, reduce_mean_v18 => same, Tensor::mean_axes, same;
-    reduce_max_v1, reduce_max_v18 => same, Tensor::max_axes, same;
-    reduce_min_v1, reduce_min_v18 => same, Tensor::min_axes, same;
+    reduce_prod_v1, reduce_prod_v18 => same, Tensor::prod_axes, same;
     reduce_l1_v1, reduce_l1_v18 => Tensor::abs, Tensor::sum_axes, same;
     reduce_l2_v1, reduce_l2_v18 => square, Tensor::sum_axes, Tensor::sqrt;
     reduce_sum_square_v1, reduce_sum_square_v18 => square, Tensor::sum_axes, same;
     reduce_log_sum_v1, reduce_log_sum_v18 => same, Tensor::sum_axes, Tensor::log;
     reduce_log_sum_exp_v1, reduce_log_sum_exp_v18 => Tensor::exp, Tensor::sum_axes, Tensor::log;
+}
+
+/// ReduceMax (`largest`) or ReduceMin. Over an empty set tensor-core's max and min have no
+/// identity, so the output is ONNX's: -inf (+inf) for floats, the lowest (highest) integer,
+/// false (true) for bools.
+fn reduce_extreme(c: &Ctx, from: Axes, largest: bool) -> Result<Vec<Tensor>> {
+    let x = c.x(0)?;
+    let dims = x.shape().dims().to_vec();
+    let axes = reduce_axes(c, from, dims.len())?.unwrap_or_default();
+    if !axes.iter().any(|&a| dims[a as usize] == 0) {
+        return reduce(c, from, same, if largest { Tensor::max_axes } else { Tensor::min_axes }, same);
+    }
+    let keep = c.int("keepdims", 1) != 0;
+    let out: Vec<usize> = (0..dims.len()).filter_map(|d| if axes.contains(&(d as isize)) { keep.then_some(1) } else { Some(dims[d]) }).collect();
+    let identity = match (x.dtype(), largest) {
+        (DType::Bool, _) => f64::from(u8::from(!largest)),
+        (DType::I32, true) => f64::from(i32::MIN),
+        (DType::I32, false) => f64::from(i32::MAX),
+        (DType::I64, true) => i64::MIN as f64,
+        (DType::I64, false) => i64::MAX as f64,
+        (_, true) => f64::NEG_INFINITY,
+        (_, false) => f64::INFINITY,
+    };
+    one(Tensor::full(&out, identity, x.dtype()))
+}
+
+pub(super) fn reduce_max_v1(c: &Ctx) -> Result<Vec<Tensor>> {
+    reduce_extreme(c, Axes::Attr, true)
+}
+
+pub(super) fn reduce_max_v18(c: &Ctx) -> Result<Vec<Tensor>> {
+    reduce_extreme(c, Axes::Input, true)
+}
+
+pub(super) fn reduce_min_v1(c: &Ctx) -> Result<Vec<Tensor>> {
+    reduce_extreme(c, Axes::Attr, false)
+}
+
+pub(super) fn reduce_min_v18(c: &Ctx) -> Result<Vec<Tensor>> {
+    reduce_extreme(c, Axes::Input, false)
 }
 
 /// ArgMax of `x` with the attributes (`select_last_index`: search a reversed copy).
@@ -331,6 +390,16 @@ pub(super) fn cum_sum(c: &Ctx) -> Result<Vec<Tensor>> {
     one(x.cumulative_sum(axis as isize, c.int("exclusive", 0) != 0, c.int("reverse", 0) != 0)?)
 }
 
+/// CumProd: CumSum's attributes and axis input, with products.
+pub(super) fn cum_prod(c: &Ctx) -> Result<Vec<Tensor>> {
+    let x = c.x(0)?;
+    let axis = match c.host_ints(1)?[..] {
+        [a] => c.axis(a, x.rank())?,
+        ref v => return Err(c.err(format!("axis has {} values; it must have one", v.len()))),
+    };
+    one(x.cumulative_prod(axis as isize, c.int("exclusive", 0) != 0, c.int("reverse", 0) != 0)?)
+}
+
 /// The upper (`upper` 1) or lower triangle of the last two dims, from diagonal `k` (input 1),
 /// the rest zero: a mask from two aranges.
 pub(super) fn trilu(c: &Ctx) -> Result<Vec<Tensor>> {
@@ -351,17 +420,23 @@ pub(super) fn trilu(c: &Ctx) -> Result<Vec<Tensor>> {
     one(Tensor::where_(&keep, &x, &Tensor::zeros(&[], x.dtype()))?)
 }
 
-/// Integer Mod, exactly: `a - trunc(a / b) * b` (the sign of `a`, `fmod` 1), plus `b` where
-/// that is non-zero and its sign differs from `b`'s (the sign of `b`, `fmod` 0). Float Mod
-/// needs a trunc or fmod tensor-core lacks (the composition would round).
+/// Mod: `a - trunc(a / b) * b` (the sign of `a`, `fmod` 1), plus `b` where that is non-zero
+/// and its sign differs from `b`'s (the sign of `b`, `fmod` 0). Integers divide exactly
+/// (truncating); floats take tensor-core's `fmod`, exact as C's.
 pub(super) fn modulo(c: &Ctx) -> Result<Vec<Tensor>> {
     let (a, b) = (c.x(0)?, c.x(1)?);
-    if !a.dtype().is_int() || !b.dtype().is_int() {
-        return Err(c.err(format!("Mod of {} has no exact tensor-core op (integers map)", a.dtype())));
-    }
-    let r = a.sub(&a.div(&b)?.mul(&b)?)?;
+    let float = !(a.dtype().is_int() && b.dtype().is_int());
+    let r = if float { a.fmod(&b)? } else { a.sub(&a.div(&b)?.mul(&b)?)? };
     if c.int("fmod", 0) != 0 {
         return one(r);
+    }
+    if float {
+        // NumPy's mod: a zero remainder takes the sign of `b` (`0 mod -2` is -0).
+        let signed_zero = Tensor::where_(&b.lt(0.0)?, &scalar(-0.0, &r), &scalar(0.0, &r))?;
+        let r = Tensor::where_(&r.eq(0.0)?, &signed_zero, &r)?;
+        let signs_differ = r.lt(0.0)?.ne(&b.lt(0.0)?)?;
+        let fix = Tensor::where_(&r.ne(0.0)?, &signs_differ, &Tensor::scalar(false))?;
+        return one(Tensor::where_(&fix, &r.add(&b)?, &r)?);
     }
     let signs_differ = r.lt(0)?.ne(&b.lt(0)?)?;
     let fix = Tensor::where_(&r.ne(0)?, &signs_differ, &Tensor::scalar(false))?;

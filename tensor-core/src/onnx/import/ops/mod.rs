@@ -9,6 +9,8 @@ mod attention;
 mod causal_conv;
 mod grid;
 mod linear_attention;
+mod composed;
+mod indexing;
 mod math;
 mod nn;
 mod resize;
@@ -80,12 +82,27 @@ const TABLE: &[(&str, i64, OpFn)] = &[
     ("Resize", 10, resize::resize_v10), ("Resize", 11, resize::resize_v11), ("Upsample", 7, resize::resize_v10),
     ("GridSample", 16, grid::grid_sample), ("AffineGrid", 20, grid::affine_grid),
     ("CausalConvWithState", 27, causal_conv::causal_conv_with_state), ("LinearAttention", 27, linear_attention::linear_attention),
+    // the small ops (issue 32's conformance work): elementwise, reductions, scans
+    ("Floor", 1, math::floor), ("Ceil", 1, math::ceil), ("Round", 11, math::round), ("Asin", 7, math::asin),
+    ("Acos", 7, math::acos), ("Atan", 7, math::atan), ("Asinh", 9, math::asinh), ("Acosh", 9, math::acosh),
+    ("Atanh", 9, math::atanh), ("IsNaN", 9, math::is_nan), ("IsInf", 10, math::is_inf),
+    ("ReduceProd", 1, math::reduce_prod_v1), ("ReduceProd", 18, math::reduce_prod_v18), ("CumProd", 26, math::cum_prod),
+    // indexing with indices known when the model runs
+    ("Scatter", 9, indexing::scatter_elements), ("ScatterElements", 11, indexing::scatter_elements), ("ScatterND", 11, indexing::scatter_nd),
+    ("GatherND", 11, indexing::gather_nd), ("Compress", 9, indexing::compress), ("ReverseSequence", 10, indexing::reverse_sequence),
+    ("NonZero", 9, indexing::non_zero), ("EyeLike", 9, indexing::eye_like), ("SpaceToDepth", 1, indexing::space_to_depth),
+    ("DepthToSpace", 1, indexing::depth_to_space), ("CenterCropPad", 18, indexing::center_crop_pad),
+    // compositions
+    ("LpNormalization", 1, composed::lp_normalization), ("MeanVarianceNormalization", 9, composed::mean_variance_normalization),
+    ("LRN", 1, composed::lrn), ("Shrink", 9, composed::shrink), ("HannWindow", 17, composed::hann_window),
+    ("HammingWindow", 17, composed::hamming_window), ("BlackmanWindow", 17, composed::blackman_window),
 ];
 
 /// The float inputs, by op and position, whose values a builder reads on the host (see
 /// [`OnnxModel::value_inputs`](super::OnnxModel::value_inputs)); integer ones are taken as
 /// constants anyway.
-const VALUE_INPUTS: &[(&str, &[usize])] = &[("Resize", &[1, 2, 3]), ("Upsample", &[1])];
+const VALUE_INPUTS: &[(&str, &[usize])] =
+    &[("Resize", &[1, 2, 3]), ("Upsample", &[1]), ("Dropout", &[1]), ("OneHot", &[1]), ("Range", &[0, 1, 2])];
 
 /// Whether `op` reads its input `i` as a value on the host.
 pub(crate) fn reads_value(op: &str, i: usize) -> bool {

@@ -9,6 +9,7 @@ mod differential;
 mod errors;
 mod export;
 mod onnx;
+mod onnx_finetune;
 mod onnx_import;
 mod print;
 mod pytorch_fixtures;

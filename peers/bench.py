@@ -3,11 +3,12 @@
 
 Usage:
   python bench.py --framework {tf,jax,torch,numpy,ort} --mode {eager,compiled,xla} \
-                  --workload {W1..W8}[,W..] [--threads N] [--device {cpu,cuda}] \
+                  --workload {W1..W9}[,W..] [--threads N] [--device {cpu,cuda}] \
                   [--compile-mode {default,reduce-overhead,max-autotune-no-cudagraphs}]
 
 Prints ONE JSON line per workload (a comma list such as W2,W3 runs them one after the other
-in one process, each from the same fixed seed, each line on its own):
+in one process, each from the same fixed seed, each line on its own; W9 prints one line per
+case, with "case" and "batch" as the bench binary's W9 lines):
   {"framework","mode","workload","threads","median_us","min_us","max_us","calls", ...extras}
 
 Extras: first_us (first warm-up call, i.e. includes tracing / compilation for compiled
@@ -48,7 +49,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"]
+
+# W9's cases (docs/WORKLOADS.md), as the bench binary's: the model's folder under --models
+# (scripts/onnx_real_models.py writes them) and the batch.
+W9_CASES = [("resnet18", 1), ("resnet18", 8), ("mobilenet_v2", 1)]
 
 
 def workload_list(s):
@@ -64,12 +69,14 @@ def parse():
     ap.add_argument("--framework", required=True, choices=["tf", "jax", "torch", "numpy", "ort"])
     ap.add_argument("--mode", required=True, choices=["eager", "compiled", "xla"])
     ap.add_argument("--workload", required=True, type=workload_list,
-                    help="W1..W8, or a comma list (W2,W3,W5): one JSON line each, same process")
+                    help="W1..W9, or a comma list (W2,W3,W5): one JSON line each (W9: one per case), same process")
     ap.add_argument("--threads", type=int, default=None, help="default 2 on cpu; on cuda no limit unless given")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--compile-mode", choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
                     default="default", help="torch.compile mode for --mode compiled (torch only)")
     ap.add_argument("--onnx-file", default=None, help="W8 with --framework ort: serve this ONNX file (e.g. the one tensor-core's bench --onnx wrote) instead of PyTorch's export")
+    ap.add_argument("--models", default=os.environ.get("TENSOR_CORE_ONNX_MODELS"),
+                    help="W9 (--framework ort): the folder scripts/onnx_real_models.py wrote (default: $TENSOR_CORE_ONNX_MODELS)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--min-calls", type=int, default=20)
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds of timed calls at least")
@@ -151,6 +158,8 @@ def inputs(w):
         d = inputs("W4")
         d["x"] = d["x"][:1].copy()
         return d
+    if w == "W9":
+        return {}  # the case's images are made with its batch (build_ort)
     raise ValueError(w)
 
 
@@ -742,11 +751,38 @@ def build_torch(w, mode, d):
     return call, (lambda r: r.detach().cpu().numpy()), "torch.cuda.synchronize() after every call"
 
 
-# ================================================================= ONNX Runtime (W8 only)
-def build_ort(w, mode, d):
-    """LeNet-5 (W4's weights) exported from PyTorch to ONNX, served by ONNX Runtime."""
+# ================================================================= ONNX Runtime (W8, W9)
+def ort_session(path):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = NT
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def build_ort_w9(case):
+    """W9: the case's model as scripts/onnx_real_models.py exported it, on random images."""
+    name, batch = case
+    if not ARGS.models:
+        raise FileNotFoundError("W9 needs --models DIR (or TENSOR_CORE_ONNX_MODELS=DIR): the folder of "
+                                "`python scripts/onnx_real_models.py DIR resnet18 mobilenet_v2`")
+    path = os.path.join(ARGS.models, name, "model.onnx")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} is not there: make it with `python scripts/onnx_real_models.py {ARGS.models} {name}`")
+    sess = ort_session(path)
+    x = RNG.standard_normal((batch, 3, 224, 224), dtype=np.float32)
+    feed = {sess.get_inputs()[0].name: x}
+    NOTE.append(f"{path} -> onnxruntime CPU, graph optimizations default")
+    return (lambda: sess.run(None, feed)[0]), (lambda r: np.asarray(r)), "none (synchronous)"
+
+
+def build_ort(w, mode, d, case=None):
+    """W8: LeNet-5 (W4's weights) exported from PyTorch to ONNX, served by ONNX Runtime; W9:
+    the imported models (build_ort_w9)."""
+    if w == "W9":
+        return build_ort_w9(case)
     if w != "W8":
-        raise NotImplementedError("ort runs W8 only")
+        raise NotImplementedError("ort runs W8 and W9 only")
     import tempfile
     import onnxruntime as ort
     import torch
@@ -768,10 +804,7 @@ def build_ort(w, mode, d):
         path = os.path.join(tempfile.mkdtemp(), "lenet5.onnx")
         torch.onnx.export(LeNet(), (torch.from_numpy(d["x"].copy()),), path, input_names=["x"], output_names=["y"], dynamo=False)
         NOTE.append("torch.onnx.export (TorchScript exporter) -> onnxruntime CPU, graph optimizations default")
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = NT
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     inputs = sess.get_inputs()
     x = d["x"].reshape([dim if isinstance(dim, int) else -1 for dim in inputs[0].shape]) if len(inputs[0].shape) != d["x"].ndim else d["x"]
     feed = {inputs[0].name: x}
@@ -838,12 +871,14 @@ def gpu_extras(out, w, med_ns):
             pass
 
 
-def run_one(w):
+def run_one(w, case=None):
     global RNG
     RNG = np.random.default_rng(0)  # every workload from the same seed, alone or in a list
     NOTE.clear()
     EXTRA.clear()
     out = {"framework": ARGS.framework, "mode": ARGS.mode, "workload": w, "threads": NT}
+    if case is not None:
+        out.update({"case": f"{case[0]}_b{case[1]}", "batch": case[1]})
     torch_compiled = ARGS.framework == "torch" and ARGS.mode == "compiled"
     if CUDA:
         out["device"] = "cuda"
@@ -854,7 +889,9 @@ def run_one(w):
             raise NotOnCuda("not on cuda")
         d = inputs(w)
         build = {"numpy": build_numpy, "tf": build_tf, "jax": build_jax, "torch": build_torch, "ort": build_ort}[ARGS.framework]
-        call, to_np, sync = build(w, ARGS.mode, d)
+        if w == "W9" and ARGS.framework != "ort":
+            raise NotImplementedError("W9 runs in ort only (the bench binary runs tensor-core and tract)")
+        call, to_np, sync = build_ort(w, ARGS.mode, d, case) if w == "W9" else build(w, ARGS.mode, d)
         t0 = time.perf_counter_ns()
         r = call()
         first = (time.perf_counter_ns() - t0) / 1e3
@@ -907,7 +944,8 @@ def run_one(w):
 def main():
     rc = 0
     for w in ARGS.workload:
-        rc = max(rc, run_one(w))
+        for case in (W9_CASES if w == "W9" else [None]):
+            rc = max(rc, run_one(w, case))
     return rc
 
 

@@ -375,3 +375,51 @@ fn gpt_refuses_bad_flags() {
         assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
     }
 }
+
+#[test]
+fn onnx_finetune_trains_the_imported_cnn_and_writes_it_back() {
+    let dir = std::env::temp_dir().join(format!("tensor-core-onnx-finetune-{}", std::process::id()));
+    let args = ["--steps", "12", "--batch-size", "16", "--threads", "2", "--out", dir.to_str().unwrap()];
+    let out = run(env!("CARGO_BIN_EXE_onnx_finetune"), &args);
+    assert_contains(
+        &out,
+        &[
+            "ops BatchNormalization, Conv, Flatten, Gemm, GlobalAveragePool, MaxPool, Relu",
+            "12 weight tensors, 1770 values",
+            "step   1: loss ",
+            "(traces and optimizes the step)",
+            "step  12: loss ",
+            "train_step_graph traced 1 time(s)",
+            "(imported back: same logits: true)",
+        ],
+    );
+    let losses: Vec<f64> = out.lines().filter(|l| l.starts_with("step ")).map(|l| numbers_after(l, "step", "loss")[0]).collect();
+    assert_eq!(losses.len(), 12);
+    assert!(losses[11] < losses[0], "the loss must fall: {losses:?}");
+    assert!(dir.join("small_cnn_finetuned.onnx").exists() && dir.join("small_cnn_finetuned.safetensors").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_w9_without_its_models_says_how_to_make_them() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--workload", "W9", "--mode", "graph", "--calls", "1", "--models", "/nonexistent/onnx-models"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && !stderr.contains("panicked"), "{stderr}");
+    assert_contains(
+        &stderr,
+        &["/nonexistent/onnx-models/resnet18/model.onnx is not there", "scripts/onnx_real_models.py DIR resnet18 mobilenet_v2", "--models DIR"],
+    );
+}
+
+#[test]
+fn onnx_check_takes_a_tolerance_and_passes_the_small_cnn() {
+    let case = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/onnx_models/small_cnn");
+    let out = run(env!("CARGO_BIN_EXE_onnx_check"), &["--rtol", "1e-4", "--atol", "1e-6", case]);
+    assert_contains(&out, &["PASS small_cnn (largest error ", "1 passed, 0 failed, 0 skipped"]);
+    let bad = Command::new(env!("CARGO_BIN_EXE_onnx_check")).args(["--rtol", "x", case]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(bad.status.code() == Some(2) && stderr.contains("--rtol x: expected a number >= 0"), "{stderr}");
+}

@@ -7,6 +7,7 @@ pub mod lenet;
 pub mod roofline;
 pub mod timing;
 pub mod w7;
+pub mod w9;
 pub mod workloads;
 
 /// How a workload runs.
@@ -21,6 +22,8 @@ pub enum Mode {
     GraphForward,
     /// Hand-written ndarray code (W1, W2, W3, W5).
     Ndarray,
+    /// tract-onnx running the same ONNX model (W9; feature `tract`).
+    Tract,
 }
 
 impl Mode {
@@ -30,9 +33,10 @@ impl Mode {
             Mode::Graph => "graph",
             Mode::GraphForward => "graph-forward",
             Mode::Ndarray => "ndarray",
+            Mode::Tract => "tract",
         }
     }
 }
 
 /// The workload ids, in order.
-pub const WORKLOADS: [&str; 8] = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"];
+pub const WORKLOADS: [&str; 9] = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"];

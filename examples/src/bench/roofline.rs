@@ -205,7 +205,8 @@ fn mm(m: u64, n: u64, k: u64) -> u64 {
     2 * m * n * k
 }
 
-/// The work of one call of `workload` (W1–W8), from docs/WORKLOADS.md's definitions.
+/// The work of one call of `workload` (W1–W8, and W9's cases as `W9:<case>`), from
+/// docs/WORKLOADS.md's definitions.
 pub fn work(workload: &str) -> Option<Work> {
     let (flops, bytes): (u64, u64) = match workload {
         // 100 × (mul, add) on 16 floats; x read and written once.
@@ -231,12 +232,29 @@ pub fn work(workload: &str) -> Option<Work> {
         // and reads and writes each parameter and its two moments.
         "W7" => (3 * gpt_forward_flops(), 28 * GPT_PARAMS + 2 * 8 * 512),
         "W8" => (lenet_forward_flops(1), 4 * (LENET_PARAMS + 784 + 10)),
+        // Conv and Gemm products of the imported models (their batchnorms folded into the
+        // convs by the export), per image; the weights, the images and the logits once.
+        "W9:resnet18_b1" => w9(RESNET18_FLOPS, RESNET18_PARAMS, 1),
+        "W9:resnet18_b8" => w9(RESNET18_FLOPS, RESNET18_PARAMS, 8),
+        "W9:mobilenet_v2_b1" => w9(MOBILENET_V2_FLOPS, MOBILENET_V2_PARAMS, 1),
         _ => return None,
     };
     Some(Work { flops: flops as f64, bytes: bytes as f64 })
 }
 
 const N2: u64 = 4_194_304;
+
+/// W9's models as scripts/onnx_real_models.py exports them: Conv and Gemm flops per
+/// 224×224 image (a multiply-add counted as two) and the initializers' element count.
+const RESNET18_FLOPS: u64 = 3_628_146_688;
+const RESNET18_PARAMS: u64 = 11_684_712;
+const MOBILENET_V2_FLOPS: u64 = 601_548_544;
+const MOBILENET_V2_PARAMS: u64 = 3_487_816;
+
+/// A W9 case's flops and bytes at `batch` images.
+fn w9(flops_per_image: u64, params: u64, batch: u64) -> (u64, u64) {
+    (batch * flops_per_image, 4 * (params + batch * (3 * 224 * 224 + 1000)))
+}
 
 /// LeNet-5's parameters: two convolutions and three dense layers, with biases.
 const LENET_PARAMS: u64 = (6 * 25 + 6) + (16 * 6 * 25 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10);
@@ -281,6 +299,10 @@ mod tests {
         // One image through LeNet-5: 235,200 + 480,000 + 117,840.
         assert_eq!(work("W8").unwrap().flops, 833_040.0);
         assert_eq!(work("W9"), None);
+        // W9 per case: 8 images of ResNet-18; one image's weights, pixels and logits.
+        assert_eq!(work("W9:resnet18_b8").unwrap().flops, 29_025_173_504.0);
+        assert_eq!(work("W9:resnet18_b1").unwrap().bytes, 4.0 * (11_684_712.0 + 150_528.0 + 1000.0));
+        assert_eq!(work("W10"), None);
     }
 
     #[test]

@@ -4,9 +4,14 @@
 //!
 //! W8 runs LeNet-5's forward pass on one image as exported and loaded back (`graph`) or
 //! eagerly; `--onnx FILE` writes the same model as ONNX, for ONNX Runtime beside it.
+//!
+//! W9 serves imported ONNX models (ResNet-18 at batch 1 and 8, MobileNetV2 at batch 1), one
+//! line per case, from the folder of `--models DIR` (or `$TENSOR_CORE_ONNX_MODELS`) that
+//! `scripts/onnx_real_models.py` writes; `--mode tract` runs them in tract-onnx (feature
+//! `tract`).
 
 use clap::Parser;
-use examples::bench::{alloc, baseline, lenet, roofline, timing, w7, workloads as w, Mode, WORKLOADS};
+use examples::bench::{alloc, baseline, lenet, roofline, timing, w7, w9, workloads as w, Mode, WORKLOADS};
 use examples::gpt;
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -20,11 +25,11 @@ static ALLOC: alloc::Counting = alloc::Counting;
 #[derive(Parser)]
 #[command(about = "Runs the benchmark workloads of docs/WORKLOADS.md and prints one JSON line per run")]
 struct Args {
-    /// W1..W8, or all.
+    /// W1..W9, or all (W9 only when its models are found).
     #[arg(long, default_value = "all")]
     workload: String,
     /// eager, graph, graph-forward (W3, W4: forward and loss a graph call, backward and the
-    /// optimizer eager), ndarray, or all.
+    /// optimizer eager), ndarray, tract (W9, feature `tract`), or all.
     #[arg(long, default_value = "all")]
     mode: String,
     /// Worker threads for kernels (default: all cores).
@@ -52,9 +57,27 @@ struct Args {
     /// Write W8's model (W4's LeNet-5, forward pass on one image) as ONNX to FILE and exit.
     #[arg(long, value_name = "FILE")]
     onnx: Option<PathBuf>,
+    /// W9's models: the folder `python scripts/onnx_real_models.py DIR resnet18 mobilenet_v2`
+    /// writes (default: $TENSOR_CORE_ONNX_MODELS).
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
 }
 
 type Call = Box<dyn FnMut()>;
+
+/// A call made ready to time: its extra JSON fields, and the key of its work in
+/// `roofline::work` (the workload, or `W9:<case>`).
+struct Made {
+    call: Call,
+    extra: String,
+    work: String,
+}
+
+impl Made {
+    fn new(call: Call, extra: String, work: &str) -> Made {
+        Made { call, extra, work: work.to_string() }
+    }
+}
 
 fn main() -> Result<()> {
     let args = Args::parse();
@@ -79,42 +102,58 @@ fn main() -> Result<()> {
     let machine = (!args.device.is_cuda()).then(|| roofline::Machine::measure(threads));
     let workloads: Vec<&str> = if args.workload == "all" { WORKLOADS.to_vec() } else { vec![args.workload.as_str()] };
     let modes: Vec<Mode> = match args.mode.as_str() {
-        "all" => vec![Mode::Eager, Mode::Graph, Mode::GraphForward, Mode::Ndarray],
+        "all" => vec![Mode::Eager, Mode::Graph, Mode::GraphForward, Mode::Ndarray, Mode::Tract],
         m => vec![<Mode as clap::ValueEnum>::from_str(m, true).map_err(|e| Error::InvalidArgument { op: "bench", arg: "mode", reason: e })?],
     };
     for workload in &workloads {
         for &mode in &modes {
-            let made = match *workload {
-                _ if args.device.is_cuda() => {
-                    make_on_gpu(workload, mode, args.device)?.map(|call| (call, format!(",\"device\":\"{}\"", args.device)))
-                }
-                "W8" => make_w8(mode)?,
-                _ => make(workload, mode)?.map(|call| (call, String::new())),
+            let made: Vec<Made> = match *workload {
+                _ if args.device.is_cuda() => make_on_gpu(workload, mode, args.device)?
+                    .map(|call| Made::new(call, format!(",\"device\":\"{}\"", args.device), workload))
+                    .into_iter()
+                    .collect(),
+                "W8" => make_w8(mode)?.map(|(call, extra)| Made::new(call, extra, "W8")).into_iter().collect(),
+                "W9" => match make_w9(mode, args.models.as_deref()) {
+                    // `all` runs W9 only where its models are: it says why it skips.
+                    Err(e) if args.workload == "all" => {
+                        eprintln!("skipping W9: {e}");
+                        break;
+                    }
+                    made => made?,
+                },
+                _ => make(workload, mode)?.map(|call| Made::new(call, String::new(), workload)).into_iter().collect(),
             };
-            let Some((mut call, extra)) = made else {
-                if args.workload != "all" && args.mode != "all" {
-                    eprintln!("{workload} has no {} mode", mode.name());
-                }
-                continue;
-            };
-            let t = timing::time(&mut call, 3, args.calls, Duration::from_secs_f64(args.min_time));
-            let gpu = match args.device.is_cuda() {
-                true => format!(",\"gpu_us\":{:.2}", gpu_median_us(&mut call, args.device, 50)?),
-                false => String::new(),
-            };
-            let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
-            let peak = machine.as_ref().map_or(String::new(), |m| m.json_fields(roofline::work(workload), t.median_us));
-            println!(
-                "{{\"framework\":\"tensor-core\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}{gpu}{extra}{peak}}}",
-                mode.name(),
-                t.median_us,
-                t.min_us,
-                t.max_us,
-                t.calls,
-                t.first_us
-            );
+            if made.is_empty() && args.workload != "all" && args.mode != "all" {
+                eprintln!("{workload} has no {} mode", mode.name());
+            }
+            for made in made {
+                run_and_print(&args, threads, machine.as_ref(), workload, mode, made)?;
+            }
         }
     }
+    Ok(())
+}
+
+/// Times one call and prints its line.
+fn run_and_print(args: &Args, threads: usize, machine: Option<&roofline::Machine>, workload: &str, mode: Mode, made: Made) -> Result<()> {
+    let Made { mut call, extra, work } = made;
+    let t = timing::time(&mut call, 3, args.calls, Duration::from_secs_f64(args.min_time));
+    let gpu = match args.device.is_cuda() {
+        true => format!(",\"gpu_us\":{:.2}", gpu_median_us(&mut call, args.device, 50)?),
+        false => String::new(),
+    };
+    let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
+    let peak = machine.map_or(String::new(), |m| m.json_fields(roofline::work(&work), t.median_us));
+    let framework = if mode == Mode::Tract { "tract" } else { "tensor-core" };
+    println!(
+        "{{\"framework\":\"{framework}\",\"mode\":\"{}\",\"workload\":\"{workload}\",\"threads\":{threads},\"median_us\":{:.2},\"min_us\":{:.2},\"max_us\":{:.1},\"calls\":{},\"first_us\":{:.1}{allocs}{gpu}{extra}{peak}}}",
+        mode.name(),
+        t.median_us,
+        t.min_us,
+        t.max_us,
+        t.calls,
+        t.first_us
+    );
     Ok(())
 }
 
@@ -206,8 +245,54 @@ fn make_w8(mode: Mode) -> Result<Option<(Call, String)>> {
             (Box::new(move || drop(black_box(loaded.call(&[&image]).expect("W8")))), extra)
         }
         Mode::Eager => (Box::new(move || drop(black_box(no_grad(|| model.forward(&image)).expect("W8")))), String::new()),
-        Mode::Ndarray | Mode::GraphForward => return Ok(None),
+        Mode::Ndarray | Mode::GraphForward | Mode::Tract => return Ok(None),
     }))
+}
+
+/// W9's cases in `mode` (graph, eager, or tract with the feature `tract`), each with its
+/// line's `case` and `batch` fields; an error saying how to make the models when they are
+/// not found.
+fn make_w9(mode: Mode, models: Option<&std::path::Path>) -> Result<Vec<Made>> {
+    if !matches!(mode, Mode::Graph | Mode::Eager | Mode::Tract) {
+        return Ok(Vec::new());
+    }
+    let dir = w9::models_dir(models)?;
+    let mut made = Vec::new();
+    for (name, batch) in w9::CASES {
+        let path = w9::model_path(&dir, name)?;
+        let case = w9::case_name(name, batch);
+        let x = w9::input(batch);
+        let call: Call = match mode {
+            Mode::Graph => {
+                let f = w9::traced(&tensor_core::onnx::import(&path)?, &x)?;
+                Box::new(move || drop(black_box(f.call(&[&x]).expect("W9"))))
+            }
+            Mode::Eager => {
+                let model = tensor_core::onnx::import(&path)?;
+                Box::new(move || drop(black_box(no_grad(|| model.call(&[&x])).expect("W9"))))
+            }
+            _ => match w9_tract(&path, &x)? {
+                Some(call) => call,
+                None => return Ok(Vec::new()),
+            },
+        };
+        made.push(Made::new(call, format!(",\"case\":\"{case}\",\"batch\":{batch}"), &format!("W9:{case}")));
+    }
+    Ok(made)
+}
+
+/// tract-onnx's plan of a W9 model, called on `x`.
+#[cfg(feature = "tract")]
+fn w9_tract(path: &std::path::Path, x: &Tensor) -> Result<Option<Call>> {
+    let (plan, input) = (w9::tract::plan(path, x)?, w9::tract::input(x)?);
+    Ok(Some(Box::new(move || w9::tract::run(&plan, &input).expect("W9 in tract"))))
+}
+
+/// Without the feature `tract` there is no tract mode: it says how to get one.
+#[cfg(not(feature = "tract"))]
+fn w9_tract(_: &std::path::Path, _: &Tensor) -> Result<Option<Call>> {
+    eprintln!("W9's tract mode needs the feature: cargo run --release -p examples --features tract --bin bench -- --workload W9 --mode tract");
+    Ok(None)
 }
 
 /// One call of `workload` in `mode`, or `None` if that mode is not defined for it.

@@ -2,7 +2,7 @@
 //! `test_data_set_N/{input,output}_K.pb`) through `tensor_core::onnx::import`.
 //!
 //! ```text
-//! cargo run --release -p examples --bin onnx_check -- DIR...
+//! cargo run --release -p examples --bin onnx_check -- [--rtol R] [--atol A] DIR...
 //! ```
 //!
 //! Each DIR is a case or a folder of cases (searched recursively). Every case runs eagerly
@@ -10,8 +10,9 @@
 //! its constants: ops such as Reshape need those values when tracing, and so are the float
 //! inputs `OnnxModel::value_inputs` names, such as Resize's scales, Dropout's ratio, OneHot's
 //! depth or Range's bounds), twice; its outputs
-//! must match the expected ones within ONNX's tolerances (rtol 1e-3, atol 1e-7; integers
-//! and bools exactly), and the graph's must equal eager's bit for bit. A case is skipped
+//! must match the expected ones within ONNX's tolerances (rtol 1e-3, atol 1e-7, or those of
+//! `--rtol` and `--atol`; integers and bools exactly: |got - expected| <= atol + rtol *
+//! |expected|), and the graph's must equal eager's bit for bit. A case is skipped
 //! only for an element type tensor-core lacks, with the reason. One line per case, then
 //! `N passed, M failed, K skipped` and the failures grouped by op. The exit code is 0 when
 //! no case failed.
@@ -23,18 +24,53 @@ use tensor_core::onnx::OnnxModel;
 use tensor_core::prelude::*;
 
 enum Outcome {
-    Pass,
+    /// With the largest float error as a fraction of the tolerance.
+    Pass(f64),
     Skip(String),
     /// The ops to blame, and what went wrong.
     Fail(Vec<String>, String),
 }
 
-fn main() {
-    let dirs: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
-    if dirs.is_empty() {
-        eprintln!("usage: onnx_check DIR... (ONNX backend-test cases, or folders of them)");
-        std::process::exit(2);
+/// How close a float output must be to the expected one: `|got - expected| <= atol + rtol *
+/// |expected|`.
+#[derive(Clone, Copy)]
+struct Tolerance {
+    rtol: f64,
+    atol: f64,
+}
+
+const USAGE: &str = "usage: onnx_check [--rtol R] [--atol A] DIR... (ONNX backend-test cases, or folders of them; \
+                     default rtol 1e-3, atol 1e-7)";
+
+/// The tolerance and the folders from the command line, or what is wrong with it.
+fn parse_args(args: impl Iterator<Item = String>) -> std::result::Result<(Tolerance, Vec<PathBuf>), String> {
+    let mut tol = Tolerance { rtol: 1e-3, atol: 1e-7 };
+    let mut dirs = Vec::new();
+    let mut args = args.peekable();
+    while let Some(arg) = args.next() {
+        let slot = match arg.as_str() {
+            "--rtol" => &mut tol.rtol,
+            "--atol" => &mut tol.atol,
+            "-h" | "--help" => return Err(USAGE.into()),
+            _ => {
+                dirs.push(PathBuf::from(arg));
+                continue;
+            }
+        };
+        let value = args.next().ok_or_else(|| format!("{arg} needs a number, as in `{arg} 1e-4`"))?;
+        *slot = value.parse().ok().filter(|v: &f64| *v >= 0.0).ok_or_else(|| format!("{arg} {value}: expected a number >= 0, as in `{arg} 1e-4`"))?;
     }
+    if dirs.is_empty() {
+        return Err(USAGE.into());
+    }
+    Ok((tol, dirs))
+}
+
+fn main() {
+    let (tol, dirs) = parse_args(std::env::args().skip(1)).unwrap_or_else(|why| {
+        eprintln!("{why}");
+        std::process::exit(2);
+    });
     let mut cases = Vec::new();
     for d in &dirs {
         find_cases(d, &mut cases);
@@ -44,11 +80,15 @@ fn main() {
     let mut by_op: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for case in &cases {
         let name = case.file_name().map_or_else(|| case.display().to_string(), |n| n.to_string_lossy().into_owned());
-        let outcome = std::panic::catch_unwind(|| run_case(case)).unwrap_or_else(|_| Err(Outcome::Fail(vec!["(panic)".into()], "panicked".into())));
+        let outcome =
+            std::panic::catch_unwind(|| run_case(case, tol)).unwrap_or_else(|_| Err(Outcome::Fail(vec!["(panic)".into()], "panicked".into())));
         match outcome.unwrap_or_else(|o| o) {
-            Outcome::Pass => {
+            Outcome::Pass(worst) => {
                 passed += 1;
-                println!("PASS {name}");
+                match worst > 0.0 {
+                    true => println!("PASS {name} (largest error {:.1}% of the tolerance)", worst * 100.0),
+                    false => println!("PASS {name}"),
+                }
             }
             Outcome::Skip(why) => {
                 skipped += 1;
@@ -100,7 +140,7 @@ fn outcome(e: Error, ops: &[String]) -> Outcome {
     }
 }
 
-fn run_case(case: &Path) -> Result<Outcome, Outcome> {
+fn run_case(case: &Path, tol: Tolerance) -> Result<Outcome, Outcome> {
     let model = tensor_core::onnx::import(case.join("model.onnx")).map_err(|e| outcome(e, &[]))?;
     let ops = model.ops().to_vec();
     let mut sets: Vec<PathBuf> =
@@ -110,19 +150,20 @@ fn run_case(case: &Path) -> Result<Outcome, Outcome> {
     if sets.is_empty() {
         return Err(Outcome::Fail(ops, "no test_data_set_*".into()));
     }
+    let mut worst = 0.0f64;
     for set in &sets {
         let fail = |why: String| Outcome::Fail(ops.clone(), why);
         let inputs = read_inputs(&model, set).map_err(|e| outcome(e, &ops))?;
         let expected = read_all(set, "output").map_err(|e| outcome(e, &ops))?;
         let refs: Vec<&Tensor> = inputs.iter().collect();
         let eager = model.call(&refs).map_err(|e| outcome(e, &ops))?;
-        compare(&eager, &expected).map_err(|why| fail(format!("eager: {why}")))?;
+        worst = worst.max(compare(&eager, &expected, tol).map_err(|why| fail(format!("eager: {why}")))?);
         let graph = run_graph(&model, &inputs).map_err(|e| outcome(e, &ops))?;
         for run in &graph {
             same_bits(&eager, run).map_err(|why| fail(format!("graph vs eager: {why}")))?;
         }
     }
-    Ok(Outcome::Pass)
+    Ok(Outcome::Pass(worst))
 }
 
 /// The data set's `{prefix}_K.pb` files in order of K.
@@ -217,24 +258,39 @@ fn values(t: &Tensor) -> std::result::Result<(Vec<f64>, Vec<u64>), String> {
     })
 }
 
-fn compare(got: &[Tensor], expected: &[(String, Tensor)]) -> std::result::Result<(), String> {
+/// `Ok` with the largest float error as a fraction of its tolerance (0 when all are exact),
+/// or the first element out of tolerance and how many are.
+fn compare(got: &[Tensor], expected: &[(String, Tensor)], tol: Tolerance) -> std::result::Result<f64, String> {
     if got.len() != expected.len() {
         return Err(format!("{} outputs, expected {}", got.len(), expected.len()));
     }
+    let mut worst = 0.0f64;
     for (k, (g, (_, e))) in got.iter().zip(expected).enumerate() {
         if g.dims() != e.dims() || g.dtype() != e.dtype() {
             return Err(format!("output {k} is {} {:?}, expected {} {:?}", g.dtype(), g.dims(), e.dtype(), e.dims()));
         }
         let ((gv, gb), (ev, eb)) = (values(g)?, values(e)?);
         let float = g.dtype().is_float();
+        let (mut first_bad, mut bad) = (None, 0usize);
         for (i, ((a, b), (abits, bbits))) in gv.iter().zip(&ev).zip(gb.iter().zip(&eb)).enumerate() {
-            let ok = if float { (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-7 + 1e-3 * b.abs() } else { abits == bbits };
+            let ok = if float {
+                let exact = (a.is_nan() && b.is_nan()) || a == b;
+                let used = if exact { 0.0 } else { (a - b).abs() / (tol.atol + tol.rtol * b.abs()) };
+                worst = worst.max(used);
+                exact || used <= 1.0
+            } else {
+                abits == bbits
+            };
             if !ok {
-                return Err(format!("output {k} element {i} is {a}, expected {b}"));
+                bad += 1;
+                first_bad.get_or_insert((i, *a, *b));
             }
         }
+        if let Some((i, a, b)) = first_bad {
+            return Err(format!("output {k} element {i} is {a}, expected {b} ({bad} of {} elements out of tolerance)", gv.len()));
+        }
     }
-    Ok(())
+    Ok(worst)
 }
 
 fn same_bits(eager: &[Tensor], graph: &[Tensor]) -> std::result::Result<(), String> {

@@ -24,6 +24,20 @@ fn known_dims(op: &'static str, arg: &'static str, x: &Tensor, rank: usize, layo
     Ok(dims)
 }
 
+/// `x`'s dims, of which `rank` and the channels (dim 1) must be known; the others may be
+/// unknown while tracing.
+fn channels_known(op: &'static str, arg: &'static str, x: &Tensor, rank: usize, layout: &str) -> Result<Vec<usize>> {
+    let shape = x.shape();
+    let dims = shape.dims().to_vec();
+    if shape.is_unknown_rank() || dims.len() != rank {
+        return Err(Error::invalid(op, arg, format!("must be {rank}-d ({layout}), found shape {shape}")));
+    }
+    if dims[1] == UNKNOWN {
+        return Err(Error::invalid(op, arg, "needs known channels (dim 1); give the argument a fixed input_signature"));
+    }
+    Ok(dims)
+}
+
 /// Checks that `groups` is positive and divides each of `counts`.
 fn need_groups(op: &'static str, groups: usize, counts: &[(&str, usize)]) -> Result<()> {
     for (what, n) in counts {
@@ -99,7 +113,8 @@ impl Tensor {
         if groups == 1 {
             return self.conv2d(weight, bias, stride, padding);
         }
-        let (x, w) = (known_dims("conv2d", "input", self, 4, "NCHW")?, known_dims("conv2d", "weight", weight, 4, "OIHW")?);
+        // Only the channels must be known: a dynamic batch or size traces as conv2d's does.
+        let (x, w) = (channels_known("conv2d", "input", self, 4, "NCHW")?, known_dims("conv2d", "weight", weight, 4, "OIHW")?);
         need_groups("conv2d", groups, &[("input channels", x[1]), ("output channels", w[0])])?;
         if x[1] != w[1] * groups {
             return Err(Error::shapes(

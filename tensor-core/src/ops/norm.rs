@@ -20,6 +20,22 @@ fn channel_dims(op: &'static str, x: &Tensor) -> Result<Vec<usize>> {
     Ok(dims)
 }
 
+/// The dims of batch_norm's input: its rank and channels must be known; the other dims
+/// only in training, where the running variance's unbiased update counts the elements (a
+/// dynamic batch traces an inference batch norm as it does any elementwise op).
+fn batch_norm_dims(x: &Tensor, training: bool) -> Result<Vec<usize>> {
+    if training {
+        return channel_dims("batch_norm", x);
+    }
+    let shape = x.shape();
+    let dims = shape.dims().to_vec();
+    if shape.is_unknown_rank() || dims.len() < 2 || dims[1] == UNKNOWN {
+        let problem = format!("must be at least 2-d [n, c, ...] with known channels, found shape {shape}");
+        return Err(Error::invalid("batch_norm", "input", problem));
+    }
+    Ok(dims)
+}
+
 /// `[1, c, 1, ...]` of rank `rank`: a per-channel vector broadcast over `[n, c, ...]`.
 fn per_channel(rank: usize, c: usize) -> Vec<usize> {
     let mut s = vec![1; rank];
@@ -83,7 +99,7 @@ impl Tensor {
         momentum: f64,
         eps: f64,
     ) -> Result<Tensor> {
-        let dims = channel_dims("batch_norm", self)?;
+        let dims = batch_norm_dims(self, training)?;
         let c = dims[1];
         need_channels("batch_norm", c, [("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)])?;
         let shape = per_channel(dims.len(), c);

@@ -10,6 +10,7 @@ mod errors;
 mod export;
 mod export_relaxed;
 mod onnx;
+mod onnx_finetune;
 mod onnx_import;
 mod print;
 mod pytorch_fixtures;

@@ -7,10 +7,10 @@
 
 mod attention;
 mod causal_conv;
-mod grid;
-mod linear_attention;
 mod composed;
+mod grid;
 mod indexing;
+mod linear_attention;
 mod math;
 mod nn;
 mod resize;
@@ -101,8 +101,7 @@ const TABLE: &[(&str, i64, OpFn)] = &[
 /// The float inputs, by op and position, whose values a builder reads on the host (see
 /// [`OnnxModel::value_inputs`](super::OnnxModel::value_inputs)); integer ones are taken as
 /// constants anyway.
-const VALUE_INPUTS: &[(&str, &[usize])] =
-    &[("Resize", &[1, 2, 3]), ("Upsample", &[1]), ("Dropout", &[1]), ("OneHot", &[1]), ("Range", &[0, 1, 2])];
+const VALUE_INPUTS: &[(&str, &[usize])] = &[("Resize", &[1, 2, 3]), ("Upsample", &[1]), ("Dropout", &[1]), ("OneHot", &[1]), ("Range", &[0, 1, 2])];
 
 /// Whether `op` reads its input `i` as a value on the host.
 pub(crate) fn reads_value(op: &str, i: usize) -> bool {

@@ -422,8 +422,9 @@
 //! inferred `-1` dim, a concatenation's length: reading it guards every symbol on its value),
 //! and sizes inside a `cond` branch or `while_loop` body (their graphs run without the call's
 //! dims). A `narrow` whose start or length is computed at run time has no gradient yet
-//! (`Error::NotDifferentiable`); reshapes and fills do. Graph files and ONNX export do not
-//! hold run-time sizes yet: exporting such a trace is an `Err`.
+//! (`Error::NotDifferentiable`); reshapes and fills do. Graph files keep run-time sizes as
+//! expressions, so a loaded function computes them from each call's dims too; ONNX export
+//! does not hold them yet (exporting such a trace to ONNX is an `Err`).
 //!
 //! An exported relaxed trace keeps its symbols and guards (docs/EXPORT.md): the loaded
 //! function serves every size its guards admit — a whole training step too, backward and

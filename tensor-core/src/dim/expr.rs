@@ -80,10 +80,21 @@ impl SymDim {
         values.last().copied()
     }
 
-    /// The expressions.
-    #[cfg(test)]
-    fn exprs(&self) -> &[Expr] {
+    /// The steps, each naming earlier ones; the last is the value.
+    pub(crate) fn exprs(&self) -> &[Expr] {
         &self.0
+    }
+
+    /// Steps read back from a graph file: an `Err` unless there is at least one and each
+    /// names only earlier steps (so evaluating them cannot index past what it has computed).
+    pub(crate) fn from_exprs(exprs: Vec<Expr>) -> Result<SymDim, String> {
+        let earlier = |t: Term, i: usize| !matches!(t, Term::Sym(j) if j as usize >= i);
+        let bad = exprs.iter().enumerate().find(|(i, e)| matches!(e, Expr::Bin(_, a, b) if !earlier(*a, *i) || !earlier(*b, *i)));
+        match (exprs.is_empty(), bad) {
+            (true, _) => Err("a symbolic size has no steps".into()),
+            (_, Some((i, _))) => Err(format!("step {i} of a symbolic size names a step that is not before it")),
+            _ => Ok(SymDim(exprs.into())),
+        }
     }
 }
 

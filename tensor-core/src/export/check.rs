@@ -6,7 +6,7 @@
 
 use crate::dtype::DType;
 use crate::math::ElementwiseOp;
-use crate::ops::{CollectiveOp, ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp, TypeRef};
+use crate::ops::{CollectiveOp, ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp, SymShapeOp, TypeRef};
 use crate::shape::{broadcast_shapes, Shape, UNKNOWN};
 
 /// The largest value a loaded graph may declare: 4 GiB.
@@ -89,7 +89,8 @@ pub(super) fn check_op(op: &Op, inputs: &[TypeRef]) -> Result<(), String> {
         Op::Collective(CollectiveOp::AllReduce { world, .. } | CollectiveOp::AllGather { world }) if (1..=1 << 20).contains(world) => Ok(()),
         Op::Collective(CollectiveOp::Broadcast { root, world }) if (1..=1 << 20).contains(world) && root < world => Ok(()),
         Op::Collective(c) => Err(format!("{c:?}: the world must be 1 to 2^20 ranks and the root one of them")),
-        Op::SymShape(_) => Err(format!("{}[{}]: sizes computed from symbolic dims are not in graph files yet", op.name(), op.attrs())),
+        Op::SymShape(SymShapeOp::Narrow { axis, .. }) => axis_ok(*axis),
+        Op::SymShape(_) => Ok(()),
     }
 }
 

@@ -10,9 +10,11 @@
 //! `{"float": 0.5}` (`"inf"`, `"-inf"`, `"nan"` for the non-finite, with the exact bits of
 //! any other NaN as `"nan:0x..."`), `{"int": 3}` or `{"bool": true}`.
 
+use crate::dim::guard::Expr;
+use crate::dim::{SizeAttr, SymDim};
 use crate::dtype::{DType, Scalar};
 use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, ScalarAttr, UnaryOp};
-use crate::ops::{CollectiveOp, ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp};
+use crate::ops::{CollectiveOp, ConvOp, IndexOp, LayoutOp, LinalgOp, NnOp, Op, RandomOp, ReductionOp, SymShapeOp};
 use crate::shape::{Shape, UNKNOWN};
 use serde::de::{self, DeserializeSeed, EnumAccess, Unexpected, VariantAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -32,9 +34,85 @@ pub(super) enum OpDef {
     Conv(#[serde(with = "ConvOpDef")] ConvOp),
     Random(#[serde(with = "RandomOpDef")] RandomOp),
     Collective(#[serde(with = "CollectiveOpDef")] CollectiveOp),
-    /// Sizes computed from a call's dims: not in files yet (writing one is an `Err`).
-    #[serde(skip)]
-    SymShape(crate::ops::SymShapeOp),
+    SymShape(#[serde(with = "SymShapeOpDef")] SymShapeOp),
+}
+
+/// Sizes computed from a call's dims: each size a number, `-1` (a reshape's inferred dim), or
+/// `{"sym": [..]}`, the expression's steps over the call's argument dims as the file's
+/// guards write them (`{"Input": {"leaf": 0, "axis": 0, "index": 0}}`, then
+/// `{"Bin": ["Mul", {"Sym": 0}, {"Const": 2}]}`, each step naming earlier ones; the last is
+/// the size).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "SymShapeOp", rename_all = "snake_case")]
+pub(super) enum SymShapeOpDef {
+    Reshape(#[serde(with = "size_list")] SmallVec<[SizeAttr; 4]>),
+    BroadcastTo(#[serde(with = "size_list")] SmallVec<[SizeAttr; 4]>),
+    Narrow {
+        axis: usize,
+        #[serde(with = "size_attr")]
+        start: SizeAttr,
+        #[serde(with = "size_attr")]
+        len: SizeAttr,
+    },
+    Arange {
+        #[serde(with = "size_attr")]
+        len: SizeAttr,
+    },
+}
+
+/// One size of a [`SymShapeOp`] on the wire.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum WireSize {
+    Number(i64),
+    Sym { sym: Vec<Expr> },
+}
+
+impl From<&SizeAttr> for WireSize {
+    fn from(a: &SizeAttr) -> WireSize {
+        match a {
+            SizeAttr::Fixed(d) => WireSize::Number(*d as i64),
+            SizeAttr::Inferred => WireSize::Number(-1),
+            SizeAttr::Sym(e) => WireSize::Sym { sym: e.exprs().to_vec() },
+        }
+    }
+}
+
+impl TryFrom<WireSize> for SizeAttr {
+    type Error = String;
+    fn try_from(w: WireSize) -> Result<SizeAttr, String> {
+        match w {
+            WireSize::Number(-1) => Ok(SizeAttr::Inferred),
+            WireSize::Number(d) => {
+                usize::try_from(d).map(SizeAttr::Fixed).map_err(|_| format!("size {d}: a size is a count, or -1 for an inferred dim"))
+            }
+            WireSize::Sym { sym } => SymDim::from_exprs(sym).map(SizeAttr::Sym),
+        }
+    }
+}
+
+pub(super) mod size_attr {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(v: &SizeAttr, s: S) -> Result<S::Ok, S::Error> {
+        WireSize::from(v).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SizeAttr, D::Error> {
+        SizeAttr::try_from(WireSize::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+pub(super) mod size_list {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(v: &SmallVec<[SizeAttr; 4]>, s: S) -> Result<S::Ok, S::Error> {
+        v.iter().map(WireSize::from).collect::<Vec<_>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SmallVec<[SizeAttr; 4]>, D::Error> {
+        Vec::<WireSize>::deserialize(d)?.into_iter().map(SizeAttr::try_from).collect::<Result<_, _>>().map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -493,6 +571,30 @@ mod tests {
         }
         let clamp = Op::Elementwise(ElementwiseOp::Clamp { min: Some(ScalarAttr(Scalar::Int(-3))), max: None });
         assert_eq!(round_trip(clamp.clone()), (r#"{"elementwise":{"clamp":{"min":{"int":-3},"max":null}}}"#.to_string(), clamp));
+    }
+
+    #[test]
+    fn sizes_computed_at_run_time_keep_their_expressions() {
+        use crate::dim::guard::{BinOp, Term};
+        let n0 = Expr::Input { leaf: 1, axis: 0, index: 0 };
+        let twice = SymDim::from_exprs(vec![n0, Expr::Bin(BinOp::Mul, Term::Sym(0), Term::Const(2))]).unwrap();
+        let op = Op::SymShape(SymShapeOp::Reshape(smallvec::smallvec![SizeAttr::Sym(twice.clone()), SizeAttr::Inferred, SizeAttr::Fixed(3)]));
+        let (text, back) = round_trip(op.clone());
+        assert_eq!(
+            text,
+            r#"{"sym_shape":{"reshape":[{"sym":[{"Input":{"leaf":1,"axis":0,"index":0}},{"Bin":["Mul",{"Sym":0},{"Const":2}]}]},-1,3]}}"#
+        );
+        assert_eq!(back, op);
+        let dims = |slot: usize, axis: usize| (slot, axis).eq(&(1, 0)).then_some(5);
+        assert_eq!(twice.eval(&dims), Some(10));
+        // A step naming itself or a later one, no steps, a negative size: errors, not panics.
+        for bad in [
+            r#"{"sym_shape":{"arange":{"len":{"sym":[{"Bin":["Mul",{"Sym":0},{"Const":2}]}]}}}}"#,
+            r#"{"sym_shape":{"arange":{"len":{"sym":[]}}}}"#,
+            r#"{"sym_shape":{"broadcast_to":[-2, 3]}}"#,
+        ] {
+            assert!(serde_json::from_str::<WireOp>(bad).is_err(), "{bad}");
+        }
     }
 
     /// `GeluTanh` -> `gelu_tanh`: what serde's derive spelled each kind before the

@@ -139,3 +139,40 @@ fn an_exported_lenet5_training_step_serves_batches_1_7_and_64_from_one_file() ->
     assert_eq!(copy.conv1_w.to_vec::<f32>()?, before);
     Ok(())
 }
+
+/// Shapes computed from the batch at run time: zeros and a mask of size `n`, a reshape to
+/// `n * 2` rows, a narrow of `n - 1` rows.
+fn run_time_shapes_body(x: &Tensor) -> Result<Tensor> {
+    let n = x.dim(0);
+    let scores = x.matmul(&x.t()?)?.add(&Tensor::zeros([n, n], DType::F32))?;
+    let positions = Tensor::arange_len(n, DType::I64)?;
+    let later = positions.reshape((1, n))?.gt(&positions.reshape((n, 1))?)?;
+    let weights = scores.masked_fill(&later, f32::NEG_INFINITY)?.softmax(-1)?;
+    let pairs = weights.matmul(x)?.reshape((n * 2, -1))?;
+    pairs.narrow(0, 0, n * 2 - 1)
+}
+
+#[graph_fn(input_signature(x: f32[?, 4]))]
+fn run_time_shapes(x: &Tensor) -> Result<Tensor> {
+    run_time_shapes_body(x)
+}
+
+#[test]
+fn an_exported_trace_computes_its_shapes_from_each_call_s_dims() -> Result<()> {
+    let data = |n: usize| Tensor::from_vec((0..n * 4).map(|i| ((i * 37 % 11) as f32 - 5.0) / 4.0).collect::<Vec<_>>(), &[n, 4]);
+    run_time_shapes(&data(3)?)?;
+    let f = lookup("run_time_shapes").expect("called").concrete_functions().remove(0);
+    assert!(f.to_text().contains("reshape[shape=[n0 * 2, -1]]"), "{}", f.to_text());
+    let path = std::env::temp_dir().join(format!("tc-run-time-shapes-{}.tcg", std::process::id()));
+    f.export(&path)?;
+    let loaded = export::load(&path)?;
+    std::fs::remove_file(&path).unwrap();
+    for n in [1, 2, 5, 9] {
+        let x = data(n)?;
+        let want = run_time_shapes_body(&x)?;
+        let got = loaded.call(&[&x])?.remove(0);
+        assert_eq!(got.dims(), vec![2 * n - 1, 2], "size {n}");
+        assert_same_bits(&got, &want, &format!("size {n}"));
+    }
+    Ok(())
+}

@@ -27,7 +27,7 @@ fn known_dims(op: &'static str, arg: &'static str, x: &Tensor, rank: usize, layo
 /// `x`'s dims, of which `rank` and the channels (dim 1) must be known; the others may be
 /// unknown while tracing.
 fn channels_known(op: &'static str, arg: &'static str, x: &Tensor, rank: usize, layout: &str) -> Result<Vec<usize>> {
-    let shape = x.shape();
+    let shape = x.raw_shape();
     let dims = shape.dims().to_vec();
     if shape.is_unknown_rank() || dims.len() != rank {
         return Err(Error::invalid(op, arg, format!("must be {rank}-d ({layout}), found shape {shape}")));

@@ -27,7 +27,7 @@ fn batch_norm_dims(x: &Tensor, training: bool) -> Result<Vec<usize>> {
     if training {
         return channel_dims("batch_norm", x);
     }
-    let shape = x.shape();
+    let shape = x.raw_shape();
     let dims = shape.dims().to_vec();
     if shape.is_unknown_rank() || dims.len() < 2 || dims[1] == UNKNOWN {
         let problem = format!("must be at least 2-d [n, c, ...] with known channels, found shape {shape}");

@@ -7,6 +7,7 @@ mod advanced_indexing;
 mod cnn;
 pub(crate) mod collective;
 mod conv;
+mod conv_nd;
 mod cumulative;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
@@ -25,6 +26,7 @@ mod nn;
 mod norm;
 mod operators;
 mod padding;
+mod pool_nd;
 mod random;
 mod reduce;
 mod resize;

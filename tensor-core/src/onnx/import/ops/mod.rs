@@ -1,7 +1,8 @@
 //! The op table: each ONNX op, from the opset its semantics start, as the function that
 //! builds its outputs from tensor-core ops. Adding an op is one row here and its builder
 //! (`math.rs`: elementwise ops and reductions; `shape.rs`: shapes, indexing, constants;
-//! `nn.rs`: matmul, convolution, pooling, normalization; `attention.rs`, `rotary.rs`,
+//! `nn.rs`: matmul, convolution, pooling, normalization, with `window_nd.rs` for dilated,
+//! 3-D and ceil_mode convolutions and pools; `attention.rs`, `rotary.rs`,
 //! `linear_attention.rs`, `causal_conv.rs`: the transformer ops; `resize.rs`: Resize and Upsample; `grid.rs`:
 //! GridSample and AffineGrid).
 
@@ -16,6 +17,7 @@ mod nn;
 mod resize;
 mod rotary;
 mod shape;
+mod window_nd;
 
 use super::super::proto::{attribute_type, AttributeProto, TensorProto};
 use super::model::Node;

@@ -180,6 +180,27 @@ impl Tensor {
         sums.div(&divisors(&ws, count_include_pad, self.dtype())?)
     }
 
+    /// Lp pooling of `self` `[n, c, d1, ..., dk]` (ONNX's `LpPool`; PyTorch's `lp_pool1d/2d`
+    /// over zero padding): `(sum |x|^p)^(1/p)` over each window, windows as in
+    /// [`Tensor::max_pool_nd`]. `p` must be positive.
+    ///
+    /// ```
+    /// use tensor_core::prelude::*;
+    /// let x = Tensor::from_vec(vec![3.0f32, -4.0, 0.0, 5.0], &[1, 1, 4])?;
+    /// let y = x.lp_pool_nd(2.0, &[2], &[2], &[[0, 0]], &[1], false)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![5.0, 5.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn lp_pool_nd(&self, p: f64, kernel: &[usize], stride: &[usize], pads: &[[usize; 2]], dilation: &[usize], ceil_mode: bool) -> Result<Tensor> {
+        if !(p > 0.0 && p.is_finite()) {
+            return Err(Error::invalid("lp_pool_nd", "p", format!("{p} must be positive and finite")));
+        }
+        let ws = windows("lp_pool_nd", self, kernel, stride, pads, dilation, ceil_mode)?;
+        let powers = self.abs()?.powf(p)?;
+        let sums = ws.iter().enumerate().try_fold(powers, |y, (d, w)| pool_axis(&y, 2 + d, w, 0.0, Reduce::Sum))?;
+        sums.powf(1.0 / p)
+    }
+
     /// 3-d max pooling of `self` `[n, c, d, h, w]` (PyTorch's `max_pool3d`), `padding` on
     /// both sides of each spatial dim; see [`Tensor::max_pool_nd`].
     ///

@@ -71,7 +71,7 @@ const TABLE: &[(&str, i64, OpFn)] = &[
     ("Range", 11, shape::range), ("OneHot", 9, shape::one_hot), ("Dropout", 1, shape::dropout),
     // networks
     ("MatMul", 1, nn::matmul), ("Gemm", 1, nn::gemm), ("Conv", 1, nn::conv), ("MaxPool", 1, nn::max_pool),
-    ("GlobalMaxPool", 1, nn::global_max_pool), ("Softmax", 1, nn::softmax_v1), ("Softmax", 13, nn::softmax_v13),
+    ("GlobalMaxPool", 1, nn::global_max_pool), ("LpPool", 1, window_nd::lp_pool), ("Softmax", 1, nn::softmax_v1), ("Softmax", 13, nn::softmax_v13),
     ("LogSoftmax", 1, nn::log_softmax_v1), ("LogSoftmax", 13, nn::log_softmax_v13), ("Hardmax", 1, nn::hardmax_v1),
     ("Hardmax", 13, nn::hardmax_v13), ("LayerNormalization", 17, nn::layer_norm), ("InstanceNormalization", 1, nn::instance_norm),
     ("BatchNormalization", 1, nn::batch_norm), ("AveragePool", 1, nn::avg_pool), ("GlobalAveragePool", 1, nn::global_avg_pool),

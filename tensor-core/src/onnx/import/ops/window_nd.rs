@@ -1,7 +1,8 @@
 //! Conv, MaxPool and AveragePool where the 2-d kernels do not take them directly: dilations,
 //! 3-D (rank-5) inputs, and pooling with `ceil_mode` the 2-d path lacks. Convolutions go to
 //! `conv2d_dilated` (1-D lifted to 2-D) and `conv3d`; pools to the separable
-//! `max_pool_nd`/`avg_pool_nd`, which take any rank, dilation and begin/end pads.
+//! `max_pool_nd`/`avg_pool_nd`, which take any rank, dilation and begin/end pads; LpPool
+//! (any rank) to `lp_pool_nd`.
 
 use super::{known_dims, one, Ctx};
 use crate::error::Result;
@@ -125,4 +126,15 @@ pub(super) fn conv(c: &Ctx) -> Result<Vec<Tensor>> {
             groups,
         )?,
     })
+}
+
+/// `(sum |x|^p)^(1/p)` over each window (zero padding adds nothing).
+pub(super) fn lp_pool(c: &Ctx) -> Result<Vec<Tensor>> {
+    let x = c.x(0)?;
+    let (kernel, stride, pads, dilation) = pool_window(c, &x)?;
+    let p = c.int("p", 2);
+    if p <= 0 {
+        return Err(c.err(format!("p {p} must be positive")));
+    }
+    one(x.lp_pool_nd(p as f64, &kernel, &stride, &pads, &dilation, c.int("ceil_mode", 0) != 0)?)
 }

@@ -108,11 +108,14 @@ impl Tensor {
         }
         let (n, o, kd) = (x[0], w[0], w[2]);
         let reach = (kd - 1) * dilation[0] + 1;
-        let out_d = (x[2] + 2 * padding[0])
-            .checked_sub(reach)
-            .map(|span| span / stride[0] + 1)
-            .ok_or_else(|| Error::invalid(OP, "weight", format!("a depth window reaching {reach} is longer than the padded input depth {}", x[2] + 2 * padding[0])))?;
-        let padded = if padding[0] == 0 { self.clone() } else { self.pad(&[(0, 0), (0, 0), (padding[0], padding[0]), (0, 0), (0, 0)], PadMode::Constant(0.0))? };
+        let out_d = (x[2] + 2 * padding[0]).checked_sub(reach).map(|span| span / stride[0] + 1).ok_or_else(|| {
+            Error::invalid(OP, "weight", format!("a depth window reaching {reach} is longer than the padded input depth {}", x[2] + 2 * padding[0]))
+        })?;
+        let padded = if padding[0] == 0 {
+            self.clone()
+        } else {
+            self.pad(&[(0, 0), (0, 0), (padding[0], padding[0]), (0, 0), (0, 0)], PadMode::Constant(0.0))?
+        };
         let mut sum: Option<Tensor> = None;
         for a in 0..kd {
             // The depth slices tap `a` reads, one per output depth, folded into the batch.

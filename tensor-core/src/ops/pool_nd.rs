@@ -34,9 +34,9 @@ impl AxisWindow {
             return Err(Error::invalid(op, "kernel", format!("the kernel {kernel}, stride {stride} and dilation {dilation} must be positive")));
         }
         let reach = (kernel - 1) * dilation + 1;
-        let span = (n + pads[0] + pads[1])
-            .checked_sub(reach)
-            .ok_or_else(|| Error::invalid(op, "kernel", format!("a window reaching {reach} entries is longer than the padded input {}", n + pads[0] + pads[1])))?;
+        let span = (n + pads[0] + pads[1]).checked_sub(reach).ok_or_else(|| {
+            Error::invalid(op, "kernel", format!("a window reaching {reach} entries is longer than the padded input {}", n + pads[0] + pads[1]))
+        })?;
         let mut out = if ceil_mode { span.div_ceil(stride) + 1 } else { span / stride + 1 };
         if ceil_mode && (out - 1) * stride >= n + pads[0] {
             out -= 1;
@@ -88,7 +88,11 @@ fn windows(
     let dims = x.raw_shape().dims().to_vec();
     let spatial = kernel.len();
     if dims.len() != spatial + 2 || spatial == 0 {
-        return Err(Error::invalid(op, "input", format!("must be [n, c] and {spatial} spatial dims for a {spatial}-d kernel, found shape {}", x.raw_shape())));
+        return Err(Error::invalid(
+            op,
+            "input",
+            format!("must be [n, c] and {spatial} spatial dims for a {spatial}-d kernel, found shape {}", x.raw_shape()),
+        ));
     }
     if dims.contains(&UNKNOWN) {
         return Err(Error::invalid(op, "input", "needs known dims; give the argument a fixed input_signature"));
@@ -225,7 +229,14 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()?, vec![3.5]);
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
-    pub fn avg_pool3d(&self, kernel: [usize; 3], stride: [usize; 3], padding: [usize; 3], ceil_mode: bool, count_include_pad: bool) -> Result<Tensor> {
+    pub fn avg_pool3d(
+        &self,
+        kernel: [usize; 3],
+        stride: [usize; 3],
+        padding: [usize; 3],
+        ceil_mode: bool,
+        count_include_pad: bool,
+    ) -> Result<Tensor> {
         self.avg_pool_nd(&kernel, &stride, &padding.map(|p| [p, p]), &[1; 3], ceil_mode, count_include_pad)
     }
 }

@@ -53,7 +53,16 @@ per_dtype!(conv3d_values: f32, f64);
 
 /// The 3-d convolution by its definition, one output at a time.
 #[allow(clippy::too_many_arguments)]
-fn conv3d_by_definition(x: &[f64], xd: [usize; 5], w: &[f64], wd: [usize; 5], s: [usize; 3], p: [usize; 3], d: [usize; 3], groups: usize) -> (Vec<f64>, Vec<usize>) {
+fn conv3d_by_definition(
+    x: &[f64],
+    xd: [usize; 5],
+    w: &[f64],
+    wd: [usize; 5],
+    s: [usize; 3],
+    p: [usize; 3],
+    d: [usize; 3],
+    groups: usize,
+) -> (Vec<f64>, Vec<usize>) {
     let out: [usize; 3] = std::array::from_fn(|a| (xd[2 + a] + 2 * p[a] - (wd[2 + a] - 1) * d[a] - 1) / s[a] + 1);
     let (ci, oc) = (wd[1], wd[0]);
     let mut y = Vec::new();

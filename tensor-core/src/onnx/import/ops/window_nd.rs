@@ -117,14 +117,9 @@ pub(super) fn conv(c: &Ctx) -> Result<Vec<Tensor>> {
     one(match spatial {
         1 => x.unsqueeze(2)?.conv2d_dilated(&w.unsqueeze(2)?, b, [1, stride[0]], [0, padding[0]], [1, dilation[0]], groups)?.squeeze(2)?,
         2 => x.conv2d_dilated(&w, b, [stride[0], stride[1]], [padding[0], padding[1]], [dilation[0], dilation[1]], groups)?,
-        _ => x.conv3d(
-            &w,
-            b,
-            [stride[0], stride[1], stride[2]],
-            [padding[0], padding[1], padding[2]],
-            [dilation[0], dilation[1], dilation[2]],
-            groups,
-        )?,
+        _ => {
+            x.conv3d(&w, b, [stride[0], stride[1], stride[2]], [padding[0], padding[1], padding[2]], [dilation[0], dilation[1], dilation[2]], groups)?
+        }
     })
 }
 

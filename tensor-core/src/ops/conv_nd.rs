@@ -11,7 +11,7 @@ use crate::tensor::Tensor;
 
 /// `weight` `[o, i, k1, ..., kj]` with `dilation[d] - 1` zeros between the taps of spatial
 /// axis `d`.
-fn dilated_kernel(weight: &Tensor, dilation: &[usize]) -> Result<Tensor> {
+pub(crate) fn dilated_kernel(weight: &Tensor, dilation: &[usize]) -> Result<Tensor> {
     let mut w = weight.clone();
     for (d, &dil) in dilation.iter().enumerate().filter(|&(_, &dil)| dil > 1) {
         let axis = 2 + d;

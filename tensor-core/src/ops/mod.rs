@@ -51,6 +51,7 @@ pub use collective::CollectiveOp;
 pub(crate) use collective::Job;
 pub(crate) use collective::{Pending, Transport};
 pub(crate) use conv::conv2d_into;
+pub(crate) use conv_nd::dilated_kernel;
 pub use conv::ConvOp;
 pub use elementwise::Operand;
 pub use grid_sample::{GridMode, GridPadding, GridSampleOptions};

@@ -3,6 +3,7 @@
 use super::math::scalar;
 use super::{known_dims, one, window_nd, Ctx};
 use crate::error::Result;
+use crate::ops::dilated_kernel;
 use crate::tensor::Tensor;
 
 pub(super) fn matmul(c: &Ctx) -> Result<Vec<Tensor>> {
@@ -348,12 +349,14 @@ pub(super) fn conv_transpose(c: &Ctx) -> Result<Vec<Tensor>> {
     let groups = c.size(c.int("group", 1), "group")?;
     let one_d = lifted(c, &x)?;
     let (x, w) = if one_d { (x.unsqueeze(2)?, w.unsqueeze(2)?) } else { (x, w) };
-    let (xd, wd) = (known_dims(c, &x)?, known_dims(c, &w)?);
     let per_dim = |name: &str, default: usize| if one_d { pair_1d(c, name, default) } else { pair(c, name, default) };
-    let (stride, out_pad) = (per_dim("strides", 1)?, per_dim("output_padding", 0)?);
-    if per_dim("dilations", 1)? != [1, 1] {
-        return Err(c.err("dilations other than 1 have no tensor-core op"));
+    let (stride, out_pad, dilation) = (per_dim("strides", 1)?, per_dim("output_padding", 0)?, per_dim("dilations", 1)?);
+    if dilation.contains(&0) {
+        return Err(c.err(format!("dilations {dilation:?} must be positive")));
     }
+    // Taps `dilation` apart are the kernel with zeros between its taps.
+    let w = dilated_kernel(&w, &dilation)?;
+    let (xd, wd) = (known_dims(c, &x)?, known_dims(c, &w)?);
     let full = x.conv_transpose2d(&w, None, stride, [0, 0], [0, 0], groups)?;
     let auto = c.string("auto_pad", "NOTSET");
     let lift = |v: Vec<i64>, d: i64| if one_d { vec![d, v[0]] } else { v };

@@ -907,6 +907,28 @@ fn conv_transpose2d_conv1d_grouped() {
 }
 
 #[test]
+fn dilated_and_3d_convolutions() {
+    let mut g = Gen(45);
+    let (x, w, b) = (g.normal(&[2, 4, 5, 6]), g.normal(&[4, 2, 2, 3]), g.normal(&[4]));
+    gradcheck(|x| x[0].conv2d_dilated(&x[1], Some(&x[2]), [2, 1], [1, 2], [2, 2], 2), &[x, w, b]);
+    let (x3, w3, b3) = (g.normal(&[1, 4, 4, 3, 4]), g.normal(&[2, 2, 2, 2, 2]), g.normal(&[2]));
+    gradcheck(|x| x[0].conv3d(&x[1], Some(&x[2]), [1, 2, 1], [1, 0, 1], [2, 1, 1], 2), &[x3, w3, b3]);
+}
+
+#[test]
+fn nd_pools() {
+    let mut g = Gen(46);
+    let x = g.distinct(&[1, 2, 4, 3, 5]);
+    gradcheck(|x| x[0].max_pool3d([2, 2, 2], [1, 2, 1], [1, 1, 0], [1, 1, 2], true), one(&x));
+    gradcheck(|x| x[0].max_pool_nd(&[2, 2], &[1, 1], &[[1, 0], [0, 1]], &[2, 1], false), &[g.distinct(&[1, 2, 5, 4])]);
+    gradcheck(|x| x[0].avg_pool_nd(&[2, 3, 2], &[2, 1, 2], &[[1, 0], [1, 1], [0, 1]], &[1, 1, 2], true, false), one(&x));
+    gradcheck(|x| x[0].avg_pool3d([2, 2, 3], [2, 1, 2], [1, 1, 1], true, true), one(&x));
+    // Lp pooling away from |x|'s kink at 0.
+    let nz = g.nonzero(&[1, 2, 3, 3, 4]);
+    gradcheck(|x| x[0].lp_pool_nd(3.0, &[2, 2, 2], &[1, 1, 2], &[[0, 0], [0, 0], [1, 1]], &[1, 1, 1], false), one(&nz));
+}
+
+#[test]
 fn cumsum_topk_relu6() {
     let mut g = Gen(44);
     let x = g.normal(&[3, 5]);

@@ -2,6 +2,7 @@
 
 mod broadcast_prop;
 mod cnn_forms;
+mod conv_pool_nd;
 mod elementwise;
 mod indexing_forms;
 mod layout_index;

@@ -1,7 +1,8 @@
 //! The op table: each ONNX op, from the opset its semantics start, as the function that
 //! builds its outputs from tensor-core ops. Adding an op is one row here and its builder
 //! (`math.rs`: elementwise ops and reductions; `shape.rs`: shapes, indexing, constants;
-//! `nn.rs`: matmul, convolution, pooling, normalization; `attention.rs`, `rotary.rs`,
+//! `nn.rs`: matmul, convolution, pooling, normalization, with `window_nd.rs` for dilated,
+//! 3-D and ceil_mode convolutions and pools; `attention.rs`, `rotary.rs`,
 //! `linear_attention.rs`, `causal_conv.rs`: the transformer ops; `resize.rs`: Resize and Upsample; `grid.rs`:
 //! GridSample and AffineGrid).
 
@@ -16,6 +17,7 @@ mod nn;
 mod resize;
 mod rotary;
 mod shape;
+mod window_nd;
 
 use super::super::proto::{attribute_type, AttributeProto, TensorProto};
 use super::model::Node;
@@ -69,7 +71,7 @@ const TABLE: &[(&str, i64, OpFn)] = &[
     ("Range", 11, shape::range), ("OneHot", 9, shape::one_hot), ("Dropout", 1, shape::dropout),
     // networks
     ("MatMul", 1, nn::matmul), ("Gemm", 1, nn::gemm), ("Conv", 1, nn::conv), ("MaxPool", 1, nn::max_pool),
-    ("GlobalMaxPool", 1, nn::global_max_pool), ("Softmax", 1, nn::softmax_v1), ("Softmax", 13, nn::softmax_v13),
+    ("GlobalMaxPool", 1, nn::global_max_pool), ("LpPool", 1, window_nd::lp_pool), ("Softmax", 1, nn::softmax_v1), ("Softmax", 13, nn::softmax_v13),
     ("LogSoftmax", 1, nn::log_softmax_v1), ("LogSoftmax", 13, nn::log_softmax_v13), ("Hardmax", 1, nn::hardmax_v1),
     ("Hardmax", 13, nn::hardmax_v13), ("LayerNormalization", 17, nn::layer_norm), ("InstanceNormalization", 1, nn::instance_norm),
     ("BatchNormalization", 1, nn::batch_norm), ("AveragePool", 1, nn::avg_pool), ("GlobalAveragePool", 1, nn::global_avg_pool),

@@ -1,8 +1,9 @@
 //! Matmul, Gemm, convolution, pooling, softmax and normalization.
 
 use super::math::scalar;
-use super::{known_dims, one, Ctx};
+use super::{known_dims, one, window_nd, Ctx};
 use crate::error::Result;
+use crate::ops::dilated_kernel;
 use crate::tensor::Tensor;
 
 pub(super) fn matmul(c: &Ctx) -> Result<Vec<Tensor>> {
@@ -132,6 +133,9 @@ fn window(c: &Ctx, x: &Tensor, kernel_from_weight: Option<[usize; 2]>, one_d: bo
 
 pub(super) fn conv(c: &Ctx) -> Result<Vec<Tensor>> {
     let (x, w) = (c.x(0)?, c.x(1)?);
+    if window_nd::needed(c, &x) {
+        return window_nd::conv(c);
+    }
     let groups = c.size(c.int("group", 1), "group")?;
     let one_d = lifted(c, &x)?;
     let (x, w) = if one_d { (x.unsqueeze(2)?, w.unsqueeze(2)?) } else { (x, w) };
@@ -152,8 +156,9 @@ pub(super) fn max_pool(c: &Ctx) -> Result<Vec<Tensor>> {
     if c.wants(1) {
         return Err(c.err("the Indices output has no tensor-core op"));
     }
-    if c.int("ceil_mode", 0) != 0 {
-        return Err(c.err("ceil_mode 1 has no tensor-core op"));
+    // max_pool2d has no ceil_mode; the separable pool does.
+    if window_nd::needed(c, &x) || c.int("ceil_mode", 0) != 0 {
+        return window_nd::max_pool(c);
     }
     let one_d = lifted(c, &x)?;
     let x = if one_d { x.unsqueeze(2)? } else { x };
@@ -298,6 +303,9 @@ pub(super) fn global_avg_pool(c: &Ctx) -> Result<Vec<Tensor>> {
 /// input entries in the window (count_include_pad 0) or the kernel size.
 pub(super) fn avg_pool(c: &Ctx) -> Result<Vec<Tensor>> {
     let x = c.x(0)?;
+    if window_nd::needed(c, &x) {
+        return window_nd::avg_pool(c);
+    }
     let one_d = lifted(c, &x)?;
     let x = if one_d { x.unsqueeze(2)? } else { x };
     let (kernel, stride, pads) = window(c, &x, None, one_d)?;
@@ -306,7 +314,7 @@ pub(super) fn avg_pool(c: &Ctx) -> Result<Vec<Tensor>> {
     let y = if direct {
         x.avg_pool2d(kernel, stride, [pads[0][0], pads[1][0]], ceil, include)?
     } else if ceil {
-        return Err(c.err(format!("ceil_mode 1 with pads {pads:?} (asymmetric or over half the kernel {kernel:?}) has no tensor-core op")));
+        return window_nd::avg_pool(c);
     } else {
         let (xp, _) = pre_pad(&x, pads, 0.0)?;
         let y = xp.avg_pool2d(kernel, stride, [0, 0], false, true)?;
@@ -341,12 +349,14 @@ pub(super) fn conv_transpose(c: &Ctx) -> Result<Vec<Tensor>> {
     let groups = c.size(c.int("group", 1), "group")?;
     let one_d = lifted(c, &x)?;
     let (x, w) = if one_d { (x.unsqueeze(2)?, w.unsqueeze(2)?) } else { (x, w) };
-    let (xd, wd) = (known_dims(c, &x)?, known_dims(c, &w)?);
     let per_dim = |name: &str, default: usize| if one_d { pair_1d(c, name, default) } else { pair(c, name, default) };
-    let (stride, out_pad) = (per_dim("strides", 1)?, per_dim("output_padding", 0)?);
-    if per_dim("dilations", 1)? != [1, 1] {
-        return Err(c.err("dilations other than 1 have no tensor-core op"));
+    let (stride, out_pad, dilation) = (per_dim("strides", 1)?, per_dim("output_padding", 0)?, per_dim("dilations", 1)?);
+    if dilation.contains(&0) {
+        return Err(c.err(format!("dilations {dilation:?} must be positive")));
     }
+    // Taps `dilation` apart are the kernel with zeros between its taps.
+    let w = dilated_kernel(&w, &dilation)?;
+    let (xd, wd) = (known_dims(c, &x)?, known_dims(c, &w)?);
     let full = x.conv_transpose2d(&w, None, stride, [0, 0], [0, 0], groups)?;
     let auto = c.string("auto_pad", "NOTSET");
     let lift = |v: Vec<i64>, d: i64| if one_d { vec![d, v[0]] } else { v };

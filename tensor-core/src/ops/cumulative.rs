@@ -1,5 +1,6 @@
-//! Cumulative sums along an axis, composed from layout ops and additions (a scan of
-//! `log2(n)` shifted additions), so their gradients and graph forms come from those.
+//! Cumulative sums and products along an axis, composed from layout ops and additions or
+//! multiplications (a scan of `log2(n)` shifted steps), so their gradients and graph forms
+//! come from those.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -35,29 +36,9 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn cumulative_sum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        let rank = self.rank();
-        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "cumsum", axis, rank })?;
-        let n = self.raw_shape()[axis];
-        if n == UNKNOWN {
-            return Err(Error::invalid("cumsum", "input", "needs a known length along the axis; give the argument a fixed input_signature"));
-        }
-        let x = if self.dtype() == DType::Bool { self.cast(DType::I64)? } else { self.clone() };
-        let x = if reverse { x.flip_axis(axis)? } else { x };
-        let x = if exclusive { x.shifted(axis, n, 1)? } else { x };
-        let mut sums = x;
-        let mut step = 1;
-        while step < n {
-            sums = sums.add(&sums.shifted(axis, n, step)?)?;
-            step *= 2;
-        }
-        if reverse {
-            sums.flip_axis(axis)
-        } else {
-            Ok(sums)
-        }
+        self.scan(Combine::Sum, axis, exclusive, reverse)
     }
 
-    /// `self` moved `by` places up `axis` (of length `n`), zeros in front.
     /// The cumulative product along `axis` (numeric dtypes; bools as i64), a scan of
     /// `log2(n)` shifted multiplications as `cumulative_sum`'s additions, so its gradient
     /// comes from `mul`'s. `exclusive`: element `i` is the product of those before it (1
@@ -72,25 +53,38 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn cumulative_prod(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        let rank = self.rank();
-        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op: "cumprod", axis, rank })?;
-        let n = self.shape()[axis];
+        self.scan(Combine::Product, axis, exclusive, reverse)
+    }
+
+    /// The scan both share: `log2(n)` rounds, each combining the running values with
+    /// themselves shifted twice as far, the combination's identity shifted in.
+    fn scan(&self, combine: Combine, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        let (rank, op) = (self.rank(), combine.name());
+        let axis = normalize_axis(axis, rank).ok_or(Error::Axis { op, axis, rank })?;
+        let n = self.raw_shape()[axis];
         if n == UNKNOWN {
-            return Err(Error::invalid("cumprod", "input", "needs a known length along the axis; give the argument a fixed input_signature"));
+            return Err(Error::invalid(op, "input", "needs a known length along the axis; give the argument a fixed input_signature"));
         }
+        let shift = |t: &Tensor, by: usize| match combine {
+            Combine::Sum => t.shifted(axis, n, by),
+            Combine::Product => t.shifted_ones(axis, n, by),
+        };
         let x = if self.dtype() == DType::Bool { self.cast(DType::I64)? } else { self.clone() };
         let x = if reverse { x.flip_axis(axis)? } else { x };
-        let x = if exclusive { x.shifted_ones(axis, n, 1)? } else { x };
-        let mut products = x;
+        let mut running = if exclusive { shift(&x, 1)? } else { x };
         let mut step = 1;
         while step < n {
-            products = products.mul(&products.shifted_ones(axis, n, step)?)?;
+            let shifted = shift(&running, step)?;
+            running = match combine {
+                Combine::Sum => running.add(&shifted)?,
+                Combine::Product => running.mul(&shifted)?,
+            };
             step *= 2;
         }
         if reverse {
-            products.flip_axis(axis)
+            running.flip_axis(axis)
         } else {
-            Ok(products)
+            Ok(running)
         }
     }
 
@@ -103,6 +97,7 @@ impl Tensor {
         self.shifted(axis, n, by)?.add(&ones)
     }
 
+    /// `self` moved `by` places up `axis` (of length `n`), zeros in front.
     fn shifted(&self, axis: usize, n: usize, by: usize) -> Result<Tensor> {
         if by >= n {
             return Ok(self.zeros_like());
@@ -115,5 +110,21 @@ impl Tensor {
         let n = self.raw_shape()[axis] as i64;
         let reversed = Tensor::from_vec((0..n).rev().collect::<Vec<i64>>(), &[n as usize])?;
         self.index_select(axis as isize, &reversed)
+    }
+}
+
+/// What a scan combines its running values with.
+#[derive(Clone, Copy)]
+enum Combine {
+    Sum,
+    Product,
+}
+
+impl Combine {
+    fn name(self) -> &'static str {
+        match self {
+            Combine::Sum => "cumsum",
+            Combine::Product => "cumprod",
+        }
     }
 }

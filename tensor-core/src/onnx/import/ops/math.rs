@@ -382,22 +382,24 @@ pub(super) fn top_k_v10(c: &Ctx) -> Result<Vec<Tensor>> {
 
 /// The axis is input 1 (one value).
 pub(super) fn cum_sum(c: &Ctx) -> Result<Vec<Tensor>> {
-    let x = c.x(0)?;
-    let axis = match c.host_ints(1)?[..] {
-        [a] => c.axis(a, x.rank())?,
-        ref v => return Err(c.err(format!("axis has {} values; it must have one", v.len()))),
-    };
-    one(x.cumulative_sum(axis as isize, c.int("exclusive", 0) != 0, c.int("reverse", 0) != 0)?)
+    let (x, axis, exclusive, reverse) = cumulative_args(c)?;
+    one(x.cumulative_sum(axis, exclusive, reverse)?)
 }
 
 /// CumProd: CumSum's attributes and axis input, with products.
 pub(super) fn cum_prod(c: &Ctx) -> Result<Vec<Tensor>> {
+    let (x, axis, exclusive, reverse) = cumulative_args(c)?;
+    one(x.cumulative_prod(axis, exclusive, reverse)?)
+}
+
+/// CumSum's and CumProd's input, axis (input 1, one value), `exclusive` and `reverse`.
+fn cumulative_args(c: &Ctx) -> Result<(Tensor, isize, bool, bool)> {
     let x = c.x(0)?;
     let axis = match c.host_ints(1)?[..] {
         [a] => c.axis(a, x.rank())?,
         ref v => return Err(c.err(format!("axis has {} values; it must have one", v.len()))),
     };
-    one(x.cumulative_prod(axis as isize, c.int("exclusive", 0) != 0, c.int("reverse", 0) != 0)?)
+    Ok((x, axis as isize, c.int("exclusive", 0) != 0, c.int("reverse", 0) != 0))
 }
 
 /// The upper (`upper` 1) or lower triangle of the last two dims, from diagonal `k` (input 1),

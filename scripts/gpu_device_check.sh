@@ -8,7 +8,8 @@
 # It prints the GPU, runs target/release/gpu_check (every GPU op against the CPU, gradients,
 # errors, graph functions, W7's step, then timings as JSON lines), the generated kernels'
 # register and instruction counts (where ptxas is installed), target/release/bench's W3 and W7
-# captured on one stream and on four (`TENSOR_CORE_CUDA_LANES`), then the peers on the same card interleaved with the bench
+# captured without and with batched launches (`TENSOR_CORE_CUDA_BATCH`) and on one stream
+# (`TENSOR_CORE_CUDA_LANES=1`), then the peers on the same card interleaved with the bench
 # (peers/gpu_round.sh: PyTorch eager, torch.compile default and reduce-overhead, JAX jit),
 # and ends with the table (peers/gpu_table.py). Under 8 minutes on an H100 with the defaults
 # (ROUNDS=1, BUDGET=240 s for the peers; PEERS=0 skips them). Exit status: gpu_check's.
@@ -52,16 +53,19 @@ if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then
     rm -f "$OUT_DIR/k.cubin"
 fi
 
-# tensor-core's bench on the GPU: W3's and W7's captured graphs recorded on one stream and
-# on the default lanes (independent branches side by side), alternating, then every GPU
-# workload beside the peers (with the GPU time of a call by CUDA events).
+# tensor-core's bench on the GPU: W3's and W7's captured graphs without and with batched
+# launches (TENSOR_CORE_CUDA_BATCH=0 and 1, on the default four lanes) and batched on one
+# stream (lanes 1), alternating, two rounds; then every GPU workload beside the peers (with
+# the GPU time of a call by CUDA events). (Four lanes against one without batching ran level
+# on an H200: that pair is no longer run.)
 BENCH=${BENCH:-target/release/bench}
 if [ -x "$BENCH" ]; then
     for round in 1 2; do
-        for lanes in 1 4; do
+        for variant in "0 4" "1 4" "1 1"; do
+            read -r batch lanes <<< "$variant"
             for w in W3 W7; do
-                TENSOR_CORE_CUDA_LANES=$lanes "$BENCH" --device cuda --workload $w --mode graph --min-time 0.3 |
-                    sed "s/}$/,\"lanes\":$lanes,\"round\":$round}/" | tee -a "$OUT_DIR/lanes.jsonl"
+                TENSOR_CORE_CUDA_BATCH=$batch TENSOR_CORE_CUDA_LANES=$lanes "$BENCH" --device cuda --workload $w --mode graph --min-time 0.3 |
+                    sed "s/}$/,\"batch\":$batch,\"lanes\":$lanes,\"round\":$round}/" | tee -a "$OUT_DIR/lanes.jsonl"
             done
         done
     done

@@ -14,7 +14,9 @@
 //!
 //! A capture records the call's independent branches on separate streams (`lanes.rs` says
 //! which), so the graph runs them side by side; values made or read on more than one lane
-//! are then freed at the end of the graph instead of at their last use.
+//! are then freed at the end of the graph instead of at their last use. Before that,
+//! independent fused steps with one generated kernel become one batched launch
+//! (`batching.rs`; `TENSOR_CORE_CUDA_BATCH=0` turns it off), which lanes see as one step.
 //!
 //! A state the call reads and writes (a parameter, an optimizer's moments) stays resident:
 //! the graph's last steps write its new value into the buffer it read it from, and that
@@ -25,6 +27,7 @@
 //! Not yet: one planned arena (each value is its own allocation from the driver's pool, or,
 //! in a capture, the graph's), and `cond`/`while_loop` nodes, which are an `Err` naming them.
 
+use super::batching::Launches;
 use super::executable::Outputs;
 use super::lanes::{schedule, Placement};
 use super::memory_plan::Plan;
@@ -71,6 +74,9 @@ struct CallState {
 struct Captured {
     graph: CapturedGraph,
     device: Device,
+    /// Whether independent runs of one kernel were recorded as batched launches
+    /// ([`batching`] when it was captured: a call with the other setting captures again).
+    batched: bool,
     inputs: Vec<(InputSource, DeviceStorage)>,
     /// Uploaded once: the graph reads them where they are.
     _constants: Vec<DeviceStorage>,
@@ -117,6 +123,10 @@ pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device,
         return run_plain(graph, plan, slots, device);
     }
     let mut state = calls.0.lock().unwrap_or_else(|e| e.into_inner());
+    if state.captured.as_ref().is_some_and(|c| c.batched != batching()) {
+        // Batching was switched since the capture (the device checks compare both).
+        state.captured = None;
+    }
     if let Some(c) = state.captured.as_ref().filter(|c| c.device == device) {
         if !resident_shared(c, slots) {
             return replay(c, slots);
@@ -171,7 +181,16 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
     }
     let constants = graph.constants.iter().map(|(_, s)| crate::cuda::upload(s, device)).collect::<Result<Vec<_>>>()?;
     let resident: Vec<Option<usize>> = graph.writes.iter().map(|w| resident_input(graph, w)).collect();
-    let placements = schedule(plan, graph.values.len(), lanes_for(graph));
+    let batched = batching();
+    let launches = Launches::new(plan, graph.values.len(), batched);
+    // Every batched kernel is loaded before the capture starts (a capturing stream cannot
+    // load modules); the plain first call loaded the others.
+    for members in launches.members.iter().filter(|m| m.len() > 1) {
+        if let NodeKind::Fused(p) = &plan.steps[members[0]].node.kind {
+            gpu_ops::prepare_batch(p, device)?;
+        }
+    }
+    let placements = schedule(&launches.plan, graph.values.len(), lanes_for(graph));
     let (captured, (outs, writes)) = crate::cuda::capture(device, || {
         let mut values: Vec<Option<DeviceStorage>> = vec![None; graph.values.len()];
         for ((v, _), (_, buffer)) in graph.inputs.iter().zip(&inputs) {
@@ -180,7 +199,7 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
         for ((v, _), c) in graph.constants.iter().zip(&constants) {
             values[*v] = Some(c.clone());
         }
-        let deferred = run_steps_on_lanes(plan, &placements, slots, device, &mut values)?;
+        let deferred = run_steps_on_lanes(plan, &launches, &placements, slots, device, &mut values)?;
         let (outs, writes) = kept_values(graph, &values);
         // A value kept after the call that is some resident state's old buffer (an output
         // returning a parameter as it was, one state written with another's old value) is
@@ -232,7 +251,7 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
     // The graph owns these buffers (each launch makes them again): never freed from here.
     std::mem::forget(outs);
     std::mem::forget(writes);
-    Ok(Captured { graph: captured, device, inputs, _constants: constants, outputs, writes: written, state_writes: graph.writes.clone() })
+    Ok(Captured { graph: captured, device, batched, inputs, _constants: constants, outputs, writes: written, state_writes: graph.writes.clone() })
 }
 
 /// The input a state write updates in place: the slot's data, read by the graph as an input.
@@ -307,11 +326,13 @@ fn lanes_for(graph: &Graph) -> usize {
     }
 }
 
-/// Records the steps, each on its lane after the waits it needs, and returns lane 0 to after
-/// all of them. A value dies at its last use when one lane made and read it (that stream's
-/// order keeps its free after every read); the others are returned, to be freed at the end.
+/// Records the launches, each on its lane after the waits it needs, and returns lane 0 to
+/// after all of them. A value dies at its last use when one lane made and read it (that
+/// stream's order keeps its free after every read); the others are returned, to be freed at
+/// the end.
 fn run_steps_on_lanes(
     plan: &Plan,
+    launches: &Launches,
     placements: &[Placement],
     slots: &[&Tensor],
     device: Device,
@@ -319,22 +340,28 @@ fn run_steps_on_lanes(
 ) -> Result<Vec<DeviceStorage>> {
     let mut made_on: Vec<Option<usize>> = vec![None; values.len()];
     let mut read_on = vec![0u64; values.len()];
-    for (step, p) in plan.steps.iter().zip(placements) {
+    for (step, p) in launches.plan.steps.iter().zip(placements) {
         step.node.inputs.iter().for_each(|&v| read_on[v] |= 1 << p.lane);
         step.node.outputs.iter().for_each(|&v| made_on[v] = Some(p.lane));
     }
     let mut deferred = Vec::new();
     let mut used = 1u64;
-    for (step, p) in plan.steps.iter().zip(placements) {
+    for ((step, p), members) in launches.plan.steps.iter().zip(placements).zip(&launches.members) {
         crate::cuda::record_on_lane(device, p.lane, &p.waits)?;
         used |= 1 << p.lane;
-        let node = &step.node;
-        let outs = {
-            let inputs: SmallVec<[&DeviceStorage; 4]> = node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
-            run_node(node, &inputs, slots, device)?
-        };
-        for (&v, s) in node.outputs.iter().zip(outs) {
-            values[v] = Some(s);
+        match members.as_slice() {
+            [_] => {
+                let node = &step.node;
+                let outs = {
+                    let inputs: SmallVec<[&DeviceStorage; 4]> =
+                        node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect();
+                    run_node(node, &inputs, slots, device)?
+                };
+                for (&v, s) in node.outputs.iter().zip(outs) {
+                    values[v] = Some(s);
+                }
+            }
+            many => run_batched(plan, many, values)?,
         }
         for &v in &step.frees {
             let Some(d) = values[v].take() else { continue };
@@ -348,6 +375,51 @@ fn run_steps_on_lanes(
     let others: SmallVec<[usize; 4]> = (1..crate::cuda::CAPTURE_LANES).filter(|l| used & (1 << l) != 0).collect();
     crate::cuda::record_on_lane(device, 0, &others)?;
     Ok(deferred)
+}
+
+/// One batched launch of fused steps (`batching.rs` chose them: independent, one kernel).
+fn run_batched(plan: &Plan, members: &[usize], values: &mut [Option<DeviceStorage>]) -> Result<()> {
+    let outs = {
+        let runs = members
+            .iter()
+            .map(|&m| {
+                let node = &plan.steps[m].node;
+                let NodeKind::Fused(p) = &node.kind else {
+                    return Err(Error::Device { op: "graph call", reason: "a batched launch of a step that is not a fused program".into() });
+                };
+                Ok((&**p, node.inputs.iter().map(|&v| values[v].as_ref().expect("defined before use")).collect()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        gpu_ops::fused_batch_on(&runs)?
+    };
+    for (&m, made) in members.iter().zip(outs) {
+        for (&v, s) in plan.steps[m].node.outputs.iter().zip(made) {
+            values[v] = Some(s);
+        }
+    }
+    Ok(())
+}
+
+/// Whether captures record independent runs of one kernel as one batched launch
+/// (`batching.rs`): yes unless `TENSOR_CORE_CUDA_BATCH=0`, or [`set_cuda_batching`] says.
+fn batching() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    match BATCHING.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => !*OFF.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_BATCH").is_ok_and(|v| v == "0")),
+    }
+}
+
+/// 0: as `TENSOR_CORE_CUDA_BATCH` says; 1: off; 2: on.
+static BATCHING: AtomicUsize = AtomicUsize::new(0);
+
+/// Turns batched launches in captures on or off for this process (`None`: as
+/// `TENSOR_CORE_CUDA_BATCH` says), so that the device checks compare both in one run; a
+/// captured call whose setting differs is captured again. Not part of the public API.
+#[doc(hidden)]
+pub fn set_cuda_batching(on: Option<bool>) {
+    BATCHING.store(on.map_or(0, |on| if on { 2 } else { 1 }), Ordering::Relaxed);
 }
 
 /// Runs the plan's steps on `device`, applies the writes, returns the outputs.

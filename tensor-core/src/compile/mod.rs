@@ -3,6 +3,10 @@
 //! per-call analysis. No pass changes a value's bits.
 
 mod control;
+// Data the GPU executor records; built and tested without the feature too.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+mod batching;
+pub use batching::launch_summary;
 mod cse;
 mod dce;
 mod epilogue;
@@ -12,7 +16,7 @@ mod fuse;
 #[cfg(feature = "cuda")]
 mod gpu;
 #[cfg(feature = "cuda")]
-pub use gpu::{cuda_graph_counts, cuda_profile};
+pub use gpu::{cuda_graph_counts, cuda_profile, set_cuda_batching};
 // Data the GPU executor records; built and tested without the feature too.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod lanes;

@@ -18,7 +18,10 @@ pub(crate) use runtime::compile;
 #[cfg(feature = "cuda")]
 pub(crate) use runtime::{address, capture, copy_from, empty, lanes_wait_for, record_on_lane, CapturedGraph, CAPTURE_LANES};
 #[cfg(feature = "cuda")]
-pub(crate) use runtime::{copy_regions, download, elementwise, gemm, gpu_name, reduce, rows, synchronize, time_on_gpu, upload, GemmShape, Region};
+pub(crate) use runtime::{
+    copy_regions, download, elementwise, elementwise_batched, gemm, gpu_name, load_kernel, reduce, rows, synchronize, time_on_gpu, upload, GemmShape,
+    Region, Segment,
+};
 
 #[cfg(not(feature = "cuda"))]
 mod unavailable;

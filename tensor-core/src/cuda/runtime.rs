@@ -3,7 +3,7 @@
 //! (keyed by the source's hash); transfers; launches. CUDA is loaded when first used, so a
 //! machine without it gets an `Err` from the first GPU call, never a panic.
 
-use super::source::{KernelSource, TcIndex, REDUCE_THREADS};
+use super::source::{KernelSource, SegmentTable, TcIndex, REDUCE_THREADS};
 use super::DeviceStorage;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 
 // SAFETY: `TcIndex` is `#[repr(C)]` plain data, the twin of the kernels' `struct TcIndex`.
 unsafe impl DeviceRepr for TcIndex {}
+// SAFETY: `SegmentTable` is `#[repr(C)]` plain data, the twin of the kernels' `struct TcTable`.
+unsafe impl DeviceRepr for SegmentTable {}
 
 /// One GPU, opened.
 struct Gpu {
@@ -336,6 +338,58 @@ pub(crate) fn elementwise(
         unsafe { b.launch(cfg) }.map_err(driver_error("elementwise", device))?;
     }
     Ok(outs.into_iter().zip(out_dtypes).map(|(o, &d)| g.storage(o, d, shape.clone())).collect())
+}
+
+/// One segment of [`elementwise_batched`]: a run of the program over `n` elements.
+pub(crate) struct Segment<'a> {
+    pub inputs: &'a [&'a DeviceStorage],
+    pub shape: &'a Shape,
+}
+
+/// Runs a batched elementwise kernel ([`elementwise_batched`](super::source::elementwise_batched))
+/// over every segment in one launch: each segment's outputs, one per `out_dtypes` entry.
+pub(crate) fn elementwise_batched(src: &KernelSource, segments: &[Segment], out_dtypes: &[DType]) -> Result<Vec<Vec<DeviceStorage>>> {
+    use cudarc::driver::DevicePtr;
+    let device = segments.first().and_then(|s| s.inputs.first()).map_or(Device::Cuda(0), |i| i.device);
+    let g = gpu("elementwise", device)?;
+    let mut outs = Vec::with_capacity(segments.len());
+    let mut rows: Vec<(usize, Vec<u64>)> = Vec::with_capacity(segments.len());
+    for s in segments {
+        let n = s.shape.numel();
+        let made = out_dtypes.iter().map(|d| g.alloc("elementwise", n * d.size_of())).collect::<Result<Vec<_>>>()?;
+        let mut pointers: Vec<u64> = s.inputs.iter().map(|i| address(i)).collect();
+        pointers.extend(made.iter().map(|o| o.device_ptr(g.stream()).0));
+        rows.push((n, pointers));
+        outs.push(made);
+    }
+    let table_rows: Vec<(usize, &[u64])> = rows.iter().map(|(n, p)| (*n, p.as_slice())).collect();
+    let Some((table, blocks)) = SegmentTable::new(&table_rows, 256 * src.per_thread) else {
+        return Err(device_error("elementwise", device, format!("{} segments do not fit one batched launch's table", segments.len())));
+    };
+    if blocks > i32::MAX as usize {
+        return Err(device_error("elementwise", device, format!("a batched launch of {blocks} blocks is over the grid's limit")));
+    }
+    if blocks > 0 {
+        let f = g.function(src)?;
+        let mut b = g.stream().launch_builder(&f);
+        b.arg(&table);
+        let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: each block works in one segment: it reads at most `n` elements of each of
+        // the segment's contiguous inputs (`n` is the input's own size: only inputs of the
+        // output's shape are contiguous), one of each scalar input, and writes at most `n`
+        // elements of each output, allocated above for `n`.
+        unsafe { b.launch(cfg) }.map_err(driver_error("elementwise", device))?;
+    }
+    Ok(outs
+        .into_iter()
+        .zip(segments)
+        .map(|(made, s)| made.into_iter().zip(out_dtypes).map(|(o, &d)| g.storage(o, d, s.shape.clone())).collect())
+        .collect())
+}
+
+/// Compiles (or finds) `src` and loads it on `device`, before a capture launches it.
+pub(crate) fn load_kernel(device: Device, src: &KernelSource) -> Result<()> {
+    gpu("load kernel", device)?.function(src).map(drop)
 }
 
 /// Runs a reduction kernel: `n_out` outputs, each over `n_red` elements; a block per output,

@@ -196,7 +196,7 @@ const INDEX_STRUCT: &str = "struct TcIndex { long long dims[8]; long long stride
 /// The prelude every kernel starts with (built once).
 pub(crate) fn header() -> &'static str {
     static HEADER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    HEADER.get_or_init(|| format!("{}{PRELUDE}\n{INDEX_STRUCT}", constants()))
+    HEADER.get_or_init(|| format!("{}{PRELUDE}\n{INDEX_STRUCT}{}", constants(), batched::TABLE_STRUCT.replace("WORDS", &TABLE_WORDS.to_string())))
 }
 
 /// A 64-bit FNV-1a hash: kernel names and the disk cache's file names (stable across builds
@@ -343,11 +343,9 @@ fn vector_type(p: &Program) -> Option<&'static str> {
     }
 }
 
-/// Four elements per thread with 16-byte loads and stores: a device function computes one
-/// element from its inputs' values (`tc_lane`), the loop calls it for each lane of a vector,
-/// and a scalar loop does the last `n % 4`. The four lanes are independent work for the
-/// thread, and a wide access moves more bytes per instruction than four narrow ones.
-fn vectorized(p: &Program, vector: &'static str) -> KernelSource {
+/// The device function that computes one element of `p` from its inputs' values
+/// (`tc_lane(a0, .., o0, ..)`): the vectorized and the batched kernels call it per element.
+fn lane_function(p: &Program) -> String {
     let mut lane_params: Vec<String> = p.inputs.iter().enumerate().map(|(k, (d, _))| format!("const {} a{k}", c_type(*d))).collect();
     lane_params.extend(p.outputs.iter().enumerate().map(|(j, &o)| format!("{}& o{j}", c_type(p.instrs[o].dtype))));
     let mut lane = String::new();
@@ -355,7 +353,15 @@ fn vectorized(p: &Program, vector: &'static str) -> KernelSource {
     for (j, &o) in p.outputs.iter().enumerate() {
         writeln!(lane, "        o{j} = r{o};").expect("write");
     }
-    let helpers = format!("static __device__ __forceinline__ void tc_lane({}) {{\n{lane}}}\n", lane_params.join(", "));
+    format!("static __device__ __forceinline__ void tc_lane({}) {{\n{lane}}}\n", lane_params.join(", "))
+}
+
+/// Four elements per thread with 16-byte loads and stores: a device function computes one
+/// element from its inputs' values (`tc_lane`), the loop calls it for each lane of a vector,
+/// and a scalar loop does the last `n % 4`. The four lanes are independent work for the
+/// thread, and a wide access moves more bytes per instruction than four narrow ones.
+fn vectorized(p: &Program, vector: &'static str) -> KernelSource {
+    let helpers = lane_function(p);
     let (mut setup, mut load, mut store) = (String::new(), String::new(), String::new());
     let arg = |k: usize, lane: &str| match p.inputs[k].1 {
         Access::Scalar => format!("s{k}"),
@@ -521,8 +527,11 @@ pub(crate) fn reduction_serial(op: ReduceOp, dtype: DType, kept_rank: usize, red
     KernelSource::new("tc_reduce_serial", &kernel)
 }
 
+mod batched;
 mod movement;
 mod rows;
+#[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
+pub(crate) use batched::{batch_capacity, elementwise_batched, SegmentTable, TABLE_WORDS};
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
 pub(crate) use movement::{copy, index_add, index_select};
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]

@@ -545,6 +545,14 @@ fn timings(c: &mut Checks, name: &str) -> Result<Vec<String>> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let json_file = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1).cloned());
+    if args.iter().any(|a| a == "--launches-w7") {
+        // W7's launches per captured call, from its plan: needs no GPU.
+        match transformer::w7_launches_on_cpu() {
+            Ok(line) => println!("W7 launches per call: {line}"),
+            Err(e) => println!("W7 launches: error: {e}"),
+        }
+        return;
+    }
     let name = match GPU.name() {
         Ok(n) => n,
         Err(e) => {

@@ -131,7 +131,51 @@ pub fn w7_checks(c: &mut Checks) -> Result<()> {
     );
     let traces = tensor_core::function::lookup("train_step_graph").map_or(0, |f| f.trace_count());
     c.record("W7 graph traced once on the GPU", Ok(format!("{}{traces} trace(s)", if traces == 1 { "" } else { "FAIL " })));
+    // The same three graph steps captured without batched launches: every parameter's bits
+    // equal the batched run's (each element runs the same device function).
+    tensor_core::compile::set_cuda_batching(Some(false));
+    let unbatched = (|| -> Result<Vec<Tensor>> {
+        let (model, opt) = w7::setup_on(7, GPU)?;
+        for _ in 0..3 {
+            gpt::train_step_graph(&model, &opt, &gt, &gy)?;
+        }
+        Ok(model.parameters())
+    })();
+    tensor_core::compile::set_cuda_batching(None);
+    let mut worst = (0usize, 0usize);
+    for (a, b) in unbatched?.iter().zip(graph_model.parameters()) {
+        let (differ, _) = compare_bits(a, &b)?;
+        worst = (worst.0 + differ, worst.1 + a.numel());
+    }
+    c.record(
+        "W7 parameters after 3 steps, graph batched == graph unbatched (TENSOR_CORE_CUDA_BATCH=0)",
+        Ok(format!("{}{} of {} differ", if worst.0 == 0 { "" } else { "FAIL " }, worst.0, worst.1)),
+    );
+    c.record("W7 launches per call", w7_launches());
     Ok(())
+}
+
+/// The launches of W7's traced step in a capture, from its plan (computed on the CPU): the
+/// steps, the launches with batching, and the batched launches' sizes.
+pub fn w7_launches() -> Result<String> {
+    let f = tensor_core::function::lookup("train_step_graph")
+        .ok_or_else(|| tensor_core::Error::Device { op: "w7_launches", reason: "train_step_graph has not been called".into() })?;
+    let functions = f.concrete_functions();
+    let graph = functions.first().map(|c| c.graph()).ok_or_else(|| tensor_core::Error::Device { op: "w7_launches", reason: "no trace".into() })?;
+    let (steps, launches, sizes) = tensor_core::compile::launch_summary(graph);
+    Ok(format!(
+        "{steps} steps without batching, {launches} launches with it ({} batched launches of {} steps: {sizes:?})",
+        sizes.len(),
+        sizes.iter().sum::<usize>()
+    ))
+}
+
+/// W7's launches computed on the CPU alone (`--launches-w7`: needs no GPU): one traced call.
+pub fn w7_launches_on_cpu() -> Result<String> {
+    let (tokens, targets) = w7::batch(8)?;
+    let (model, opt) = w7::setup_on(7, Device::Cpu)?;
+    gpt::train_step_graph(&model, &opt, &tokens, &targets)?;
+    w7_launches()
 }
 
 /// W7's step timed on the GPU, eager and graph: per call (synchronized), pipelined, and the

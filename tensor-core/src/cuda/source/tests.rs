@@ -377,3 +377,104 @@ fn one_op(op: ElementwiseOp, dtypes: &[DType], out: DType) -> KernelSource {
     let ins = [instr(op, &(0..dtypes.len()).collect::<Vec<_>>(), out)];
     elementwise(&Program { rank: 3, inputs: &inputs, instrs: &ins, outputs: &[0] })
 }
+
+/// `x * s + y` over f64 (`s` one value), two outputs: a program the single kernel does not
+/// vectorize.
+fn scaled_sum(d: DType) -> (Vec<(DType, Access)>, Vec<Instr>) {
+    let inputs = vec![(d, Access::Contiguous), (d, Access::Scalar), (d, Access::Contiguous)];
+    let ins = vec![
+        instr(ElementwiseOp::Binary(BinaryOp::Mul), &[0, 1], d),
+        Instr { op: ElementwiseOp::Binary(BinaryOp::Add), args: smallvec![Operand::ResultOf(0), Operand::Input(2)], dtype: d },
+    ];
+    (inputs, ins)
+}
+
+#[test]
+fn a_segment_table_lists_first_blocks_then_counts_and_pointers() {
+    // 5 elements: 1 block of 256; 1000: 4 blocks; 256: 1 block.
+    let (table, blocks) = SegmentTable::new(&[(5, &[0x100, 0x200]), (1000, &[0x300, 0x400]), (256, &[0x500, 0x600])], 256).expect("fits");
+    assert_eq!(blocks, 6);
+    assert_eq!(table.words[..13], [3, 0, 1, 5, 5, 0x100, 0x200, 1000, 0x300, 0x400, 256, 0x500, 0x600]);
+    assert!(table.words[13..].iter().all(|&w| w == 0));
+    // Four elements a thread: 1000 elements are 250 threads, one block.
+    assert_eq!(SegmentTable::new(&[(5, &[1]), (1000, &[2])], 1024).map(|t| t.1), Some(2));
+    // Segments of different arity, none, or more than the table holds: no table.
+    assert!(SegmentTable::new(&[(5, &[1]), (5, &[1, 2])], 256).is_none());
+    assert!(SegmentTable::new(&[], 256).is_none());
+    let many: Vec<(usize, &[u64])> = (0..=batch_capacity(2)).map(|_| (1, &[1u64, 2][..])).collect();
+    assert!(SegmentTable::new(&many[..batch_capacity(2)], 256).is_some());
+    assert!(SegmentTable::new(&many, 256).is_none());
+}
+
+#[test]
+fn a_batched_kernel_finds_its_segment_and_calls_the_programs_lane_function() {
+    let (inputs, ins) = scaled_sum(DType::F64);
+    let p = Program { rank: 0, inputs: &inputs, instrs: &ins, outputs: &[0, 1] };
+    let k = elementwise_batched(&p);
+    assert_eq!(k.per_thread, 1);
+    let lane = format!("{}_lane", k.name);
+    let expected = format!(
+        "static __device__ __forceinline__ void {lane}(const double a0, const double a1, const double a2, double& o0, double& o1) {{
+        const double r0 = tc_mul(a0, a1);
+        const double r1 = tc_add(r0, a2);
+        o0 = r0;
+        o1 = r1;
+}}
+extern \"C\" __global__ void {name}(const __grid_constant__ TcTable t) {{
+    // The segment of this block: the last whose first block is at most blockIdx.x.
+    const unsigned long long segments = t.w[0];
+    unsigned long long s = 0, hi = segments - 1;
+    while (s < hi) {{
+        const unsigned long long mid = (s + hi + 1) >> 1;
+        if (t.w[1 + mid] <= blockIdx.x) s = mid; else hi = mid - 1;
+    }}
+    const unsigned long long* seg = t.w + 1 + segments + s * 6;
+    const long long n = (long long)seg[0];
+    const long long q = (long long)(blockIdx.x - t.w[1 + s]) * blockDim.x + threadIdx.x;
+    const double* __restrict__ in0 = (const double*)seg[1];
+    const double* __restrict__ in1 = (const double*)seg[2];
+    const double* __restrict__ in2 = (const double*)seg[3];
+    double* __restrict__ out0 = (double*)seg[4];
+    double* __restrict__ out1 = (double*)seg[5];
+    if (q < n) {{
+        const long long i = q;
+        {lane}(in0[i], in1[0], in2[i], out0[i], out1[i]);
+    }}
+}}
+",
+        name = k.name
+    );
+    assert_eq!(k.kernel, expected);
+    assert!(k.name.starts_with("tc_batch_"));
+    // The lane function is the single vectorized kernel's, so every element gets its bits.
+    let (inputs, ins) = scaled_sum(DType::F32);
+    let p = Program { rank: 1, inputs: &inputs, instrs: &ins, outputs: &[0, 1] };
+    let (single, batched) = (elementwise(&p), elementwise_batched(&p));
+    let lane_of = |k: &KernelSource| k.kernel.split("extern").next().expect("helpers first").replace(&k.name, "K");
+    assert_eq!(lane_of(&single), lane_of(&batched));
+    assert_eq!(batched.per_thread, 4);
+    let body = &batched.kernel;
+    assert!(body.contains("    const long long nv = n >> 2;\n    if (q < nv) {\n        const float4 v0 = reinterpret_cast<const float4*>(in0)[q];\n        const float s1 = in1[0];\n"), "{body}");
+    assert!(body.contains("    } else if (q == nv) {\n        for (long long i = nv << 2; i < n; i++) {\n"), "{body}");
+    assert!(body.contains("(v0.w, s1, v2.w, w0.w, w1.w);\n        reinterpret_cast<float4*>(out0)[q] = w0;\n"), "{body}");
+}
+
+/// Batched kernels compile, and read their table where it is (the parameter space), with no
+/// copy of its 3,968 bytes into each thread's local memory.
+#[cfg(feature = "cuda")]
+#[test]
+fn nvrtc_compiles_batched_kernels_reading_the_table_in_place() {
+    // SAFETY: only tries to load the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("NVRTC not found: skipping the compile check (see docs/GPU.md)");
+        return;
+    }
+    for d in [DType::F32, DType::F64, DType::I32] {
+        let (inputs, ins) = scaled_sum(d);
+        let k = elementwise_batched(&Program { rank: 0, inputs: &inputs, instrs: &ins, outputs: &[0, 1] });
+        let ptx = crate::cuda::compile(&k, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+        assert!(ptx.contains(&format!(".entry {}(", k.name)), "{ptx}");
+        assert!(!ptx.contains(".local"), "the table is copied to local memory:\n{ptx}");
+        assert!(!ptx.contains("fma"), "{ptx}");
+    }
+}

@@ -268,6 +268,58 @@ pub(crate) fn fused_on(program: &crate::math::FusedProgram, inputs: &[&DeviceSto
     backend::elementwise(&source, &index_of(shape, &strided), inputs, &dtypes, shape)
 }
 
+/// Independent runs of fused programs with one generated kernel (the same instructions,
+/// input dtypes and access; sizes may differ) as batched launches
+/// ([`elementwise_batched`](source::elementwise_batched)), as many runs a launch as its table
+/// holds: each run's outputs, with the bits of [`fused_on`]. Runs that are not alike (a
+/// strided input, an unknown or empty shape, another kernel than the first run's) run one
+/// kernel each instead, so the caller's grouping is an optimization, never an assumption.
+pub(crate) fn fused_batch_on(runs: &[(&crate::math::FusedProgram, SmallVec<[&DeviceStorage; 4]>)]) -> Result<Vec<Vec<DeviceStorage>>> {
+    let one_by_one = || runs.iter().map(|(p, inputs)| fused_on(p, inputs)).collect::<Result<Vec<_>>>();
+    let Some(((first, first_inputs), _)) = runs.split_first().filter(|(_, rest)| !rest.is_empty()) else {
+        return one_by_one();
+    };
+    let accesses = |p: &crate::math::FusedProgram, inputs: &[&DeviceStorage]| -> Option<Vec<(DType, Access)>> {
+        let mut strided = Vec::new();
+        let ok = p.shape.is_known() && p.shape.numel() > 0 && inputs.iter().all(|d| d.shape.is_known());
+        let access: Vec<(DType, Access)> = inputs.iter().map(|d| (d.dtype, access_of(&d.shape, &p.shape, &mut strided))).collect();
+        (ok && strided.is_empty()).then_some(access)
+    };
+    let Some(access) = accesses(first, first_inputs) else {
+        return one_by_one();
+    };
+    let alike = |(p, inputs): &(&crate::math::FusedProgram, SmallVec<[&DeviceStorage; 4]>)| {
+        p.instrs == first.instrs && p.outputs == first.outputs && accesses(p, inputs).as_ref() == Some(&access)
+    };
+    if !runs.iter().all(alike) {
+        return one_by_one();
+    }
+    let src = batched_source(first, &access);
+    let dtypes: Vec<DType> = first.outputs.iter().map(|&o| first.instrs[o].dtype).collect();
+    let mut outs = Vec::with_capacity(runs.len());
+    for chunk in runs.chunks(source::batch_capacity(access.len() + dtypes.len())) {
+        let segments: Vec<backend::Segment> = chunk.iter().map(|(p, inputs)| backend::Segment { inputs, shape: &p.shape }).collect();
+        outs.extend(backend::elementwise_batched(&src, &segments, &dtypes)?);
+    }
+    Ok(outs)
+}
+
+fn batched_source(p: &crate::math::FusedProgram, access: &[(DType, Access)]) -> KernelSource {
+    source::elementwise_batched(&Program { rank: 0, inputs: access, instrs: &p.instrs, outputs: &p.outputs })
+}
+
+/// Compiles and loads on `device` the batched kernel that runs of `p` (with the shapes it
+/// was traced with) launch, so that a capture recording them loads no module (which a stream
+/// that captures does not allow). A program a batched kernel cannot run needs none.
+pub(crate) fn prepare_batch(p: &crate::math::FusedProgram, device: Device) -> Result<()> {
+    let mut strided = Vec::new();
+    let access: Vec<(DType, Access)> = p.inputs.iter().map(|(d, s)| (*d, access_of(s, &p.shape, &mut strided))).collect();
+    match strided.is_empty() && p.shape.is_known() {
+        true => backend::load_kernel(device, &batched_source(p, &access)),
+        false => Ok(()),
+    }
+}
+
 /// How a kernel over `out` reads an input of `shape` (a strided one adds its strides).
 fn access_of(shape: &Shape, out: &Shape, strided: &mut Vec<SmallVec<[i64; 8]>>) -> Access {
     if shape == out {

@@ -66,7 +66,10 @@ fn assert_valid(plan: &Plan, order: &[Vec<usize>]) {
     }
     assert!(launch_of.iter().all(|&l| l != usize::MAX), "every step runs: {order:?}");
     assert_eq!(order.iter().map(Vec::len).sum::<usize>(), plan.steps.len());
-    let readers = readers(plan, 1 + plan.steps.iter().flat_map(|s| s.node.inputs.iter().chain(&s.node.outputs)).max().copied().unwrap_or(0));
+    let values = 1 + plan.steps.iter().flat_map(|s| s.node.inputs.iter().chain(&s.node.outputs)).max().copied().unwrap_or(0);
+    let readers = readers(plan, values);
+    let launches: Vec<SmallVec<[usize; 1]>> = order.iter().map(|m| m.iter().copied().collect()).collect();
+    assert!(Links::new(plan, values).respected_by(&launches));
     for (s, rs) in readers.iter().enumerate() {
         for &r in rs {
             assert!(launch_of[s] < launch_of[r], "step {r} reads step {s} but launches at {} <= {}: {order:?}", launch_of[r], launch_of[s]);
@@ -95,6 +98,30 @@ fn interleaved_runs_of_two_kernels_make_two_batched_launches() {
 }
 
 #[test]
+fn a_reader_that_runs_where_it_stands_moves_the_group_before_it() {
+    // W7's shape: a weight's update is a product with an epilogue (here a negation at step
+    // 3), not batched, and reads its bias correction (step 2). The three 0-d programs read
+    // only the call's inputs, so they launch together at step 0; the two updates at step 5.
+    let p = plan(
+        vec![
+            (axpy(&[], false), &[0, 1], &[10]),
+            (axpy(&[3], true), &[2, 10], &[11]),
+            (axpy(&[], false), &[0, 3], &[12]),
+            (neg(), &[12], &[13]),
+            (axpy(&[], false), &[0, 5], &[14]),
+            (axpy(&[7], true), &[6, 14], &[15]),
+        ],
+        &[11, 13, 15],
+    );
+    let o = order(&p);
+    assert_eq!(o, [vec![0, 2, 4], vec![3], vec![1, 5]]);
+    assert_valid(&p.0, &o);
+    // At the last member, step 2 would come after its reader: it stays out.
+    let fallback = ordered(6, &last_member_positions(&Links::new(&p.0, p.1), initial_groups(&p.0)));
+    assert_eq!(fallback.iter().map(|m| m.to_vec()).collect::<Vec<_>>(), [vec![2], vec![3], vec![0, 4], vec![1, 5]]);
+}
+
+#[test]
 fn a_dependency_between_two_candidates_splits_them() {
     // Step 1 reads step 0's output: they cannot share a launch; step 0 runs first, alone,
     // and steps 1 and 2 share one at step 2.
@@ -105,10 +132,20 @@ fn a_dependency_between_two_candidates_splits_them() {
 }
 
 #[test]
-fn a_member_read_before_the_groups_position_stays_in_place() {
-    // The negation at step 1 reads step 0's output, so step 0 cannot wait for step 2; step 2
-    // alone is no batch: three plain launches in the plan's order.
+fn a_member_read_before_the_last_member_moves_the_group_earlier() {
+    // The negation at step 1 reads step 0's output, so step 0 cannot wait for step 2; but
+    // step 2 reads only the call's inputs, so it can run at step 0: one batched launch there.
     let p = plan(vec![(axpy(&[4], false), &[0, 1], &[2]), (neg(), &[2], &[3]), (axpy(&[4], false), &[0, 1], &[4])], &[3, 4]);
+    let o = order(&p);
+    assert_eq!(o, [vec![0, 2], vec![1]]);
+    assert_valid(&p.0, &o);
+    // The last-member rule (the fallback) keeps step 0 in place, and step 2 alone is no
+    // batch: three plain launches in the plan's order.
+    let links = Links::new(&p.0, p.1);
+    let fallback = ordered(3, &last_member_positions(&links, initial_groups(&p.0)));
+    assert_eq!(fallback.iter().map(|m| m.to_vec()).collect::<Vec<_>>(), [vec![0], vec![1], vec![2]]);
+    // When step 2 reads the negation too, neither position fits both: plain launches.
+    let p = plan(vec![(axpy(&[4], false), &[0, 1], &[2]), (neg(), &[2], &[3]), (axpy(&[4], false), &[0, 3], &[4])], &[4]);
     assert_eq!(order(&p), [vec![0], vec![1], vec![2]]);
     // Read after step 2 instead, step 0 waits for it: one batched launch, then the negation.
     let p = plan(vec![(axpy(&[4], false), &[0, 1], &[2]), (axpy(&[4], false), &[0, 1], &[4]), (neg(), &[2], &[3])], &[3, 4]);
@@ -201,12 +238,13 @@ fn a_traced_adam_step_batches_its_per_parameter_programs() {
     };
     let text = || format!("{}\n{o:?}\n{:?}", f.to_text(), (0..plan.steps.len()).map(program).collect::<Vec<_>>());
     // The plan: per parameter `p * x` (0, 2, 4), each read by its sum (1, 3, 5) at once, so
-    // they stay apart; the loss (6); the gradients `2 p x` (7, 8, 9), read only by the
-    // `.grad` accumulations after them (10, 11, 12); two 0-d programs of the step counts (14,
-    // 16, beside the casts 13, 15); then per parameter its step count and bias corrections
-    // (17, 19, 21, 0-d) and its update (18, 20, 22), which reads them.
+    // they launch together at step 0 (they read only the call's inputs); the loss (6); the
+    // gradients `2 p x` (7, 8, 9), read only by the `.grad` accumulations after them (10, 11,
+    // 12); two 0-d programs of the step counts (14, 16, beside the casts 13, 15); then per
+    // parameter its step count and bias corrections (17, 19, 21, 0-d) and its update (18, 20,
+    // 22), which reads them.
     let expected: Vec<Vec<usize>> =
-        [&[0][..], &[1], &[2], &[3], &[4], &[5], &[6], &[7, 8, 9], &[10], &[11], &[12], &[13], &[15], &[14, 16], &[17, 19, 21], &[18, 20, 22]]
+        [&[0, 2, 4][..], &[1], &[3], &[5], &[6], &[7, 8, 9], &[10], &[11], &[12], &[13], &[15], &[14, 16], &[17, 19, 21], &[18, 20, 22]]
             .iter()
             .map(|m| m.to_vec())
             .collect();
@@ -214,6 +252,6 @@ fn a_traced_adam_step_batches_its_per_parameter_programs() {
     assert!(program(7).starts_with("mul,mul,mul,add[7]") && program(9).starts_with("mul,mul,mul,add[3]"), "{}", text());
     assert!([17, 19, 21].iter().all(|&s| program(s).ends_with("(11 ops)[]")), "{}", text());
     assert!(program(18).ends_with("(13 ops)[3]") && program(22).ends_with("(13 ops)[7]"), "{}", text());
-    // 23 steps, 16 launches.
-    assert_eq!(launch_summary(graph), (23, 16, vec![3, 2, 3, 3]));
+    // 23 steps, 14 launches.
+    assert_eq!(launch_summary(graph), (23, 14, vec![3, 3, 2, 3, 3]));
 }

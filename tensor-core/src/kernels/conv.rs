@@ -8,6 +8,7 @@
 use super::conv_direct;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
+use super::winograd;
 use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
@@ -212,6 +213,10 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
+    if winograd::applies(g) && winograd::all_finite(xs) && winograd::all_finite(ws) {
+        winograd::conv2d_into(xs, ws, bs, g, out, after_image);
+        return;
+    }
     // NaN inputs keep the GEMM path: which of several NaNs a fused multiply-add returns
     // depends on its operands' order in the instruction, which differs between the kernels.
     if conv_direct::applies(g) && !conv_direct::any_nan(xs) && !conv_direct::any_nan(ws) {

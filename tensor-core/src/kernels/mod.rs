@@ -17,3 +17,4 @@ pub(crate) mod reduce;
 pub mod simd;
 pub(crate) mod softmax;
 mod transpose;
+mod winograd;

@@ -24,10 +24,10 @@
 use super::conv::ConvGeom;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
+use super::scratch::{with_scratch, with_slot, Slot};
 use super::simd::multiversion;
 use crate::math::Float;
 use rayon::prelude::*;
-use std::cell::RefCell;
 
 /// One algorithm F(m x m, 3 x 3): its output tile `m` and its matrices, row-major, as
 /// written in the paper (`bt` is `a x a`, `g` is `a x 3`, `at` is `m x a`).
@@ -104,18 +104,46 @@ impl Algorithm {
 /// The algorithm the convolution uses.
 pub(super) const ALGORITHM: &Algorithm = &F4;
 
-/// Input and output channels from which the transforms pay for themselves (measured on
-/// ResNet-18's layers: below, the im2col path is as fast).
-const MIN_CHANNELS: usize = 16;
+/// Input and output channels from which this path is used: the transforms cost per channel
+/// what the products cost per pair of channels, so they pay for themselves only with many
+/// channels (measured on ResNet-18's layers, 64 channels and up; `tests::timing`).
+const MIN_CHANNELS: usize = 64;
 
-/// Tiles (over all images) from which this path is used: with fewer, each transformed weight
-/// is read for too few products and the path is bound by memory.
-const MIN_TILES: usize = 16;
+/// Tiles (over all images) from which this path is used: with fewer, the weights' transform
+/// (done per call) and reading the transformed weights (4x the weights) cost more than the
+/// products saved. ResNet-18's 7x7 layers (4 tiles an image) stay on im2col up to batch 31,
+/// its 14x14 ones (16) below batch 8, its 28x28 ones (49) at batch 1 and 2.
+const MIN_TILES: usize = 128;
+
+#[cfg(test)]
+thread_local! {
+    /// Set by tests: every 3x3 stride-1 convolution on this thread runs here, however small.
+    static FORCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every 3x3 stride-1 convolution on this thread computed here (tests of the
+/// ops through this path, on shapes small enough for finite differences).
+#[cfg(test)]
+pub(crate) fn forced<R>(f: impl FnOnce() -> R) -> R {
+    FORCED.with(|c| c.set(true));
+    let r = f();
+    FORCED.with(|c| c.set(false));
+    r
+}
 
 /// True when [`conv2d_into`] computes `g`.
 pub(super) fn applies(g: &ConvGeom) -> bool {
     let (oh, ow) = g.out_hw();
-    g.kh == 3 && g.kw == 3 && g.stride == [1, 1] && g.c >= MIN_CHANNELS && g.o >= MIN_CHANNELS && g.n * tiles_per_image(oh, ow, ALGORITHM.m) >= MIN_TILES
+    #[cfg(test)]
+    if FORCED.with(|c| c.get()) {
+        return g.kh == 3 && g.kw == 3 && g.stride == [1, 1];
+    }
+    g.kh == 3
+        && g.kw == 3
+        && g.stride == [1, 1]
+        && g.c >= MIN_CHANNELS
+        && g.o >= MIN_CHANNELS
+        && g.n * tiles_per_image(oh, ow, ALGORITHM.m) >= MIN_TILES
 }
 
 fn tiles_per_image(oh: usize, ow: usize, m: usize) -> usize {
@@ -168,11 +196,11 @@ fn block_tiles(g: &ConvGeom, alg: &Algorithm) -> usize {
 }
 
 /// The tasks: tile blocks, each split into ranges of output channels when there are fewer
-/// than 8 blocks (so that small layers still give every thread work). Depends on the
-/// geometry only.
+/// than 4 blocks (so that small layers still give every thread work; each range transforms
+/// the block's input again, so no more than that). Depends on the geometry only.
 fn tasks(g: &ConvGeom, tiling: &Tiling, block: usize) -> Vec<Task> {
     let blocks = tiling.total.div_ceil(block);
-    let out_chunks = if blocks >= 8 { 1 } else { (8 / blocks).min(g.o / 16).max(1) };
+    let out_chunks = if blocks >= 4 { 1 } else { 4usize.div_ceil(blocks).min(g.o / 16).max(1) };
     let out_chunk = g.o.div_ceil(out_chunks);
     let mut v = Vec::new();
     for b in 0..blocks {
@@ -184,8 +212,9 @@ fn tasks(g: &ConvGeom, tiling: &Tiling, block: usize) -> Vec<Task> {
     v
 }
 
-/// The transformed weights `U` `[a*a, o, c]`: `U = C @ W^T`, `C = G ⊗ G` (`(a*a) x 9`).
-fn transform_weights<T: Float>(w: &[T], g: &ConvGeom, alg: &Algorithm) -> Vec<T> {
+/// The transformed weights `U` `[a*a, o, c]` into `u`: `U = C @ W^T`, `C = G ⊗ G`
+/// (`(a*a) x 9`).
+fn transform_weights<T: Float>(w: &[T], g: &ConvGeom, alg: &Algorithm, u: &mut [T]) {
     let a = alg.alpha();
     let mut c = Vec::with_capacity(a * a * 9);
     for r in 0..a {
@@ -197,9 +226,7 @@ fn transform_weights<T: Float>(w: &[T], g: &ConvGeom, alg: &Algorithm) -> Vec<T>
             }
         }
     }
-    let mut u = vec![T::zero(); a * a * g.o * g.c];
-    gemm_into(MatRef::new(&c, a * a, 9), MatRef::new(w, g.o * g.c, 9).t(), &mut u, false, num_threads());
-    u
+    gemm_into(MatRef::new(&c, a * a, 9), MatRef::new(w, g.o * g.c, 9).t(), u, false, num_threads());
 }
 
 /// `out[i] = sum_k coef[i][k] * input[k]` for `p x q` coefficients over slabs of `slab`
@@ -232,34 +259,6 @@ multiversion! {
     fn mix<T: Float>(coef: &[T], q: usize, input: &[T], in_stride: usize, slab: usize, out: &mut [T]) = mix_body;
 }
 
-/// A task's buffers, reused across its calls: the gathered tile, its half-transformed and
-/// transformed values, and the products.
-#[derive(Default)]
-struct Scratch {
-    words: Vec<u64>,
-}
-
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-}
-
-/// Runs `f` on `len` values of this thread's scratch (or a fresh one, should it be in use).
-fn with_scratch<T: Float, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
-    let run = |s: &mut Scratch| {
-        let words = (len * std::mem::size_of::<T>()).div_ceil(8);
-        if s.words.len() < words {
-            s.words.resize(words, 0);
-        }
-        // SAFETY: T is f32 or f64 (Float), for which every bit pattern is a value; the words
-        // hold at least `len` of them and u64 alignment suits both.
-        f(unsafe { std::slice::from_raw_parts_mut(s.words.as_mut_ptr() as *mut T, len) })
-    };
-    SCRATCH.with(|s| match s.try_borrow_mut() {
-        Ok(mut s) => run(&mut s),
-        Err(_) => run(&mut Scratch::default()),
-    })
-}
-
 /// The output buffer, written by tasks at disjoint positions.
 #[derive(Clone, Copy)]
 struct OutPtr<T>(*mut T);
@@ -287,26 +286,44 @@ fn conv_with<T: Float>(alg: &Algorithm, x: &[T], w: &[T], bias: Option<&[T]>, g:
     debug_assert!(g.kh == 3 && g.kw == 3 && g.stride == [1, 1]);
     let tiling = Tiling::new(g, alg);
     let block = block_tiles(g, alg);
-    let u = transform_weights(w, g, alg);
     let coefs = Coefs { bt: alg.bt.iter().map(|&v| T::from_f64(v)).collect(), at: alg.at.iter().map(|&v| T::from_f64(v)).collect() };
     let dst = OutPtr(out.as_mut_ptr());
-    let run = |task: &Task| {
-        let dst = dst;
-        run_task(task, x, &u, bias, g, &tiling, &coefs, block, dst)
-    };
     let tasks = tasks(g, &tiling, block);
-    if num_threads() > 1 && tasks.len() > 1 {
-        tasks.par_iter().for_each(run);
+    // The transformed weights live in the calling thread's call buffer: reused between calls,
+    // so a call does not fault in fresh pages for them.
+    with_slot(Slot::Call, alg.alpha() * alg.alpha() * g.o * g.c, |u: &mut [T]| {
+        transform_weights(w, g, alg, u);
+        let u = &*u;
+        let run = |task: &Task| {
+            let dst = dst;
+            run_task(task, x, u, bias, g, &tiling, &coefs, block, dst)
+        };
+        if num_threads() > 1 && tasks.len() > 1 {
+            tasks.par_iter().for_each(run);
+        } else {
+            tasks.iter().for_each(run);
+        }
+    });
+    if num_threads() > 1 && g.n > 1 {
         (0..g.n).into_par_iter().for_each(after_image);
     } else {
-        tasks.iter().for_each(run);
         (0..g.n).for_each(after_image);
     }
 }
 
 /// One task: transform its tiles' inputs, multiply per transform element, transform back.
 #[allow(clippy::too_many_arguments)]
-fn run_task<T: Float>(task: &Task, x: &[T], u: &[T], bias: Option<&[T]>, g: &ConvGeom, tiling: &Tiling, coefs: &Coefs<T>, block: usize, dst: OutPtr<T>) {
+fn run_task<T: Float>(
+    task: &Task,
+    x: &[T],
+    u: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    tiling: &Tiling,
+    coefs: &Coefs<T>,
+    block: usize,
+    dst: OutPtr<T>,
+) {
     let (a, m) = (tiling.a, tiling.m);
     let (ee, nt, no) = (a * a, task.tiles.len(), task.outs.len());
     let v_len = ee * g.c * nt;
@@ -319,7 +336,10 @@ fn run_task<T: Float>(task: &Task, x: &[T], u: &[T], bias: Option<&[T]>, g: &Con
         let (half, rest) = rest.split_at_mut(tile_len);
         let full = &mut rest[..tile_len];
         let (d, half, full) = (&mut d[..ee * nt], &mut half[..ee * nt], &mut full[..ee * nt]);
-        for ci in 0..g.c {
+        if m == 4 {
+            input_f4(x, task, g, tiling, v);
+        }
+        for ci in (0..g.c).filter(|_| m != 4) {
             gather(x, ci, task, g, tiling, d);
             // B^T d B: rows first (a slab is a row of tiles), then columns.
             mix(&coefs.bt, a, d, a * nt, a * nt, half);
@@ -333,6 +353,10 @@ fn run_task<T: Float>(task: &Task, x: &[T], u: &[T], bias: Option<&[T]>, g: &Con
         for e in 0..ee {
             let ue = MatRef::new(&u[(e * g.o + task.outs.start) * g.c..], no, g.c);
             gemm_into(ue, MatRef::new(&v[e * g.c * nt..], g.c, nt), &mut prod[e * no * nt..][..no * nt], false, 1);
+        }
+        if m == 4 {
+            output_f4(prod, bias, task, g, tiling, dst);
+            return;
         }
         for (k, oc) in task.outs.clone().enumerate() {
             for e in 0..ee {
@@ -349,6 +373,157 @@ fn run_task<T: Float>(task: &Task, x: &[T], u: &[T], bias: Option<&[T]>, g: &Con
     });
 }
 
+/// Tiles transformed together by the F(4x4, 3x3) transforms: one AVX-512 register of f32.
+const LANES: usize = 16;
+
+/// Values of `LANES` tiles at one position.
+type Lanes<T> = [T; LANES];
+
+/// `sum_k c_k * v_k` lane by lane, with the coefficients known when this is compiled (`1.0`
+/// and `-1.0` fold away).
+#[inline(always)]
+fn lin<T: Float, const N: usize>(terms: [(f64, &Lanes<T>); N]) -> Lanes<T> {
+    let mut out = [T::zero(); LANES];
+    for (i, o) in out.iter_mut().enumerate() {
+        let mut acc = T::from_f64(terms[0].0).mul_plain(terms[0].1[i]);
+        for &(c, v) in &terms[1..] {
+            acc = acc.add_plain(T::from_f64(c).mul_plain(v[i]));
+        }
+        *o = acc;
+    }
+    out
+}
+
+/// `B^T d` for one column of six positions (F(4x4, 3x3)'s input transform, one dimension).
+#[inline(always)]
+fn bt6<T: Float>(d: [&Lanes<T>; 6]) -> [Lanes<T>; 6] {
+    [
+        lin([(4.0, d[0]), (-5.0, d[2]), (1.0, d[4])]),
+        lin([(-4.0, d[1]), (-4.0, d[2]), (1.0, d[3]), (1.0, d[4])]),
+        lin([(4.0, d[1]), (-4.0, d[2]), (-1.0, d[3]), (1.0, d[4])]),
+        lin([(-2.0, d[1]), (-1.0, d[2]), (2.0, d[3]), (1.0, d[4])]),
+        lin([(2.0, d[1]), (-1.0, d[2]), (-2.0, d[3]), (1.0, d[4])]),
+        lin([(4.0, d[1]), (-5.0, d[3]), (1.0, d[5])]),
+    ]
+}
+
+/// `A^T m` for one column of six positions (the output transform, one dimension).
+#[inline(always)]
+fn at6<T: Float>(m: [&Lanes<T>; 6]) -> [Lanes<T>; 4] {
+    [
+        lin([(1.0, m[0]), (1.0, m[1]), (1.0, m[2]), (1.0, m[3]), (1.0, m[4])]),
+        lin([(1.0, m[1]), (-1.0, m[2]), (2.0, m[3]), (-2.0, m[4])]),
+        lin([(1.0, m[1]), (1.0, m[2]), (4.0, m[3]), (4.0, m[4])]),
+        lin([(1.0, m[1]), (-1.0, m[2]), (8.0, m[3]), (-8.0, m[4]), (1.0, m[5])]),
+    ]
+}
+
+/// The task's transformed input `v` `[36, c, tiles]` by F(4x4, 3x3), `LANES` tiles at a time
+/// in registers: gathered, transformed along rows then columns, stored.
+#[inline(always)]
+fn input_f4_body<T: Float>(x: &[T], task: &Task, g: &ConvGeom, tiling: &Tiling, v: &mut [T]) {
+    let nt = task.tiles.len();
+    for ci in 0..g.c {
+        for first in (0..nt).step_by(LANES) {
+            let lanes = LANES.min(nt - first);
+            let mut d = [[T::zero(); LANES]; 36];
+            gather_lanes(x, ci, task.tiles.start + first, lanes, g, tiling, &mut d);
+            let mut t = [[T::zero(); LANES]; 36];
+            for col in 0..6 {
+                let r = bt6([&d[col], &d[6 + col], &d[12 + col], &d[18 + col], &d[24 + col], &d[30 + col]]);
+                for (i, ri) in r.into_iter().enumerate() {
+                    t[i * 6 + col] = ri;
+                }
+            }
+            for row in 0..6 {
+                let r = bt6([&t[row * 6], &t[row * 6 + 1], &t[row * 6 + 2], &t[row * 6 + 3], &t[row * 6 + 4], &t[row * 6 + 5]]);
+                for (j, rj) in r.iter().enumerate() {
+                    v[((row * 6 + j) * g.c + ci) * nt + first..][..lanes].copy_from_slice(&rj[..lanes]);
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
+    fn input_f4<T: Float>(x: &[T], task: &Task, g: &ConvGeom, tiling: &Tiling, v: &mut [T]) = input_f4_body;
+}
+
+/// The products `prod` `[36, outs, tiles]` transformed back by F(4x4, 3x3), `LANES` tiles at
+/// a time, plus the bias, written to the output.
+#[inline(always)]
+fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) {
+    let (nt, no) = (task.tiles.len(), task.outs.len());
+    for (k, oc) in task.outs.clone().enumerate() {
+        let b = bias.map_or(T::zero(), |b| b[oc]);
+        for first in (0..nt).step_by(LANES) {
+            let lanes = LANES.min(nt - first);
+            let mut mm = [[T::zero(); LANES]; 36];
+            for (e, me) in mm.iter_mut().enumerate() {
+                me[..lanes].copy_from_slice(&prod[(e * no + k) * nt + first..][..lanes]);
+            }
+            let mut u = [[T::zero(); LANES]; 24];
+            for col in 0..6 {
+                let r = at6([&mm[col], &mm[6 + col], &mm[12 + col], &mm[18 + col], &mm[24 + col], &mm[30 + col]]);
+                for (i, ri) in r.into_iter().enumerate() {
+                    u[i * 6 + col] = ri;
+                }
+            }
+            let mut y = [[T::zero(); LANES]; 16];
+            for row in 0..4 {
+                let r = at6([&u[row * 6], &u[row * 6 + 1], &u[row * 6 + 2], &u[row * 6 + 3], &u[row * 6 + 4], &u[row * 6 + 5]]);
+                for (j, rj) in r.into_iter().enumerate() {
+                    y[row * 4 + j] = rj;
+                }
+            }
+            for lane in 0..lanes {
+                let (img, oy, ox) = tiling.place(task.tiles.start + first + lane);
+                let base = (img * g.o + oc) * tiling.oh * tiling.ow;
+                for i in 0..4.min(tiling.oh - oy) {
+                    for j in 0..4.min(tiling.ow - ox) {
+                        let val = y[i * 4 + j][lane];
+                        let val = if bias.is_some() { val.add_plain(b) } else { val };
+                        // SAFETY: the position is inside `out` (image, channel, row and
+                        // column in range), and no other task writes it (see `OutPtr`).
+                        unsafe { *dst.0.add(base + (oy + i) * tiling.ow + ox + j) = val };
+                    }
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
+    fn output_f4<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) = output_f4_body;
+}
+
+/// Channel `ci` of the 6x6 input tiles `first..first + lanes` into `d` (position-major, a
+/// lane per tile; zeros outside the image and in unused lanes).
+#[inline(always)]
+fn gather_lanes<T: Float>(x: &[T], ci: usize, first: usize, lanes: usize, g: &ConvGeom, tiling: &Tiling, d: &mut [Lanes<T>; 36]) {
+    for lane in 0..lanes {
+        let (img, oy, ox) = tiling.place(first + lane);
+        let plane = &x[(img * g.c + ci) * g.h * g.w..][..g.h * g.w];
+        let (iy0, ix0) = (oy.wrapping_sub(g.padding[0]), ox.wrapping_sub(g.padding[1]));
+        if oy >= g.padding[0] && ox >= g.padding[1] && iy0 + 6 <= g.h && ix0 + 6 <= g.w {
+            for r in 0..6 {
+                let row = &plane[(iy0 + r) * g.w + ix0..][..6];
+                for (s, &val) in row.iter().enumerate() {
+                    d[r * 6 + s][lane] = val;
+                }
+            }
+            continue;
+        }
+        for r in 0..6 {
+            let iy = iy0.wrapping_add(r);
+            for s in 0..6 {
+                let ix = ix0.wrapping_add(s);
+                d[r * 6 + s][lane] = if iy < g.h && ix < g.w { plane[iy * g.w + ix] } else { T::zero() };
+            }
+        }
+    }
+}
+
 /// Copies channel `ci` of the task's input tiles into `d` `[a, a, tiles]`, zeros outside the
 /// image (the padding and beyond).
 fn gather<T: Float>(x: &[T], ci: usize, task: &Task, g: &ConvGeom, tiling: &Tiling, d: &mut [T]) {
@@ -356,6 +531,17 @@ fn gather<T: Float>(x: &[T], ci: usize, task: &Task, g: &ConvGeom, tiling: &Tili
     for (k, t) in task.tiles.clone().enumerate() {
         let (img, oy, ox) = tiling.place(t);
         let plane = &x[(img * g.c + ci) * g.h * g.w..][..g.h * g.w];
+        let (iy0, ix0) = (oy.wrapping_sub(g.padding[0]), ox.wrapping_sub(g.padding[1]));
+        if oy >= g.padding[0] && ox >= g.padding[1] && iy0 + a <= g.h && ix0 + a <= g.w {
+            // Inside the image: rows copied without checks.
+            for r in 0..a {
+                let row = &plane[(iy0 + r) * g.w + ix0..][..a];
+                for (s, &v) in row.iter().enumerate() {
+                    d[(r * a + s) * nt + k] = v;
+                }
+            }
+            continue;
+        }
         for r in 0..a {
             let iy = (oy + r).wrapping_sub(g.padding[0]);
             for s in 0..a {
@@ -491,10 +677,103 @@ mod tests {
     }
 
     #[test]
+    fn resnet18s_layers_that_run_here() {
+        // (batch, channels, side, expected): the 7x7 layers have 4 tiles an image, the 14x14
+        // 16, the 28x28 49, the 56x56 196; 128 tiles are needed.
+        for (n, c, hw, want) in [
+            (1, 64, 56, true),
+            (1, 128, 28, false),
+            (1, 256, 14, false),
+            (1, 512, 7, false),
+            (8, 128, 28, true),
+            (8, 256, 14, true),
+            (8, 512, 7, false),
+            (8, 32, 56, false),
+        ] {
+            assert_eq!(applies(&geom(n, c, (hw, hw), c, 1)), want, "batch {n}, {c} channels, {hw}x{hw}");
+        }
+        let strided = ConvGeom { stride: [2, 2], ..geom(8, 64, (56, 56), 64, 1) };
+        assert!(!applies(&strided));
+    }
+
+    #[test]
+    fn gradients_through_the_op_match_finite_differences() {
+        // The forward here, the adjoints im2col's: central differences of the forward must
+        // match the adjoints' gradients, in f64 on a small forced case.
+        use crate::{DType, Tensor};
+        forced(|| {
+            let (x, w, b) =
+                (Tensor::randn(&[2, 3, 5, 6], DType::F64, 1), Tensor::randn(&[4, 3, 3, 3], DType::F64, 2), Tensor::randn(&[4], DType::F64, 3));
+            let r = Tensor::randn(&[2, 4, 5, 6], DType::F64, 4);
+            let loss = |x: &Tensor, w: &Tensor, b: &Tensor| x.conv2d(w, Some(b), [1, 1], [1, 1]).unwrap().mul(&r).unwrap().sum().unwrap();
+            let leaves: Vec<Tensor> = [&x, &w, &b].iter().map(|t| t.detach().requires_grad_(true).unwrap()).collect();
+            let grads = crate::grad(&[&loss(&leaves[0], &leaves[1], &leaves[2])], &leaves.iter().collect::<Vec<_>>(), false).unwrap();
+            let eps = 1e-6;
+            for (i, t) in [&x, &w, &b].into_iter().enumerate() {
+                let analytic = grads[i].to_vec::<f64>().unwrap();
+                let base = t.to_vec::<f64>().unwrap();
+                for (j, &a) in analytic.iter().enumerate() {
+                    let moved = |d: f64| {
+                        let mut v = base.clone();
+                        v[j] += d;
+                        let mut ins = [x.clone(), w.clone(), b.clone()];
+                        ins[i] = Tensor::from_vec(v, &t.dims()).unwrap();
+                        loss(&ins[0], &ins[1], &ins[2]).to_vec::<f64>().unwrap()[0]
+                    };
+                    let numeric = (moved(eps) - moved(-eps)) / (2.0 * eps);
+                    assert!((a - numeric).abs() <= 1e-6 * numeric.abs().max(1.0), "input {i}, element {j}: analytic {a}, numeric {numeric}");
+                }
+            }
+        });
+    }
+
+    #[test]
     fn non_finite_values_are_found() {
         assert!(all_finite(&[1.0f32, -2.0, 0.0, f32::MAX]));
         assert!(!all_finite(&[1.0f32, f32::INFINITY]));
         assert!(!all_finite(&[f64::NEG_INFINITY, 1.0]));
         assert!(!all_finite(&[1.0, f64::NAN]));
+    }
+
+    /// Times ResNet-18's 3x3 stride-1 layers by each path (release build:
+    /// `cargo test --release -p tensor-core --lib winograd::tests::timing -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn timing() {
+        use crate::storage::Array;
+        use ndarray::IxDyn;
+        for n in [1, 8] {
+            for (c, hw) in [(64, 56), (128, 28), (256, 14), (512, 7)] {
+                let g = geom(n, c, (hw, hw), c, 1);
+                let x: Vec<f32> = values(n * c * hw * hw, 1).into_iter().map(|v| v as f32).collect();
+                let w: Vec<f32> = values(c * c * 9, 2).into_iter().map(|v| v as f32).collect();
+                let (xa, wa) = (
+                    Array::from_shape_vec(IxDyn(&[n, c, hw, hw]), x.clone()).unwrap(),
+                    Array::from_shape_vec(IxDyn(&[c, c, 3, 3]), w.clone()).unwrap(),
+                );
+                let time = |f: &dyn Fn()| {
+                    f();
+                    let t = std::time::Instant::now();
+                    for _ in 0..5 {
+                        f();
+                    }
+                    t.elapsed().as_secs_f64() / 5.0 * 1e3
+                };
+                let mut u = vec![0.0f32; 36 * c * c];
+                let wt = time(&|| {
+                    let mut u = u.clone();
+                    transform_weights(&w, &g, &F4, &mut u);
+                });
+                u.clear();
+                let f4 = time(&|| drop(run(&F4, &x, &w, None, &g)));
+                let f2 = time(&|| drop(run(&F2, &x, &w, None, &g)));
+                let im2col = time(&|| {
+                    let (oh, ow) = g.out_hw();
+                    let mut out = vec![0.0f32; n * c * oh * ow];
+                    crate::kernels::conv::conv2d_im2col(&xa, &wa, None, &g, &mut out);
+                });
+                println!("n {n} c {c:3} {hw:2}x{hw:<2}: im2col {im2col:7.2} ms, F4 {f4:7.2} ms (weights {wt:5.2}), F2 {f2:7.2} ms");
+            }
+        }
     }
 }

@@ -294,10 +294,7 @@ fn conv_with<T: Float>(alg: &Algorithm, x: &[T], w: &[T], bias: Option<&[T]>, g:
     with_slot(Slot::Call, alg.alpha() * alg.alpha() * g.o * g.c, |u: &mut [T]| {
         transform_weights(w, g, alg, u);
         let u = &*u;
-        let run = |task: &Task| {
-            let dst = dst;
-            run_task(task, x, u, bias, g, &tiling, &coefs, block, dst)
-        };
+        let run = |task: &Task| run_task(task, x, u, bias, g, &tiling, &coefs, block, dst);
         if num_threads() > 1 && tasks.len() > 1 {
             tasks.par_iter().for_each(run);
         } else {
@@ -452,6 +449,7 @@ multiversion! {
 /// The products `prod` `[36, outs, tiles]` transformed back by F(4x4, 3x3), `LANES` tiles at
 /// a time, plus the bias, written to the output.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // a lane indexes the tiles and every position's lanes
 fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) {
     let (nt, no) = (task.tiles.len(), task.outs.len());
     for (k, oc) in task.outs.clone().enumerate() {
@@ -500,6 +498,7 @@ multiversion! {
 /// Channel `ci` of the 6x6 input tiles `first..first + lanes` into `d` (position-major, a
 /// lane per tile; zeros outside the image and in unused lanes).
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // a lane indexes the tiles and every position's lanes
 fn gather_lanes<T: Float>(x: &[T], ci: usize, first: usize, lanes: usize, g: &ConvGeom, tiling: &Tiling, d: &mut [Lanes<T>; 36]) {
     for lane in 0..lanes {
         let (img, oy, ox) = tiling.place(first + lane);

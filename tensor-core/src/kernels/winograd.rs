@@ -18,6 +18,10 @@
 //! `(a*a) x 9` matrix of `G ⊗ G`: weights change every training step, and the products that
 //! follow cost more than the transform wherever this path is chosen.
 //!
+//! The convolution uses F(4x4, 3x3), whose transforms are written out (`bt6`, `at6`) and run
+//! on 16 tiles at a time in registers. F(2x2, 3x3) runs through the general transforms
+//! (`mix`, from the matrices), which its tests compare with F(4x4)'s and the definition.
+//!
 //! The transforms add and subtract input values, so an infinite input gives NaN where the
 //! direct sum gives infinity: non-finite inputs and weights stay on the im2col path.
 

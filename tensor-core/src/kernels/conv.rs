@@ -8,6 +8,8 @@
 use super::conv_direct;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
+use super::scratch::with_scratch;
+use super::winograd;
 use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
@@ -149,7 +151,9 @@ fn col2im<T: Float>(cols: &[T], g: &ConvGeom, x: &mut [T]) {
 }
 
 /// Runs `per_image(scratch, n, out_chunk)` over the images, in parallel when there are
-/// enough; each task makes one scratch buffer of `scratch` elements and reuses it.
+/// enough; each task borrows its thread's scratch buffer of `scratch` elements (kept between
+/// calls: a fresh buffer of a few MB per image costs page faults that, at batch 8, cost as
+/// much as the GEMMs of the small layers).
 fn for_each_image<T: Float, U: Send>(
     out: &mut [U],
     chunk: usize,
@@ -157,12 +161,10 @@ fn for_each_image<T: Float, U: Send>(
     scratch: usize,
     per_image: impl Fn(&mut [T], usize, &mut [U]) + Sync + Send,
 ) {
-    let make = || vec![T::zero(); scratch];
     if g.gemm_threads() == 1 && g.n > 1 {
-        out.par_chunks_mut(chunk).enumerate().for_each_init(make, |s, (i, o)| per_image(s, i, o));
+        out.par_chunks_mut(chunk).enumerate().for_each(|(i, o)| with_scratch(scratch, |s| per_image(s, i, o)));
     } else {
-        let mut s = make();
-        out.chunks_mut(chunk).enumerate().for_each(|(i, o)| per_image(&mut s, i, o));
+        with_scratch(scratch, |s| out.chunks_mut(chunk).enumerate().for_each(|(i, o)| per_image(s, i, o)));
     }
 }
 
@@ -212,6 +214,10 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
+    if winograd::applies(g) && winograd::all_finite(xs) && winograd::all_finite(ws) {
+        winograd::conv2d_into(xs, ws, bs, g, out, after_image);
+        return;
+    }
     // NaN inputs keep the GEMM path: which of several NaNs a fused multiply-add returns
     // depends on its operands' order in the instruction, which differs between the kernels.
     if conv_direct::applies(g) && !conv_direct::any_nan(xs) && !conv_direct::any_nan(ws) {
@@ -226,6 +232,17 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
         im2col(&xs[i * image..][..image], g, cols);
         conv_image(cols, ws, bs, g, o);
         after_image(i);
+    });
+}
+
+/// The im2col path of [`conv2d_into`] alone (for timing it against Winograd).
+#[cfg(test)]
+pub(super) fn conv2d_im2col<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom, out: &mut [T]) {
+    let (xs, ws, bs) = (slice_of(x), slice_of(w), bias.map(slice_of));
+    let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
+    for_each_image(out, g.o * plane, g, patch * plane, |cols, i, o| {
+        im2col(&xs[i * image..][..image], g, cols);
+        conv_image(cols, ws, bs, g, o);
     });
 }
 

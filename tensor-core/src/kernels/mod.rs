@@ -14,6 +14,8 @@ pub(crate) mod parallel;
 pub(crate) mod pool;
 pub(crate) mod random;
 pub(crate) mod reduce;
+mod scratch;
 pub mod simd;
 pub(crate) mod softmax;
 mod transpose;
+mod winograd;

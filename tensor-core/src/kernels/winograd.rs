@@ -1,0 +1,782 @@
+//! Winograd convolution F(m x m, 3 x 3) for 3x3, stride-1 forward convolutions (Lavin and
+//! Gray, "Fast Algorithms for Convolutional Neural Networks", 2016).
+//!
+//! An output tile of `m x m` positions needs an input tile of `a x a` (`a = m + 2`). With
+//! the algorithm's three small matrices, `Y = A^T [(G g G^T) ⊙ (B^T d B)] A` for a kernel
+//! `g` and an input tile `d`. Summed over the input channels, the elementwise product becomes
+//! one matrix product per transform element `e` (`a * a` of them):
+//! `M[e] = U[e] @ V[e]`, with `U[e]` `[o, c]` the transformed weights and `V[e]` `[c, tiles]`
+//! the transformed input tiles. F(2x2, 3x3) needs 16 products of `o x c` per 4 outputs
+//! instead of 36, F(4x4, 3x3) 36 per 16 instead of 144.
+//!
+//! The tiles of all images are numbered in one row and cut into fixed blocks; a block (and,
+//! when there are few blocks, a range of output channels) is one task: transform its input
+//! tiles, run the `a * a` products on one thread, transform back, add the bias, write.
+//! Blocks depend only on the geometry, and every output is computed by one task in one fixed
+//! order, so the result does not depend on the thread count (eager and graph give the same
+//! bits). The weights are transformed per call by one GEMM, `U = C @ W^T` with `C` the
+//! `(a*a) x 9` matrix of `G ⊗ G`: weights change every training step, and the products that
+//! follow cost more than the transform wherever this path is chosen.
+//!
+//! The convolution uses F(4x4, 3x3), whose transforms are written out (`bt6`, `at6`) and run
+//! on 16 tiles at a time in registers. F(2x2, 3x3) runs through the general transforms
+//! (`mix`, from the matrices), which its tests compare with F(4x4)'s and the definition.
+//!
+//! The transforms add and subtract input values, so an infinite input gives NaN where the
+//! direct sum gives infinity: non-finite inputs and weights stay on the im2col path.
+
+use super::conv::ConvGeom;
+use super::matmul::{gemm_into, MatRef};
+use super::parallel::num_threads;
+use super::scratch::{with_scratch, with_slot, Slot};
+use super::simd::multiversion;
+use crate::math::Float;
+use rayon::prelude::*;
+
+/// One algorithm F(m x m, 3 x 3): its output tile `m` and its matrices, row-major, as
+/// written in the paper (`bt` is `a x a`, `g` is `a x 3`, `at` is `m x a`).
+pub(super) struct Algorithm {
+    m: usize,
+    bt: &'static [f64],
+    g: &'static [f64],
+    at: &'static [f64],
+}
+
+/// F(2x2, 3x3): interpolation points 0, 1, -1 and infinity. Its transforms only add,
+/// subtract and halve, so its error is that of the direct sum.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(super) const F2: Algorithm = Algorithm {
+    m: 2,
+    #[rustfmt::skip]
+    bt: &[
+        1.0, 0.0, -1.0, 0.0,
+        0.0, 1.0, 1.0, 0.0,
+        0.0, -1.0, 1.0, 0.0,
+        0.0, 1.0, 0.0, -1.0,
+    ],
+    #[rustfmt::skip]
+    g: &[
+        1.0, 0.0, 0.0,
+        0.5, 0.5, 0.5,
+        0.5, -0.5, 0.5,
+        0.0, 0.0, 1.0,
+    ],
+    #[rustfmt::skip]
+    at: &[
+        1.0, 1.0, 1.0, 0.0,
+        0.0, 1.0, -1.0, -1.0,
+    ],
+};
+
+/// F(4x4, 3x3): interpolation points 0, ±1, ±2 and infinity.
+pub(super) const F4: Algorithm = Algorithm {
+    m: 4,
+    #[rustfmt::skip]
+    bt: &[
+        4.0, 0.0, -5.0, 0.0, 1.0, 0.0,
+        0.0, -4.0, -4.0, 1.0, 1.0, 0.0,
+        0.0, 4.0, -4.0, -1.0, 1.0, 0.0,
+        0.0, -2.0, -1.0, 2.0, 1.0, 0.0,
+        0.0, 2.0, -1.0, -2.0, 1.0, 0.0,
+        0.0, 4.0, 0.0, -5.0, 0.0, 1.0,
+    ],
+    #[rustfmt::skip]
+    g: &[
+        1.0 / 4.0, 0.0, 0.0,
+        -1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0,
+        -1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0,
+        1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0,
+        1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0,
+        0.0, 0.0, 1.0,
+    ],
+    #[rustfmt::skip]
+    at: &[
+        1.0, 1.0, 1.0, 1.0, 1.0, 0.0,
+        0.0, 1.0, -1.0, 2.0, -2.0, 0.0,
+        0.0, 1.0, 1.0, 4.0, 4.0, 0.0,
+        0.0, 1.0, -1.0, 8.0, -8.0, 1.0,
+    ],
+};
+
+impl Algorithm {
+    /// The input tile's side.
+    fn alpha(&self) -> usize {
+        self.m + 2
+    }
+}
+
+/// The algorithm the convolution uses.
+pub(super) const ALGORITHM: &Algorithm = &F4;
+
+/// Input and output channels from which this path is used: the transforms cost per channel
+/// what the products cost per pair of channels, so they pay for themselves only with many
+/// channels (measured on ResNet-18's layers, 64 channels and up; `tests::timing`).
+const MIN_CHANNELS: usize = 64;
+
+/// Tiles (over all images) from which this path is used: with fewer, the weights' transform
+/// (done per call) and reading the transformed weights (4x the weights) cost more than the
+/// products saved. ResNet-18's 7x7 layers (4 tiles an image) stay on im2col up to batch 31,
+/// its 14x14 ones (16) below batch 8, its 28x28 ones (49) at batch 1 and 2.
+const MIN_TILES: usize = 128;
+
+#[cfg(test)]
+thread_local! {
+    /// Set by tests: every 3x3 stride-1 convolution on this thread runs here, however small.
+    static FORCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every 3x3 stride-1 convolution on this thread computed here (tests of the
+/// ops through this path, on shapes small enough for finite differences).
+#[cfg(test)]
+pub(crate) fn forced<R>(f: impl FnOnce() -> R) -> R {
+    FORCED.with(|c| c.set(true));
+    let r = f();
+    FORCED.with(|c| c.set(false));
+    r
+}
+
+/// True when [`conv2d_into`] computes `g`.
+pub(super) fn applies(g: &ConvGeom) -> bool {
+    let (oh, ow) = g.out_hw();
+    #[cfg(test)]
+    if FORCED.with(|c| c.get()) {
+        return g.kh == 3 && g.kw == 3 && g.stride == [1, 1];
+    }
+    g.kh == 3
+        && g.kw == 3
+        && g.stride == [1, 1]
+        && g.c >= MIN_CHANNELS
+        && g.o >= MIN_CHANNELS
+        && g.n * tiles_per_image(oh, ow, ALGORITHM.m) >= MIN_TILES
+}
+
+fn tiles_per_image(oh: usize, ow: usize, m: usize) -> usize {
+    oh.div_ceil(m) * ow.div_ceil(m)
+}
+
+/// True when every value of `s` is finite (the transforms need it; see the module docs):
+/// `v - v` is zero for finite `v`, NaN for NaN and the infinities.
+pub(super) fn all_finite<T: Float>(s: &[T]) -> bool {
+    s.iter().fold(true, |ok, &v| ok & (v.sub(v) == T::zero()))
+}
+
+/// The tiles of one task: a block of the numbered tiles and a range of output channels.
+struct Task {
+    tiles: std::ops::Range<usize>,
+    outs: std::ops::Range<usize>,
+}
+
+/// The geometry of the tiling.
+struct Tiling {
+    m: usize,
+    a: usize,
+    oh: usize,
+    ow: usize,
+    tiles_x: usize,
+    per_image: usize,
+    total: usize,
+}
+
+impl Tiling {
+    fn new(g: &ConvGeom, alg: &Algorithm) -> Tiling {
+        let (oh, ow) = g.out_hw();
+        let tiles_x = ow.div_ceil(alg.m);
+        let per_image = tiles_per_image(oh, ow, alg.m);
+        Tiling { m: alg.m, a: alg.alpha(), oh, ow, tiles_x, per_image, total: g.n * per_image }
+    }
+
+    /// Image, first output row and first output column of tile `t`.
+    fn place(&self, t: usize) -> (usize, usize, usize) {
+        let (img, r) = (t / self.per_image, t % self.per_image);
+        (img, (r / self.tiles_x) * self.m, (r % self.tiles_x) * self.m)
+    }
+}
+
+/// Tiles per block: as many as keep a block's transformed input (`a*a*c` values a tile)
+/// near 512 KiB of f32, between 16 and 128. Depends on the geometry only.
+fn block_tiles(g: &ConvGeom, alg: &Algorithm) -> usize {
+    let per_tile = alg.alpha() * alg.alpha() * g.c;
+    ((128 * 1024) / per_tile).clamp(16, 128)
+}
+
+/// The tasks: tile blocks, each split into ranges of output channels when there are fewer
+/// than 4 blocks (so that small layers still give every thread work; each range transforms
+/// the block's input again, so no more than that). Depends on the geometry only.
+fn tasks(g: &ConvGeom, tiling: &Tiling, block: usize) -> Vec<Task> {
+    let blocks = tiling.total.div_ceil(block);
+    let out_chunks = if blocks >= 4 { 1 } else { 4usize.div_ceil(blocks).min(g.o / 16).max(1) };
+    let out_chunk = g.o.div_ceil(out_chunks);
+    let mut v = Vec::new();
+    for b in 0..blocks {
+        let tiles = b * block..((b + 1) * block).min(tiling.total);
+        for oc in (0..g.o).step_by(out_chunk) {
+            v.push(Task { tiles: tiles.clone(), outs: oc..(oc + out_chunk).min(g.o) });
+        }
+    }
+    v
+}
+
+/// The transformed weights `U` `[a*a, o, c]` into `u`: `U = C @ W^T`, `C = G ⊗ G`
+/// (`(a*a) x 9`).
+fn transform_weights<T: Float>(w: &[T], g: &ConvGeom, alg: &Algorithm, u: &mut [T]) {
+    let a = alg.alpha();
+    let mut c = Vec::with_capacity(a * a * 9);
+    for r in 0..a {
+        for s in 0..a {
+            for i in 0..3 {
+                for j in 0..3 {
+                    c.push(T::from_f64(alg.g[r * 3 + i] * alg.g[s * 3 + j]));
+                }
+            }
+        }
+    }
+    gemm_into(MatRef::new(&c, a * a, 9), MatRef::new(w, g.o * g.c, 9).t(), u, false, num_threads());
+}
+
+/// `out[i] = sum_k coef[i][k] * input[k]` for `p x q` coefficients over slabs of `slab`
+/// values (`input[k]` starts at `k * in_stride`, `out[i]` at `i * slab`). Zero coefficients
+/// are skipped; the sum runs in `k` order.
+#[inline(always)]
+fn mix_body<T: Float>(coef: &[T], q: usize, input: &[T], in_stride: usize, slab: usize, out: &mut [T]) {
+    for (i, o) in out.chunks_exact_mut(slab).enumerate() {
+        let row = &coef[i * q..][..q];
+        let mut first = true;
+        for (k, &cf) in row.iter().enumerate() {
+            if cf == T::zero() {
+                continue;
+            }
+            let src = &input[k * in_stride..][..slab];
+            if first {
+                o.iter_mut().zip(src).for_each(|(d, &v)| *d = cf.mul_plain(v));
+                first = false;
+            } else {
+                o.iter_mut().zip(src).for_each(|(d, &v)| *d = d.add_plain(cf.mul_plain(v)));
+            }
+        }
+        if first {
+            o.fill(T::zero());
+        }
+    }
+}
+
+multiversion! {
+    fn mix<T: Float>(coef: &[T], q: usize, input: &[T], in_stride: usize, slab: usize, out: &mut [T]) = mix_body;
+}
+
+/// The output buffer, written by tasks at disjoint positions.
+#[derive(Clone, Copy)]
+struct OutPtr<T>(*mut T);
+// SAFETY: tasks write disjoint positions (each output belongs to one tile and one channel,
+// and each (tile, channel) to one task), and the buffer outlives them.
+unsafe impl<T> Send for OutPtr<T> {}
+unsafe impl<T> Sync for OutPtr<T> {}
+
+/// The algorithm's matrices in `T`.
+struct Coefs<T> {
+    bt: Vec<T>,
+    at: Vec<T>,
+}
+
+/// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, 3, 3]` (+ `bias` `[o]`) into `out`
+/// `[n, o, oh, ow]`, calling `after_image(i)` for every image once all are written. Only for
+/// geometries [`applies`] accepts, with finite `x` and `w`.
+pub(super) fn conv2d_into<T: Float>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
+    debug_assert!(applies(g));
+    conv_with(ALGORITHM, x, w, bias, g, out, after_image)
+}
+
+/// [`conv2d_into`] by `alg`, for any 3x3 stride-1 geometry.
+fn conv_with<T: Float>(alg: &Algorithm, x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
+    debug_assert!(g.kh == 3 && g.kw == 3 && g.stride == [1, 1]);
+    let tiling = Tiling::new(g, alg);
+    let block = block_tiles(g, alg);
+    let coefs = Coefs { bt: alg.bt.iter().map(|&v| T::from_f64(v)).collect(), at: alg.at.iter().map(|&v| T::from_f64(v)).collect() };
+    let dst = OutPtr(out.as_mut_ptr());
+    let tasks = tasks(g, &tiling, block);
+    // The transformed weights live in the calling thread's call buffer: reused between calls,
+    // so a call does not fault in fresh pages for them.
+    with_slot(Slot::Call, alg.alpha() * alg.alpha() * g.o * g.c, |u: &mut [T]| {
+        transform_weights(w, g, alg, u);
+        let u = &*u;
+        let run = |task: &Task| run_task(task, x, u, bias, g, &tiling, &coefs, block, dst);
+        if num_threads() > 1 && tasks.len() > 1 {
+            tasks.par_iter().for_each(run);
+        } else {
+            tasks.iter().for_each(run);
+        }
+    });
+    if num_threads() > 1 && g.n > 1 {
+        (0..g.n).into_par_iter().for_each(after_image);
+    } else {
+        (0..g.n).for_each(after_image);
+    }
+}
+
+/// One task: transform its tiles' inputs, multiply per transform element, transform back.
+#[allow(clippy::too_many_arguments)]
+fn run_task<T: Float>(
+    task: &Task,
+    x: &[T],
+    u: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    tiling: &Tiling,
+    coefs: &Coefs<T>,
+    block: usize,
+    dst: OutPtr<T>,
+) {
+    let (a, m) = (tiling.a, tiling.m);
+    let (ee, nt, no) = (a * a, task.tiles.len(), task.outs.len());
+    let v_len = ee * g.c * nt;
+    let m_len = ee * no * nt;
+    let tile_len = ee * block;
+    with_scratch::<T, _>(v_len + m_len + 3 * tile_len, |s| {
+        let (v, rest) = s.split_at_mut(v_len);
+        let (prod, rest) = rest.split_at_mut(m_len);
+        let (d, rest) = rest.split_at_mut(tile_len);
+        let (half, rest) = rest.split_at_mut(tile_len);
+        let full = &mut rest[..tile_len];
+        let (d, half, full) = (&mut d[..ee * nt], &mut half[..ee * nt], &mut full[..ee * nt]);
+        if m == 4 {
+            input_f4(x, task, g, tiling, v);
+        }
+        for ci in (0..g.c).filter(|_| m != 4) {
+            gather(x, ci, task, g, tiling, d);
+            // B^T d B: rows first (a slab is a row of tiles), then columns.
+            mix(&coefs.bt, a, d, a * nt, a * nt, half);
+            for r in 0..a {
+                mix(&coefs.bt, a, &half[r * a * nt..], nt, nt, &mut full[r * a * nt..][..a * nt]);
+            }
+            for e in 0..ee {
+                v[(e * g.c + ci) * nt..][..nt].copy_from_slice(&full[e * nt..][..nt]);
+            }
+        }
+        for e in 0..ee {
+            let ue = MatRef::new(&u[(e * g.o + task.outs.start) * g.c..], no, g.c);
+            gemm_into(ue, MatRef::new(&v[e * g.c * nt..], g.c, nt), &mut prod[e * no * nt..][..no * nt], false, 1);
+        }
+        if m == 4 {
+            output_f4(prod, bias, task, g, tiling, dst);
+            return;
+        }
+        for (k, oc) in task.outs.clone().enumerate() {
+            for e in 0..ee {
+                d[e * nt..][..nt].copy_from_slice(&prod[(e * no + k) * nt..][..nt]);
+            }
+            // A^T M A: rows (m x a slabs of a row of tiles), then columns.
+            mix(&coefs.at, a, d, a * nt, a * nt, &mut half[..m * a * nt]);
+            for r in 0..m {
+                mix(&coefs.at, a, &half[r * a * nt..], nt, nt, &mut full[r * m * nt..][..m * nt]);
+            }
+            let b = bias.map_or(T::zero(), |b| b[oc]);
+            scatter(&full[..m * m * nt], b, bias.is_some(), oc, task, g, tiling, dst);
+        }
+    });
+}
+
+/// Tiles transformed together by the F(4x4, 3x3) transforms: one AVX-512 register of f32.
+const LANES: usize = 16;
+
+/// Values of `LANES` tiles at one position.
+type Lanes<T> = [T; LANES];
+
+/// `sum_k c_k * v_k` lane by lane, with the coefficients known when this is compiled (`1.0`
+/// and `-1.0` fold away).
+#[inline(always)]
+fn lin<T: Float, const N: usize>(terms: [(f64, &Lanes<T>); N]) -> Lanes<T> {
+    let mut out = [T::zero(); LANES];
+    for (i, o) in out.iter_mut().enumerate() {
+        let mut acc = T::from_f64(terms[0].0).mul_plain(terms[0].1[i]);
+        for &(c, v) in &terms[1..] {
+            acc = acc.add_plain(T::from_f64(c).mul_plain(v[i]));
+        }
+        *o = acc;
+    }
+    out
+}
+
+/// `B^T d` for one column of six positions (F(4x4, 3x3)'s input transform, one dimension).
+#[inline(always)]
+fn bt6<T: Float>(d: [&Lanes<T>; 6]) -> [Lanes<T>; 6] {
+    [
+        lin([(4.0, d[0]), (-5.0, d[2]), (1.0, d[4])]),
+        lin([(-4.0, d[1]), (-4.0, d[2]), (1.0, d[3]), (1.0, d[4])]),
+        lin([(4.0, d[1]), (-4.0, d[2]), (-1.0, d[3]), (1.0, d[4])]),
+        lin([(-2.0, d[1]), (-1.0, d[2]), (2.0, d[3]), (1.0, d[4])]),
+        lin([(2.0, d[1]), (-1.0, d[2]), (-2.0, d[3]), (1.0, d[4])]),
+        lin([(4.0, d[1]), (-5.0, d[3]), (1.0, d[5])]),
+    ]
+}
+
+/// `A^T m` for one column of six positions (the output transform, one dimension).
+#[inline(always)]
+fn at6<T: Float>(m: [&Lanes<T>; 6]) -> [Lanes<T>; 4] {
+    [
+        lin([(1.0, m[0]), (1.0, m[1]), (1.0, m[2]), (1.0, m[3]), (1.0, m[4])]),
+        lin([(1.0, m[1]), (-1.0, m[2]), (2.0, m[3]), (-2.0, m[4])]),
+        lin([(1.0, m[1]), (1.0, m[2]), (4.0, m[3]), (4.0, m[4])]),
+        lin([(1.0, m[1]), (-1.0, m[2]), (8.0, m[3]), (-8.0, m[4]), (1.0, m[5])]),
+    ]
+}
+
+/// The task's transformed input `v` `[36, c, tiles]` by F(4x4, 3x3), `LANES` tiles at a time
+/// in registers: gathered, transformed along rows then columns, stored.
+#[inline(always)]
+fn input_f4_body<T: Float>(x: &[T], task: &Task, g: &ConvGeom, tiling: &Tiling, v: &mut [T]) {
+    let nt = task.tiles.len();
+    for ci in 0..g.c {
+        for first in (0..nt).step_by(LANES) {
+            let lanes = LANES.min(nt - first);
+            let mut d = [[T::zero(); LANES]; 36];
+            gather_lanes(x, ci, task.tiles.start + first, lanes, g, tiling, &mut d);
+            let mut t = [[T::zero(); LANES]; 36];
+            for col in 0..6 {
+                let r = bt6([&d[col], &d[6 + col], &d[12 + col], &d[18 + col], &d[24 + col], &d[30 + col]]);
+                for (i, ri) in r.into_iter().enumerate() {
+                    t[i * 6 + col] = ri;
+                }
+            }
+            for row in 0..6 {
+                let r = bt6([&t[row * 6], &t[row * 6 + 1], &t[row * 6 + 2], &t[row * 6 + 3], &t[row * 6 + 4], &t[row * 6 + 5]]);
+                for (j, rj) in r.iter().enumerate() {
+                    v[((row * 6 + j) * g.c + ci) * nt + first..][..lanes].copy_from_slice(&rj[..lanes]);
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
+    fn input_f4<T: Float>(x: &[T], task: &Task, g: &ConvGeom, tiling: &Tiling, v: &mut [T]) = input_f4_body;
+}
+
+/// The products `prod` `[36, outs, tiles]` transformed back by F(4x4, 3x3), `LANES` tiles at
+/// a time, plus the bias, written to the output.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // a lane indexes the tiles and every position's lanes
+fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) {
+    let (nt, no) = (task.tiles.len(), task.outs.len());
+    for (k, oc) in task.outs.clone().enumerate() {
+        let b = bias.map_or(T::zero(), |b| b[oc]);
+        for first in (0..nt).step_by(LANES) {
+            let lanes = LANES.min(nt - first);
+            let mut mm = [[T::zero(); LANES]; 36];
+            for (e, me) in mm.iter_mut().enumerate() {
+                me[..lanes].copy_from_slice(&prod[(e * no + k) * nt + first..][..lanes]);
+            }
+            let mut u = [[T::zero(); LANES]; 24];
+            for col in 0..6 {
+                let r = at6([&mm[col], &mm[6 + col], &mm[12 + col], &mm[18 + col], &mm[24 + col], &mm[30 + col]]);
+                for (i, ri) in r.into_iter().enumerate() {
+                    u[i * 6 + col] = ri;
+                }
+            }
+            let mut y = [[T::zero(); LANES]; 16];
+            for row in 0..4 {
+                let r = at6([&u[row * 6], &u[row * 6 + 1], &u[row * 6 + 2], &u[row * 6 + 3], &u[row * 6 + 4], &u[row * 6 + 5]]);
+                for (j, rj) in r.into_iter().enumerate() {
+                    y[row * 4 + j] = rj;
+                }
+            }
+            for lane in 0..lanes {
+                let (img, oy, ox) = tiling.place(task.tiles.start + first + lane);
+                let base = (img * g.o + oc) * tiling.oh * tiling.ow;
+                for i in 0..4.min(tiling.oh - oy) {
+                    for j in 0..4.min(tiling.ow - ox) {
+                        let val = y[i * 4 + j][lane];
+                        let val = if bias.is_some() { val.add_plain(b) } else { val };
+                        // SAFETY: the position is inside `out` (image, channel, row and
+                        // column in range), and no other task writes it (see `OutPtr`).
+                        unsafe { *dst.0.add(base + (oy + i) * tiling.ow + ox + j) = val };
+                    }
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
+    fn output_f4<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) = output_f4_body;
+}
+
+/// Channel `ci` of the 6x6 input tiles `first..first + lanes` into `d` (position-major, a
+/// lane per tile; zeros outside the image and in unused lanes).
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // a lane indexes the tiles and every position's lanes
+fn gather_lanes<T: Float>(x: &[T], ci: usize, first: usize, lanes: usize, g: &ConvGeom, tiling: &Tiling, d: &mut [Lanes<T>; 36]) {
+    for lane in 0..lanes {
+        let (img, oy, ox) = tiling.place(first + lane);
+        let plane = &x[(img * g.c + ci) * g.h * g.w..][..g.h * g.w];
+        let (iy0, ix0) = (oy.wrapping_sub(g.padding[0]), ox.wrapping_sub(g.padding[1]));
+        if oy >= g.padding[0] && ox >= g.padding[1] && iy0 + 6 <= g.h && ix0 + 6 <= g.w {
+            for r in 0..6 {
+                let row = &plane[(iy0 + r) * g.w + ix0..][..6];
+                for (s, &val) in row.iter().enumerate() {
+                    d[r * 6 + s][lane] = val;
+                }
+            }
+            continue;
+        }
+        for r in 0..6 {
+            let iy = iy0.wrapping_add(r);
+            for s in 0..6 {
+                let ix = ix0.wrapping_add(s);
+                d[r * 6 + s][lane] = if iy < g.h && ix < g.w { plane[iy * g.w + ix] } else { T::zero() };
+            }
+        }
+    }
+}
+
+/// Copies channel `ci` of the task's input tiles into `d` `[a, a, tiles]`, zeros outside the
+/// image (the padding and beyond).
+fn gather<T: Float>(x: &[T], ci: usize, task: &Task, g: &ConvGeom, tiling: &Tiling, d: &mut [T]) {
+    let (a, nt) = (tiling.a, task.tiles.len());
+    for (k, t) in task.tiles.clone().enumerate() {
+        let (img, oy, ox) = tiling.place(t);
+        let plane = &x[(img * g.c + ci) * g.h * g.w..][..g.h * g.w];
+        let (iy0, ix0) = (oy.wrapping_sub(g.padding[0]), ox.wrapping_sub(g.padding[1]));
+        if oy >= g.padding[0] && ox >= g.padding[1] && iy0 + a <= g.h && ix0 + a <= g.w {
+            // Inside the image: rows copied without checks.
+            for r in 0..a {
+                let row = &plane[(iy0 + r) * g.w + ix0..][..a];
+                for (s, &v) in row.iter().enumerate() {
+                    d[(r * a + s) * nt + k] = v;
+                }
+            }
+            continue;
+        }
+        for r in 0..a {
+            let iy = (oy + r).wrapping_sub(g.padding[0]);
+            for s in 0..a {
+                let ix = (ox + s).wrapping_sub(g.padding[1]);
+                d[(r * a + s) * nt + k] = if iy < g.h && ix < g.w { plane[iy * g.w + ix] } else { T::zero() };
+            }
+        }
+    }
+}
+
+/// Writes the output tiles `y` `[m, m, tiles]` of channel `oc`, plus the bias, dropping the
+/// positions past the output's edge.
+#[allow(clippy::too_many_arguments)]
+fn scatter<T: Float>(y: &[T], bias: T, has_bias: bool, oc: usize, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) {
+    let (m, nt) = (tiling.m, task.tiles.len());
+    for (k, t) in task.tiles.clone().enumerate() {
+        let (img, oy, ox) = tiling.place(t);
+        let base = (img * g.o + oc) * tiling.oh * tiling.ow;
+        for i in 0..m.min(tiling.oh - oy) {
+            for j in 0..m.min(tiling.ow - ox) {
+                let v = y[(i * m + j) * nt + k];
+                let v = if has_bias { v.add_plain(bias) } else { v };
+                // SAFETY: the position is inside `out` (image, channel, row and column in
+                // range), and no other task writes it (see `OutPtr`).
+                unsafe { *dst.0.add(base + (oy + i) * tiling.ow + ox + j) = v };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The convolution by its definition, in f64.
+    fn direct(x: &[f64], w: &[f64], bias: Option<&[f64]>, g: &ConvGeom) -> Vec<f64> {
+        let (oh, ow) = g.out_hw();
+        let mut out = Vec::with_capacity(g.n * g.o * oh * ow);
+        for n in 0..g.n {
+            for o in 0..g.o {
+                for oi in 0..oh {
+                    for oj in 0..ow {
+                        let mut s = bias.map_or(0.0, |b| b[o]);
+                        for c in 0..g.c {
+                            for ki in 0..3 {
+                                for kj in 0..3 {
+                                    let (ih, iw) = ((oi + ki).wrapping_sub(g.padding[0]), (oj + kj).wrapping_sub(g.padding[1]));
+                                    if ih < g.h && iw < g.w {
+                                        s += x[((n * g.c + c) * g.h + ih) * g.w + iw] * w[((o * g.c + c) * 3 + ki) * 3 + kj];
+                                    }
+                                }
+                            }
+                        }
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn geom(n: usize, c: usize, hw: (usize, usize), o: usize, pad: usize) -> ConvGeom {
+        ConvGeom { n, c, h: hw.0, w: hw.1, o, kh: 3, kw: 3, stride: [1, 1], padding: [pad, pad] }
+    }
+
+    fn run<T: Float>(alg: &Algorithm, x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom) -> Vec<T> {
+        let (oh, ow) = g.out_hw();
+        let mut out = vec![T::from_f64(f64::NAN); g.n * g.o * oh * ow];
+        conv_with(alg, x, w, bias, g, &mut out, &|_| {});
+        out
+    }
+
+    /// Deterministic values in [-1, 1) with many mantissa bits.
+    fn values(len: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (0..len)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_4x4_image_by_hand() {
+        // x = 1..16 in a 4x4 image, a kernel of ones: each output is the sum of a 3x3 window,
+        // 1+2+3+5+6+7+9+10+11 = 54 at the top left, then +9 per column and +36 per row.
+        // Padding 1 adds a border: the top left corner sees 1+2+5+6 = 14.
+        let x: Vec<f64> = (1..=16).map(f64::from).collect();
+        let w = vec![1.0; 9];
+        for alg in [&F2, &F4] {
+            let y = run(alg, &x, &w, Some(&[0.5]), &geom(1, 1, (4, 4), 1, 0));
+            assert!(y.iter().zip([54.5, 63.5, 90.5, 99.5]).all(|(a, b)| (a - b).abs() < 1e-12), "m = {}: {y:?}", alg.m);
+            let y = run(alg, &x, &w, None, &geom(1, 1, (4, 4), 1, 1));
+            let corners = [y[0], y[3], y[12], y[15]];
+            assert!(corners.iter().zip([14.0, 22.0, 46.0, 54.0]).all(|(a, b)| (a - b).abs() < 1e-12), "m = {}: {y:?}", alg.m);
+            assert!((y[5] - 54.0).abs() < 1e-12, "m = {}: {y:?}", alg.m);
+        }
+    }
+
+    #[test]
+    fn matches_the_definition_on_odd_shapes() {
+        // Odd sizes (tiles cut at the edges), padding 0 and 1, batches 1 and 3, channel counts
+        // that are multiples of nothing, and more tiles than a block holds.
+        let cases = [(1, 3, (5, 7), 2, 0), (3, 5, (9, 6), 7, 1), (1, 17, (13, 11), 19, 1), (3, 19, (7, 23), 5, 0), (2, 2, (40, 33), 3, 1)];
+        for (n, c, hw, o, pad) in cases {
+            let g = geom(n, c, hw, o, pad);
+            let (x, w, b) = (values(n * c * hw.0 * hw.1, 1), values(o * c * 9, 2), values(o, 3));
+            let want = direct(&x, &w, Some(&b), &g);
+            for alg in [&F2, &F4] {
+                let got = run(alg, &x, &w, Some(&b), &g);
+                let err = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+                assert!(err < 1e-12, "{g:?}, m = {}: max error {err:e}", alg.m);
+                // f32: the error of F(4x4) is a few times F(2x2)'s; both stay near rounding.
+                let f = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<_>>();
+                let got = run(alg, &f(&x), &f(&w), Some(&f(&b)), &g);
+                let err = got.iter().zip(&want).map(|(&a, b)| (f64::from(a) - b).abs()).fold(0.0, f64::max);
+                let scale = (c * 9) as f64;
+                assert!(err < 2e-6 * scale.sqrt() * if alg.m == 4 { 4.0 } else { 1.0 }, "{g:?}, m = {}: f32 max error {err:e}", alg.m);
+            }
+        }
+    }
+
+    #[test]
+    fn the_result_does_not_depend_on_the_threads() {
+        let g = geom(2, 20, (17, 15), 24, 1);
+        let (x, w) = (values(2 * 20 * 17 * 15, 4), values(24 * 20 * 9, 5));
+        let f = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<_>>();
+        let (x, w) = (f(&x), f(&w));
+        let parallel = run(&F4, &x, &w, None, &g);
+        let serial = crate::kernels::parallel::on_one_thread(|| run(&F4, &x, &w, None, &g));
+        assert_eq!(parallel.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), serial.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn resnet18s_layers_that_run_here() {
+        // (batch, channels, side, expected): the 7x7 layers have 4 tiles an image, the 14x14
+        // 16, the 28x28 49, the 56x56 196; 128 tiles are needed.
+        for (n, c, hw, want) in [
+            (1, 64, 56, true),
+            (1, 128, 28, false),
+            (1, 256, 14, false),
+            (1, 512, 7, false),
+            (8, 128, 28, true),
+            (8, 256, 14, true),
+            (8, 512, 7, false),
+            (8, 32, 56, false),
+        ] {
+            assert_eq!(applies(&geom(n, c, (hw, hw), c, 1)), want, "batch {n}, {c} channels, {hw}x{hw}");
+        }
+        let strided = ConvGeom { stride: [2, 2], ..geom(8, 64, (56, 56), 64, 1) };
+        assert!(!applies(&strided));
+    }
+
+    #[test]
+    fn gradients_through_the_op_match_finite_differences() {
+        // The forward here, the adjoints im2col's: central differences of the forward must
+        // match the adjoints' gradients, in f64 on a small forced case.
+        use crate::{DType, Tensor};
+        forced(|| {
+            let (x, w, b) =
+                (Tensor::randn(&[2, 3, 5, 6], DType::F64, 1), Tensor::randn(&[4, 3, 3, 3], DType::F64, 2), Tensor::randn(&[4], DType::F64, 3));
+            let r = Tensor::randn(&[2, 4, 5, 6], DType::F64, 4);
+            let loss = |x: &Tensor, w: &Tensor, b: &Tensor| x.conv2d(w, Some(b), [1, 1], [1, 1]).unwrap().mul(&r).unwrap().sum().unwrap();
+            let leaves: Vec<Tensor> = [&x, &w, &b].iter().map(|t| t.detach().requires_grad_(true).unwrap()).collect();
+            let grads = crate::grad(&[&loss(&leaves[0], &leaves[1], &leaves[2])], &leaves.iter().collect::<Vec<_>>(), false).unwrap();
+            let eps = 1e-6;
+            for (i, t) in [&x, &w, &b].into_iter().enumerate() {
+                let analytic = grads[i].to_vec::<f64>().unwrap();
+                let base = t.to_vec::<f64>().unwrap();
+                for (j, &a) in analytic.iter().enumerate() {
+                    let moved = |d: f64| {
+                        let mut v = base.clone();
+                        v[j] += d;
+                        let mut ins = [x.clone(), w.clone(), b.clone()];
+                        ins[i] = Tensor::from_vec(v, &t.dims()).unwrap();
+                        loss(&ins[0], &ins[1], &ins[2]).to_vec::<f64>().unwrap()[0]
+                    };
+                    let numeric = (moved(eps) - moved(-eps)) / (2.0 * eps);
+                    assert!((a - numeric).abs() <= 1e-6 * numeric.abs().max(1.0), "input {i}, element {j}: analytic {a}, numeric {numeric}");
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn non_finite_values_are_found() {
+        assert!(all_finite(&[1.0f32, -2.0, 0.0, f32::MAX]));
+        assert!(!all_finite(&[1.0f32, f32::INFINITY]));
+        assert!(!all_finite(&[f64::NEG_INFINITY, 1.0]));
+        assert!(!all_finite(&[1.0, f64::NAN]));
+    }
+
+    /// Times ResNet-18's 3x3 stride-1 layers by each path (release build:
+    /// `cargo test --release -p tensor-core --lib winograd::tests::timing -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn timing() {
+        use crate::storage::Array;
+        use ndarray::IxDyn;
+        for n in [1, 8] {
+            for (c, hw) in [(64, 56), (128, 28), (256, 14), (512, 7)] {
+                let g = geom(n, c, (hw, hw), c, 1);
+                let x: Vec<f32> = values(n * c * hw * hw, 1).into_iter().map(|v| v as f32).collect();
+                let w: Vec<f32> = values(c * c * 9, 2).into_iter().map(|v| v as f32).collect();
+                let (xa, wa) = (
+                    Array::from_shape_vec(IxDyn(&[n, c, hw, hw]), x.clone()).unwrap(),
+                    Array::from_shape_vec(IxDyn(&[c, c, 3, 3]), w.clone()).unwrap(),
+                );
+                let time = |f: &dyn Fn()| {
+                    f();
+                    let t = std::time::Instant::now();
+                    for _ in 0..5 {
+                        f();
+                    }
+                    t.elapsed().as_secs_f64() / 5.0 * 1e3
+                };
+                let mut u = vec![0.0f32; 36 * c * c];
+                let wt = time(&|| {
+                    let mut u = u.clone();
+                    transform_weights(&w, &g, &F4, &mut u);
+                });
+                u.clear();
+                let f4 = time(&|| drop(run(&F4, &x, &w, None, &g)));
+                let f2 = time(&|| drop(run(&F2, &x, &w, None, &g)));
+                let im2col = time(&|| {
+                    let (oh, ow) = g.out_hw();
+                    let mut out = vec![0.0f32; n * c * oh * ow];
+                    crate::kernels::conv::conv2d_im2col(&xa, &wa, None, &g, &mut out);
+                });
+                println!("n {n} c {c:3} {hw:2}x{hw:<2}: im2col {im2col:7.2} ms, F4 {f4:7.2} ms (weights {wt:5.2}), F2 {f2:7.2} ms");
+            }
+        }
+    }
+}

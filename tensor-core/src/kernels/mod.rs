@@ -1,9 +1,11 @@
 //! CPU kernels on ndarray, shared by eager dispatch and the graph executor: the same function
 //! computes an op in both modes, so both give the same bits.
 
+mod channel_bias;
 pub(crate) mod codegen;
 pub(crate) mod conv;
 mod conv_direct;
+pub(crate) mod depthwise;
 pub(crate) mod elementwise;
 pub(crate) mod fused;
 pub(crate) mod index;

@@ -124,6 +124,10 @@ impl Tensor {
                 format!("the input has {} channels but the weight expects {} in {groups} groups", x[1], w[1] * groups),
             ));
         }
+        if groups == x[1] {
+            // One filter group per channel: the direct depthwise kernel, not a conv per group.
+            return self.conv2d_depthwise(weight, bias, stride, padding, [1, 1]);
+        }
         let mut parts = vec![(self, 1), (weight, 0)];
         parts.extend(bias.map(|b| (b, 0)));
         per_group(groups, &parts, |p| p[0].conv2d(&p[1], p.get(2), stride, padding))

@@ -3,7 +3,8 @@
 //! the thread count gives the threads to the GEMM instead. Per-image partial weight
 //! gradients are summed in image order, so the result does not depend on the threads.
 //! Stride-1 forward convolutions of moderate size skip im2col: `conv_direct` computes them
-//! with the same summation order.
+//! with the same summation order. (The op runs a 1x1 kernel with stride 1 and no padding by
+//! `pointwise` instead.)
 
 use super::channel_bias;
 use super::conv_direct;
@@ -49,11 +50,6 @@ impl ConvGeom {
 
     fn image(&self) -> usize {
         self.c * self.h * self.w
-    }
-
-    /// A 1x1 kernel with stride 1 and no padding: each image `[c, h * w]` is its own columns.
-    fn is_pointwise(&self) -> bool {
-        self.kh == 1 && self.kw == 1 && self.stride == [1, 1] && self.padding == [0, 0]
     }
 
     /// Threads for each image's GEMM: all of them when there are fewer images than threads.
@@ -216,15 +212,6 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
-    if g.is_pointwise() {
-        // The GEMM reads the image in place: im2col would copy it unchanged (so the bits are
-        // the path below's), and the direct kernel would keep a batch of one on one thread.
-        for_each_image(out, g.o * plane, g, 0, |_: &mut [T], i, o| {
-            conv_image(&xs[i * image..][..image], ws, bs, g, o);
-            after_image(i);
-        });
-        return;
-    }
     // NaN inputs keep the GEMM path: which of several NaNs a fused multiply-add returns
     // depends on its operands' order in the instruction, which differs between the kernels.
     if conv_direct::applies(g) && !conv_direct::any_nan(xs) && !conv_direct::any_nan(ws) {

@@ -13,6 +13,7 @@ pub(crate) mod layout;
 pub(crate) mod matmul;
 mod matvec;
 pub(crate) mod parallel;
+pub(crate) mod pointwise;
 pub(crate) mod pool;
 pub(crate) mod random;
 pub(crate) mod reduce;

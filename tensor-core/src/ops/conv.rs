@@ -8,6 +8,7 @@ use super::{need_float, Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::conv::{self as kc, ConvGeom};
+use crate::kernels::pointwise;
 use crate::kernels::pool::{self as kp, PoolGeom};
 use crate::math::op_names;
 use crate::shape::{Shape, UNKNOWN};
@@ -259,7 +260,10 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
     Ok(match op {
         ConvOp::Conv2d { stride, padding } => {
             let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
+            let one_by_one = pointwise::applies(&g);
             match (inputs[0], inputs[1], inputs.get(2)) {
+                (Storage::F32(x), Storage::F32(w), b) if one_by_one => Storage::F32(pointwise::conv2d(x, w, b.and_then(|b| b.array::<f32>()), &g)),
+                (Storage::F64(x), Storage::F64(w), b) if one_by_one => Storage::F64(pointwise::conv2d(x, w, b.and_then(|b| b.array::<f64>()), &g)),
                 (Storage::F32(x), Storage::F32(w), b) => Storage::F32(kc::conv2d(x, w, b.and_then(|b| b.array::<f32>()), &g)),
                 (Storage::F64(x), Storage::F64(w), b) => Storage::F64(kc::conv2d(x, w, b.and_then(|b| b.array::<f64>()), &g)),
                 _ => other(),
@@ -320,6 +324,27 @@ pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8,
         let per_image = g.o * g.out_plane();
         let len = g.n * per_image;
         let after = |i: usize| after_image(i * per_image, per_image);
+        if pointwise::applies(&g) {
+            return match (inputs[0], inputs[1], inputs.get(2)) {
+                (Storage::F32(x), Storage::F32(w), b) => pointwise::conv2d_into(
+                    x,
+                    w,
+                    b.and_then(|b| b.array::<f32>()),
+                    &g,
+                    std::slice::from_raw_parts_mut(out as *mut f32, len),
+                    after_image,
+                ),
+                (Storage::F64(x), Storage::F64(w), b) => pointwise::conv2d_into(
+                    x,
+                    w,
+                    b.and_then(|b| b.array::<f64>()),
+                    &g,
+                    std::slice::from_raw_parts_mut(out as *mut f64, len),
+                    after_image,
+                ),
+                _ => unreachable!("dtypes checked by infer"),
+            };
+        }
         match (inputs[0], inputs[1], inputs.get(2)) {
             (Storage::F32(x), Storage::F32(w), b) => {
                 kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), &after)

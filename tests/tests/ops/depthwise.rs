@@ -54,8 +54,8 @@ per_dtype!(grouped_with_a_group_per_channel_is_depthwise: f32, f64);
 /// The grouped convolution one group at a time: what `conv2d_grouped` ran before the
 /// depthwise kernel.
 fn per_group(x: &Tensor, w: &Tensor, b: &Tensor, stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2]) -> Result<Tensor> {
-    let c = x.dims()[1];
-    let m = w.dims()[0] / c;
+    let c = x.shape().dims()[1];
+    let m = w.shape().dims()[0] / c;
     let outs: Vec<Tensor> = (0..c)
         .map(|i| {
             let (xi, wi, bi) = (x.narrow(1, i, 1)?, w.narrow(0, i * m, m)?, b.narrow(0, i * m, m)?);

@@ -74,7 +74,7 @@ fn forward_shape(op: &'static str, x: &Shape, w: &Shape, stride: [usize; 2], pad
 fn need_filters_per_channel(op: &'static str, x: &Shape, w: &Shape) -> Result<()> {
     need_rank4(op, "input", x)?;
     need_rank4(op, "weight", w)?;
-    let whole = x[1] == UNKNOWN || (x[1] > 0 && w[0] % x[1] == 0);
+    let whole = x[1] == UNKNOWN || (x[1] > 0 && w[0].is_multiple_of(x[1]));
     if w[1] != 1 || !whole {
         return Err(Error::shapes(op, x, w, format!("the weight must be [c * m, 1, kh, kw] for the input's {} channels", x[1])));
     }
@@ -97,7 +97,7 @@ pub(super) fn infer(op: &ConvOp, inputs: &[TypeRef]) -> Result<Shape> {
         ConvOp::Depthwise2dInputGrad { stride, padding, dilation, input_hw, multiplier } => {
             let (gy, w) = (inputs[0].shape, inputs[1].shape);
             need_rank4(name, "grad_output", gy)?;
-            if *multiplier == 0 || (w.rank() == 4 && w[0] != UNKNOWN && w[0] % multiplier != 0) {
+            if *multiplier == 0 || (w.rank() == 4 && w[0] != UNKNOWN && !w[0].is_multiple_of(*multiplier)) {
                 return Err(Error::invalid(name, "multiplier", format!("{multiplier} must be positive and divide the weight's {w} filters")));
             }
             let channels = if w.rank() == 4 && w[0] != UNKNOWN { w[0] / multiplier } else { UNKNOWN };
@@ -119,7 +119,7 @@ pub(super) fn infer(op: &ConvOp, inputs: &[TypeRef]) -> Result<Shape> {
 }
 
 fn geom(x: &Shape, filters: usize, kernel_hw: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2]) -> DepthwiseGeom {
-    let m = if x[1] == 0 { 1 } else { filters / x[1] };
+    let m = filters.checked_div(x[1]).unwrap_or(1);
     DepthwiseGeom { n: x[0], c: x[1], h: x[2], w: x[3], m, kh: kernel_hw[0], kw: kernel_hw[1], stride, padding, dilation }
 }
 

@@ -65,11 +65,14 @@ fn per_group(x: &Tensor, w: &Tensor, b: &Tensor, stride: [usize; 2], padding: [u
     Tensor::concat(&outs.iter().collect::<Vec<_>>(), 1)
 }
 
+/// Input dims, weight dims, stride, padding, dilation.
+type Case = (&'static [usize], [usize; 4], [usize; 2], [usize; 2], [usize; 2]);
+
 #[test]
 fn random_data_matches_the_per_group_composition() -> Result<()> {
     // MobileNetV2's two kinds (3x3, stride 1 and 2, padding 1) and odd ones: a dilation, a
     // channel multiplier, a wide kernel, no padding.
-    let cases: [(&[usize], [usize; 4], [usize; 2], [usize; 2], [usize; 2]); 6] = [
+    let cases: [Case; 6] = [
         (&[2, 8, 14, 14], [8, 1, 3, 3], [1, 1], [1, 1], [1, 1]),
         (&[1, 16, 15, 15], [16, 1, 3, 3], [2, 2], [1, 1], [1, 1]),
         (&[2, 5, 9, 11], [5, 1, 3, 3], [1, 2], [2, 1], [2, 3]),

@@ -61,6 +61,10 @@ struct Args {
     /// writes (default: $TENSOR_CORE_ONNX_MODELS).
     #[arg(long, value_name = "DIR")]
     models: Option<PathBuf>,
+    /// W9: only the cases whose name (resnet18_b1, resnet18_b8, mobilenet_v2_b1) contains
+    /// this text.
+    #[arg(long, value_name = "TEXT")]
+    case: Option<String>,
 }
 
 type Call = Box<dyn FnMut()>;
@@ -113,7 +117,7 @@ fn main() -> Result<()> {
                     .into_iter()
                     .collect(),
                 "W8" => make_w8(mode)?.map(|(call, extra)| Made::new(call, extra, "W8")).into_iter().collect(),
-                "W9" => match make_w9(mode, args.models.as_deref()) {
+                "W9" => match make_w9(mode, args.models.as_deref(), args.case.as_deref()) {
                     // `all` runs W9 only where its models are: it says why it skips.
                     Err(e) if args.workload == "all" => {
                         eprintln!("skipping W9: {e}");
@@ -252,15 +256,18 @@ fn make_w8(mode: Mode) -> Result<Option<(Call, String)>> {
 /// W9's cases in `mode` (graph, eager, or tract with the feature `tract`), each with its
 /// line's `case` and `batch` fields; an error saying how to make the models when they are
 /// not found.
-fn make_w9(mode: Mode, models: Option<&std::path::Path>) -> Result<Vec<Made>> {
+fn make_w9(mode: Mode, models: Option<&std::path::Path>, only: Option<&str>) -> Result<Vec<Made>> {
     if !matches!(mode, Mode::Graph | Mode::Eager | Mode::Tract) {
         return Ok(Vec::new());
     }
     let dir = w9::models_dir(models)?;
     let mut made = Vec::new();
     for (name, batch) in w9::CASES {
-        let path = w9::model_path(&dir, name)?;
         let case = w9::case_name(name, batch);
+        if only.is_some_and(|only| !case.contains(only)) {
+            continue;
+        }
+        let path = w9::model_path(&dir, name)?;
         let x = w9::input(batch);
         let call: Call = match mode {
             Mode::Graph => {

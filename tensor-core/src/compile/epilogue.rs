@@ -10,7 +10,7 @@
 //! accumulator would round differently once `k` spans several blocks, so it is not done.)
 //!
 //! The pass runs after elementwise fusion. It takes a `Fused` node, or a lone elementwise op,
-//! that reads the output of a `matmul` or `conv2d` over that output's whole shape, when no node
+//! that reads the output of a `matmul`, `conv2d` or `depthwise2d` over that output's whole shape, when no node
 //! between the two reads it, and makes the pair one `Epilogue` node in the consumer's place.
 
 use super::fuse::fused_node;
@@ -84,7 +84,8 @@ fn find_anchor(g: &Graph, f: usize) -> Option<(usize, ValueId)> {
     program.inputs.iter().enumerate().find_map(|(k, &v)| {
         let m = (0..f).rev().find(|&m| g.nodes[m].outputs.contains(&v))?;
         let anchor = &g.nodes[m];
-        let is_anchor = matches!(&anchor.kind, NodeKind::Op(Op::Linalg(LinalgOp::Matmul { .. }) | Op::Conv(ConvOp::Conv2d { .. })));
+        let is_anchor =
+            matches!(&anchor.kind, NodeKind::Op(Op::Linalg(LinalgOp::Matmul { .. }) | Op::Conv(ConvOp::Conv2d { .. } | ConvOp::Depthwise2d { .. })));
         let float = g.values[v].dtype.is_float();
         let whole = p.inputs[k].1 == p.shape;
         let inputs_known = anchor.inputs.iter().all(|&u| g.values[u].shape.is_known());
@@ -127,7 +128,7 @@ pub(super) fn run(e: &Epilogue, program: &CompiledProgram, inputs: &[&Storage]) 
     let program_inputs = |anchor| program_inputs(e, others, anchor);
     let mut results: SmallVec<[Storage; 1]> = SmallVec::new();
     match &e.anchor {
-        Op::Conv(conv @ ConvOp::Conv2d { .. }) => {
+        Op::Conv(conv @ (ConvOp::Conv2d { .. } | ConvOp::Depthwise2d { .. })) => {
             let (dtype, shape) = &e.program.inputs[e.slot];
             let mut out = Storage::full(shape, *dtype, 0.into());
             let dst = out.as_mut_ptr();

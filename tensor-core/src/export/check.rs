@@ -50,7 +50,7 @@ fn arity(op: &Op) -> std::ops::RangeInclusive<usize> {
         Op::Layout(LayoutOp::Concat { .. }) => return 1..=usize::MAX,
         Op::Layout(_) | Op::Index(IndexOp::OneHot { .. } | IndexOp::TopK { .. }) => 1,
         Op::Index(_) | Op::Linalg(LinalgOp::Matmul { .. }) | Op::Nn(NnOp::CrossEntropy) => 2,
-        Op::Conv(ConvOp::Conv2d { .. }) => return 2..=3,
+        Op::Conv(ConvOp::Conv2d { .. } | ConvOp::Depthwise2d { .. }) => return 2..=3,
         Op::Conv(ConvOp::MaxPool2d { .. }) => 1,
         Op::Conv(_) => 2,
         // The generator state, and for a draw shaped like another tensor that tensor.
@@ -199,6 +199,15 @@ fn check_conv(op: &ConvOp, inputs: &[TypeRef]) -> Result<(), String> {
             need_rank4(&[x, gy])?;
             let w = Shape::new(&[gy[1], x[1], kernel_hw[0], kernel_hw[1]]);
             same_as_forward(op, gy, &conv_out(x, &w, *stride, *padding)?)
+        }
+        // The shape rule checks the rest, in checked arithmetic.
+        ConvOp::Depthwise2d { stride, padding, dilation }
+        | ConvOp::Depthwise2dInputGrad { stride, padding, dilation, .. }
+        | ConvOp::Depthwise2dWeightGrad { stride, padding, dilation, .. } => {
+            positive("stride", *stride)?;
+            positive("dilation", *dilation)?;
+            padding_ok(*padding)?;
+            padding_ok(*dilation)
         }
         ConvOp::MaxPool2dGrad { kernel, stride } => {
             positive("kernel", *kernel)?;

@@ -334,6 +334,9 @@ pub(super) enum ConvOpDef {
     Conv2dWeightGrad { stride: [usize; 2], padding: [usize; 2], kernel_hw: [usize; 2] },
     MaxPool2d { kernel: [usize; 2], stride: [usize; 2] },
     MaxPool2dGrad { kernel: [usize; 2], stride: [usize; 2] },
+    Depthwise2d { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2] },
+    Depthwise2dInputGrad { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], input_hw: [usize; 2], multiplier: usize },
+    Depthwise2dWeightGrad { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], kernel_hw: [usize; 2] },
 }
 
 #[derive(Serialize, Deserialize)]

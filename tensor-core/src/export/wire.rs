@@ -489,14 +489,14 @@ fn instr(def: InstrDef, k: usize, inputs: &[(DType, Shape)], done: &[Instr], sha
     Ok(Instr { op, args, dtype })
 }
 
-/// An epilogue: a float matmul or conv2d anchor over inputs of known shapes whose output is a
+/// An epilogue: a float matmul, conv2d or depthwise2d anchor over inputs of known shapes whose output is a
 /// program input over the program's whole shape.
 fn epilogue(def: EpilogueDef, types: &[TypeRef], outs: usize) -> Check<Epilogue> {
     let anchor = def.anchor.0;
     let arity_ok = match &anchor {
         Op::Linalg(LinalgOp::Matmul { .. }) => def.arity == 2,
-        Op::Conv(ConvOp::Conv2d { .. }) => def.arity == 2 || def.arity == 3,
-        _ => return Err(format!("an epilogue's anchor is a matmul or a conv2d, not {}", anchor.name())),
+        Op::Conv(ConvOp::Conv2d { .. } | ConvOp::Depthwise2d { .. }) => def.arity == 2 || def.arity == 3,
+        _ => return Err(format!("an epilogue's anchor is a matmul, a conv2d or a depthwise2d, not {}", anchor.name())),
     };
     need(arity_ok && def.arity <= types.len(), "the epilogue's anchor input count does not fit")?;
     need(types.iter().all(|t| t.shape.is_known()), "an epilogue's inputs have known shapes")?;

@@ -146,7 +146,7 @@ pub enum NodeKind {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Epilogue {
-    /// The op whose output the program consumes (`matmul` or `conv2d`).
+    /// The op whose output the program consumes (`matmul`, `conv2d` or `depthwise2d`).
     pub anchor: Op,
     /// How many of the node's inputs are the anchor's.
     pub arity: usize,

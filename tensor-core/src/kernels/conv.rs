@@ -3,8 +3,10 @@
 //! the thread count gives the threads to the GEMM instead. Per-image partial weight
 //! gradients are summed in image order, so the result does not depend on the threads.
 //! Stride-1 forward convolutions of moderate size skip im2col: `conv_direct` computes them
-//! with the same summation order.
+//! with the same summation order. (The op runs a 1x1 kernel with stride 1 and no padding by
+//! `pointwise` instead.)
 
+use super::channel_bias;
 use super::conv_direct;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
@@ -173,9 +175,7 @@ fn conv_image<T: Float>(cols: &[T], ws: &[T], bias: Option<&[T]>, g: &ConvGeom, 
     let (plane, patch) = (g.out_plane(), g.patch());
     gemm_into(MatRef::new(ws, g.o, patch), MatRef::new(cols, patch, plane), out, false, g.gemm_threads());
     if let Some(b) = bias {
-        for (row, &bv) in out.chunks_mut(plane).zip(b) {
-            row.iter_mut().for_each(|v| *v = v.add(bv));
-        }
+        channel_bias::add(out, b, plane);
     }
 }
 

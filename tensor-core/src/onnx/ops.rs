@@ -322,6 +322,15 @@ fn conv(b: &mut Builder, c: &ConvOp, inputs: &[ValueId], ins: Vec<String>, y: St
             let pads = [padding[0], padding[1], padding[0], padding[1]];
             b.node("Conv", ins, vec![y], vec![ints("strides", stride), ints("pads", &pads)]);
         }
+        ConvOp::Depthwise2d { stride, padding, dilation } => {
+            let channels = b.g.values[inputs[0]].shape[1];
+            if channels == UNKNOWN {
+                return Err(unsupported("depthwise2d", " with the input's channels unknown in this trace"));
+            }
+            let pads = [padding[0], padding[1], padding[0], padding[1]];
+            let attrs = vec![ints("strides", stride), ints("pads", &pads), ints("dilations", dilation), int("group", channels as i64)];
+            b.node("Conv", ins, vec![y], attrs);
+        }
         ConvOp::MaxPool2d { kernel, stride } => b.node("MaxPool", ins, vec![y], vec![ints("kernel_shape", kernel), ints("strides", stride)]),
         // `conv_transpose2d`: the output size its attributes give, made up to `input_hw`
         // by ONNX's `output_padding`.

@@ -99,7 +99,9 @@ impl Tensor {
     /// The 2-d convolution of `self` `[n, c, h, w]` with `weight` `[o, c / groups, kh, kw]`
     /// in `groups` groups (PyTorch's `conv2d(..., groups)`; ONNX `Conv` with `group`): the
     /// channels split into `groups` equal parts, each convolved with its `o / groups` filters;
-    /// `groups == c` is the depthwise convolution. Plus `bias` `[o]` if given.
+    /// `groups == c` is the depthwise convolution, run by one direct kernel
+    /// ([`conv2d_depthwise`](Tensor::conv2d_depthwise)), other groupings as one `conv2d` per
+    /// group. Plus `bias` `[o]` if given.
     ///
     /// ```
     /// use tensor_core::prelude::*;
@@ -123,6 +125,10 @@ impl Tensor {
                 &weight.raw_shape(),
                 format!("the input has {} channels but the weight expects {} in {groups} groups", x[1], w[1] * groups),
             ));
+        }
+        if groups == x[1] {
+            // One filter group per channel: the direct depthwise kernel, not a conv per group.
+            return self.conv2d_depthwise(weight, bias, stride, padding, [1, 1]);
         }
         let mut parts = vec![(self, 1), (weight, 0)];
         parts.extend(bias.map(|b| (b, 0)));

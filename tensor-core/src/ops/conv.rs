@@ -2,11 +2,13 @@
 //! their gradients. The convolution's adjoints are ops of their own, so the backward pass
 //! traces like any other, and they are differentiable once more (conv2d's double backward).
 
+use super::depthwise;
 use super::dispatch::apply;
 use super::{need_float, Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::conv::{self as kc, ConvGeom};
+use crate::kernels::pointwise;
 use crate::kernels::pool::{self as kp, PoolGeom};
 use crate::math::op_names;
 use crate::shape::{Shape, UNKNOWN};
@@ -71,6 +73,15 @@ pub enum ConvOp {
     MaxPool2d { kernel: [usize; 2], stride: [usize; 2] },
     /// (x, gy)
     MaxPool2dGrad { kernel: [usize; 2], stride: [usize; 2] },
+    /// (x, w) or (x, w, bias): each input channel convolved with its own `w[0] / c` filters,
+    /// `w` `[c * m, 1, kh, kw]`, taps `dilation` apart (the grouped convolution with
+    /// `groups == c`; `Tensor::conv2d_depthwise`).
+    Depthwise2d { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2] },
+    /// (gy, w): the depthwise convolution's gradient with respect to the input, of
+    /// `w[0] / multiplier` channels.
+    Depthwise2dInputGrad { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], input_hw: [usize; 2], multiplier: usize },
+    /// (x, gy): the depthwise convolution's gradient with respect to the weight.
+    Depthwise2dWeightGrad { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], kernel_hw: [usize; 2] },
 }
 
 impl Family for ConvOp {
@@ -80,6 +91,11 @@ impl Family for ConvOp {
         Conv2dWeightGrad { stride, padding, kernel_hw } => "conv2d_weight_grad", "Conv2dWeightGradBackward", format!("stride={stride:?} padding={padding:?} kernel_hw={kernel_hw:?}");
         MaxPool2d { kernel, stride } => "max_pool2d", "MaxPool2dBackward", format!("kernel={kernel:?} stride={stride:?}");
         MaxPool2dGrad { kernel, stride } => "max_pool2d_grad", "MaxPool2dGradBackward", format!("kernel={kernel:?} stride={stride:?}");
+        Depthwise2d { stride, padding, dilation } => "depthwise2d", "Depthwise2dBackward", format!("stride={stride:?} padding={padding:?} dilation={dilation:?}");
+        Depthwise2dInputGrad { stride, padding, dilation, input_hw, multiplier } => "depthwise2d_input_grad", "Depthwise2dInputGradBackward",
+            format!("stride={stride:?} padding={padding:?} dilation={dilation:?} input_hw={input_hw:?} multiplier={multiplier}");
+        Depthwise2dWeightGrad { stride, padding, dilation, kernel_hw } => "depthwise2d_weight_grad", "Depthwise2dWeightGradBackward",
+            format!("stride={stride:?} padding={padding:?} dilation={dilation:?} kernel_hw={kernel_hw:?}");
     }}
 
     fn infer(&self, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
@@ -97,9 +113,13 @@ impl Family for ConvOp {
     fn saves(&self) -> Saves {
         match self {
             ConvOp::MaxPool2d { .. } => Saves::inputs(0b1),
-            ConvOp::Conv2d { .. } | ConvOp::Conv2dInputGrad { .. } | ConvOp::Conv2dWeightGrad { .. } | ConvOp::MaxPool2dGrad { .. } => {
-                Saves::inputs(0b11)
-            }
+            ConvOp::Conv2d { .. }
+            | ConvOp::Conv2dInputGrad { .. }
+            | ConvOp::Conv2dWeightGrad { .. }
+            | ConvOp::MaxPool2dGrad { .. }
+            | ConvOp::Depthwise2d { .. }
+            | ConvOp::Depthwise2dInputGrad { .. }
+            | ConvOp::Depthwise2dWeightGrad { .. } => Saves::inputs(0b11),
         }
     }
 
@@ -108,7 +128,7 @@ impl Family for ConvOp {
     }
 }
 
-fn need_rank4(op: &'static str, arg: &'static str, s: &Shape) -> Result<()> {
+pub(super) fn need_rank4(op: &'static str, arg: &'static str, s: &Shape) -> Result<()> {
     if s.rank() == 4 {
         Ok(())
     } else {
@@ -116,7 +136,7 @@ fn need_rank4(op: &'static str, arg: &'static str, s: &Shape) -> Result<()> {
     }
 }
 
-fn need_positive(op: &'static str, arg: &'static str, v: [usize; 2]) -> Result<()> {
+pub(super) fn need_positive(op: &'static str, arg: &'static str, v: [usize; 2]) -> Result<()> {
     if v[0] > 0 && v[1] > 0 {
         Ok(())
     } else {
@@ -125,7 +145,7 @@ fn need_positive(op: &'static str, arg: &'static str, v: [usize; 2]) -> Result<(
 }
 
 /// Output size of a window of `k` moved by `s` over `n` (+ padding on both sides).
-fn out_len(op: &'static str, n: usize, k: usize, s: usize, p: usize) -> Result<usize> {
+pub(super) fn out_len(op: &'static str, n: usize, k: usize, s: usize, p: usize) -> Result<usize> {
     if n == UNKNOWN {
         return Ok(UNKNOWN);
     }
@@ -183,6 +203,7 @@ fn infer(op: &ConvOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             need_forward_output(op, gy, &Shape::new(&[x[0], x[1], oh, ow]))?;
             x.clone()
         }
+        ConvOp::Depthwise2d { .. } | ConvOp::Depthwise2dInputGrad { .. } | ConvOp::Depthwise2dWeightGrad { .. } => depthwise::infer(op, inputs)?,
     };
     Ok((dtype, shape))
 }
@@ -204,7 +225,7 @@ fn forward_conv(x: &Shape, w: &Shape, stride: [usize; 2], padding: [usize; 2]) -
 /// A gradient op's kernel reads its output gradient as the forward op's output: the dims
 /// must agree where both are known (all are when a graph with relaxed dims runs, which
 /// checks every op's shape rule first).
-fn need_forward_output(op: &ConvOp, gy: &Shape, forward: &Shape) -> Result<()> {
+pub(super) fn need_forward_output(op: &ConvOp, gy: &Shape, forward: &Shape) -> Result<()> {
     let agree = gy.rank() == forward.rank() && gy.dims().iter().zip(forward.dims()).all(|(&a, &b)| a == b || a == UNKNOWN || b == UNKNOWN);
     match agree {
         true => Ok(()),
@@ -239,7 +260,10 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
     Ok(match op {
         ConvOp::Conv2d { stride, padding } => {
             let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
+            let one_by_one = pointwise::applies(&g);
             match (inputs[0], inputs[1], inputs.get(2)) {
+                (Storage::F32(x), Storage::F32(w), b) if one_by_one => Storage::F32(pointwise::conv2d(x, w, b.and_then(|b| b.array::<f32>()), &g)),
+                (Storage::F64(x), Storage::F64(w), b) if one_by_one => Storage::F64(pointwise::conv2d(x, w, b.and_then(|b| b.array::<f64>()), &g)),
                 (Storage::F32(x), Storage::F32(w), b) => Storage::F32(kc::conv2d(x, w, b.and_then(|b| b.array::<f32>()), &g)),
                 (Storage::F64(x), Storage::F64(w), b) => Storage::F64(kc::conv2d(x, w, b.and_then(|b| b.array::<f64>()), &g)),
                 _ => other(),
@@ -279,10 +303,11 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
                 _ => other(),
             }
         }
+        ConvOp::Depthwise2d { .. } | ConvOp::Depthwise2dInputGrad { .. } | ConvOp::Depthwise2dWeightGrad { .. } => depthwise::compute(op, inputs),
     })
 }
 
-/// The conv2d op `op` on `inputs`, written into `out` image by image, with
+/// The conv2d or depthwise2d op `op` on `inputs`, written into `out` image by image, with
 /// `after_image(start, len)` called on each image's output positions once they are final (on
 /// the thread that made them): the hook an epilogue runs in.
 ///
@@ -291,11 +316,35 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
 /// order, that nothing else writes while this runs.
 pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8, after_image: &(dyn Fn(usize, usize) + Sync)) {
     unsafe {
+        if let ConvOp::Depthwise2d { .. } = op {
+            return depthwise::depthwise2d_into(op, inputs, out, after_image);
+        }
         let ConvOp::Conv2d { stride, padding } = op else { unreachable!("not conv2d: {op:?}") };
         let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
         let per_image = g.o * g.out_plane();
         let len = g.n * per_image;
         let after = |i: usize| after_image(i * per_image, per_image);
+        if pointwise::applies(&g) {
+            return match (inputs[0], inputs[1], inputs.get(2)) {
+                (Storage::F32(x), Storage::F32(w), b) => pointwise::conv2d_into(
+                    x,
+                    w,
+                    b.and_then(|b| b.array::<f32>()),
+                    &g,
+                    std::slice::from_raw_parts_mut(out as *mut f32, len),
+                    after_image,
+                ),
+                (Storage::F64(x), Storage::F64(w), b) => pointwise::conv2d_into(
+                    x,
+                    w,
+                    b.and_then(|b| b.array::<f64>()),
+                    &g,
+                    std::slice::from_raw_parts_mut(out as *mut f64, len),
+                    after_image,
+                ),
+                _ => unreachable!("dtypes checked by infer"),
+            };
+        }
         match (inputs[0], inputs[1], inputs.get(2)) {
             (Storage::F32(x), Storage::F32(w), b) => {
                 kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), &after)
@@ -308,7 +357,7 @@ pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8,
     }
 }
 
-fn known_hw(op: &'static str, s: &Shape) -> Result<[usize; 2]> {
+pub(super) fn known_hw(op: &'static str, s: &Shape) -> Result<[usize; 2]> {
     if s[2] == UNKNOWN || s[3] == UNKNOWN {
         return Err(Error::NotDifferentiable { op, detail: " with a height or width unknown in this trace" });
     }
@@ -351,5 +400,6 @@ fn backward(op: &ConvOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
         ConvOp::MaxPool2dGrad { .. } => {
             Err(Error::NotDifferentiable { op: "max_pool2d", detail: " twice (second-order gradients of max pooling are not supported)" })
         }
+        ConvOp::Depthwise2d { .. } | ConvOp::Depthwise2dInputGrad { .. } | ConvOp::Depthwise2dWeightGrad { .. } => depthwise::backward(op, ctx, g),
     }
 }

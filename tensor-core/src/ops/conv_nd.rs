@@ -72,6 +72,10 @@ impl Tensor {
             return self.conv2d_grouped(weight, bias, stride, padding, groups);
         }
         known("conv2d", "weight", weight, 4, "OIHW")?;
+        if groups > 1 && self.raw_shape().dims().get(1) == Some(&groups) && weight.raw_shape().dims()[1] == 1 {
+            // Depthwise: the direct kernel takes the dilation itself.
+            return self.conv2d_depthwise(weight, bias, stride, padding, dilation);
+        }
         self.conv2d_grouped(&dilated_kernel(weight, &dilation)?, bias, stride, padding, groups)
     }
 

@@ -9,6 +9,7 @@ pub(crate) mod collective;
 mod conv;
 mod conv_nd;
 mod cumulative;
+mod depthwise;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 #[cfg(feature = "cuda")]

@@ -907,6 +907,24 @@ fn conv_transpose2d_conv1d_grouped() {
 }
 
 #[test]
+fn depthwise_convolutions() {
+    let mut g = Gen(47);
+    // MobileNetV2's stride-2 layer; a dilated one with a channel multiplier of 2 and uneven
+    // strides; a bias-free one run through conv2d_grouped.
+    let (x, w, b) = (g.normal(&[2, 3, 7, 6]), g.normal(&[3, 1, 3, 3]), g.normal(&[3]));
+    gradcheck(|x| x[0].conv2d_depthwise(&x[1], Some(&x[2]), [2, 2], [1, 1], [1, 1]), &[x.clone(), w, b]);
+    let (w2, b2) = (g.normal(&[6, 1, 2, 3]), g.normal(&[6]));
+    gradcheck(|x| x[0].conv2d_depthwise(&x[1], Some(&x[2]), [1, 2], [2, 1], [2, 2]), &[x.clone(), w2.clone(), b2]);
+    gradcheck(|x| x[0].conv2d_grouped(&x[1], None, [1, 1], [0, 1], 3)?.tanh(), &[x.clone(), w2.clone()]);
+    // Second and third order, through the depthwise adjoints.
+    gradcheck(first_order(|x| x[0].conv2d_depthwise(&x[1], None, [2, 1], [1, 0], [1, 2])?.tanh()), &[x.clone(), w2.clone()]);
+    gradcheck(
+        first_order(first_order(|x| x[0].conv2d_depthwise(&x[1], None, [1, 1], [1, 1], [1, 1])?.tanh())),
+        &[g.normal(&[1, 2, 4, 4]), g.normal(&[2, 1, 2, 2])],
+    );
+}
+
+#[test]
 fn dilated_and_3d_convolutions() {
     let mut g = Gen(45);
     let (x, w, b) = (g.normal(&[2, 4, 5, 6]), g.normal(&[4, 2, 2, 3]), g.normal(&[4]));

@@ -3,6 +3,7 @@
 mod broadcast_prop;
 mod cnn_forms;
 mod conv_pool_nd;
+mod depthwise;
 mod elementwise;
 mod indexing_forms;
 mod layout_index;

@@ -215,7 +215,7 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
     if winograd::applies(g) && winograd::all_finite(xs) && winograd::all_finite(ws) {
-        winograd::conv2d_into(xs, ws, bs, g, out, after_image);
+        winograd::conv2d_into(xs, &w, bs, g, out, after_image);
         return;
     }
     // NaN inputs keep the GEMM path: which of several NaNs a fused multiply-add returns

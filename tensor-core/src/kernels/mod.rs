@@ -22,3 +22,4 @@ pub mod simd;
 pub(crate) mod softmax;
 mod transpose;
 mod winograd;
+mod winograd_cache;

@@ -30,7 +30,9 @@ use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
 use super::scratch::{with_scratch, with_slot, Slot};
 use super::simd::multiversion;
+use super::winograd_cache;
 use crate::math::Float;
+use crate::storage::Array;
 use rayon::prelude::*;
 
 /// One algorithm F(m x m, 3 x 3): its output tile `m` and its matrices, row-major, as
@@ -113,11 +115,13 @@ pub(super) const ALGORITHM: &Algorithm = &F4;
 /// channels (measured on ResNet-18's layers, 64 channels and up; `tests::timing`).
 const MIN_CHANNELS: usize = 64;
 
-/// Tiles (over all images) from which this path is used: with fewer, the weights' transform
-/// (done per call) and reading the transformed weights (4x the weights) cost more than the
-/// products saved. ResNet-18's 7x7 layers (4 tiles an image) stay on im2col up to batch 31,
-/// its 14x14 ones (16) below batch 8, its 28x28 ones (49) at batch 1 and 2.
-const MIN_TILES: usize = 128;
+/// Tiles (over all images) from which this path is used. Inference reuses the weights'
+/// transform ([`winograd_cache`]), and with it (`tests::timing`, 2 threads, loaded machine)
+/// ResNet-18's 14x14 layers (16 tiles an image) take 1.7 ms at batch 1 against im2col's 2.8,
+/// its 7x7 ones (4 tiles) 8.0 ms at batch 8 against 17.6 (13.2 transforming per call) but
+/// 4.1 at batch 1 against 3.5. So 7x7 layers stay on im2col below batch 4. The choice
+/// depends on the geometry only, never on the cache, so eager and graph agree in bits.
+const MIN_TILES: usize = 16;
 
 #[cfg(test)]
 thread_local! {
@@ -279,32 +283,49 @@ struct Coefs<T> {
 
 /// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, 3, 3]` (+ `bias` `[o]`) into `out`
 /// `[n, o, oh, ow]`, calling `after_image(i)` for every image once all are written. Only for
-/// geometries [`applies`] accepts, with finite `x` and `w`.
-pub(super) fn conv2d_into<T: Float>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
+/// geometries [`applies`] accepts, with finite `x` and `w`. The weights' transform comes from
+/// [`winograd_cache`] when `w` (its buffer, unchanged) was seen before.
+pub(super) fn conv2d_into<T: Float>(x: &[T], w: &Array<T>, bias: Option<&[T]>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
     debug_assert!(applies(g));
-    conv_with(ALGORITHM, x, w, bias, g, out, after_image)
+    let alg = ALGORITHM;
+    match winograd_cache::cached(w, g.o, g.c, alg.m, |w, u| transform_weights(w, g, alg, u)) {
+        Some(u) => conv_transformed(alg, x, &u, bias, g, out, after_image),
+        None => conv_with(alg, x, w.as_slice().expect("standard layout"), bias, g, out, after_image),
+    }
 }
 
-/// [`conv2d_into`] by `alg`, for any 3x3 stride-1 geometry.
+/// [`conv2d_into`] by `alg`, for any 3x3 stride-1 geometry, transforming the weights `w`.
 fn conv_with<T: Float>(alg: &Algorithm, x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
+    // The transformed weights live in the calling thread's call buffer: reused between calls,
+    // so a call does not fault in fresh pages for them.
+    with_slot(Slot::Call, alg.alpha() * alg.alpha() * g.o * g.c, |u: &mut [T]| {
+        transform_weights(w, g, alg, u);
+        conv_transformed(alg, x, u, bias, g, out, after_image)
+    })
+}
+
+/// [`conv_with`] from the transformed weights `u` `[a*a, o, c]`.
+fn conv_transformed<T: Float>(
+    alg: &Algorithm,
+    x: &[T],
+    u: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    out: &mut [T],
+    after_image: &(dyn Fn(usize) + Sync),
+) {
     debug_assert!(g.kh == 3 && g.kw == 3 && g.stride == [1, 1]);
     let tiling = Tiling::new(g, alg);
     let block = block_tiles(g, alg);
     let coefs = Coefs { bt: alg.bt.iter().map(|&v| T::from_f64(v)).collect(), at: alg.at.iter().map(|&v| T::from_f64(v)).collect() };
     let dst = OutPtr(out.as_mut_ptr());
     let tasks = tasks(g, &tiling, block);
-    // The transformed weights live in the calling thread's call buffer: reused between calls,
-    // so a call does not fault in fresh pages for them.
-    with_slot(Slot::Call, alg.alpha() * alg.alpha() * g.o * g.c, |u: &mut [T]| {
-        transform_weights(w, g, alg, u);
-        let u = &*u;
-        let run = |task: &Task| run_task(task, x, u, bias, g, &tiling, &coefs, block, dst);
-        if num_threads() > 1 && tasks.len() > 1 {
-            tasks.par_iter().for_each(run);
-        } else {
-            tasks.iter().for_each(run);
-        }
-    });
+    let run = |task: &Task| run_task(task, x, u, bias, g, &tiling, &coefs, block, dst);
+    if num_threads() > 1 && tasks.len() > 1 {
+        tasks.par_iter().for_each(run);
+    } else {
+        tasks.iter().for_each(run);
+    }
     if num_threads() > 1 && g.n > 1 {
         (0..g.n).into_par_iter().for_each(after_image);
     } else {
@@ -628,6 +649,64 @@ mod tests {
             .collect()
     }
 
+    /// A cached transform is never served for weights that changed: the cache holds the
+    /// weights' buffer, so an in-place write copies it (copy on write) and the new weights miss.
+    #[test]
+    fn the_cache_never_serves_a_stale_transform() {
+        use crate::storage::Array;
+        use ndarray::IxDyn;
+        let g = geom(1, 2, (6, 5), 3, 1);
+        let x: Vec<f64> = values(g.n * g.c * g.h * g.w, 7);
+        let mut w = Array::from_shape_vec(IxDyn(&[3, 2, 3, 3]), values(3 * 2 * 9, 8)).unwrap();
+        let call = |w: &Array<f64>| {
+            let mut out = vec![f64::NAN; 3 * 6 * 5];
+            forced(|| conv2d_into(&x, w, None, &g, &mut out, &|_| {}));
+            out
+        };
+        // First sighting (scratch), second (made and cached), third (a hit): the same bits.
+        let first = call(&w);
+        let address = w.as_ptr();
+        assert_eq!(call(&w), first);
+        assert!(winograd_cache::cached(&w, 3, 2, ALGORITHM.m, |_, _| panic!("cached, so not made again")).is_some());
+        assert_eq!(call(&w), first);
+        let want = direct(&x, w.as_slice().unwrap(), None, &g);
+        first.iter().zip(&want).for_each(|(a, b)| assert!((a - b).abs() < 1e-12, "{a} vs {b}"));
+        // Doubling the weights in place doubles every output exactly (the transform and the
+        // products scale by a power of two without rounding); a stale transform would not.
+        w.mapv_inplace(|v| v * 2.0);
+        assert_ne!(w.as_ptr(), address, "the write copied the cached (shared) buffer");
+        for _ in 0..3 {
+            let doubled = call(&w);
+            doubled.iter().zip(&first).for_each(|(d, f)| assert_eq!(*d, 2.0 * f));
+        }
+    }
+
+    /// The same through tensors: `mul_` on a weight between calls changes the next output.
+    #[test]
+    fn an_in_place_weight_update_between_calls_changes_the_output() {
+        use crate::tensor::Tensor;
+        let x = Tensor::from_vec(values(2 * 5 * 5, 3).into_iter().map(|v| v as f32).collect::<Vec<f32>>(), &[1, 2, 5, 5]).unwrap();
+        let w = Tensor::from_vec(values(2 * 2 * 9, 4).into_iter().map(|v| v as f32).collect::<Vec<f32>>(), &[2, 2, 3, 3]).unwrap();
+        let conv = || forced(|| x.conv2d(&w, None, [1, 1], [1, 1]).unwrap().to_vec::<f32>().unwrap());
+        let before = conv();
+        assert_eq!(conv(), before);
+        assert_eq!(conv(), before);
+        w.mul_(-4.0).unwrap();
+        for _ in 0..3 {
+            let after = conv();
+            after.iter().zip(&before).for_each(|(a, b)| assert_eq!(*a, -4.0 * b));
+        }
+        // And a weight overwritten with other values entirely: the definition's outputs.
+        let fresh: Vec<f32> = values(2 * 2 * 9, 5).into_iter().map(|v| v as f32).collect();
+        w.assign_(&Tensor::from_vec(fresh.clone(), &[2, 2, 3, 3]).unwrap()).unwrap();
+        let (xs, ws): (Vec<f64>, Vec<f64>) =
+            (x.to_vec::<f32>().unwrap().iter().map(|&v| v as f64).collect(), fresh.iter().map(|&v| v as f64).collect());
+        let want = direct(&xs, &ws, None, &geom(1, 2, (5, 5), 2, 1));
+        for _ in 0..3 {
+            conv().iter().zip(&want).for_each(|(a, b)| assert!((*a as f64 - b).abs() < 1e-5, "{a} vs {b}"));
+        }
+    }
+
     #[test]
     fn a_4x4_image_by_hand() {
         // x = 1..16 in a 4x4 image, a kernel of ones: each output is the sum of a 3x3 window,
@@ -682,15 +761,17 @@ mod tests {
     #[test]
     fn resnet18s_layers_that_run_here() {
         // (batch, channels, side, expected): the 7x7 layers have 4 tiles an image, the 14x14
-        // 16, the 28x28 49, the 56x56 196; 128 tiles are needed.
+        // 16, the 28x28 49, the 56x56 196; 16 tiles are needed.
         for (n, c, hw, want) in [
             (1, 64, 56, true),
-            (1, 128, 28, false),
-            (1, 256, 14, false),
+            (1, 128, 28, true),
+            (1, 256, 14, true),
             (1, 512, 7, false),
+            (3, 512, 7, false),
+            (4, 512, 7, true),
             (8, 128, 28, true),
             (8, 256, 14, true),
-            (8, 512, 7, false),
+            (8, 512, 7, true),
             (8, 32, 56, false),
         ] {
             assert_eq!(applies(&geom(n, c, (hw, hw), c, 1)), want, "batch {n}, {c} channels, {hw}x{hw}");
@@ -767,7 +848,12 @@ mod tests {
                     let mut u = u.clone();
                     transform_weights(&w, &g, &F4, &mut u);
                 });
-                u.clear();
+                transform_weights(&w, &g, &F4, &mut u);
+                let cached = time(&|| {
+                    let (oh, ow) = g.out_hw();
+                    let mut out = vec![0.0f32; n * c * oh * ow];
+                    conv_transformed(&F4, &x, &u, None, &g, &mut out, &|_| {});
+                });
                 let f4 = time(&|| drop(run(&F4, &x, &w, None, &g)));
                 let f2 = time(&|| drop(run(&F2, &x, &w, None, &g)));
                 let im2col = time(&|| {
@@ -775,7 +861,9 @@ mod tests {
                     let mut out = vec![0.0f32; n * c * oh * ow];
                     crate::kernels::conv::conv2d_im2col(&xa, &wa, None, &g, &mut out);
                 });
-                println!("n {n} c {c:3} {hw:2}x{hw:<2}: im2col {im2col:7.2} ms, F4 {f4:7.2} ms (weights {wt:5.2}), F2 {f2:7.2} ms");
+                println!(
+                    "n {n} c {c:3} {hw:2}x{hw:<2}: im2col {im2col:7.2} ms, F4 {f4:7.2} ms (weights {wt:5.2}, cached {cached:7.2}), F2 {f2:7.2} ms"
+                );
             }
         }
     }

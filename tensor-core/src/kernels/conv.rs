@@ -329,6 +329,8 @@ mod tests {
         if !std::arch::is_x86_feature_detected!("fma") {
             return; // without FMA, gemm multiplies and adds separately
         }
+        // `applies` reads the level, which the level tests cap.
+        let _no_cap_meanwhile = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         let lenet =
             [(1, 28, 6, 2), (6, 14, 16, 0)].map(|(c, hw, o, p)| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 5, kw: 5, stride: [1, 1], padding: [p, p] });
         let odd = ConvGeom { n: 1, c: 7, h: 9, w: 11, o: 19, kh: 3, kw: 4, stride: [1, 1], padding: [1, 2] };

@@ -28,6 +28,13 @@ const MAX_PATCH: usize = 512;
 /// True when [`conv_image`] computes `g`: on a CPU with FMA, stride 1, a patch of at most [`MAX_PATCH`] taps,
 /// and at most a third of the wide positions dropped (`wp <= 1.5 * ow`).
 pub(super) fn applies(g: &ConvGeom) -> bool {
+    level() >= Level::Avx2 && fits(g)
+}
+
+/// The geometry half of [`applies`]: what [`conv_image`] itself relies on (the level only
+/// decides which of two equal results is cheaper to get, so the kernel does not check it:
+/// a test capping the level on another thread must not trip it).
+fn fits(g: &ConvGeom) -> bool {
     let (_, ow) = g.out_hw();
     let wp = g.w + 2 * g.padding[1];
     // Only where the CPU has FMA: the baseline build's `mul_add` is the C library's `fma`,
@@ -35,7 +42,7 @@ pub(super) fn applies(g: &ConvGeom) -> bool {
     // And not where gemm leaves its blocked kernel (so the bits would not be its): a patch of
     // one or two taps, one output channel, or one output position.
     let gemm_blocked = g.patch() >= 3 && g.o >= 2 && g.out_plane() >= 2;
-    level() >= Level::Avx2 && gemm_blocked && g.stride == [1, 1] && g.patch() <= MAX_PATCH && 2 * wp <= 3 * ow
+    gemm_blocked && g.stride == [1, 1] && g.patch() <= MAX_PATCH && 2 * wp <= 3 * ow
 }
 
 /// True when a value of `s` is NaN (the direct paths then leave the product to gemm).
@@ -104,7 +111,7 @@ impl Wide {
 /// One image of the convolution: `x` `[c, h, w]`, `w` `[o, c, kh, kw]`, `bias` `[o]`, into
 /// `out` `[o, oh, ow]`. Only for geometries [`applies`] accepts.
 pub(super) fn conv_image<T: Float>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, out: &mut [T]) {
-    debug_assert!(applies(g));
+    debug_assert!(fits(g));
     // Read the level once: the tile shape fixes the wide length the tile loops step through.
     let wide_tiles = level() == Level::Avx512;
     let tile = tile_positions::<T>(wide_tiles);
@@ -290,6 +297,7 @@ mod tests {
             ConvGeom { n: 1, c: 3, h: 7, w: 9, o: 13, kh: 3, kw: 2, stride: [1, 1], padding: [1, 0] },
             ConvGeom { n: 1, c: 3, h: 1, w: 5, o: 2, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] },
         ];
+        let _only_this_test_caps_the_level = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         for g in geoms {
             assert!(applies(&g), "{g:?}");
             let (x, w, b) = (values(g.c * g.h * g.w, 1), values(g.o * g.patch(), 2), values(g.o, 3));
@@ -306,6 +314,8 @@ mod tests {
 
     #[test]
     fn takes_stride_one_with_little_wrap_only() {
+        // `applies` reads the level, which the level tests cap.
+        let _no_cap_meanwhile = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         let g = ConvGeom { n: 1, c: 6, h: 14, w: 14, o: 16, kh: 5, kw: 5, stride: [1, 1], padding: [0, 0] };
         assert!(applies(&g));
         assert!(!applies(&ConvGeom { stride: [2, 2], ..g }), "stride 2");

@@ -52,6 +52,11 @@ pub fn level() -> Level {
     from_u8(detected.min(MAX.load(Ordering::Relaxed)))
 }
 
+/// Held by the crate's tests that cap the level, so that they do not cap it under each
+/// other (each sets a cap, runs, and lifts it).
+#[cfg(test)]
+pub(crate) static LEVEL_CAPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Caps the level of the loops (for example to compare builds, or to rule one out while
 /// debugging); `Level::Avx512` lifts the cap. Every level gives the same bits, so this changes
 /// speed only. Fused programs pick their loops when they are built: set it before tracing.

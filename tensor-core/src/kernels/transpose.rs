@@ -140,6 +140,7 @@ mod tests {
 
     #[test]
     fn every_element_lands_at_its_transposed_place() {
+        let _only_this_test_caps_the_level = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         // Whole 8 x 8 blocks, ragged edges on either side, one dim below 8, and matrices
         // large enough to be split between two threads (evenly and not).
         for (rows, cols) in [(8, 8), (16, 40), (13, 21), (3, 17), (40, 5), (1, 9), (67, 33), (512, 256), (300, 333)] {

@@ -389,13 +389,8 @@ mod tests {
 
     /// Deterministic values with many mantissa bits, so sums in another order round differently.
     fn values(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (0..len)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
+        // Exact: the shared values have 24 significant bits.
+        crate::kernels::test_values(len, seed).into_iter().map(|v| v as f32).collect()
     }
 
     fn array(dims: &[usize], seed: u64) -> Array<f32> {

@@ -23,3 +23,16 @@ pub(crate) mod softmax;
 mod transpose;
 mod winograd;
 mod winograd_cache;
+
+/// Deterministic test values in [-1, 1) with 24 significant bits (exact in f32 too), so
+/// that sums taken in another order round differently.
+#[cfg(test)]
+pub(crate) fn test_values(len: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}

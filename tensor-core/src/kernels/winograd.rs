@@ -638,16 +638,7 @@ mod tests {
         out
     }
 
-    /// Deterministic values in [-1, 1) with many mantissa bits.
-    fn values(len: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (0..len)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::kernels::test_values as values;
 
     /// A cached transform is never served for weights that changed: the cache holds the
     /// weights' buffer, so an in-place write copies it (copy on write) and the new weights miss.

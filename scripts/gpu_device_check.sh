@@ -8,7 +8,7 @@
 # It prints the GPU, runs target/release/gpu_check (every GPU op against the CPU, gradients,
 # errors, graph functions, W7's step, then timings as JSON lines), the generated kernels'
 # register and instruction counts (where ptxas is installed), target/release/bench's W3 and W7
-# captured without and with batched launches (`TENSOR_CORE_CUDA_BATCH`) and on one stream
+# captured without and with their planned arena (`TENSOR_CORE_CUDA_ARENA`) and on one stream
 # (`TENSOR_CORE_CUDA_LANES=1`), then the peers on the same card interleaved with the bench
 # (peers/gpu_round.sh: PyTorch eager, torch.compile default and reduce-overhead, JAX jit),
 # and ends with the table (peers/gpu_table.py). Under 8 minutes on an H100 with the defaults
@@ -53,19 +53,20 @@ if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then
     rm -f "$OUT_DIR/k.cubin"
 fi
 
-# tensor-core's bench on the GPU: W3's and W7's captured graphs without and with batched
-# launches (TENSOR_CORE_CUDA_BATCH=0 and 1, on the default four lanes) and batched on one
-# stream (lanes 1), alternating, two rounds; then every GPU workload beside the peers (with
-# the GPU time of a call by CUDA events). (Four lanes against one without batching ran level
-# on an H200: that pair is no longer run.)
+# tensor-core's bench on the GPU: W3's and W7's captured graphs with their buffers in one
+# planned arena and without it (TENSOR_CORE_CUDA_ARENA=1 and 0), and on one stream
+# (lanes 1), alternating, two rounds; then every GPU workload beside the peers (with the GPU
+# time of a call by CUDA events). (Batched launches, on by default, measured 1.11-1.15x on
+# W7 against none on an H200; four lanes against one ran level: those pairs are no longer
+# run.)
 BENCH=${BENCH:-target/release/bench}
 if [ -x "$BENCH" ]; then
     for round in 1 2; do
         for variant in "0 4" "1 4" "1 1"; do
-            read -r batch lanes <<< "$variant"
+            read -r arena lanes <<< "$variant"
             for w in W3 W7; do
-                TENSOR_CORE_CUDA_BATCH=$batch TENSOR_CORE_CUDA_LANES=$lanes "$BENCH" --device cuda --workload $w --mode graph --min-time 0.3 |
-                    sed "s/}$/,\"batch\":$batch,\"lanes\":$lanes,\"round\":$round}/" | tee -a "$OUT_DIR/lanes.jsonl"
+                TENSOR_CORE_CUDA_ARENA=$arena TENSOR_CORE_CUDA_LANES=$lanes "$BENCH" --device cuda --workload $w --mode graph --min-time 0.3 |
+                    sed "s/}$/,\"arena\":$arena,\"lanes\":$lanes,\"round\":$round}/" | tee -a "$OUT_DIR/lanes.jsonl"
             done
         done
     done

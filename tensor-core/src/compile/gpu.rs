@@ -24,14 +24,20 @@
 //! buffer is held anywhere else (a detached copy), the call runs step by step instead and
 //! the next one captures again.
 //!
-//! Not yet: one planned arena (each value is its own allocation from the driver's pool, or,
-//! in a capture, the graph's), and `cond`/`while_loop` nodes, which are an `Err` naming them.
+//! **One arena.** A capture is made twice: the first over the driver's pool, recording
+//! every allocation and free its steps make; the second over one device arena planned from
+//! that recording (`cuda/arena_plan.rs`), each allocation at its planned offset, so the graph
+//! allocates nothing. If the second fails, the first serves. `TENSOR_CORE_CUDA_ARENA=0`
+//! keeps the first.
+//!
+//! Not yet: `cond`/`while_loop` nodes, which are an `Err` naming them.
 
 use super::batching::Launches;
 use super::executable::Outputs;
 use super::lanes::{schedule, Placement};
 use super::memory_plan::Plan;
-use crate::cuda::{CapturedGraph, DeviceStorage};
+use crate::cuda::arena_plan::{ArenaPlan, Event};
+use crate::cuda::{CaptureMemory, CapturedGraph, DeviceStorage};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{FusedProgram, Graph, InputSource, Node, NodeKind, StateWrite};
@@ -77,6 +83,9 @@ struct Captured {
     /// Whether independent runs of one kernel were recorded as batched launches
     /// ([`batching`] when it was captured: a call with the other setting captures again).
     batched: bool,
+    /// Whether captures were to use a planned arena when it was captured ([`arena_on`];
+    /// likewise).
+    arena: bool,
     inputs: Vec<(InputSource, DeviceStorage)>,
     /// Uploaded once: the graph reads them where they are.
     _constants: Vec<DeviceStorage>,
@@ -123,8 +132,8 @@ pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device,
         return run_plain(graph, plan, slots, device);
     }
     let mut state = calls.0.lock().unwrap_or_else(|e| e.into_inner());
-    if state.captured.as_ref().is_some_and(|c| c.batched != batching()) {
-        // Batching was switched since the capture (the device checks compare both).
+    if state.captured.as_ref().is_some_and(|c| c.batched != batching() || c.arena != arena_on()) {
+        // Batching or the arena was switched since the capture (the device checks compare both).
         state.captured = None;
     }
     if let Some(c) = state.captured.as_ref().filter(|c| c.device == device) {
@@ -172,7 +181,9 @@ fn capturable(graph: &Graph, plan: &Plan) -> bool {
         && plan.steps.iter().all(|s| matches!(s.node.kind, NodeKind::Op(_) | NodeKind::Fused(_) | NodeKind::Epilogue(_)))
 }
 
-/// Records the call's steps as one CUDA graph over buffers of its own.
+/// Records the call's steps as one CUDA graph over buffers of its own: once over the
+/// driver's pool, recording its allocations, then (unless the arena is off) again over one
+/// arena planned from that recording. If the second capture fails, the first one serves.
 fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -> Result<Captured> {
     let mut inputs = Vec::new();
     for (_, src) in &graph.inputs {
@@ -180,7 +191,6 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
         inputs.push((*src, crate::cuda::empty(device, now.dtype, &now.shape)?));
     }
     let constants = graph.constants.iter().map(|(_, s)| crate::cuda::upload(s, device)).collect::<Result<Vec<_>>>()?;
-    let resident: Vec<Option<usize>> = graph.writes.iter().map(|w| resident_input(graph, w)).collect();
     let batched = batching();
     let launches = Launches::new(plan, graph.values.len(), batched);
     // Every batched kernel is loaded before the capture starts (a capturing stream cannot
@@ -191,15 +201,55 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
         }
     }
     let placements = schedule(&launches.plan, graph.values.len(), lanes_for(graph));
-    let (captured, (outs, writes)) = crate::cuda::capture(device, || {
+    let setup = Setup { graph, plan, slots, device, inputs: &inputs, constants: &constants, launches: &launches, placements: &placements, batched };
+    let (mut first, recording) = capture_once(&setup, CaptureMemory::Recorded)?;
+    first.arena = arena_on();
+    if !first.arena {
+        return Ok(first);
+    }
+    let planned = ArenaPlan::new(&recording);
+    let unshared = planned.unshared_bytes();
+    let second = capture_once(&setup, CaptureMemory::Planned(planned));
+    let mut report = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+    match second {
+        Ok((mut second, _)) => {
+            second.arena = true;
+            *report = ArenaReport { captures: report.captures + 1, bytes: second.graph.arena_bytes(), unshared, failure: String::new() };
+            Ok(second)
+        }
+        Err(e) => {
+            report.failure = e.to_string();
+            Ok(first)
+        }
+    }
+}
+
+/// What both captures of a call share.
+struct Setup<'a> {
+    graph: &'a Graph,
+    plan: &'a Plan,
+    slots: &'a [&'a Tensor],
+    device: Device,
+    inputs: &'a [(InputSource, DeviceStorage)],
+    constants: &'a [DeviceStorage],
+    launches: &'a Launches,
+    placements: &'a [Placement],
+    batched: bool,
+}
+
+/// One capture of the call, its buffers from `memory`; the allocations it recorded.
+fn capture_once(s: &Setup, memory: CaptureMemory) -> Result<(Captured, Vec<Event>)> {
+    let Setup { graph, plan, slots, device, inputs, constants, launches, placements, batched } = *s;
+    let resident: Vec<Option<usize>> = graph.writes.iter().map(|w| resident_input(graph, w)).collect();
+    let (captured, (outs, writes), recording) = crate::cuda::capture(device, memory, || {
         let mut values: Vec<Option<DeviceStorage>> = vec![None; graph.values.len()];
-        for ((v, _), (_, buffer)) in graph.inputs.iter().zip(&inputs) {
+        for ((v, _), (_, buffer)) in graph.inputs.iter().zip(inputs) {
             values[*v] = Some(buffer.clone());
         }
-        for ((v, _), c) in graph.constants.iter().zip(&constants) {
+        for ((v, _), c) in graph.constants.iter().zip(constants) {
             values[*v] = Some(c.clone());
         }
-        let deferred = run_steps_on_lanes(plan, &launches, &placements, slots, device, &mut values)?;
+        let deferred = run_steps_on_lanes(plan, launches, placements, slots, device, &mut values)?;
         let (outs, writes) = kept_values(graph, &values);
         // A value kept after the call that is some resident state's old buffer (an output
         // returning a parameter as it was, one state written with another's old value) is
@@ -248,10 +298,20 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
             (None, None) => Written::Cleared,
         })
         .collect();
-    // The graph owns these buffers (each launch makes them again): never freed from here.
-    std::mem::forget(outs);
-    std::mem::forget(writes);
-    Ok(Captured { graph: captured, device, batched, inputs, _constants: constants, outputs, writes: written, state_writes: graph.writes.clone() })
+    // Dropping these frees nothing: their memory is the graph's or its arena's.
+    drop((outs, writes));
+    let c = Captured {
+        graph: captured,
+        device,
+        batched,
+        arena: false,
+        inputs: inputs.to_vec(),
+        _constants: constants.to_vec(),
+        outputs,
+        writes: written,
+        state_writes: graph.writes.clone(),
+    };
+    Ok((c, recording))
 }
 
 /// The input a state write updates in place: the slot's data, read by the graph as an input.
@@ -413,6 +473,50 @@ fn batching() -> bool {
 
 /// 0: as `TENSOR_CORE_CUDA_BATCH` says; 1: off; 2: on.
 static BATCHING: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether captures place their buffers in one planned arena (`cuda/arena.rs`): yes unless
+/// `TENSOR_CORE_CUDA_ARENA=0`, or [`set_cuda_arena`] says.
+fn arena_on() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    match ARENA_SETTING.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => !*OFF.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_ARENA").is_ok_and(|v| v == "0")),
+    }
+}
+
+/// 0: as `TENSOR_CORE_CUDA_ARENA` says; 1: off; 2: on.
+static ARENA_SETTING: AtomicUsize = AtomicUsize::new(0);
+
+/// Turns the planned arena of captures on or off for this process (`None`: as
+/// `TENSOR_CORE_CUDA_ARENA` says); a captured call whose setting differs is captured again.
+/// For the device checks; not part of the public API.
+#[doc(hidden)]
+pub fn set_cuda_arena(on: Option<bool>) {
+    ARENA_SETTING.store(on.map_or(0, |on| if on { 2 } else { 1 }), Ordering::Relaxed);
+}
+
+/// What the planned arenas of this process's captures came to.
+#[derive(Clone, Debug, Default)]
+#[doc(hidden)]
+pub struct ArenaReport {
+    /// Captures whose buffers are in an arena.
+    pub captures: usize,
+    /// The last such capture's arena, in bytes.
+    pub bytes: usize,
+    /// What its allocations would take without reuse, in bytes.
+    pub unshared: usize,
+    /// Why the last capture that tried an arena could not use one (empty: none failed).
+    pub failure: String,
+}
+
+static ARENA: Mutex<ArenaReport> = Mutex::new(ArenaReport { captures: 0, bytes: 0, unshared: 0, failure: String::new() });
+
+/// The arena report so far; for the device checks, not part of the public API.
+#[doc(hidden)]
+pub fn cuda_arena_report() -> ArenaReport {
+    ARENA.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
 
 /// Turns batched launches in captures on or off for this process (`None`: as
 /// `TENSOR_CORE_CUDA_BATCH` says), so that the device checks compare both in one run; a

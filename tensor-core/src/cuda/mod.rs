@@ -9,14 +9,22 @@
 // Built without the feature too, so that its golden tests run everywhere.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) mod source;
+// Pure data, tested without the feature too.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) mod arena_plan;
 mod storage;
+
+#[cfg(feature = "cuda")]
+mod arena;
+#[cfg(feature = "cuda")]
+mod buffer;
 
 #[cfg(feature = "cuda")]
 mod runtime;
 #[cfg(all(feature = "cuda", test))]
 pub(crate) use runtime::compile;
 #[cfg(feature = "cuda")]
-pub(crate) use runtime::{address, capture, copy_from, empty, lanes_wait_for, record_on_lane, CapturedGraph, CAPTURE_LANES};
+pub(crate) use runtime::{address, capture, copy_from, empty, lanes_wait_for, record_on_lane, CaptureMemory, CapturedGraph, CAPTURE_LANES};
 #[cfg(feature = "cuda")]
 pub(crate) use runtime::{
     copy_regions, download, elementwise, elementwise_batched, gemm, gpu_name, load_kernel, reduce, rows, synchronize, time_on_gpu, upload, GemmShape,

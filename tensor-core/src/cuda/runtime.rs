@@ -3,6 +3,9 @@
 //! (keyed by the source's hash); transfers; launches. CUDA is loaded when first used, so a
 //! machine without it gets an `Err` from the first GPU call, never a panic.
 
+use super::arena::{self, Allocation};
+use super::arena_plan::{ArenaPlan, Event};
+use super::buffer::Buffer;
 use super::source::{KernelSource, SegmentTable, TcIndex, REDUCE_THREADS};
 use super::DeviceStorage;
 use crate::device::Device;
@@ -11,10 +14,11 @@ use crate::error::{Error, Result};
 use crate::shape::Shape;
 use crate::storage::{Array, Storage};
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 use ndarray::IxDyn;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -196,6 +200,11 @@ thread_local! {
     static LANE_EVENTS: std::cell::RefCell<Vec<cudarc::driver::CudaEvent>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// The lane this thread records on, while it captures.
+pub(super) fn capturing_lane() -> Option<usize> {
+    CAPTURING.with(|c| c.get())
+}
+
 /// How many streams a capture may record on (`compile::lanes` spreads a call over them).
 pub(crate) const CAPTURE_LANES: usize = 4;
 
@@ -241,14 +250,27 @@ impl Gpu {
     }
 
     /// A buffer of `bytes` bytes, uninitialized (at least one byte: the driver refuses
-    /// empty allocations).
-    fn alloc(&self, op: &'static str, bytes: usize) -> Result<CudaSlice<u8>> {
+    /// empty allocations). While this thread captures, the arena's mode (`arena.rs`) may
+    /// place it in the call's arena or record it.
+    fn alloc(&self, op: &'static str, bytes: usize) -> Result<Buffer> {
+        let capturing = CAPTURING.with(|c| c.get());
+        let recorded = match capturing.map(|lane| arena::allocate(bytes, lane)) {
+            Some(Allocation::Placed(b)) => return Ok(b),
+            Some(Allocation::Recorded(n)) => Some(n),
+            Some(Allocation::Plain) | None => None,
+        };
         // SAFETY: every kernel writes all of its outputs before anything reads them.
-        unsafe { self.stream().alloc::<u8>(bytes.max(1)) }.map_err(driver_error(op, self.device))
+        let slice = unsafe { self.stream().alloc::<u8>(bytes.max(1)) }.map_err(driver_error(op, self.device))?;
+        Ok(Buffer::own(slice, capturing.is_some(), recorded))
     }
 
-    fn storage(&self, buffer: CudaSlice<u8>, dtype: DType, shape: Shape) -> DeviceStorage {
+    fn storage(&self, buffer: Buffer, dtype: DType, shape: Shape) -> DeviceStorage {
         DeviceStorage { dtype, shape, device: self.device, buffer: Arc::new(buffer) }
+    }
+
+    /// The device address of `d`'s data, for work on this thread's stream.
+    fn ptr(&self, d: &DeviceStorage) -> u64 {
+        d.buffer.address(self.stream())
     }
 
     fn grid(&self, blocks: usize) -> u32 {
@@ -268,11 +290,13 @@ pub(crate) fn upload(s: &Storage, device: Device) -> Result<DeviceStorage> {
         // data (f32, f64, i32, i64, or bool: one byte, 0 or 1).
         unsafe { std::slice::from_raw_parts(a.as_ptr() as *const u8, std::mem::size_of_val(a.as_slice().expect("standard layout"))) }
     });
-    let mut buffer = g.alloc("to_device", bytes.len())?;
+    // Never while capturing (refused above), so the memory is the buffer's own.
+    // SAFETY: written whole by the copy below before anything reads it.
+    let mut slice = unsafe { g.stream.alloc::<u8>(bytes.len().max(1)) }.map_err(driver_error("to_device", device))?;
     if !bytes.is_empty() {
-        g.stream.memcpy_htod(bytes, &mut buffer.slice_mut(0..bytes.len())).map_err(driver_error("to_device", device))?;
+        g.stream.memcpy_htod(bytes, &mut slice.slice_mut(0..bytes.len())).map_err(driver_error("to_device", device))?;
     }
-    Ok(g.storage(buffer, s.dtype(), s.shape()))
+    Ok(g.storage(Buffer::own(slice, false, None), s.dtype(), s.shape()))
 }
 
 /// Copies device data back to the host.
@@ -296,7 +320,10 @@ fn read_back<T: Clone + Default>(g: &Gpu, d: &DeviceStorage) -> Result<Array<T>>
         // SAFETY: `v` holds `n` plain values; the device wrote valid bit patterns of this
         // dtype (bools as 0 or 1).
         let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, bytes) };
-        g.stream.memcpy_dtoh(&d.buffer.slice(0..bytes), dst).map_err(driver_error("to_cpu", d.device))?;
+        // SAFETY: `dst` is `bytes` bytes of host memory; the buffer holds at least as many.
+        unsafe { cudarc::driver::sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), g.ptr(d), bytes, g.stream.cu_stream()) }
+            .result()
+            .map_err(driver_error("to_cpu", d.device))?;
         g.stream.synchronize().map_err(driver_error("to_cpu", d.device))?;
     }
     Ok(Array::from_shape_vec(IxDyn(d.shape.dims()), v).expect("length matches dims"))
@@ -315,17 +342,15 @@ pub(crate) fn elementwise(
     let device = inputs.first().map_or(Device::Cuda(0), |i| i.device);
     let g = gpu("elementwise", device)?;
     let n = shape.numel();
-    let mut outs = out_dtypes.iter().map(|d| g.alloc("elementwise", n * d.size_of())).collect::<Result<Vec<_>>>()?;
+    let outs = out_dtypes.iter().map(|d| g.alloc("elementwise", n * d.size_of())).collect::<Result<Vec<_>>>()?;
     if n > 0 {
         let f = g.function(src)?;
         let n64 = n as i64;
+        let pointers: SmallVec<[u64; 8]> = inputs.iter().map(|i| g.ptr(i)).chain(outs.iter().map(|o| o.address(g.stream()))).collect();
         let mut b = g.stream().launch_builder(&f);
         b.arg(&n64).arg(index);
-        for i in inputs {
-            b.arg(&*i.buffer);
-        }
-        for o in outs.iter_mut() {
-            b.arg(o);
+        for p in &pointers {
+            b.arg(p);
         }
         // One thread per element: occupancy hides the memory latency (the kernel's loop is
         // grid-stride only for sizes beyond the grid's limit).
@@ -349,7 +374,6 @@ pub(crate) struct Segment<'a> {
 /// Runs a batched elementwise kernel ([`elementwise_batched`](super::source::elementwise_batched))
 /// over every segment in one launch: each segment's outputs, one per `out_dtypes` entry.
 pub(crate) fn elementwise_batched(src: &KernelSource, segments: &[Segment], out_dtypes: &[DType]) -> Result<Vec<Vec<DeviceStorage>>> {
-    use cudarc::driver::DevicePtr;
     let device = segments.first().and_then(|s| s.inputs.first()).map_or(Device::Cuda(0), |i| i.device);
     let g = gpu("elementwise", device)?;
     let mut outs = Vec::with_capacity(segments.len());
@@ -358,7 +382,7 @@ pub(crate) fn elementwise_batched(src: &KernelSource, segments: &[Segment], out_
         let n = s.shape.numel();
         let made = out_dtypes.iter().map(|d| g.alloc("elementwise", n * d.size_of())).collect::<Result<Vec<_>>>()?;
         let mut pointers: Vec<u64> = s.inputs.iter().map(|i| address(i)).collect();
-        pointers.extend(made.iter().map(|o| o.device_ptr(g.stream()).0));
+        pointers.extend(made.iter().map(|o| o.address(g.stream())));
         rows.push((n, pointers));
         outs.push(made);
     }
@@ -404,12 +428,13 @@ pub(crate) fn reduce(
     serial: bool,
 ) -> Result<DeviceStorage> {
     let g = gpu("reduce", input.device)?;
-    let mut out = g.alloc("reduce", n_out * input.elem_size())?;
+    let out = g.alloc("reduce", n_out * input.elem_size())?;
     if n_out > 0 {
         let f = g.function(src)?;
         let (no, nr) = (n_out as i64, n_red as i64);
+        let (from, to) = (g.ptr(input), out.address(g.stream()));
         let mut b = g.stream().launch_builder(&f);
-        b.arg(&no).arg(&nr).arg(index).arg(&*input.buffer).arg(&mut out);
+        b.arg(&no).arg(&nr).arg(index).arg(&from).arg(&to);
         let blocks = if serial { n_out.div_ceil(REDUCE_THREADS as usize) } else { n_out };
         let cfg = LaunchConfig { grid_dim: (g.grid(blocks), 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: offsets come from the input's own dims and strides; one write per output.
@@ -423,13 +448,14 @@ pub(crate) fn reduce(
 pub(crate) fn rows(src: &KernelSource, index: &TcIndex, input: &DeviceStorage) -> Result<DeviceStorage> {
     let g = gpu("rows", input.device)?;
     let n = input.shape.numel();
-    let mut out = g.alloc("rows", n * input.elem_size())?;
+    let out = g.alloc("rows", n * input.elem_size())?;
     if n > 0 {
         let f = g.function(src)?;
         let n64 = n as i64;
         let rows = n / (index.dims[0].max(1) as usize);
+        let (from, to) = (g.ptr(input), out.address(g.stream()));
         let mut b = g.stream().launch_builder(&f);
-        b.arg(&n64).arg(index).arg(&*input.buffer).arg(&mut out);
+        b.arg(&n64).arg(index).arg(&from).arg(&to);
         let cfg = LaunchConfig { grid_dim: (g.grid(rows), 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: each block reads and writes whole rows of `n` contiguous elements, both
         // buffers allocated for `n`.
@@ -454,15 +480,18 @@ pub(crate) struct Region<'a> {
 /// copied into it, in order.
 pub(crate) fn copy_regions(device: Device, dtype: DType, shape: &Shape, zero: bool, regions: &[Region]) -> Result<DeviceStorage> {
     let g = gpu("copy", device)?;
-    let mut out = g.alloc("copy", shape.numel() * dtype.size_of())?;
+    let out = g.alloc("copy", shape.numel() * dtype.size_of())?;
+    let to = out.address(g.stream());
     if zero {
-        g.stream().memset_zeros(&mut out).map_err(driver_error("copy", device))?;
+        // SAFETY: the buffer holds `len` bytes.
+        unsafe { cudarc::driver::sys::cuMemsetD8Async(to, 0, out.len(), g.stream().cu_stream()) }.result().map_err(driver_error("copy", device))?;
     }
     for r in regions.iter().filter(|r| r.n > 0) {
         let f = g.function(r.kernel)?;
         let n = r.n as i64;
+        let from = g.ptr(r.input);
         let mut b = g.stream().launch_builder(&f);
-        b.arg(&n).arg(&r.index).arg(&r.from).arg(&r.to).arg(&*r.input.buffer).arg(&mut out);
+        b.arg(&n).arg(&r.index).arg(&r.from).arg(&r.to).arg(&from).arg(&to);
         let cfg =
             LaunchConfig { grid_dim: (r.n.div_ceil(256).clamp(1, i32::MAX as usize) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: the caller's index walks `n` in-bounds elements of the input from `from`
@@ -492,65 +521,120 @@ pub(crate) fn gemm(a: &DeviceStorage, b: &DeviceStorage, s: GemmShape, out_shape
     let Some(blas) = g.blas() else {
         return Err(device_error("matmul", a.device, "cuBLAS (libcublas.so) was not found; put CUDA's lib folder on LD_LIBRARY_PATH"));
     };
-    let mut out = g.alloc("matmul", s.batch * s.m * s.n * a.elem_size())?;
+    let out = g.alloc("matmul", s.batch * s.m * s.n * a.elem_size())?;
     if s.batch * s.m * s.n > 0 {
-        match a.dtype {
-            DType::F32 => gemm_typed::<f32>(blas, a, b, &mut out, s, 1.0, 0.0),
-            DType::F64 => gemm_typed::<f64>(blas, a, b, &mut out, s, 1.0, 0.0),
-            other => return Err(Error::UnsupportedDType { op: "matmul", dtype: other, needs: "f32 or f64 on the GPU" }),
+        let pointers = (g.ptr(a), g.ptr(b), out.address(g.stream()));
+        // SAFETY: the buffers hold elements of the dtype matched here, at least as many as
+        // the shapes and strides of `s` address (the caller derived them from the shapes).
+        unsafe {
+            match a.dtype {
+                DType::F32 => gemm_typed::<f32>(blas, pointers, s, 1.0, 0.0),
+                DType::F64 => gemm_typed::<f64>(blas, pointers, s, 1.0, 0.0),
+                other => return Err(Error::UnsupportedDType { op: "matmul", dtype: other, needs: "f32 or f64 on the GPU" }),
+            }
         }
         .map_err(|e| device_error("matmul", a.device, format!("cuBLAS failed: {e:?}")))?;
     }
     Ok(g.storage(out, a.dtype, out_shape.clone()))
 }
 
-fn gemm_typed<T: DeviceRepr>(
+/// cuBLAS's f32 and f64 products on device addresses.
+trait BlasFloat: Copy {
+    /// # Safety
+    /// The pointers address live device memory of `Self` as the arguments describe.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        h: cudarc::cublas::sys::cublasHandle_t,
+        ta: cublasOperation_t,
+        tb: cublasOperation_t,
+        mnk: (i32, i32, i32),
+        alpha: Self,
+        a: (u64, i32, i64),
+        b: (u64, i32, i64),
+        beta: Self,
+        c: (u64, i32, i64),
+        batch: i32,
+    ) -> std::result::Result<(), cudarc::cublas::result::CublasError>;
+}
+
+macro_rules! blas_float {
+    ($t:ty, $one:ident, $batched:ident) => {
+        impl BlasFloat for $t {
+            unsafe fn gemm(
+                h: cudarc::cublas::sys::cublasHandle_t,
+                ta: cublasOperation_t,
+                tb: cublasOperation_t,
+                (m, n, k): (i32, i32, i32),
+                alpha: $t,
+                a: (u64, i32, i64),
+                b: (u64, i32, i64),
+                beta: $t,
+                c: (u64, i32, i64),
+                batch: i32,
+            ) -> std::result::Result<(), cudarc::cublas::result::CublasError> {
+                use cudarc::cublas::result as r;
+                // SAFETY: as the caller promises.
+                unsafe {
+                    if batch == 1 {
+                        r::$one(h, ta, tb, m, n, k, &alpha, a.0 as *const $t, a.1, b.0 as *const $t, b.1, &beta, c.0 as *mut $t, c.1)
+                    } else {
+                        r::$batched(
+                            h,
+                            ta,
+                            tb,
+                            m,
+                            n,
+                            k,
+                            &alpha,
+                            a.0 as *const $t,
+                            a.1,
+                            a.2,
+                            b.0 as *const $t,
+                            b.1,
+                            b.2,
+                            &beta,
+                            c.0 as *mut $t,
+                            c.1,
+                            c.2,
+                            batch,
+                        )
+                    }
+                }
+            }
+        }
+    };
+}
+blas_float!(f32, sgemm, sgemm_strided_batched);
+blas_float!(f64, dgemm, dgemm_strided_batched);
+
+/// # Safety
+/// `(a, b, c)` address live device buffers of `T` large enough for `s`.
+unsafe fn gemm_typed<T: BlasFloat>(
     blas: &CudaBlas,
-    a: &DeviceStorage,
-    b: &DeviceStorage,
-    out: &mut CudaSlice<u8>,
+    (a, b, c): (u64, u64, u64),
     s: GemmShape,
     one: T,
     zero: T,
-) -> std::result::Result<(), cudarc::cublas::result::CublasError>
-where
-    CudaBlas: Gemm<T>,
-{
+) -> std::result::Result<(), cudarc::cublas::result::CublasError> {
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B comes first.
     let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
     let (m, n, k) = (s.m as i32, s.n as i32, s.k as i32);
-    let gemm = GemmConfig {
-        transa: op(s.transpose_b),
-        transb: op(s.transpose_a),
-        m: n,
-        n: m,
-        k,
-        alpha: one,
-        lda: if s.transpose_b { k } else { n },
-        ldb: if s.transpose_a { m } else { k },
-        beta: zero,
-        ldc: n,
-    };
-    let size = std::mem::size_of::<T>();
-    // SAFETY: the buffers hold elements of `T` (checked by the caller's dtype match), at
-    // least as many as the strides and shapes address.
+    let lda = if s.transpose_b { k } else { n };
+    let ldb = if s.transpose_a { m } else { k };
+    // SAFETY: as the caller promises; the handle is this lane's own.
     unsafe {
-        let av = a.buffer.transmute::<T>(a.buffer.len() / size).expect("buffer size");
-        let bv = b.buffer.transmute::<T>(b.buffer.len() / size).expect("buffer size");
-        let len = out.len() / size;
-        let mut cv = out.transmute_mut::<T>(len).expect("buffer size");
-        if s.batch == 1 {
-            blas.gemm(gemm, &bv, &av, &mut cv)
-        } else {
-            let cfg = StridedBatchedConfig {
-                gemm,
-                batch_size: s.batch as i32,
-                stride_a: s.stride_b as i64,
-                stride_b: s.stride_a as i64,
-                stride_c: (s.m * s.n) as i64,
-            };
-            blas.gemm_strided_batched(cfg, &bv, &av, &mut cv)
-        }
+        T::gemm(
+            *blas.handle(),
+            op(s.transpose_b),
+            op(s.transpose_a),
+            (n, m, k),
+            one,
+            (b, lda, s.stride_b as i64),
+            (a, ldb, s.stride_a as i64),
+            zero,
+            (c, n, (s.m * s.n) as i64),
+            s.batch as i32,
+        )
     }
 }
 
@@ -564,12 +648,15 @@ fn refuse_while_capturing(op: &'static str, device: Device) -> Result<()> {
     }
 }
 
-/// A whole call recorded as one CUDA graph, replayed by [`replay`](Self::replay). The memory
-/// its kernels allocated belongs to the graph (freed and made again at the same addresses by
-/// each launch), so what a caller keeps is copied out after each launch.
+/// A whole call recorded as one CUDA graph, replayed by [`replay`](Self::replay). Its
+/// values live in its arena when it has one (`arena.rs`); else the memory its kernels
+/// allocated belongs to the graph (freed and made again at the same addresses by each
+/// launch). Either way, what a caller keeps is copied out after each launch.
 pub(crate) struct CapturedGraph {
     graph: cudarc::driver::CudaGraph,
     device: Device,
+    /// The arena every allocation of the capture was placed in (none: the graph's memory).
+    arena: Option<Arc<cudarc::driver::CudaSlice<u8>>>,
 }
 
 // SAFETY: the graph is used only under the caller's lock (one launch at a time), as the
@@ -578,11 +665,23 @@ unsafe impl Send for CapturedGraph {}
 // SAFETY: as above.
 unsafe impl Sync for CapturedGraph {}
 
+/// Where a capture's allocations come from.
+pub(crate) enum CaptureMemory {
+    /// The driver's pool (the graph's own memory), each allocation and free recorded: the
+    /// recording an arena is planned from.
+    Recorded,
+    /// One arena of the plan's size, each allocation at its planned offset, in the order of
+    /// the recording the plan was made from.
+    Planned(ArenaPlan),
+}
+
 /// Records what `f` launches on `device` as one CUDA graph (nothing runs yet). `f` must only
 /// launch kernels and products on device data: a transfer in it is an `Err`. It records on
 /// lane 0 and may move to the others with [`record_on_lane`]; every lane starts after what
 /// the GPU's stream has queued, and lane 0 waits for all of them before the capture ends.
-pub(crate) fn capture<R>(device: Device, f: impl FnOnce() -> Result<R>) -> Result<(CapturedGraph, R)> {
+/// With [`CaptureMemory::Recorded`] it returns the recording too (else it is empty); with
+/// [`CaptureMemory::Planned`], an `f` whose allocations differ from the plan's is an `Err`.
+pub(crate) fn capture<R>(device: Device, memory: CaptureMemory, f: impl FnOnce() -> Result<R>) -> Result<(CapturedGraph, R, Vec<Event>)> {
     use cudarc::driver::sys;
     let g = gpu("capture", device)?;
     let lanes = g.capture.get_or_init(|| {
@@ -594,24 +693,37 @@ pub(crate) fn capture<R>(device: Device, f: impl FnOnce() -> Result<R>) -> Resul
             })
             .collect()
     });
+    let arena = match &memory {
+        CaptureMemory::Recorded => None,
+        // SAFETY: every range is written by the kernel that makes its value before it is read.
+        CaptureMemory::Planned(plan) => Some(Arc::new(unsafe { g.stream.alloc::<u8>(plan.size.max(1)) }.map_err(driver_error("capture", device))?)),
+    };
     let origin = &lanes[0].0;
-    // What the GPU's stream has queued comes first.
+    // What the GPU's stream has queued (the arena's allocation among it) comes first.
     origin.join(&g.stream).map_err(driver_error("capture", device))?;
     origin.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(driver_error("capture", device))?;
     CAPTURING.with(|c| c.set(Some(0)));
+    match (memory, &arena) {
+        (CaptureMemory::Planned(plan), Some(a)) => arena::start_placing(a.clone(), plan),
+        _ => arena::start_recording(),
+    }
     // Each lane joins the capture by waiting for its start (a stream that records without
     // waiting for a capturing one would run its work now, outside the graph).
     let forked = (1..lanes.len()).try_for_each(|k| g.lane_waits(k, 0));
     let result = forked.and_then(|()| f());
+    let recorded = arena::finish();
     // Always joined and ended, so every stream leaves capture mode whatever `f` did.
     let joined = (1..lanes.len()).try_for_each(|k| g.lane_waits(0, k));
-    CAPTURING.with(|c| c.set(None));
     let ended = origin.end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    // Cleared after the end, so that what `f` made and dropped while capturing was freed in
+    // the graph, and what the ended capture still holds is not freed outside it.
+    CAPTURING.with(|c| c.set(None));
     LANE_EVENTS.with(|e| e.borrow_mut().clear());
     let r = result?;
     joined?;
+    let events = recorded.map_err(|why| device_error("capture", device, format!("the arena's plan does not fit the call: {why}")))?;
     match ended.map_err(driver_error("capture", device))? {
-        Some(graph) => Ok((CapturedGraph { graph, device }, r)),
+        Some(graph) => Ok((CapturedGraph { graph, device, arena }, r, events)),
         None => Err(device_error("capture", device, "the capture recorded nothing")),
     }
 }
@@ -635,6 +747,11 @@ pub(crate) fn lanes_wait_for(device: Device, lane: usize) -> Result<()> {
 }
 
 impl CapturedGraph {
+    /// The size of its arena in bytes (0: it has none).
+    pub(crate) fn arena_bytes(&self) -> usize {
+        self.arena.as_ref().map_or(0, |a| a.len())
+    }
+
     /// Launches the graph on the GPU's stream (after what is queued there).
     pub(crate) fn replay(&self) -> Result<()> {
         let g = gpu("replay", self.device)?;
@@ -647,10 +764,8 @@ impl CapturedGraph {
 
 /// The device address of `d`'s data (stable for static buffers and graph allocations).
 pub(crate) fn address(d: &DeviceStorage) -> u64 {
-    use cudarc::driver::DevicePtr;
     let g = gpu("address", d.device).expect("data on a GPU that is open");
-    let (ptr, _sync) = d.buffer.device_ptr(g.stream());
-    ptr
+    g.ptr(d)
 }
 
 /// Copies `dst`'s size in bytes from device address `src` into `dst`, on the GPU's stream

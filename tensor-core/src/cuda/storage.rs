@@ -1,6 +1,7 @@
-//! A tensor's data in a GPU's memory: one contiguous buffer, in row-major order, with its
-//! dtype and shape. Cloning shares the buffer (ops never write into an input), so a value
-//! saved for backward never changes under its holder, as on the CPU.
+//! A tensor's data in a GPU's memory: one contiguous buffer (memory of its own, or a range of
+//! a captured call's arena), in row-major order, with its dtype and shape. Cloning shares the
+//! buffer (ops never write into an input), so a value saved for backward never changes under
+//! its holder, as on the CPU.
 
 use crate::device::Device;
 use crate::dtype::DType;
@@ -13,7 +14,7 @@ pub(crate) struct DeviceStorage {
     pub shape: Shape,
     pub device: Device,
     #[cfg(feature = "cuda")]
-    pub(crate) buffer: std::sync::Arc<cudarc::driver::CudaSlice<u8>>,
+    pub(crate) buffer: std::sync::Arc<super::buffer::Buffer>,
     #[cfg(not(feature = "cuda"))]
     pub(crate) never: std::convert::Infallible,
 }

@@ -604,6 +604,18 @@ fn main() {
     let (captured, failed, last) = tensor_core::compile::cuda_graph_counts();
     let verdict = if captured > 0 && failed == 0 { "" } else { "FAIL " };
     c.record("graph calls replayed as CUDA graphs", Ok(format!("{verdict}{captured} captured, {failed} failed {last}")));
+    let arena = tensor_core::compile::cuda_arena_report();
+    let verdict = if arena.captures > 0 && arena.failure.is_empty() && arena.bytes <= arena.unshared { "" } else { "FAIL " };
+    c.record(
+        "captures in one planned arena",
+        Ok(format!(
+            "{verdict}{} captures; the last: {:.2} MiB, {:.2} MiB without reuse {}",
+            arena.captures,
+            arena.bytes as f64 / 1048576.0,
+            arena.unshared as f64 / 1048576.0,
+            arena.failure
+        )),
+    );
     println!("{} passed, {} failed", c.passed, c.failed);
     std::process::exit(if c.failed == 0 { 0 } else { 1 });
 }

@@ -131,26 +131,36 @@ pub fn w7_checks(c: &mut Checks) -> Result<()> {
     );
     let traces = tensor_core::function::lookup("train_step_graph").map_or(0, |f| f.trace_count());
     c.record("W7 graph traced once on the GPU", Ok(format!("{}{traces} trace(s)", if traces == 1 { "" } else { "FAIL " })));
-    // The same three graph steps captured without batched launches: every parameter's bits
-    // equal the batched run's (each element runs the same device function).
-    tensor_core::compile::set_cuda_batching(Some(false));
-    let unbatched = (|| -> Result<Vec<Tensor>> {
+    // The same three graph steps captured without batched launches, then without the
+    // planned arena: every parameter's bits equal the default run's (each element runs the
+    // same device function; where a buffer lives changes nothing).
+    let three_steps = || -> Result<Vec<Tensor>> {
         let (model, opt) = w7::setup_on(7, GPU)?;
         for _ in 0..3 {
             gpt::train_step_graph(&model, &opt, &gt, &gy)?;
         }
         Ok(model.parameters())
-    })();
+    };
+    tensor_core::compile::set_cuda_batching(Some(false));
+    let unbatched = three_steps();
     tensor_core::compile::set_cuda_batching(None);
-    let mut worst = (0usize, 0usize);
-    for (a, b) in unbatched?.iter().zip(graph_model.parameters()) {
-        let (differ, _) = compare_bits(a, &b)?;
-        worst = (worst.0 + differ, worst.1 + a.numel());
+    tensor_core::compile::set_cuda_arena(Some(false));
+    let pooled = three_steps();
+    tensor_core::compile::set_cuda_arena(None);
+    for (what, run) in [
+        ("graph batched == graph unbatched (TENSOR_CORE_CUDA_BATCH=0)", unbatched),
+        ("graph in its arena == graph without (TENSOR_CORE_CUDA_ARENA=0)", pooled),
+    ] {
+        let mut worst = (0usize, 0usize);
+        for (a, b) in run?.iter().zip(graph_model.parameters()) {
+            let (differ, _) = compare_bits(a, &b)?;
+            worst = (worst.0 + differ, worst.1 + a.numel());
+        }
+        c.record(
+            &format!("W7 parameters after 3 steps, {what}"),
+            Ok(format!("{}{} of {} differ", if worst.0 == 0 { "" } else { "FAIL " }, worst.0, worst.1)),
+        );
     }
-    c.record(
-        "W7 parameters after 3 steps, graph batched == graph unbatched (TENSOR_CORE_CUDA_BATCH=0)",
-        Ok(format!("{}{} of {} differ", if worst.0 == 0 { "" } else { "FAIL " }, worst.0, worst.1)),
-    );
     c.record("W7 launches per call", w7_launches());
     Ok(())
 }

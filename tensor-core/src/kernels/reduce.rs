@@ -87,20 +87,45 @@ pub fn reduce_row<T: Num>(x: &[T], how: Reduction) -> T {
     partials.into_iter().fold(how.identity(), |s, v| how.combine(s, v))
 }
 
-#[inline(always)]
 fn reduce_block<T: Num>(x: &[T], how: Reduction) -> T {
-    let mut acc = [how.identity::<T>(); 8];
+    let mut out = how.identity();
+    reduce_block_into(x, how, &mut out);
+    out
+}
+
+super::simd::multiversion! {
+    /// One block's reduction into `out`, in the widest build the CPU runs (the same bits in
+    /// each: the same lanes, combined in the same order).
+    fn reduce_block_into<T: Num>(x: &[T], how: Reduction, out: &mut T) = reduce_block_body;
+}
+
+/// Chooses the reduction once, outside the loop, so that each loop is one operation the
+/// compiler vectorizes (a choice inside it kept every element's step scalar).
+#[inline(always)]
+fn reduce_block_body<T: Num>(x: &[T], how: Reduction, out: &mut T) {
+    *out = match how {
+        Reduction::Sum => lanes(x, T::zero(), |a, b| a.add(b)),
+        Reduction::Max => lanes(x, T::lowest(), |a, b| a.maximum(b)),
+        Reduction::Min => lanes(x, T::highest(), |a, b| a.minimum(b)),
+        Reduction::Prod => lanes(x, T::from_usize(1), |a, b| a.mul(b)),
+    };
+}
+
+/// `x` combined over 8 lanes, the lanes paired (0 with 4, ...), then the rest in order.
+#[inline(always)]
+fn lanes<T: Num>(x: &[T], identity: T, f: impl Fn(T, T) -> T + Copy) -> T {
+    let mut acc = [identity; 8];
     let chunks = x.chunks_exact(8);
     let rest = chunks.remainder();
     for c in chunks {
         for i in 0..8 {
-            acc[i] = how.combine(acc[i], c[i]);
+            acc[i] = f(acc[i], c[i]);
         }
     }
-    let pairs = [how.combine(acc[0], acc[4]), how.combine(acc[1], acc[5]), how.combine(acc[2], acc[6]), how.combine(acc[3], acc[7])];
-    let mut s = how.combine(how.combine(pairs[0], pairs[2]), how.combine(pairs[1], pairs[3]));
+    let pairs = [f(acc[0], acc[4]), f(acc[1], acc[5]), f(acc[2], acc[6]), f(acc[3], acc[7])];
+    let mut s = f(f(pairs[0], pairs[2]), f(pairs[1], pairs[3]));
     for &v in rest {
-        s = how.combine(s, v);
+        s = f(s, v);
     }
     s
 }
@@ -124,10 +149,24 @@ fn reduce_columns<T: Num>(x: &[T], rows: usize, cols: usize, how: Reduction) -> 
     out
 }
 
+super::simd::multiversion! {
+    /// `acc[j] = acc[j] (op) row[j]`, in the widest build the CPU runs.
+    fn combine_into<T: Num>(acc: &mut [T], row: &[T], how: Reduction) = combine_into_body;
+}
+
 #[inline(always)]
-fn combine_into<T: Num>(acc: &mut [T], row: &[T], how: Reduction) {
-    for (a, &v) in acc.iter_mut().zip(row) {
-        *a = how.combine(*a, v);
+fn combine_into_body<T: Num>(acc: &mut [T], row: &[T], how: Reduction) {
+    #[inline(always)]
+    fn each<T: Num>(acc: &mut [T], row: &[T], f: impl Fn(T, T) -> T) {
+        for (a, &v) in acc.iter_mut().zip(row) {
+            *a = f(*a, v);
+        }
+    }
+    match how {
+        Reduction::Sum => each(acc, row, |a, b| a.add(b)),
+        Reduction::Max => each(acc, row, |a, b| a.maximum(b)),
+        Reduction::Min => each(acc, row, |a, b| a.minimum(b)),
+        Reduction::Prod => each(acc, row, |a, b| a.mul(b)),
     }
 }
 
@@ -174,6 +213,55 @@ mod tests {
         assert_eq!(s.iter().copied().collect::<Vec<_>>(), vec![8.0, 9.0, 10.0, 11.0, 20.0, 21.0, 22.0, 23.0]);
         let s = reduce(&a, &[0, 2], Reduction::Min);
         assert_eq!(s.iter().copied().collect::<Vec<_>>(), vec![0.0, 4.0, 8.0]);
+    }
+
+    /// The loops' fixed order, written out with one scalar step per element: 8 lanes,
+    /// paired 0-4, 1-5, 2-6, 3-7, then (0+2)+(1+3), then the rest in order.
+    fn by_hand(x: &[f32], how: Reduction) -> f32 {
+        let mut acc = [how.identity::<f32>(); 8];
+        let whole = x.len() / 8 * 8;
+        for (i, &v) in x[..whole].iter().enumerate() {
+            acc[i % 8] = how.combine(acc[i % 8], v);
+        }
+        let p: Vec<f32> = (0..4).map(|i| how.combine(acc[i], acc[i + 4])).collect();
+        x[whole..].iter().fold(how.combine(how.combine(p[0], p[2]), how.combine(p[1], p[3])), |s, &v| how.combine(s, v))
+    }
+
+    #[test]
+    fn rows_and_columns_give_the_scalar_steps_bits_at_every_level() {
+        use crate::kernels::simd::{set_max_level, Level};
+        let quiet_nan = f32::from_bits(0x7fc0_1234);
+        let mut x: Vec<f32> = crate::kernels::test_values(203, 11).into_iter().map(|v| v as f32).collect();
+        x[5] = -0.0;
+        x[6] = 0.0;
+        x[40] = f32::INFINITY;
+        let mut with_nan = x.clone();
+        with_nan[77] = quiet_nan;
+        let _only_this_test_caps_the_level = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        for how in [Reduction::Sum, Reduction::Max, Reduction::Min, Reduction::Prod] {
+            for data in [&x, &with_nan] {
+                for len in [0, 7, 8, 9, 64, 203] {
+                    let row = &data[..len];
+                    let want = by_hand(row, how).to_bits();
+                    // Columns: 7 rows of 29, each column by hand.
+                    let cols: Vec<u32> =
+                        (0..29).map(|c| (0..7).fold(how.identity::<f32>(), |a, r| how.combine(a, data[r * 29 + c])).to_bits()).collect();
+                    for cap in [Level::Baseline, Level::Avx2, Level::Avx512] {
+                        set_max_level(cap);
+                        let got = reduce_row(row, how).to_bits();
+                        let got_cols: Vec<u32> = reduce_columns(&data[..203], 7, 29, how).iter().map(|v| v.to_bits()).collect();
+                        set_max_level(Level::Avx512);
+                        assert_eq!(got, want, "{how:?} of {len} at {cap:?}");
+                        assert_eq!(got_cols, cols, "{how:?} columns at {cap:?}");
+                    }
+                }
+            }
+        }
+        // A NaN anywhere makes max and min NaN; signed zeros keep the first seen.
+        assert!(reduce_row(&with_nan[..100], Reduction::Max).is_nan());
+        assert_eq!(reduce_row(&[-0.0f32, 0.0], Reduction::Max).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(reduce_row(&[1.0f32, 5.0, -2.0, 3.0, 4.0, 0.5, 2.0, 1.0, 6.0], Reduction::Max), 6.0);
+        assert_eq!(reduce_row(&[1.0f32, 5.0, -2.0, 3.0, 4.0, 0.5, 2.0, 1.0, 6.0], Reduction::Sum), 20.5);
     }
 
     #[test]

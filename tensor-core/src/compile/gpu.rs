@@ -31,7 +31,7 @@ use super::batching::Launches;
 use super::executable::Outputs;
 use super::lanes::{schedule, Placement};
 use super::memory_plan::Plan;
-use crate::cuda::{CapturedGraph, DeviceStorage};
+use crate::cuda::{CapturedGraph, DeviceStorage, MathMode};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{FusedProgram, Graph, InputSource, Node, NodeKind, StateWrite};
@@ -64,6 +64,8 @@ pub(super) struct GpuCalls(Mutex<CallState>);
 
 #[derive(Default)]
 struct CallState {
+    /// The fast-math mode of the calls counted here (the kernels they loaded).
+    math: MathMode,
     calls: usize,
     failed: bool,
     captured: Option<Captured>,
@@ -123,6 +125,13 @@ pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device,
         return run_plain(graph, plan, slots, device);
     }
     let mut state = calls.0.lock().unwrap_or_else(|e| e.into_inner());
+    let math = crate::cuda::math_mode();
+    if state.math != math {
+        // Fast math was switched since these calls (the device checks compare both modes):
+        // the other mode's kernels are not loaded yet, and a capture cannot load them, so
+        // this call runs step by step (loading them) and the next one captures anew.
+        *state = CallState { math, ..CallState::default() };
+    }
     if state.captured.as_ref().is_some_and(|c| c.batched != batching()) {
         // Batching was switched since the capture (the device checks compare both).
         state.captured = None;

@@ -26,7 +26,6 @@ __device__ __forceinline__ float tc_rcp_approx(float x) {
 // then 2^(r log2 e) by ex2.approx in place of the degree-6 polynomial, and 2^k through the
 // exponent bits as in tc_exp (exact: the clamp keeps the result a normal number).
 __device__ __forceinline__ float tc_fast_exp(float x) {
-    if (isnan(x)) return tc_quiet(x);
     float xc = x < TC_EXP_LO ? TC_EXP_LO : x;
     xc = xc > TC_EXP_HI ? TC_EXP_HI : xc;
     float kf = __fmaf_rn(xc, TC_LOG2E, TC_ROUND_MAGIC);
@@ -36,7 +35,10 @@ __device__ __forceinline__ float tc_fast_exp(float x) {
     float y = tc_ex2_approx(__fmul_rn(r, TC_LOG2E));
     y = __int_as_float((int)((unsigned int)__float_as_int(y) + ((unsigned int)ki << 23)));
     y = x > TC_EXP_HI ? __int_as_float(0x7f800000) : y;
-    return x < TC_EXP_LO ? 0.0f : y;
+    y = x < TC_EXP_LO ? 0.0f : y;
+    // A NaN passes as itself (quieted), as on the CPU: the exponent step would have turned
+    // the GPU's own NaN into a number. A select, not tc_exp's early return (a branch).
+    return isnan(x) ? tc_quiet(x) : y;
 }
 
 // tanh(x): tc_tanh's odd rational, its one division a reciprocal by rcp.approx and a product

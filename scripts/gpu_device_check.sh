@@ -80,7 +80,12 @@ fi
 FAST_JSONL="$OUT_DIR/fastmath.jsonl"
 for round in 1 2; do
     for fm in 0 1; do
-        TENSOR_CORE_CUDA_FAST_MATH=$fm "$BIN" --w2-bandwidth | grep '^{' | sed "s/}$/,\"round\":$round}/" | tee -a "$FAST_JSONL"
+        line=$(TENSOR_CORE_CUDA_FAST_MATH=$fm "$BIN" --w2-bandwidth 2>&1 | grep -v '^device')
+        if grep -q '^{' <<< "$line"; then
+            sed "s/}$/,\"round\":$round}/" <<< "$line" | tee -a "$FAST_JSONL"
+        else
+            echo "gpu_check --w2-bandwidth (fast math $fm): $line"
+        fi
         if [ -x "$BENCH" ]; then
             TENSOR_CORE_CUDA_FAST_MATH=$fm "$BENCH" --device cuda --workload W2 --mode graph --min-time 0.2 |
                 sed "s/}$/,\"fast_math\":$fm,\"round\":$round}/" | tee -a "$FAST_JSONL"
@@ -98,6 +103,10 @@ fast_math_summary() { # $1: the device copy's GB/s, or empty
             "$(field fast_math "$line")" "$(field round "$line")" "$(field pipelined_us "$line")" "$gbps" \
             "$(awk "BEGIN { print 100 * $frac }")" "$(field copy_gbps "$line")" \
             "$([ -n "$1" ] && awk "BEGIN { printf \", %.0f%% of the device copy (%s GB/s)\", 100 * $gbps / $1, $1 }")"
+    done | tee -a "$OUT_DIR/fastmath.txt"
+    [ -z "$1" ] && grep '"median_us"' "$FAST_JSONL" 2>/dev/null | while read -r line; do
+        printf 'W2 graph (bench), fast math %s, round %s: %s us a synchronized call, %s us of GPU time by events\n' \
+            "$(field fast_math "$line")" "$(field round "$line")" "$(field median_us "$line")" "$(field gpu_us "$line")"
     done | tee -a "$OUT_DIR/fastmath.txt"
 }
 fast_math_summary ""

@@ -18,6 +18,10 @@
 //! independent fused steps with one generated kernel become one batched launch
 //! (`batching.rs`; `TENSOR_CORE_CUDA_BATCH=0` turns it off), which lanes see as one step.
 //!
+//! A call in the other fast-math mode than the calls before it (`cuda/fast_math.rs`: the
+//! device checks switch it) runs step by step, loading that mode's kernels, and the next
+//! captures anew.
+//!
 //! A state the call reads and writes (a parameter, an optimizer's moments) stays resident:
 //! the graph's last steps write its new value into the buffer it read it from, and that
 //! buffer becomes the tensor's data, so a training step copies no state in or out. If that

@@ -143,13 +143,28 @@ fn division(c: &mut Checks) -> Result<()> {
         "fast division f32 over the whole range",
         Ok(format!("{verdict}worst {normal} ulp for normal quotients (bound {DIV_ULPS}), {subnormal} ulp for subnormal ones; {mismatched} of {n} differ in sign, finiteness or NaN")),
     );
-    let pairs = [(1.0, 0.0), (-1.0, 0.0), (0.0, 0.0), (INF, INF), (1.0, INF), (-1.0, INF), (INF, 1.0), (0.0, 5.0), (-0.0, 5.0), (f32::NAN, 1.0), (1.0, f32::NAN)];
+    let pairs = [
+        (1.0, 0.0),
+        (-1.0, 0.0),
+        (0.0, 0.0),
+        (INF, INF),
+        (1.0, INF),
+        (-1.0, INF),
+        (INF, 1.0),
+        (0.0, 5.0),
+        (-0.0, 5.0),
+        (f32::NAN, 1.0),
+        (1.0, f32::NAN),
+    ];
     let (x, y): (Vec<f32>, Vec<f32>) = pairs.iter().copied().unzip();
     let (x, y) = (Tensor::from_vec(x, &[pairs.len()])?, Tensor::from_vec(y, &[pairs.len()])?);
     let (cpu, gpu) = (x.div(&y)?, x.to_device(GPU)?.div(&y.to_device(GPU)?)?);
     let (differ, _) = compare_bits(&cpu, &gpu)?;
     let got = gpu.to_cpu()?.to_vec::<f32>()?;
-    c.record("fast division specials", Ok(format!("{}{differ} of {} differ from the CPU's bits: {got:?}", if differ == 0 { "" } else { "FAIL " }, pairs.len())));
+    c.record(
+        "fast division specials",
+        Ok(format!("{}{differ} of {} differ from the CPU's bits: {got:?}", if differ == 0 { "" } else { "FAIL " }, pairs.len())),
+    );
     Ok(())
 }
 
@@ -167,7 +182,10 @@ fn w2_checks(c: &mut Checks, default_gpu: &Tensor) -> Result<()> {
     let verdict = if e <= W2_REL && changed > 0 { "" } else { "FAIL " };
     c.record(
         "fast W2 against f64",
-        Ok(format!("{verdict}worst {e:.3e} relative at x = {at} (bound {W2_REL:.0e}); {changed} of {} differ from the default kernel's bits", xs.len())),
+        Ok(format!(
+            "{verdict}worst {e:.3e} relative at x = {at} (bound {W2_REL:.0e}); {changed} of {} differ from the default kernel's bits",
+            xs.len()
+        )),
     );
     Ok(())
 }

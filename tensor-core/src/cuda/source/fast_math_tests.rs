@@ -179,4 +179,3 @@ fn nvrtc_compiles_every_fast_variant() {
     assert_eq!(ptx.matches("rcp.approx.ftz.f32").count(), 10, "{ptx}");
     assert!(!ptx.contains("div.rn.f32"), "{ptx}");
 }
-

@@ -1,8 +1,8 @@
 //! The GPU checks and GPU timings of `scripts/gpu_device_check.sh` (feature `cuda`): every
 //! GPU op against the CPU op on the same data (bits for elementwise ops, 1e-5 relative for
 //! products and reductions), gradients on the GPU against the CPU's, the errors, graph
-//! functions, a transformer's ops and W7's training step (`transformer`), then timings of W2
-//! (eager and as one fused kernel), W3, W5, W6 and W7; the opt-in fast math (`fast_math`).
+//! functions, a transformer's ops and W7's training step (`transformer`), the opt-in fast
+//! math (`fast_math`), then timings of W2 (eager and as one fused kernel), W3, W5, W6 and W7.
 //! Prints one line per check and ends with `N passed, M failed`; `--json FILE` appends the
 //! timings as the bench's JSON lines; `--w2-bandwidth` prints only W2 graph's throughput
 //! against a copy, in the process's fast-math mode.

@@ -46,10 +46,17 @@ fi
 # where the toolkit's ptxas and cuobjdump are installed: says whether a kernel is bound by
 # its arithmetic or by memory.
 if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then
-    for ptx in $(ls -S "$TENSOR_CORE_CUDA_CACHE"/tc_ew_*.ptx 2>/dev/null | head -4); do
+    # W2's fast-math kernel (gpu_check's fast-math checks made it): the one PTX with W2's
+    # five ex2.approx and ten rcp.approx (four elements a thread and the tail; the NVRTC test
+    # nvrtc_compiles_every_fast_variant asserts those counts).
+    w2_fast=$(for f in "$TENSOR_CORE_CUDA_CACHE"/tc_ew_*.ptx; do
+        [ "$(grep -c 'ex2.approx.ftz.f32' "$f")" = 5 ] && [ "$(grep -c 'rcp.approx.ftz.f32' "$f")" = 10 ] && echo "$f"
+    done 2>/dev/null | head -1)
+    for ptx in $({ ls -S "$TENSOR_CORE_CUDA_CACHE"/tc_ew_*.ptx 2>/dev/null | head -4; echo "$w2_fast"; } | awk 'NF && !seen[$0]++'); do
         regs=$(ptxas -arch=sm_90 -v "$ptx" -o "$OUT_DIR/k.cubin" 2>&1 | grep -o "Used [0-9]* registers" | head -1)
         sass=$(cuobjdump -sass "$OUT_DIR/k.cubin" | grep -cE '^\s+/\*[0-9a-f]{4}\*/')
-        echo "kernel $(basename "$ptx"): $regs, $sass SASS instructions" | tee -a "$OUT_DIR/check.log"
+        label=$([ "$ptx" = "$w2_fast" ] && echo " (W2's fast-math kernel)")
+        echo "kernel $(basename "$ptx")$label: $regs, $sass SASS instructions" | tee -a "$OUT_DIR/check.log"
     done
     rm -f "$OUT_DIR/k.cubin"
 fi

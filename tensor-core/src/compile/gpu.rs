@@ -18,6 +18,10 @@
 //! independent fused steps with one generated kernel become one batched launch
 //! (`batching.rs`; `TENSOR_CORE_CUDA_BATCH=0` turns it off), which lanes see as one step.
 //!
+//! A call in the other fast-math mode than the calls before it (`cuda/fast_math.rs`: the
+//! device checks switch it) runs step by step, loading that mode's kernels, and the next
+//! captures anew.
+//!
 //! A state the call reads and writes (a parameter, an optimizer's moments) stays resident:
 //! the graph's last steps write its new value into the buffer it read it from, and that
 //! buffer becomes the tensor's data, so a training step copies no state in or out. If that
@@ -37,7 +41,7 @@ use super::executable::Outputs;
 use super::lanes::{schedule, Placement};
 use super::memory_plan::Plan;
 use crate::cuda::arena_plan::{ArenaPlan, Event};
-use crate::cuda::{CaptureMemory, CapturedGraph, DeviceStorage};
+use crate::cuda::{CaptureMemory, CapturedGraph, DeviceStorage, MathMode};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{FusedProgram, Graph, InputSource, Node, NodeKind, StateWrite};
@@ -70,6 +74,8 @@ pub(super) struct GpuCalls(Mutex<CallState>);
 
 #[derive(Default)]
 struct CallState {
+    /// The fast-math mode of the calls counted here (the kernels they loaded).
+    math: MathMode,
     calls: usize,
     failed: bool,
     captured: Option<Captured>,
@@ -132,6 +138,13 @@ pub(super) fn run(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device,
         return run_plain(graph, plan, slots, device);
     }
     let mut state = calls.0.lock().unwrap_or_else(|e| e.into_inner());
+    let math = crate::cuda::math_mode();
+    if state.math != math {
+        // Fast math was switched since these calls (the device checks compare both modes):
+        // the other mode's kernels are not loaded yet, and a capture cannot load them, so
+        // this call runs step by step (loading them) and the next one captures anew.
+        *state = CallState { math, ..CallState::default() };
+    }
     if state.captured.as_ref().is_some_and(|c| c.batched != batching() || c.arena != arena_on()) {
         // Batching or the arena was switched since the capture (the device checks compare both).
         state.captured = None;

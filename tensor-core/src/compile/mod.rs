@@ -16,6 +16,8 @@ mod fuse;
 #[cfg(feature = "cuda")]
 mod gpu;
 #[cfg(feature = "cuda")]
+pub use crate::cuda::set_cuda_fast_math;
+#[cfg(feature = "cuda")]
 pub use gpu::{cuda_arena_report, cuda_graph_counts, cuda_profile, set_cuda_arena, set_cuda_batching, ArenaReport};
 // Data the GPU executor records; built and tested without the feature too.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]

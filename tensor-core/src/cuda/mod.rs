@@ -8,6 +8,8 @@
 
 // Built without the feature too, so that its golden tests run everywhere.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+mod fast_math;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) mod source;
 // Pure data, tested without the feature too.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
@@ -36,4 +38,8 @@ mod unavailable;
 #[cfg(not(feature = "cuda"))]
 pub(crate) use unavailable::{download, gpu_name, synchronize, time_on_gpu, upload};
 
+#[cfg(feature = "cuda")]
+pub use fast_math::set_cuda_fast_math;
+#[cfg(feature = "cuda")]
+pub(crate) use fast_math::{math_mode, MathMode};
 pub(crate) use storage::DeviceStorage;

@@ -6,7 +6,11 @@
 //! An elementwise program is the graph's fused program (`math::Instr`): instructions
 //! over the program's inputs and earlier results. One op run eagerly is a program of one
 //! instruction, so eager kernels and fused graph kernels come from one generator.
+//!
+//! Elementwise programs are generated in a [`MathMode`]: the CPU's functions (the default),
+//! or, opt-in, the GPU's fast ones for f32 (`fast_math.rs`, `prelude_fast.cuh`).
 
+use super::fast_math::{math_mode, MathMode};
 use crate::dtype::{DType, Scalar};
 use crate::math::fastmath;
 use crate::math::{BinaryOp, CmpOp, ElementwiseOp, ReduceOp, UnaryOp, GELU_C, GELU_K};
@@ -31,6 +35,10 @@ pub(crate) struct TcIndex {
 
 /// The scalar functions, compiled ahead of every kernel.
 const PRELUDE: &str = include_str!("prelude.cuh");
+/// The fast-math functions, compiled ahead of the kernels that call them.
+const FAST_PRELUDE: &str = include_str!("prelude_fast.cuh");
+/// What every fast-math function's name starts with.
+const FAST_PREFIX: &str = "tc_fast_";
 
 /// A kernel's CUDA C: its entry point's name and its own text; the prelude every kernel
 /// shares comes in front of it in [`code`](Self::code). The name is the text's hash, so a
@@ -57,9 +65,12 @@ impl KernelSource {
         KernelSource { kernel: format!("{}extern \"C\" __global__ void {name}{}", own(helpers), own(signature_and_body)), name, per_thread }
     }
 
-    /// The whole translation unit: the prelude, then the kernel.
+    /// The whole translation unit: the prelude, the fast-math functions when the kernel
+    /// calls any (so that every other kernel's unit stays what it was without them), then
+    /// the kernel. The unit follows from the kernel's text, so the name fixes it.
     pub(crate) fn code(&self) -> String {
-        format!("{}{}", header(), self.kernel)
+        let fast = if self.kernel.contains(FAST_PREFIX) { FAST_PRELUDE } else { "" };
+        format!("{}{fast}{}", header(), self.kernel)
     }
 }
 
@@ -142,14 +153,53 @@ fn compare_fn(c: CmpOp) -> &'static str {
     c.visit::<f32, _>(CudaName)
 }
 
+/// The fast-math twin of an f32 unary function, where it has one.
+fn fast_unary(u: UnaryOp) -> Option<&'static str> {
+    match u {
+        UnaryOp::Exp => Some("tc_fast_exp"),
+        UnaryOp::Tanh => Some("tc_fast_tanh"),
+        UnaryOp::Sigmoid => Some("tc_fast_sigmoid"),
+        UnaryOp::GeluTanh => Some("tc_fast_gelu_tanh"),
+        _ => None,
+    }
+}
+
+/// The fast-math twin of an f32 binary function, where it has one: `+` and `*` without the
+/// select that keeps a NaN operand's own bits (a NaN still gives NaN).
+fn fast_binary(b: BinaryOp) -> Option<&'static str> {
+    match b {
+        BinaryOp::Div => Some("tc_fast_div"),
+        BinaryOp::Add => Some("tc_add_plain"),
+        BinaryOp::Mul => Some("tc_mul_plain"),
+        _ => None,
+    }
+}
+
+/// The function of a unary op over `dtype` in `math`.
+fn unary_fn_in(u: UnaryOp, dtype: DType, math: MathMode) -> &'static str {
+    match (math, dtype) {
+        (MathMode::Fast, DType::F32) => fast_unary(u).unwrap_or_else(|| unary_fn(u, dtype)),
+        _ => unary_fn(u, dtype),
+    }
+}
+
+/// The function of a binary op over `dtype` in `math`.
+fn binary_fn_in(b: BinaryOp, dtype: DType, math: MathMode) -> &'static str {
+    match (math, dtype) {
+        (MathMode::Fast, DType::F32) => fast_binary(b).unwrap_or_else(|| binary_fn(b)),
+        _ => binary_fn(b),
+    }
+}
+
 /// The C expression of one instruction over its operands' expressions.
-fn expression(op: &ElementwiseOp, args: &[String], in_dtype: DType) -> String {
+fn expression(op: &ElementwiseOp, args: &[String], in_dtype: DType, math: MathMode) -> String {
     let lit = |s: Scalar| literal(s, in_dtype);
+    let binary = |b: BinaryOp| binary_fn_in(b, in_dtype, math);
     match op {
-        ElementwiseOp::Unary(u) => format!("{}({})", unary_fn(*u, in_dtype), args[0]),
-        ElementwiseOp::Binary(b) => format!("{}({}, {})", binary_fn(*b), args[0], args[1]),
-        ElementwiseOp::BinaryScalar { op, scalar, scalar_first: true } => format!("{}({}, {})", binary_fn(*op), lit(scalar.0), args[0]),
-        ElementwiseOp::BinaryScalar { op, scalar, .. } => format!("{}({}, {})", binary_fn(*op), args[0], lit(scalar.0)),
+        ElementwiseOp::Unary(u) => format!("{}({})", unary_fn_in(*u, in_dtype, math), args[0]),
+        ElementwiseOp::Binary(b) => format!("{}({}, {})", binary(*b), args[0], args[1]),
+        ElementwiseOp::BinaryScalar { op, scalar, scalar_first: true } => format!("{}({}, {})", binary(*op), lit(scalar.0), args[0]),
+        ElementwiseOp::BinaryScalar { op, scalar, .. } => format!("{}({}, {})", binary(*op), args[0], lit(scalar.0)),
         ElementwiseOp::Compare(c) => format!("{}({}, {})", compare_fn(*c), args[0], args[1]),
         ElementwiseOp::CompareScalar { op, scalar } => format!("{}({}, {})", compare_fn(*op), args[0], lit(scalar.0)),
         ElementwiseOp::Where => format!("tc_where({}, {}, {})", args[0], args[1], args[2]),
@@ -242,6 +292,7 @@ fn operand_dtype(p: &Program, o: &Operand) -> DType {
 /// A generated kernel kept for its program, so that a launch of a program seen before (every
 /// eager op after its first use, every graph step after the first call) only hashes it.
 struct Cached {
+    math: MathMode,
     rank: usize,
     inputs: Vec<(DType, Access)>,
     instrs: Vec<Instr>,
@@ -250,44 +301,52 @@ struct Cached {
 }
 
 impl Cached {
-    fn is(&self, p: &Program) -> bool {
-        self.rank == p.rank && self.inputs == p.inputs && self.instrs == p.instrs && self.outputs == p.outputs
+    fn is(&self, p: &Program, math: MathMode) -> bool {
+        self.math == math && self.rank == p.rank && self.inputs == p.inputs && self.instrs == p.instrs && self.outputs == p.outputs
     }
 }
 
-/// [`elementwise`], generated once per program.
+/// [`elementwise_in`] the [`math_mode`] of now, generated once per program and mode.
 pub(crate) fn elementwise_cached(p: &Program) -> std::sync::Arc<KernelSource> {
     use std::hash::{Hash, Hasher};
     type Map = std::collections::HashMap<u64, Vec<Cached>>;
     static CACHE: std::sync::Mutex<Option<Map>> = std::sync::Mutex::new(None);
+    let math = math_mode();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (p.rank, p.inputs, p.instrs, p.outputs).hash(&mut h);
+    (math, p.rank, p.inputs, p.instrs, p.outputs).hash(&mut h);
     let hash = h.finish();
     let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = guard.get_or_insert_with(Map::new);
-    if let Some(c) = cache.get(&hash).and_then(|v| v.iter().find(|c| c.is(p))) {
+    if let Some(c) = cache.get(&hash).and_then(|v| v.iter().find(|c| c.is(p, math))) {
         return c.source.clone();
     }
-    let source = std::sync::Arc::new(elementwise(p));
+    let source = std::sync::Arc::new(elementwise_in(p, math));
     // A bound on what is kept: a process that makes ever new programs starts over.
     if cache.len() >= 4096 {
         cache.clear();
     }
-    let entry = Cached { rank: p.rank, inputs: p.inputs.to_vec(), instrs: p.instrs.to_vec(), outputs: p.outputs.to_vec(), source: source.clone() };
+    let entry =
+        Cached { math, rank: p.rank, inputs: p.inputs.to_vec(), instrs: p.instrs.to_vec(), outputs: p.outputs.to_vec(), source: source.clone() };
     cache.entry(hash).or_default().push(entry);
     source
 }
 
-/// The CUDA C kernel of an elementwise program: one thread per output element (grid-stride),
-/// every intermediate in registers. A program over contiguous (or scalar) 4-byte inputs and
-/// outputs is [vectorized](vectorized).
+/// [`elementwise_in`] with the CPU's functions (the default mode).
+#[cfg(test)]
 pub(crate) fn elementwise(p: &Program) -> KernelSource {
+    elementwise_in(p, MathMode::CpuBits)
+}
+
+/// The CUDA C kernel of an elementwise program with the functions of `math`: one thread per
+/// output element (grid-stride), every intermediate in registers. A program over contiguous
+/// (or scalar) 4-byte inputs and outputs is [vectorized](vectorized).
+pub(crate) fn elementwise_in(p: &Program, math: MathMode) -> KernelSource {
     if let Some(v) = vector_type(p) {
-        return vectorized(p, v);
+        return vectorized(p, v, math);
     }
     let mut body = String::new();
     loads(p, &mut body);
-    instructions(p, &mut body);
+    instructions(p, &mut body, math);
     for (j, &o) in p.outputs.iter().enumerate() {
         writeln!(body, "        out{j}[i] = r{o};").expect("write");
     }
@@ -312,12 +371,12 @@ fn parameters(p: &Program) -> Vec<String> {
 }
 
 /// `const T rK = ...;` for each instruction, over `aK` (inputs) and earlier `rK`.
-fn instructions(p: &Program, body: &mut String) {
+fn instructions(p: &Program, body: &mut String, math: MathMode) {
     for (k, instr) in p.instrs.iter().enumerate() {
         let args: Vec<String> = instr.args.iter().map(operand).collect();
         // Where's first operand is the bool condition; its type is the values'.
         let typed_arg = if matches!(instr.op, ElementwiseOp::Where) { &instr.args[1] } else { &instr.args[0] };
-        let expr = expression(&instr.op, &args, operand_dtype(p, typed_arg));
+        let expr = expression(&instr.op, &args, operand_dtype(p, typed_arg), math);
         writeln!(body, "        const {} r{k} = {expr};", c_type(instr.dtype)).expect("write");
     }
 }
@@ -345,11 +404,11 @@ fn vector_type(p: &Program) -> Option<&'static str> {
 
 /// The device function that computes one element of `p` from its inputs' values
 /// (`tc_lane(a0, .., o0, ..)`): the vectorized and the batched kernels call it per element.
-fn lane_function(p: &Program) -> String {
+fn lane_function(p: &Program, math: MathMode) -> String {
     let mut lane_params: Vec<String> = p.inputs.iter().enumerate().map(|(k, (d, _))| format!("const {} a{k}", c_type(*d))).collect();
     lane_params.extend(p.outputs.iter().enumerate().map(|(j, &o)| format!("{}& o{j}", c_type(p.instrs[o].dtype))));
     let mut lane = String::new();
-    instructions(p, &mut lane);
+    instructions(p, &mut lane, math);
     for (j, &o) in p.outputs.iter().enumerate() {
         writeln!(lane, "        o{j} = r{o};").expect("write");
     }
@@ -360,8 +419,8 @@ fn lane_function(p: &Program) -> String {
 /// element from its inputs' values (`tc_lane`), the loop calls it for each lane of a vector,
 /// and a scalar loop does the last `n % 4`. The four lanes are independent work for the
 /// thread, and a wide access moves more bytes per instruction than four narrow ones.
-fn vectorized(p: &Program, vector: &'static str) -> KernelSource {
-    let helpers = lane_function(p);
+fn vectorized(p: &Program, vector: &'static str, math: MathMode) -> KernelSource {
+    let helpers = lane_function(p, math);
     let (mut setup, mut load, mut store) = (String::new(), String::new(), String::new());
     let arg = |k: usize, lane: &str| match p.inputs[k].1 {
         Access::Scalar => format!("s{k}"),
@@ -530,12 +589,16 @@ pub(crate) fn reduction_serial(op: ReduceOp, dtype: DType, kept_rank: usize, red
 mod batched;
 mod movement;
 mod rows;
+#[cfg(test)]
+pub(crate) use batched::elementwise_batched;
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
-pub(crate) use batched::{batch_capacity, elementwise_batched, SegmentTable, TABLE_WORDS};
+pub(crate) use batched::{batch_capacity, elementwise_batched_in, SegmentTable, TABLE_WORDS};
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
 pub(crate) use movement::{copy, index_add, index_select};
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
 pub(crate) use rows::softmax;
 
+#[cfg(test)]
+mod fast_math_tests;
 #[cfg(test)]
 mod tests;

@@ -1,14 +1,17 @@
 //! The GPU checks and GPU timings of `scripts/gpu_device_check.sh` (feature `cuda`): every
 //! GPU op against the CPU op on the same data (bits for elementwise ops, 1e-5 relative for
 //! products and reductions), gradients on the GPU against the CPU's, the errors, graph
-//! functions, a transformer's ops and W7's training step (`transformer`), then timings of W2
-//! (eager and as one fused kernel), W3, W5, W6 and W7. Prints one line per check and ends
-//! with `N passed, M failed`; `--json FILE` appends the timings as the bench's JSON lines.
+//! functions, a transformer's ops and W7's training step (`transformer`), the opt-in fast
+//! math (`fast_math`), then timings of W2 (eager and as one fused kernel), W3, W5, W6 and W7.
+//! Prints one line per check and ends with `N passed, M failed`; `--json FILE` appends the
+//! timings as the bench's JSON lines; `--w2-bandwidth` prints only W2 graph's throughput
+//! against a copy, in the process's fast-math mode.
 //!
 //! ```sh
 //! cargo run --release -p examples --features cuda --bin gpu_check -- --json gpu.jsonl
 //! ```
 
+mod fast_math;
 mod transformer;
 
 use examples::bench::workloads::{w2_graph, w3_batch, w3_graph, w6_graph, Mlp};
@@ -561,6 +564,15 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if args.iter().any(|a| a == "--w2-bandwidth") {
+        // W2 graph against a copy, in this process's fast-math mode (the device script runs
+        // it with TENSOR_CORE_CUDA_FAST_MATH=0 and 1).
+        match fast_math::w2_bandwidth(&name) {
+            Ok(line) => println!("{line}"),
+            Err(e) => println!("W2 bandwidth: error: {e}"),
+        }
+        return;
+    }
     println!("device cuda:0: {name}");
     if args.iter().any(|a| a == "--profile-w7") {
         // Where W7's graph spends its GPU time, step by step (run with
@@ -580,6 +592,7 @@ fn main() {
         ("movement ops", transformer::movement_checks),
         ("layer norm and attention", transformer::attention_checks),
         ("W7 on the GPU", transformer::w7_checks),
+        ("fast math", fast_math::checks),
     ] {
         if let Err(e) = f(&mut c) {
             c.record(section, Err(e));

@@ -10,7 +10,7 @@
 //! segment's element count, its input pointers and its output pointers
 //! (`1 + inputs + outputs` words a segment).
 
-use super::{c_type, lane_function, vector_type, Access, KernelSource, Program};
+use super::{c_type, lane_function, vector_type, Access, KernelSource, MathMode, Program};
 use std::fmt::Write;
 
 /// The words of a batched kernel's table: 3,968 bytes, under the 4 KiB every CUDA version
@@ -56,11 +56,19 @@ pub(crate) fn batch_capacity(pointers: usize) -> usize {
     (TABLE_WORDS - 1) / (2 + pointers)
 }
 
-/// The batched kernel of `p`, whose inputs are all contiguous or scalar (a strided input's
-/// index needs its own shape: such programs are not batched). A program the single kernel
-/// vectorizes is vectorized here too (four elements a thread, the last `n % 4` by the thread
-/// after the last full vector); else one element a thread. Blocks of 256 threads.
+/// [`elementwise_batched_in`] with the CPU's functions (the default mode).
+#[cfg(test)]
 pub(crate) fn elementwise_batched(p: &Program) -> KernelSource {
+    elementwise_batched_in(p, MathMode::CpuBits)
+}
+
+/// The batched kernel of `p`, whose inputs are all contiguous or scalar (a strided input's
+/// index needs its own shape: such programs are not batched), with the functions of `math`
+/// (the program's own kernel's in that mode, so each element keeps its bits). A program the
+/// single kernel vectorizes is vectorized here too (four elements a thread, the last `n % 4`
+/// by the thread after the last full vector); else one element a thread. Blocks of 256
+/// threads.
+pub(crate) fn elementwise_batched_in(p: &Program, math: MathMode) -> KernelSource {
     debug_assert!(p.inputs.iter().all(|(_, a)| !matches!(a, Access::Strided(_))), "batched programs read no strided input");
     let stride = 1 + p.inputs.len() + p.outputs.len();
     let mut pointers = String::new();
@@ -91,7 +99,7 @@ pub(crate) fn elementwise_batched(p: &Program) -> KernelSource {
 {pointers}{work}}}
 "
     );
-    KernelSource::with_helpers("tc_batch", &lane_function(p), &kernel, per_thread)
+    KernelSource::with_helpers("tc_batch", &lane_function(p, math), &kernel, per_thread)
 }
 
 /// Thread `q` of a segment: the `q`-th vector of four elements, or (the thread after the

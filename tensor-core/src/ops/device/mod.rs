@@ -270,7 +270,7 @@ pub(crate) fn fused_on(program: &crate::math::FusedProgram, inputs: &[&DeviceSto
 
 /// Independent runs of fused programs with one generated kernel (the same instructions,
 /// input dtypes and access; sizes may differ) as batched launches
-/// ([`elementwise_batched`](source::elementwise_batched)), as many runs a launch as its table
+/// ([`elementwise_batched_in`](source::elementwise_batched_in)), as many runs a launch as its table
 /// holds: each run's outputs, with the bits of [`fused_on`]. Runs that are not alike (a
 /// strided input, an unknown or empty shape, another kernel than the first run's) run one
 /// kernel each instead, so the caller's grouping is an optimization, never an assumption.
@@ -304,8 +304,11 @@ pub(crate) fn fused_batch_on(runs: &[(&crate::math::FusedProgram, SmallVec<[&Dev
     Ok(outs)
 }
 
+/// The batched kernel of `p` in the [`math_mode`](crate::cuda::math_mode) of now, as each
+/// run's own kernel ([`source::elementwise_cached`]) is.
 fn batched_source(p: &crate::math::FusedProgram, access: &[(DType, Access)]) -> KernelSource {
-    source::elementwise_batched(&Program { rank: 0, inputs: access, instrs: &p.instrs, outputs: &p.outputs })
+    let program = Program { rank: 0, inputs: access, instrs: &p.instrs, outputs: &p.outputs };
+    source::elementwise_batched_in(&program, crate::cuda::math_mode())
 }
 
 /// Compiles and loads on `device` the batched kernel that runs of `p` (with the shapes it

@@ -105,16 +105,30 @@ fn im2col_rows<T: Float>(x: &[T], g: &ConvGeom, rows: std::ops::Range<usize>, co
                     if lo == hi {
                         continue;
                     }
-                    if sw == 1 {
-                        dst[lo..hi].copy_from_slice(&src[lo + kj - pw..hi + kj - pw]);
-                    } else {
-                        for (oj, d) in dst[lo..hi].iter_mut().enumerate() {
-                            *d = src[(lo + oj) * sw + kj - pw];
-                        }
+                    let from = lo * sw + kj - pw;
+                    match sw {
+                        1 => dst[lo..hi].copy_from_slice(&src[from..from + hi - lo]),
+                        // Pairs, so the gather of every other value vectorizes (the stems).
+                        2 => gather_pairs(&mut dst[lo..hi], &src[from..]),
+                        _ => dst[lo..hi].iter_mut().zip(src[from..].iter().step_by(sw)).for_each(|(d, &v)| *d = v),
                     }
                 }
             }
         }
+    }
+}
+
+super::simd::multiversion! {
+    /// `dst[i] = src[2 * i]`.
+    fn gather_pairs<T: Float>(dst: &mut [T], src: &[T]) = gather_pairs_body;
+}
+
+#[inline(always)]
+fn gather_pairs_body<T: Float>(dst: &mut [T], src: &[T]) {
+    let (whole, last) = (dst.len().min(src.len() / 2), dst.len());
+    dst[..whole].iter_mut().zip(src.chunks_exact(2)).for_each(|(d, p)| *d = p[0]);
+    if whole < last {
+        dst[whole] = src[2 * whole];
     }
 }
 
@@ -462,6 +476,15 @@ mod tests {
             seen.sort();
             assert_eq!(seen, (0..n).collect::<Vec<_>>(), "each image's hook once");
         }
+    }
+
+    #[test]
+    fn gather_pairs_takes_every_other_value_to_the_last() {
+        let src = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
+        let (mut odd, mut even) = ([0.0; 4], [0.0; 3]);
+        gather_pairs(&mut odd, &src); // the last value has no pair
+        gather_pairs(&mut even, &src[..6]);
+        assert_eq!((odd, even), ([1.0, 3.0, 5.0, 7.0], [1.0, 3.0, 5.0]));
     }
 
     #[test]

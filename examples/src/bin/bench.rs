@@ -65,6 +65,11 @@ struct Args {
     /// this text.
     #[arg(long, value_name = "TEXT")]
     case: Option<String>,
+    /// After each CPU graph line, time every step of 10 more calls and print where a call's
+    /// time goes (per kind of step and input shapes, most first) to stderr
+    /// (`TENSOR_CORE_CPU_PROFILE=1`).
+    #[arg(long, hide = true)]
+    profile: bool,
 }
 
 type Call = Box<dyn FnMut()>;
@@ -89,6 +94,10 @@ fn main() -> Result<()> {
     // matrixmultiply (the ndarray baseline's matmul) reads this on first use.
     // SAFETY: the program is still single-threaded here (no kernel or pool has started).
     unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
+    if args.profile {
+        // SAFETY: as above; the library reads it on its first graph call.
+        unsafe { std::env::set_var("TENSOR_CORE_CPU_PROFILE", "1") };
+    }
     tensor_core::set_num_threads(threads);
     if let Some(path) = &args.onnx {
         tensor_core::onnx::export(&w::w8_forward(&lenet::LeNet::new(7)?)?, path)?;
@@ -146,6 +155,9 @@ fn run_and_print(args: &Args, threads: usize, machine: Option<&roofline::Machine
         true => format!(",\"gpu_us\":{:.2}", gpu_median_us(&mut call, args.device, 50)?),
         false => String::new(),
     };
+    if args.profile && !args.device.is_cuda() {
+        print_profile(&mut call, 10);
+    }
     let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
     let peak = machine.map_or(String::new(), |m| m.json_fields(roofline::work(&work), t.median_us));
     let framework = if mode == Mode::Tract { "tract" } else { "tensor-core" };
@@ -159,6 +171,19 @@ fn run_and_print(args: &Args, threads: usize, machine: Option<&roofline::Machine
         t.first_us
     );
     Ok(())
+}
+
+/// Where `calls` more calls' time goes, step by step (a graph's CPU steps), to stderr: ms
+/// per call, share of the steps' sum, and steps per call, for each kind of step and shapes.
+fn print_profile(call: &mut Call, calls: usize) {
+    tensor_core::compile::reset_cpu_profile();
+    (0..calls).for_each(|_| call());
+    let rows = tensor_core::compile::cpu_profile();
+    let total: f64 = rows.iter().map(|r| r.2).sum();
+    eprintln!("profile: {:.3} ms per call in graph steps ({calls} calls)", total * 1e3 / calls as f64);
+    for (key, n, secs) in rows {
+        eprintln!("{:9.3} ms {:5.1}% {:3}x  {key}", secs * 1e3 / calls as f64, 100.0 * secs / total, n / calls);
+    }
 }
 
 /// The median GPU time of `calls` calls, each between two CUDA events (as the peers'

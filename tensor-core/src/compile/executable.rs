@@ -7,6 +7,7 @@
 //! on the concrete shapes before the kernel, and the state writes are checked before any is
 //! applied. A bad call is then the `Err` eager gives, and changes no state.
 
+use super::cpu_profile;
 use super::lower::{lower, CpuStep};
 use super::memory_plan::Plan;
 use crate::dtype::DType;
@@ -176,22 +177,28 @@ impl Executable {
             if step.with_next {
                 // Two independent products side by side, one thread each (see `Plan`).
                 let (next, next_cpu) = (&self.plan.steps[i + 1].node, &self.cpu_steps[i + 1]);
-                let (a, b) = rayon::join(
-                    || on_one_thread(|| run_node(node, cpu, &inputs_of(node, values), slots, checks)),
-                    || on_one_thread(|| run_node(next, next_cpu, &inputs_of(next, values), slots, checks)),
-                );
+                let run = |node: &Node, cpu| {
+                    let inputs = inputs_of(node, values);
+                    let timing = cpu_profile::start(node, &inputs);
+                    let out = on_one_thread(|| run_node(node, cpu, &inputs, slots, checks));
+                    cpu_profile::finish(timing);
+                    out
+                };
+                let (a, b) = rayon::join(|| run(node, cpu), || run(next, next_cpu));
                 paired = Some(b?);
                 for (&v, s) in node.outputs.iter().zip(a?) {
                     values[v] = Some(s);
                 }
                 continue; // the frees of both follow the second
             }
+            let timing = if paired.is_some() { None } else { cpu_profile::start(node, &inputs_of(node, values)) };
             let outs = match cpu {
                 _ if paired.is_some() => paired.take().expect("checked"),
                 CpuStep::Fused(p) if checks && !fits_program(p.program(), node, values) => run_unfused(p.program(), &inputs_of(node, values))?,
                 CpuStep::Fused(p) => run_fused(p, node, &step.donate, values),
                 cpu => run_node(node, cpu, &inputs_of(node, values), slots, checks)?,
             };
+            cpu_profile::finish(timing);
             for (&v, s) in node.outputs.iter().zip(outs) {
                 values[v] = Some(s);
             }

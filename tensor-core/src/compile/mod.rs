@@ -3,6 +3,8 @@
 //! per-call analysis. No pass changes a value's bits.
 
 mod control;
+mod cpu_profile;
+pub use cpu_profile::{cpu_profile, reset_cpu_profile};
 // Data the GPU executor records; built and tested without the feature too.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod batching;

@@ -177,7 +177,7 @@ fn check_conv(op: &ConvOp, inputs: &[TypeRef]) -> Result<(), String> {
     let padding_ok = |p: [usize; 2]| if p.iter().all(|&v| v <= MAX_PADDING) { Ok(()) } else { Err(format!("padding {p:?} is too large")) };
     match op {
         ConvOp::Conv2d { padding, .. } => padding_ok(*padding),
-        ConvOp::MaxPool2d { .. } => Ok(()),
+        ConvOp::MaxPool2d { padding, .. } => padding_ok(*padding),
         ConvOp::Conv2dInputGrad { stride, padding, input_hw } => {
             positive("stride", *stride)?;
             padding_ok(*padding)?;
@@ -209,17 +209,19 @@ fn check_conv(op: &ConvOp, inputs: &[TypeRef]) -> Result<(), String> {
             padding_ok(*padding)?;
             padding_ok(*dilation)
         }
-        ConvOp::MaxPool2dGrad { kernel, stride } => {
+        ConvOp::MaxPool2dGrad { kernel, stride, padding } => {
             positive("kernel", *kernel)?;
             positive("stride", *stride)?;
+            padding_ok(*padding)?;
             if !all_known(inputs) {
                 return Ok(());
             }
             let (x, gy) = (inputs[0].shape, inputs[1].shape);
             need_rank4(&[x, gy])?;
-            let out =
-                |n: usize, k: usize, s: usize| n.checked_sub(k).map(|r| r / s + 1).ok_or_else(|| format!("window {k} is larger than the input {n}"));
-            let forward = Shape::new(&[x[0], x[1], out(x[2], kernel[0], stride[0])?, out(x[3], kernel[1], stride[1])?]);
+            let out = |n: usize, k: usize, s: usize, p: usize| {
+                (n + 2 * p).checked_sub(k).map(|r| r / s + 1).ok_or_else(|| format!("window {k} is larger than the padded input {}", n + 2 * p))
+            };
+            let forward = Shape::new(&[x[0], x[1], out(x[2], kernel[0], stride[0], padding[0])?, out(x[3], kernel[1], stride[1], padding[1])?]);
             same_as_forward(op, gy, &forward)
         }
     }
@@ -301,7 +303,7 @@ mod tests {
         type Case = (Op, Vec<(DType, Shape)>, Vec<Shape>, Vec<Shape>);
         let cases: Vec<Case> = vec![
             (
-                Op::Conv(ConvOp::MaxPool2dGrad { kernel: [2, 2], stride: [2, 2] }),
+                Op::Conv(ConvOp::MaxPool2dGrad { kernel: [2, 2], stride: [2, 2], padding: [0, 0] }),
                 vec![(f, s(&[u, 6, 4, 4])), (f, s(&[u, 6, 2, 2]))],
                 vec![s(&[3, 6, 4, 4]), s(&[3, 6, 2, 2])],
                 vec![s(&[3, 6, 4, 4]), s(&[2, 6, 2, 2])],

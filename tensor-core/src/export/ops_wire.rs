@@ -329,14 +329,55 @@ pub(super) enum NnOpDef {
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "ConvOp", rename_all = "snake_case")]
 pub(super) enum ConvOpDef {
-    Conv2d { stride: [usize; 2], padding: [usize; 2] },
-    Conv2dInputGrad { stride: [usize; 2], padding: [usize; 2], input_hw: [usize; 2] },
-    Conv2dWeightGrad { stride: [usize; 2], padding: [usize; 2], kernel_hw: [usize; 2] },
-    MaxPool2d { kernel: [usize; 2], stride: [usize; 2] },
-    MaxPool2dGrad { kernel: [usize; 2], stride: [usize; 2] },
-    Depthwise2d { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2] },
-    Depthwise2dInputGrad { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], input_hw: [usize; 2], multiplier: usize },
-    Depthwise2dWeightGrad { stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], kernel_hw: [usize; 2] },
+    Conv2d {
+        stride: [usize; 2],
+        padding: [usize; 2],
+    },
+    Conv2dInputGrad {
+        stride: [usize; 2],
+        padding: [usize; 2],
+        input_hw: [usize; 2],
+    },
+    Conv2dWeightGrad {
+        stride: [usize; 2],
+        padding: [usize; 2],
+        kernel_hw: [usize; 2],
+    },
+    // A pool's padding is written when not zero, and zero when absent (files from before it).
+    MaxPool2d {
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        #[serde(default, skip_serializing_if = "is_zero_pair")]
+        padding: [usize; 2],
+    },
+    MaxPool2dGrad {
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        #[serde(default, skip_serializing_if = "is_zero_pair")]
+        padding: [usize; 2],
+    },
+    Depthwise2d {
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+    },
+    Depthwise2dInputGrad {
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        input_hw: [usize; 2],
+        multiplier: usize,
+    },
+    Depthwise2dWeightGrad {
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        kernel_hw: [usize; 2],
+    },
+}
+
+fn is_zero_pair(p: &[usize; 2]) -> bool {
+    *p == [0, 0]
 }
 
 #[derive(Serialize, Deserialize)]

@@ -77,16 +77,21 @@ impl ConvGeom {
 /// Unfolds one image `[c, h, w]` into columns `[c*kh*kw, oh*ow]` (row-major). Each output
 /// row is a zero-padded copy of an input row: contiguous for stride 1, strided otherwise.
 fn im2col<T: Float>(x: &[T], g: &ConvGeom, cols: &mut [T]) {
-    let (oh, ow) = g.out_hw();
+    im2col_rows(x, g, 0..g.out_hw().0, cols);
+}
+
+/// The columns of output rows `rows` only: `[c*kh*kw, rows.len()*ow]`.
+fn im2col_rows<T: Float>(x: &[T], g: &ConvGeom, rows: std::ops::Range<usize>, cols: &mut [T]) {
+    let (_, ow) = g.out_hw();
     let [sh, sw] = g.stride;
     let [ph, pw] = g.padding;
-    let plane = oh * ow;
+    let plane = rows.len() * ow;
     for c in 0..g.c {
         for ki in 0..g.kh {
             for kj in 0..g.kw {
                 let row = &mut cols[((c * g.kh + ki) * g.kw + kj) * plane..][..plane];
                 let (lo, hi) = g.valid_cols(kj, ow);
-                for (oi, dst) in row.chunks_exact_mut(ow).enumerate() {
+                for (oi, dst) in rows.clone().zip(row.chunks_exact_mut(ow)) {
                     let ih = oi * sh + ki;
                     if ih < ph || ih - ph >= g.h {
                         dst.fill(T::zero());
@@ -100,16 +105,30 @@ fn im2col<T: Float>(x: &[T], g: &ConvGeom, cols: &mut [T]) {
                     if lo == hi {
                         continue;
                     }
-                    if sw == 1 {
-                        dst[lo..hi].copy_from_slice(&src[lo + kj - pw..hi + kj - pw]);
-                    } else {
-                        for (oj, d) in dst[lo..hi].iter_mut().enumerate() {
-                            *d = src[(lo + oj) * sw + kj - pw];
-                        }
+                    let from = lo * sw + kj - pw;
+                    match sw {
+                        1 => dst[lo..hi].copy_from_slice(&src[from..from + hi - lo]),
+                        // Pairs, so the gather of every other value vectorizes (the stems).
+                        2 => gather_pairs(&mut dst[lo..hi], &src[from..]),
+                        _ => dst[lo..hi].iter_mut().zip(src[from..].iter().step_by(sw)).for_each(|(d, &v)| *d = v),
                     }
                 }
             }
         }
+    }
+}
+
+super::simd::multiversion! {
+    /// `dst[i] = src[2 * i]`.
+    fn gather_pairs<T: Float>(dst: &mut [T], src: &[T]) = gather_pairs_body;
+}
+
+#[inline(always)]
+fn gather_pairs_body<T: Float>(dst: &mut [T], src: &[T]) {
+    let (whole, last) = (dst.len().min(src.len() / 2), dst.len());
+    dst[..whole].iter_mut().zip(src.chunks_exact(2)).for_each(|(d, p)| *d = p[0]);
+    if whole < last {
+        dst[whole] = src[2 * whole];
     }
 }
 
@@ -228,11 +247,82 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
         });
         return;
     }
+    if let Some(rows) = block_rows::<T>(g) {
+        conv_in_row_blocks(xs, ws, bs, g, rows, out, after_image);
+        return;
+    }
     for_each_image(out, g.o * plane, g, patch * plane, |cols, i, o| {
         im2col(&xs[i * image..][..image], g, cols);
         conv_image(cols, ws, bs, g, o);
         after_image(i);
     });
+}
+
+/// Bytes of im2col columns per block of output rows: within the L2 cache, so the columns are
+/// written and read by the GEMM there rather than through memory.
+const BLOCK_BYTES: usize = 512 * 1024;
+
+/// Output rows per block where one image's columns are larger than two blocks (the ResNet
+/// stem's 7x7 stride-2 columns are 7.4 MB per image, MobileNetV2's stem's 1.35 MB), else
+/// `None` (the whole image at once).
+fn block_rows<T>(g: &ConvGeom) -> Option<usize> {
+    let (oh, ow) = g.out_hw();
+    let row_bytes = g.patch() * ow * std::mem::size_of::<T>();
+    (row_bytes * oh > 2 * BLOCK_BYTES).then(|| (BLOCK_BYTES / row_bytes).clamp(1, oh))
+}
+
+/// An output buffer the blocks of one image write disjoint parts of, from several threads.
+struct SharedOut<T>(*mut T);
+// SAFETY: the tasks holding it write disjoint elements (each its own output columns).
+unsafe impl<T: Send> Sync for SharedOut<T> {}
+
+/// The im2col path by blocks of `rows` output rows, each block's columns and product kept in
+/// the cache: per block, its columns, `w @ columns` into a tile `[o, block]`, the bias on the
+/// tile, then each channel's row of the tile copied to its place in the output. Blocks run
+/// in parallel over a batch smaller than the thread count, images in parallel otherwise;
+/// every block's GEMM gets one thread, so the bits depend on the geometry alone.
+fn conv_in_row_blocks<T: Float>(
+    xs: &[T],
+    ws: &[T],
+    bs: Option<&[T]>,
+    g: &ConvGeom,
+    rows: usize,
+    out: &mut [T],
+    after_image: &(dyn Fn(usize) + Sync),
+) {
+    let ((oh, ow), plane, patch, image) = (g.out_hw(), g.out_plane(), g.patch(), g.image());
+    let blocks = oh.div_ceil(rows);
+    // Block `b` of image `i` into the image's output at `dst`.
+    let block = |i: usize, b: usize, dst: &SharedOut<T>| {
+        let span = b * rows..((b + 1) * rows).min(oh);
+        let len = span.len() * ow;
+        with_scratch((patch + g.o) * len, |s: &mut [T]| {
+            let (cols, tile) = s.split_at_mut(patch * len);
+            im2col_rows(&xs[i * image..][..image], g, span.clone(), cols);
+            gemm_into(MatRef::new(ws, g.o, patch), MatRef::new(cols, patch, len), tile, false, 1);
+            if let Some(b) = bs {
+                channel_bias::add(tile, b, len);
+            }
+            for (c, src) in tile.chunks_exact(len).enumerate() {
+                // SAFETY: `dst` is image i's output, `o * plane` long; this block's elements of
+                // channel c (columns span.start * ow.. + len) are in it and no other task's.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0.add(c * plane + span.start * ow), len) };
+            }
+        });
+    };
+    if g.gemm_threads() == 1 && g.n > 1 {
+        out.par_chunks_mut(g.o * plane).enumerate().for_each(|(i, o)| {
+            let dst = SharedOut(o.as_mut_ptr());
+            (0..blocks).for_each(|b| block(i, b, &dst));
+            after_image(i);
+        });
+    } else {
+        for (i, o) in out.chunks_mut(g.o * plane).enumerate() {
+            let dst = SharedOut(o.as_mut_ptr());
+            (0..blocks).into_par_iter().for_each(|b| block(i, b, &dst));
+            after_image(i);
+        }
+    }
 }
 
 /// The im2col path of [`conv2d_into`] alone (for timing it against Winograd).
@@ -346,6 +436,55 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&direct), bits(&via_gemm), "{g:?}");
         }
+    }
+
+    /// Blocks of output rows give the whole image's bits (each output is the same chain over
+    /// the patch), at batch 1 (blocks in parallel) and 3 (images in parallel), with a last
+    /// block shorter than the others; and the columns of a row range are that range of the
+    /// whole image's columns.
+    #[test]
+    fn row_blocks_give_the_whole_images_bits() {
+        // A ResNet stem on 88x88 f64 images: 44x44 outputs, columns of 147 x 1936 (2.3 MB).
+        let g = ConvGeom { n: 1, c: 3, h: 88, w: 88, o: 5, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] };
+        let rows = block_rows::<f64>(&g).expect("blocked");
+        assert_eq!(rows, 512 * 1024 / (147 * 44 * 8));
+        assert_ne!(44 % rows, 0, "a short last block");
+        let x: Vec<f64> = crate::kernels::test_values(3 * g.image(), 1);
+        let w: Vec<f64> = crate::kernels::test_values(g.o * g.patch(), 2);
+        let b: Vec<f64> = crate::kernels::test_values(g.o, 3);
+        let mut cols = vec![0.0; g.patch() * g.out_plane()];
+        im2col(&x[..g.image()], &g, &mut cols);
+        let mut part = vec![f64::NAN; g.patch() * 4 * 44];
+        im2col_rows(&x[..g.image()], &g, 10..14, &mut part);
+        for (r, p) in cols.chunks_exact(g.out_plane()).zip(part.chunks_exact(4 * 44)) {
+            assert_eq!(&r[10 * 44..14 * 44], p);
+        }
+        for n in [1, 3] {
+            let g = ConvGeom { n, ..g };
+            let (xa, wa, ba) = (
+                Array::from_shape_vec(IxDyn(&[n, 3, 88, 88]), x[..n * g.image()].to_vec()).unwrap(),
+                Array::from_shape_vec(IxDyn(&[5, 3, 7, 7]), w.clone()).unwrap(),
+                Array::from_shape_vec(IxDyn(&[5]), b.clone()).unwrap(),
+            );
+            let (mut whole, mut blocked) = (vec![0.0; n * 5 * 1936], vec![f64::NAN; n * 5 * 1936]);
+            conv2d_im2col(&xa, &wa, Some(&ba), &g, &mut whole);
+            let seen = std::sync::Mutex::new(Vec::new());
+            conv2d_into(&xa, &wa, Some(&ba), &g, &mut blocked, &|i| seen.lock().unwrap().push(i));
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&blocked), bits(&whole), "batch {n}");
+            let mut seen = seen.into_inner().unwrap();
+            seen.sort();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "each image's hook once");
+        }
+    }
+
+    #[test]
+    fn gather_pairs_takes_every_other_value_to_the_last() {
+        let src = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
+        let (mut odd, mut even) = ([0.0; 4], [0.0; 3]);
+        gather_pairs(&mut odd, &src); // the last value has no pair
+        gather_pairs(&mut even, &src[..6]);
+        assert_eq!((odd, even), ([1.0, 3.0, 5.0, 7.0], [1.0, 3.0, 5.0]));
     }
 
     #[test]

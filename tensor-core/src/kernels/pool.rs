@@ -1,9 +1,13 @@
-//! 2-D max pooling over NCHW input (no padding) and its adjoint, one (image, channel) plane
-//! per parallel task. The gradient goes to the first maximum of each window, as in PyTorch.
-//! The common 2x2 window has its own unrolled loop; every window is scanned in the same
-//! row-major order with the same comparison, so all paths pick the same element.
+//! 2-D max pooling over NCHW input and its adjoint, one (image, channel) plane per parallel
+//! task. The gradient goes to the first maximum of each window, as in PyTorch. Padding is
+//! taps skipped, the `-inf` borders ONNX's and PyTorch's definitions add, without copying the
+//! input into a larger buffer (a window wholly in the padding is `-inf` and passes no
+//! gradient). The common 2x2 window has its own unrolled loop, other windows a separable
+//! pass (rows, then columns); every path picks the element the row-major scan of the
+//! window's in-bounds taps picks, with the same comparison.
 
 use super::parallel::par_min_len;
+use super::scratch::with_scratch;
 use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
@@ -17,12 +21,24 @@ pub struct PoolGeom {
     pub w: usize,
     pub kernel: [usize; 2],
     pub stride: [usize; 2],
+    /// Skipped taps on each side (top and bottom, left and right).
+    pub padding: [usize; 2],
 }
 
 impl PoolGeom {
     /// Output height and width.
     pub fn out_hw(&self) -> (usize, usize) {
-        ((self.h - self.kernel[0]) / self.stride[0] + 1, (self.w - self.kernel[1]) / self.stride[1] + 1)
+        let len = |n: usize, d: usize| (n + 2 * self.padding[d] - self.kernel[d]) / self.stride[d] + 1;
+        (len(self.h, 0), len(self.w, 1))
+    }
+
+    /// The in-bounds input rows (`d` 0) or columns (`d` 1) of output `o`'s window along `d`,
+    /// `n` long: the window's span less the padding (empty for a window wholly in it).
+    #[inline(always)]
+    fn taps(&self, d: usize, o: usize, n: usize) -> std::ops::Range<usize> {
+        let (start, p) = (o * self.stride[d], self.padding[d]);
+        let end = (start + self.kernel[d]).min(n + p);
+        start.max(p) - p..end.max(p) - p
     }
 }
 
@@ -32,16 +48,17 @@ fn better<T: Float>(v: T, b: T) -> bool {
     !b.is_nan_value() && (v.is_nan_value() || v > b)
 }
 
-/// The flat index within the plane and the value of the first maximum of the `kh x kw`
-/// window whose top-left element is at `start`, scanned row by row.
+/// The flat index within the plane and the value of the first maximum of the (non-empty)
+/// window of rows `rows` and columns `cols`, scanned row by row.
 #[inline(always)]
-fn window_argmax<T: Float>(plane: &[T], w: usize, start: usize, kh: usize, kw: usize) -> (usize, T) {
+fn window_argmax<T: Float>(plane: &[T], w: usize, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) -> (usize, T) {
+    let start = rows.start * w + cols.start;
     let (mut best, mut bv) = (start, plane[start]);
-    for ki in 0..kh {
-        let row = &plane[start + ki * w..][..kw];
+    for r in rows {
+        let row = &plane[r * w + cols.start..r * w + cols.end];
         for (kj, &v) in row.iter().enumerate() {
             if better(v, bv) {
-                best = start + ki * w + kj;
+                best = r * w + cols.start + kj;
                 bv = v;
             }
         }
@@ -49,38 +66,81 @@ fn window_argmax<T: Float>(plane: &[T], w: usize, start: usize, kh: usize, kw: u
     (best, bv)
 }
 
-/// Calls `f(output index, argmax index, max value)` for every window of one plane.
+/// Calls `f(output index, argmax index, max value)` for every window of one plane with an
+/// in-bounds tap (a window wholly in the padding has no maximum to report).
 #[inline(always)]
 fn for_each_window<T: Float>(plane: &[T], g: &PoolGeom, mut f: impl FnMut(usize, usize, T)) {
     let (oh, ow) = g.out_hw();
-    let [sh, sw] = g.stride;
-    match g.kernel {
-        // The same scan as the general case, unrolled.
-        [2, 2] => {
-            for oi in 0..oh {
-                let top = oi * sh * g.w;
-                for oj in 0..ow {
-                    let (i, v) = window_argmax(plane, g.w, top + oj * sw, 2, 2);
-                    f(oi * ow + oj, i, v);
-                }
-            }
-        }
-        [kh, kw] => {
-            for oi in 0..oh {
-                let top = oi * sh * g.w;
-                for oj in 0..ow {
-                    let (i, v) = window_argmax(plane, g.w, top + oj * sw, kh, kw);
-                    f(oi * ow + oj, i, v);
-                }
+    for oi in 0..oh {
+        let rows = g.taps(0, oi, g.h);
+        for oj in 0..ow {
+            let cols = g.taps(1, oj, g.w);
+            if !rows.is_empty() && !cols.is_empty() {
+                let (i, v) = window_argmax(plane, g.w, rows.clone(), cols);
+                f(oi * ow + oj, i, v);
             }
         }
     }
 }
 
-/// The common 2x2 window with stride 2: windows do not overlap, and each output row reads
-/// two whole input rows, so the loops below vectorize.
+/// Folds `src`'s values, `stride` apart from `src[0]`, into `acc`, each the first maximum of
+/// itself and the new value: one tap of a window for `acc.len()` windows at once.
+#[inline(always)]
+fn fold_first_max<T: Float>(acc: &mut [T], src: &[T], stride: usize) {
+    match stride {
+        // Unit and pair strides as plain slices, so the loop vectorizes.
+        1 => acc.iter_mut().zip(src).for_each(|(a, &v)| *a = first_max_of_2(*a, v)),
+        2 => acc.iter_mut().zip(src.chunks(2)).for_each(|(a, v)| *a = first_max_of_2(*a, v[0])),
+        _ => acc.iter_mut().zip(src.iter().step_by(stride)).for_each(|(a, &v)| *a = first_max_of_2(*a, v)),
+    }
+}
+
+/// The outputs `o` along dim `d` whose window holds tap `k` in bounds (`n` long): `o * stride
+/// + k - padding` in `0..n`, as a range of outputs and the input index of its first.
+#[inline(always)]
+fn tap_outputs(g: &PoolGeom, d: usize, k: usize, n: usize, outs: usize) -> (std::ops::Range<usize>, usize) {
+    let (s, p) = (g.stride[d], g.padding[d]);
+    let lo = if k >= p { 0 } else { (p - k).div_ceil(s) };
+    // The last output whose tap is below n: o * s + k - p <= n - 1.
+    let hi = if n + p > k { ((n + p - k - 1) / s + 1).min(outs) } else { 0 };
+    let lo = lo.min(hi);
+    (lo..hi, (lo * s + k).saturating_sub(p))
+}
+
+super::simd::multiversion! {
+    /// Max pooling of one plane by any window, separably: each input row's windows along the
+    /// width (tap by tap, into `rows`, `h * ow`), then each output the first maximum of its
+    /// window's rows. Starting from `-inf` changes no first maximum ("larger, or the first
+    /// NaN" never prefers `-inf`, and a later `-inf` never replaces an earlier one), and
+    /// leaves `-inf` where a window has no tap.
+    fn pool_separable<T: Float>(plane: &[T], g: &PoolGeom, out: &mut [T], rows: &mut [T]) = pool_separable_body;
+}
+
+#[inline(always)]
+fn pool_separable_body<T: Float>(plane: &[T], g: &PoolGeom, out: &mut [T], rows: &mut [T]) {
+    let (oh, ow) = g.out_hw();
+    rows.fill(T::lowest());
+    for (row, acc) in plane.chunks_exact(g.w).zip(rows.chunks_exact_mut(ow)) {
+        for kj in 0..g.kernel[1] {
+            let (outs, first) = tap_outputs(g, 1, kj, g.w, ow);
+            if !outs.is_empty() {
+                fold_first_max(&mut acc[outs], &row[first..], g.stride[1]);
+            }
+        }
+    }
+    out.fill(T::lowest());
+    for ki in 0..g.kernel[0] {
+        let (outs, first) = tap_outputs(g, 0, ki, g.h, oh);
+        for (o, r) in outs.zip((first..).step_by(g.stride[0])) {
+            fold_first_max(&mut out[o * ow..][..ow], &rows[r * ow..][..ow], 1);
+        }
+    }
+}
+
+/// The common 2x2 window with stride 2 and no padding: windows do not overlap, and each
+/// output row reads two whole input rows, so the loops below vectorize.
 fn is_2x2(g: &PoolGeom) -> bool {
-    g.kernel == [2, 2] && g.stride == [2, 2]
+    g.kernel == [2, 2] && g.stride == [2, 2] && g.padding == [0, 0]
 }
 
 /// The window's four values in scan order (`a b` over `c d`) to the first maximum, and its
@@ -204,7 +264,7 @@ pub fn max_pool2d<T: Float>(x: &Array<T>, g: &PoolGeom) -> Array<T> {
         } else if is_2x2(g) {
             pool_2x2(plane, g.w, ow, o);
         } else {
-            for_each_window(plane, g, |k, _, v| o[k] = v);
+            with_scratch(g.h * ow, |rows| pool_separable(plane, g, o, rows));
         }
     });
     Array::from_shape_vec(IxDyn(&[n, c, oh, ow]), out).expect("length matches dims")
@@ -232,8 +292,9 @@ pub fn max_pool2d_grad<T: Float>(x: &Array<T>, gy: &Array<T>, g: &PoolGeom) -> A
 mod tests {
     use super::*;
 
-    /// The first maximum by the definition (NaN counts as the largest).
-    fn naive(plane: &[f64], g: &PoolGeom) -> Vec<(usize, f64)> {
+    /// The first maximum by the definition (NaN counts as the largest) of each window's
+    /// in-bounds taps, scanned row by row: `None` for a window wholly in the padding.
+    fn naive(plane: &[f64], g: &PoolGeom) -> Vec<Option<(usize, f64)>> {
         let (oh, ow) = g.out_hw();
         let mut out = Vec::new();
         for oi in 0..oh {
@@ -241,15 +302,19 @@ mod tests {
                 let mut best: Option<usize> = None;
                 for ki in 0..g.kernel[0] {
                     for kj in 0..g.kernel[1] {
-                        let i = (oi * g.stride[0] + ki) * g.w + oj * g.stride[1] + kj;
+                        let (r, c) =
+                            ((oi * g.stride[0] + ki) as isize - g.padding[0] as isize, (oj * g.stride[1] + kj) as isize - g.padding[1] as isize);
+                        if r < 0 || c < 0 || r >= g.h as isize || c >= g.w as isize {
+                            continue;
+                        }
+                        let i = r as usize * g.w + c as usize;
                         best = match best {
                             Some(b) if plane[b].is_nan() || !(plane[i].is_nan() || plane[i] > plane[b]) => Some(b),
                             _ => Some(i),
                         };
                     }
                 }
-                let b = best.unwrap();
-                out.push((b, plane[b]));
+                out.push(best.map(|b| (b, plane[b])));
             }
         }
         out
@@ -263,7 +328,7 @@ mod tests {
         for (h, w) in [(6, 8), (7, 9), (2, 2), (3, 5), (5, 4), (8, 28)] {
             let plane: Vec<f64> = (0..h * w).map(|i| vals[(i * 5 + i / 7) % vals.len()]).collect();
             let gy_of = |k: usize| if k.is_multiple_of(3) { -0.0 } else { k as f64 - 4.5 };
-            let g = PoolGeom { h, w, kernel: [2, 2], stride: [2, 2] };
+            let g = PoolGeom { h, w, kernel: [2, 2], stride: [2, 2], padding: [0, 0] };
             let (oh, ow) = g.out_hw();
             let gy: Vec<f64> = (0..oh * ow).map(gy_of).collect();
             let (mut fast, mut slow) = (vec![f64::NAN; oh * ow], vec![f64::NAN; oh * ow]);
@@ -292,18 +357,81 @@ mod tests {
     #[test]
     fn windows_pick_the_first_maximum() {
         let plane: Vec<f64> = (0..42).map(|i| [1.0, 3.0, 3.0, -1.0, f64::NAN, 2.0, 0.0][(i * 5) % 7]).collect();
-        for kernel in [[2, 2], [3, 2], [1, 3]] {
-            for stride in [[2, 2], [1, 1], [1, 2]] {
-                let g = PoolGeom { h: 6, w: 7, kernel, stride };
-                let mut got = Vec::new();
-                for_each_window(&plane, &g, |k, i, v| got.push((k, i, v)));
-                let want = naive(&plane, &g);
-                assert_eq!(got.len(), want.len());
-                for (n, ((k, i, v), (j, u))) in got.into_iter().zip(want).enumerate() {
-                    assert_eq!((k, i), (n, j), "{g:?} window {n}");
-                    assert_eq!(v.to_bits(), u.to_bits());
+        for kernel in [[2, 2], [3, 2], [1, 3], [3, 3]] {
+            for stride in [[2, 2], [1, 1], [1, 2], [3, 2]] {
+                for padding in [[0, 0], [1, 1], [1, 0], [0, 2], [2, 3]] {
+                    let g = PoolGeom { h: 6, w: 7, kernel, stride, padding };
+                    let mut got = Vec::new();
+                    for_each_window(&plane, &g, |k, i, v| got.push((k, i, v)));
+                    let want: Vec<_> = naive(&plane, &g).into_iter().enumerate().filter_map(|(k, b)| b.map(|(i, v)| (k, i, v))).collect();
+                    assert_eq!(got.len(), want.len(), "{g:?}");
+                    for ((k, i, v), (j, l, u)) in got.into_iter().zip(want) {
+                        assert_eq!((k, i), (j, l), "{g:?}");
+                        assert_eq!(v.to_bits(), u.to_bits());
+                    }
                 }
             }
         }
+    }
+
+    /// The separable pass against the definition, bit for bit, on planes with ties, NaNs and
+    /// signed zeros, over windows, strides and paddings (windows wholly in the padding
+    /// included: `-inf`), through the public entry.
+    #[test]
+    fn the_separable_pass_matches_the_definition_bit_for_bit() {
+        let vals = [1.0, 3.0, 3.0, -1.0, f64::NAN, 2.0, 0.0, -0.0, 3.0, f64::NEG_INFINITY];
+        for (h, w) in [(6, 7), (5, 9), (1, 4), (8, 8)] {
+            let plane: Vec<f64> = (0..2 * h * w).map(|i| vals[(i * 7 + i / 5) % vals.len()]).collect();
+            for kernel in [[3, 3], [2, 3], [1, 1], [4, 2]] {
+                for stride in [[2, 2], [1, 1], [2, 3]] {
+                    for padding in [[0, 0], [1, 1], [0, 2], [3, 1]] {
+                        let g = PoolGeom { h, w, kernel, stride, padding };
+                        if h + 2 * padding[0] < kernel[0] || w + 2 * padding[1] < kernel[1] {
+                            continue;
+                        }
+                        let x = Array::from_shape_vec(IxDyn(&[1, 2, h, w]), plane.clone()).unwrap();
+                        let got = max_pool2d(&x, &g);
+                        let want: Vec<f64> =
+                            plane.chunks(h * w).flat_map(|p| naive(p, &g).into_iter().map(|b| b.map_or(f64::NEG_INFINITY, |(_, v)| v))).collect();
+                        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(got.as_slice().unwrap()), bits(&want), "{g:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// ResNet's stem pool (3x3, stride 2, padding 1) on a 4x4 plane, by hand: the top-left
+    /// window sees rows 0-1 and columns 0-1 only; the gradient goes to each window's maximum,
+    /// summed where windows share it.
+    #[test]
+    fn a_padded_pool_by_hand() {
+        #[rustfmt::skip]
+        let x = Array::from_shape_vec(IxDyn(&[1, 1, 4, 4]), vec![
+            1.0, 5.0, 2.0, 0.0,
+            3.0, 4.0, 9.0, 8.0,
+            7.0, 6.0, -1.0, 2.0,
+            0.0, 1.0, 3.0, 4.0,
+        ]).unwrap();
+        let g = PoolGeom { h: 4, w: 4, kernel: [3, 3], stride: [2, 2], padding: [1, 1] };
+        assert_eq!(g.out_hw(), (2, 2));
+        // Windows: rows -1..2 x cols -1..2 -> max of {1,5,3,4} = 5; rows -1..2 x cols 1..4 ->
+        // {5,2,0,4,9,8} = 9; rows 1..4 x cols -1..2 -> {3,4,7,6,0,1} = 7; rows 1..4 x cols
+        // 1..4 -> {4,9,8,6,-1,2,1,3,4} = 9.
+        assert_eq!(max_pool2d(&x, &g).as_slice().unwrap(), &[5.0, 9.0, 7.0, 9.0]);
+        let gy = Array::from_shape_vec(IxDyn(&[1, 1, 2, 2]), vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+        #[rustfmt::skip]
+        let want = [
+            0.0, 1.0, 0.0, 0.0,
+            0.0, 0.0, 6.0, 0.0,
+            3.0, 0.0, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.0,
+        ];
+        assert_eq!(max_pool2d_grad(&x, &gy, &g).as_slice().unwrap(), &want);
+        // Padding larger than the input's reach: the window over rows 2..5 of a 2-row plane
+        // is wholly padding, so -inf.
+        let g = PoolGeom { h: 2, w: 1, kernel: [1, 1], stride: [2, 1], padding: [2, 0] };
+        let x = Array::from_shape_vec(IxDyn(&[1, 1, 2, 1]), vec![1.0, 2.0]).unwrap();
+        assert_eq!(max_pool2d(&x, &g).as_slice().unwrap(), &[f64::NEG_INFINITY, 1.0, f64::NEG_INFINITY]);
     }
 }

@@ -331,7 +331,10 @@ fn conv(b: &mut Builder, c: &ConvOp, inputs: &[ValueId], ins: Vec<String>, y: St
             let attrs = vec![ints("strides", stride), ints("pads", &pads), ints("dilations", dilation), int("group", channels as i64)];
             b.node("Conv", ins, vec![y], attrs);
         }
-        ConvOp::MaxPool2d { kernel, stride } => b.node("MaxPool", ins, vec![y], vec![ints("kernel_shape", kernel), ints("strides", stride)]),
+        ConvOp::MaxPool2d { kernel, stride, padding } => {
+            let pads = [padding[0], padding[1], padding[0], padding[1]];
+            b.node("MaxPool", ins, vec![y], vec![ints("kernel_shape", kernel), ints("strides", stride), ints("pads", &pads)]);
+        }
         // `conv_transpose2d`: the output size its attributes give, made up to `input_hw`
         // by ONNX's `output_padding`.
         ConvOp::Conv2dInputGrad { stride, padding, input_hw } => {

@@ -1,5 +1,5 @@
-//! conv2d (NCHW input, OIHW weight, stride, padding, optional bias) and max_pool2d, with
-//! their gradients. The convolution's adjoints are ops of their own, so the backward pass
+//! conv2d (NCHW input, OIHW weight, stride, padding, optional bias) and max_pool2d (padded by
+//! skipped taps), with their gradients. The convolution's adjoints are ops of their own, so the backward pass
 //! traces like any other, and they are differentiable once more (conv2d's double backward).
 
 use super::depthwise;
@@ -49,7 +49,22 @@ impl Tensor {
     /// # Ok::<(), tensor_core::Error>(())
     /// ```
     pub fn max_pool2d(&self, kernel: [usize; 2], stride: [usize; 2]) -> Result<Tensor> {
-        apply(ConvOp::MaxPool2d { kernel, stride }, &[self])
+        self.max_pool2d_padded(kernel, stride, [0, 0])
+    }
+
+    /// [`max_pool2d`](Tensor::max_pool2d) with `padding` rows above and below and columns
+    /// left and right that no window's maximum is taken from (PyTorch's and ONNX's `-inf`
+    /// padding, without copying the input): a window wholly in the padding gives `-inf`.
+    ///
+    /// ```
+    /// # use tensor_core::prelude::*;
+    /// let x = Tensor::arange(0.0f32, 16.0).reshape(&[1, 1, 4, 4])?;
+    /// let y = x.max_pool2d_padded([3, 3], [2, 2], [1, 1])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![5.0, 7.0, 13.0, 15.0]);
+    /// # Ok::<(), tensor_core::Error>(())
+    /// ```
+    pub fn max_pool2d_padded(&self, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<Tensor> {
+        apply(ConvOp::MaxPool2d { kernel, stride, padding }, &[self])
     }
 }
 
@@ -58,7 +73,7 @@ impl Tensor {
 ///
 /// ```
 /// use tensor_core::ops::{ConvOp, Op};
-/// assert_eq!(Op::Conv(ConvOp::MaxPool2d { kernel: [2, 2], stride: [2, 2] }).name(), "max_pool2d");
+/// assert_eq!(Op::Conv(ConvOp::MaxPool2d { kernel: [2, 2], stride: [2, 2], padding: [0, 0] }).name(), "max_pool2d");
 /// ```
 #[allow(missing_docs)] // the fields are the Tensor methods' arguments
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -69,10 +84,10 @@ pub enum ConvOp {
     Conv2dInputGrad { stride: [usize; 2], padding: [usize; 2], input_hw: [usize; 2] },
     /// (x, gy): the gradient with respect to the weight.
     Conv2dWeightGrad { stride: [usize; 2], padding: [usize; 2], kernel_hw: [usize; 2] },
-    /// (x)
-    MaxPool2d { kernel: [usize; 2], stride: [usize; 2] },
+    /// (x); `padding` taps on each side are skipped.
+    MaxPool2d { kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2] },
     /// (x, gy)
-    MaxPool2dGrad { kernel: [usize; 2], stride: [usize; 2] },
+    MaxPool2dGrad { kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2] },
     /// (x, w) or (x, w, bias): each input channel convolved with its own `w[0] / c` filters,
     /// `w` `[c * m, 1, kh, kw]`, taps `dilation` apart (the grouped convolution with
     /// `groups == c`; `Tensor::conv2d_depthwise`).
@@ -89,8 +104,8 @@ impl Family for ConvOp {
         Conv2d { stride, padding } => "conv2d", "Conv2dBackward", format!("stride={stride:?} padding={padding:?}");
         Conv2dInputGrad { stride, padding, input_hw } => "conv2d_input_grad", "Conv2dInputGradBackward", format!("stride={stride:?} padding={padding:?} input_hw={input_hw:?}");
         Conv2dWeightGrad { stride, padding, kernel_hw } => "conv2d_weight_grad", "Conv2dWeightGradBackward", format!("stride={stride:?} padding={padding:?} kernel_hw={kernel_hw:?}");
-        MaxPool2d { kernel, stride } => "max_pool2d", "MaxPool2dBackward", format!("kernel={kernel:?} stride={stride:?}");
-        MaxPool2dGrad { kernel, stride } => "max_pool2d_grad", "MaxPool2dGradBackward", format!("kernel={kernel:?} stride={stride:?}");
+        MaxPool2d { kernel, stride, padding } => "max_pool2d", "MaxPool2dBackward", format!("kernel={kernel:?} stride={stride:?}{}", pool_padding_attr(padding));
+        MaxPool2dGrad { kernel, stride, padding } => "max_pool2d_grad", "MaxPool2dGradBackward", format!("kernel={kernel:?} stride={stride:?}{}", pool_padding_attr(padding));
         Depthwise2d { stride, padding, dilation } => "depthwise2d", "Depthwise2dBackward", format!("stride={stride:?} padding={padding:?} dilation={dilation:?}");
         Depthwise2dInputGrad { stride, padding, dilation, input_hw, multiplier } => "depthwise2d_input_grad", "Depthwise2dInputGradBackward",
             format!("stride={stride:?} padding={padding:?} dilation={dilation:?} input_hw={input_hw:?} multiplier={multiplier}");
@@ -125,6 +140,15 @@ impl Family for ConvOp {
 
     fn is_differentiable(&self) -> bool {
         true
+    }
+}
+
+/// A pool's padding in its attributes, left out when zero (as before pools had one).
+fn pool_padding_attr(padding: &[usize; 2]) -> String {
+    if *padding == [0, 0] {
+        String::new()
+    } else {
+        format!(" padding={padding:?}")
     }
 }
 
@@ -184,23 +208,10 @@ fn infer(op: &ConvOp, inputs: &[TypeRef]) -> Result<(DType, Shape)> {
             need_forward_output(op, gy, &forward_conv(x, &w, *stride, *padding)?)?;
             w
         }
-        ConvOp::MaxPool2d { kernel, stride } => {
-            let x = inputs[0].shape;
-            need_rank4("max_pool2d", "input", x)?;
-            need_positive("max_pool2d", "kernel", *kernel)?;
-            need_positive("max_pool2d", "stride", *stride)?;
-            let oh = out_len("max_pool2d", x[2], kernel[0], stride[0], 0)?;
-            let ow = out_len("max_pool2d", x[3], kernel[1], stride[1], 0)?;
-            Shape::new(&[x[0], x[1], oh, ow])
-        }
-        ConvOp::MaxPool2dGrad { kernel, stride } => {
+        ConvOp::MaxPool2d { kernel, stride, padding } => pool_shape(op.name(), inputs[0].shape, *kernel, *stride, *padding)?,
+        ConvOp::MaxPool2dGrad { kernel, stride, padding } => {
             let (x, gy) = (inputs[0].shape, inputs[1].shape);
-            need_rank4("max_pool2d_grad", "input", x)?;
-            need_positive("max_pool2d_grad", "kernel", *kernel)?;
-            need_positive("max_pool2d_grad", "stride", *stride)?;
-            let oh = out_len("max_pool2d_grad", x[2], kernel[0], stride[0], 0)?;
-            let ow = out_len("max_pool2d_grad", x[3], kernel[1], stride[1], 0)?;
-            need_forward_output(op, gy, &Shape::new(&[x[0], x[1], oh, ow]))?;
+            need_forward_output(op, gy, &pool_shape(op.name(), x, *kernel, *stride, *padding)?)?;
             x.clone()
         }
         ConvOp::Depthwise2d { .. } | ConvOp::Depthwise2dInputGrad { .. } | ConvOp::Depthwise2dWeightGrad { .. } => depthwise::infer(op, inputs)?,
@@ -231,6 +242,16 @@ pub(super) fn need_forward_output(op: &ConvOp, gy: &Shape, forward: &Shape) -> R
         true => Ok(()),
         false => Err(Error::shapes(op.name(), gy, forward, "the output gradient must have the forward output's shape")),
     }
+}
+
+/// The output shape of max pooling `x`.
+fn pool_shape(op: &'static str, x: &Shape, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<Shape> {
+    need_rank4(op, "input", x)?;
+    need_positive(op, "kernel", kernel)?;
+    need_positive(op, "stride", stride)?;
+    let oh = out_len(op, x[2], kernel[0], stride[0], padding[0])?;
+    let ow = out_len(op, x[3], kernel[1], stride[1], padding[1])?;
+    Ok(Shape::new(&[x[0], x[1], oh, ow]))
 }
 
 fn conv_shape(inputs: &[TypeRef], stride: [usize; 2], padding: [usize; 2]) -> Result<Shape> {
@@ -289,14 +310,14 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
                 _ => other(),
             }
         }
-        ConvOp::MaxPool2d { kernel, stride } => {
+        ConvOp::MaxPool2d { kernel, stride, padding } => {
             let s = inputs[0].shape();
-            let g = PoolGeom { h: s[2], w: s[3], kernel: *kernel, stride: *stride };
+            let g = PoolGeom { h: s[2], w: s[3], kernel: *kernel, stride: *stride, padding: *padding };
             crate::storage::map_float!(inputs[0], x => kp::max_pool2d(x, &g), other => other())
         }
-        ConvOp::MaxPool2dGrad { kernel, stride } => {
+        ConvOp::MaxPool2dGrad { kernel, stride, padding } => {
             let s = inputs[0].shape();
-            let g = PoolGeom { h: s[2], w: s[3], kernel: *kernel, stride: *stride };
+            let g = PoolGeom { h: s[2], w: s[3], kernel: *kernel, stride: *stride, padding: *padding };
             match (inputs[0], inputs[1]) {
                 (Storage::F32(x), Storage::F32(gy)) => Storage::F32(kp::max_pool2d_grad(x, gy, &g)),
                 (Storage::F64(x), Storage::F64(gy)) => Storage::F64(kp::max_pool2d_grad(x, gy, &g)),
@@ -393,9 +414,9 @@ fn backward(op: &ConvOp, ctx: &BackwardCtx, g: &Tensor) -> Result<InputGrads> {
             let ggy = x.conv2d(g, None, *stride, *padding)?;
             Ok(smallvec![Some(gx), Some(ggy)])
         }
-        ConvOp::MaxPool2d { kernel, stride } => {
+        ConvOp::MaxPool2d { kernel, stride, padding } => {
             let x = ctx.input(0)?;
-            Ok(smallvec![Some(apply(ConvOp::MaxPool2dGrad { kernel: *kernel, stride: *stride }, &[&x, g])?)])
+            Ok(smallvec![Some(apply(ConvOp::MaxPool2dGrad { kernel: *kernel, stride: *stride, padding: *padding }, &[&x, g])?)])
         }
         ConvOp::MaxPool2dGrad { .. } => {
             Err(Error::NotDifferentiable { op: "max_pool2d", detail: " twice (second-order gradients of max pooling are not supported)" })

@@ -194,7 +194,7 @@ impl Op {
     /// ```
     /// use tensor_core::ops::{ConvOp, LinalgOp, Op};
     /// assert_eq!(Op::Linalg(LinalgOp::MATMUL).attrs(), "");
-    /// assert_eq!(Op::Conv(ConvOp::MaxPool2d { kernel: [2, 2], stride: [2, 2] }).attrs(), "kernel=[2, 2] stride=[2, 2]");
+    /// assert_eq!(Op::Conv(ConvOp::MaxPool2d { kernel: [2, 2], stride: [2, 2], padding: [0, 0] }).attrs(), "kernel=[2, 2] stride=[2, 2]");
     /// ```
     pub fn attrs(&self) -> String {
         each_family!(self, f => f.attrs())

@@ -569,6 +569,9 @@ fn max_pool2d() {
     gradcheck(|x| x[0].max_pool2d([3, 2], [2, 1]), one(&x));
     // 7x7 with stride 2: the last row and column are in no window.
     gradcheck(|x| x[0].max_pool2d([2, 2], [2, 2]), &[g.distinct(&[1, 1, 7, 7])]);
+    // Padded: border windows hold fewer taps, and the padding takes no gradient.
+    gradcheck(|x| x[0].max_pool2d_padded([3, 3], [2, 2], [1, 1]), one(&x));
+    gradcheck(|x| x[0].max_pool2d_padded([2, 3], [1, 2], [1, 0]), &[g.distinct(&[1, 2, 5, 7])]);
 }
 
 // ------------------------------------------------------------------------------ in place

@@ -310,3 +310,25 @@ fn max_pool_values<T: Element>() -> Result<()> {
     Ok(())
 }
 per_dtype!(max_pool_values: f32, f64);
+
+/// Padding is taps no maximum is taken from (`-inf`), never zeros: on the negated 0..16 plane
+/// a zero pad would win every border window.
+fn padded_max_pool_values<T: Element>() -> Result<()> {
+    let x = tensor::<T>(&(0..16).map(|v| -f64::from(v)).collect::<Vec<_>>(), &[1, 1, 4, 4]);
+    // ResNet's pool: 3x3, stride 2, padding 1; windows start at rows/columns -1 and 1, so the
+    // maxima are the windows' top-left in-bounds values: x[0][0], x[0][1], x[1][0], x[1][1].
+    assert_tensor::<T>(&x.max_pool2d_padded([3, 3], [2, 2], [1, 1])?, &[1, 1, 2, 2], &[0.0, -1.0, -4.0, -5.0]);
+    // Padding along the width only, 2x2 stride 2: windows over columns -1..1 and 1..3 and 3..5.
+    assert_tensor::<T>(&x.max_pool2d_padded([2, 2], [2, 2], [0, 1])?, &[1, 1, 2, 3], &[0.0, -1.0, -3.0, -8.0, -9.0, -11.0]);
+    // The padding as wide as the kernel: the corner windows hold one value each.
+    assert_tensor::<T>(&x.max_pool2d_padded([2, 2], [3, 3], [1, 1])?, &[1, 1, 2, 2], &[0.0, -2.0, -8.0, -10.0]);
+    // A window wholly in the padding gives -inf.
+    let y = x.max_pool2d_padded([1, 1], [4, 4], [2, 2])?;
+    assert_eq!(y.dims(), vec![1, 1, 2, 2]);
+    assert_tensor::<T>(&y, &[1, 1, 2, 2], &[f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY, -10.0]);
+    // The shape rule counts the padding, and a window larger than the padded input is an error.
+    let e = x.max_pool2d_padded([7, 7], [1, 1], [1, 1]).unwrap_err().to_string();
+    assert!(e.contains("max_pool2d") && e.contains("larger than the padded input 6"), "{e}");
+    Ok(())
+}
+per_dtype!(padded_max_pool_values: f32, f64);

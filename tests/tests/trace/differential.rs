@@ -499,6 +499,8 @@ fn nn_ops<T: Element>() -> Result<()> {
     let make = |s: u64| vec![grid::<T>(&[2, 3, 6, 7], s, -2.0, 2.0)];
     check_both::<T>("max_pool2d", &make, &|a| a[0].max_pool2d([2, 2], [2, 2]))?;
     check_both::<T>("max_pool2d_overlapping", &make, &|a| a[0].max_pool2d([3, 2], [1, 2]))?;
+    check_both::<T>("max_pool2d_padded", &make, &|a| a[0].max_pool2d_padded([3, 3], [2, 2], [1, 1]))?;
+    check_both::<T>("max_pool2d_padded_uneven", &make, &|a| a[0].max_pool2d_padded([2, 3], [1, 2], [1, 0]))?;
     Ok(())
 }
 per_dtype!(nn_ops: f32, f64);

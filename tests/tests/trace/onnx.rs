@@ -103,8 +103,9 @@ fn an_mlp_with_softmax_runs_in_tract_with_the_same_outputs() -> Result<()> {
     Ok(())
 }
 
-/// The CNN forms (batch norm in evaluation mode, average pooling, the transposed and depthwise
-/// convolutions, relu6, global and adaptive pooling, cumsum, topk) run in tract with our values.
+/// The CNN forms (batch norm in evaluation mode, average and padded max pooling, the
+/// transposed and depthwise convolutions, relu6, global and adaptive pooling, cumsum, topk)
+/// run in tract with our values.
 #[test]
 fn cnn_forms_run_in_tract_with_the_same_outputs() -> Result<()> {
     let x = Tensor::randn(&[2, 4, 6, 6], DType::F32, 1);
@@ -117,7 +118,8 @@ fn cnn_forms_run_in_tract_with_the_same_outputs() -> Result<()> {
             let up = pooled.conv_transpose2d(&wt, None, [2, 2], [1, 1], [1, 1], 1)?;
             let depthwise = x.conv2d_grouped(&wd, None, [1, 1], [1, 1], 4)?.relu6()?;
             let (top, idx) = x.flatten_from(1)?.cumsum(1)?.topk(5, 1, true, true)?;
-            Ok(vec![up, depthwise.global_avg_pool()?, x.adaptive_avg_pool2d([4, 5])?, top, idx])
+            let max_pooled = x.max_pool2d_padded([3, 3], [2, 2], [1, 1])?;
+            Ok(vec![up, depthwise.global_avg_pool()?, x.adaptive_avg_pool2d([4, 5])?, top, idx, max_pooled])
         })
     })?;
     let bytes = tensor_core::onnx::to_bytes(&f)?;

@@ -163,8 +163,12 @@ pub(super) fn max_pool(c: &Ctx) -> Result<Vec<Tensor>> {
     let one_d = lifted(c, &x)?;
     let x = if one_d { x.unsqueeze(2)? } else { x };
     let (kernel, stride, pads) = window(c, &x, None, one_d)?;
-    let (x, _) = pre_pad(&x, pads, f64::NEG_INFINITY)?;
-    let y = x.max_pool2d(kernel, stride)?;
+    // The pads both sides share are skipped taps in the kernel; what one side has beyond
+    // the other is `-inf` borders concatenated first (a copy of the input, rare).
+    let padding = pads.map(|[b, e]| b.min(e));
+    let extra = [0, 1].map(|d| pads[d].map(|p| p - padding[d]));
+    let (x, _) = pre_pad(&x, extra, f64::NEG_INFINITY)?;
+    let y = x.max_pool2d_padded(kernel, stride, padding)?;
     one(if one_d { y.squeeze(2)? } else { y })
 }
 

@@ -58,6 +58,7 @@ pub mod optim;
 pub mod random;
 pub mod shape;
 pub(crate) mod storage;
+mod switch;
 mod tensor;
 mod trace;
 

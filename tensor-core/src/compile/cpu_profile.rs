@@ -6,13 +6,13 @@
 use crate::graph::{Node, NodeKind};
 use crate::storage::Storage;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// Whether `TENSOR_CORE_CPU_PROFILE=1` (read once).
 pub(crate) fn profiling() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSOR_CORE_CPU_PROFILE").is_ok_and(|v| v == "1"))
+    static PROFILING: crate::switch::Switch = crate::switch::Switch::new("TENSOR_CORE_CPU_PROFILE", false);
+    PROFILING.on()
 }
 
 /// Per step key: (steps, seconds).

@@ -47,6 +47,7 @@ use crate::error::{Error, Result};
 use crate::graph::{FusedProgram, Graph, InputSource, Node, NodeKind, StateWrite};
 use crate::ops::device as gpu_ops;
 use crate::ops::{BinaryOp, ElementwiseOp, Op};
+use crate::switch::Switch;
 use crate::tensor::{Tensor, Value};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -186,9 +187,9 @@ const MIN_CAPTURED_STEPS: usize = 3;
 /// Kernels and products only (no host work: printing, reading a `.grad` while running,
 /// control flow), every shape known, enough steps, and capture not turned off.
 fn capturable(graph: &Graph, plan: &Plan) -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let off = *OFF.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_GRAPHS").is_ok_and(|v| v == "0"));
-    !off && !plan.checks_shapes
+    static GRAPHS: Switch = Switch::new("TENSOR_CORE_CUDA_GRAPHS", true);
+    GRAPHS.on()
+        && !plan.checks_shapes
         && plan.steps.len() >= MIN_CAPTURED_STEPS
         && graph.inputs.iter().all(|(_, src)| !matches!(src, InputSource::Param(_)))
         && plan.steps.iter().all(|s| matches!(s.node.kind, NodeKind::Op(_) | NodeKind::Fused(_) | NodeKind::Epilogue(_)))
@@ -223,7 +224,7 @@ fn capture_call(graph: &Graph, plan: &Plan, slots: &[&Tensor], device: Device) -
     let planned = ArenaPlan::new(&recording);
     let unshared = planned.unshared_bytes();
     let second = capture_once(&setup, CaptureMemory::Planned(planned));
-    let mut report = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+    let mut report = ARENA_REPORT.lock().unwrap_or_else(|e| e.into_inner());
     match second {
         Ok((mut second, _)) => {
             second.arena = true;
@@ -476,37 +477,25 @@ fn run_batched(plan: &Plan, members: &[usize], values: &mut [Option<DeviceStorag
 /// Whether captures record independent runs of one kernel as one batched launch
 /// (`batching.rs`): yes unless `TENSOR_CORE_CUDA_BATCH=0`, or [`set_cuda_batching`] says.
 fn batching() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    match BATCHING.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => !*OFF.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_BATCH").is_ok_and(|v| v == "0")),
-    }
+    BATCHING_SWITCH.on()
 }
 
-/// 0: as `TENSOR_CORE_CUDA_BATCH` says; 1: off; 2: on.
-static BATCHING: AtomicUsize = AtomicUsize::new(0);
+static BATCHING_SWITCH: Switch = Switch::new("TENSOR_CORE_CUDA_BATCH", true);
 
 /// Whether captures place their buffers in one planned arena (`cuda/arena.rs`): yes unless
 /// `TENSOR_CORE_CUDA_ARENA=0`, or [`set_cuda_arena`] says.
 fn arena_on() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    match ARENA_SETTING.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => !*OFF.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_ARENA").is_ok_and(|v| v == "0")),
-    }
+    ARENA_SWITCH.on()
 }
 
-/// 0: as `TENSOR_CORE_CUDA_ARENA` says; 1: off; 2: on.
-static ARENA_SETTING: AtomicUsize = AtomicUsize::new(0);
+static ARENA_SWITCH: Switch = Switch::new("TENSOR_CORE_CUDA_ARENA", true);
 
 /// Turns the planned arena of captures on or off for this process (`None`: as
 /// `TENSOR_CORE_CUDA_ARENA` says); a captured call whose setting differs is captured again.
 /// For the device checks; not part of the public API.
 #[doc(hidden)]
 pub fn set_cuda_arena(on: Option<bool>) {
-    ARENA_SETTING.store(on.map_or(0, |on| if on { 2 } else { 1 }), Ordering::Relaxed);
+    ARENA_SWITCH.set(on);
 }
 
 /// What the planned arenas of this process's captures came to.
@@ -523,12 +512,12 @@ pub struct ArenaReport {
     pub failure: String,
 }
 
-static ARENA: Mutex<ArenaReport> = Mutex::new(ArenaReport { captures: 0, bytes: 0, unshared: 0, failure: String::new() });
+static ARENA_REPORT: Mutex<ArenaReport> = Mutex::new(ArenaReport { captures: 0, bytes: 0, unshared: 0, failure: String::new() });
 
 /// The arena report so far; for the device checks, not part of the public API.
 #[doc(hidden)]
 pub fn cuda_arena_report() -> ArenaReport {
-    ARENA.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    ARENA_REPORT.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Turns batched launches in captures on or off for this process (`None`: as
@@ -536,7 +525,7 @@ pub fn cuda_arena_report() -> ArenaReport {
 /// captured call whose setting differs is captured again. Not part of the public API.
 #[doc(hidden)]
 pub fn set_cuda_batching(on: Option<bool>) {
-    BATCHING.store(on.map_or(0, |on| if on { 2 } else { 1 }), Ordering::Relaxed);
+    BATCHING_SWITCH.set(on);
 }
 
 /// Runs the plan's steps on `device`, applies the writes, returns the outputs.
@@ -604,8 +593,8 @@ fn run_steps(plan: &Plan, slots: &[&Tensor], device: Device, values: &mut [Optio
 /// for each), summed per kind of step; [`cuda_profile`] reads the sums. For finding where a
 /// graph's GPU time goes, with `TENSOR_CORE_CUDA_GRAPHS=0` (a captured call is one launch).
 fn profiling() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_PROFILE").is_ok_and(|v| v == "1"))
+    static PROFILING: Switch = Switch::new("TENSOR_CORE_CUDA_PROFILE", false);
+    PROFILING.on()
 }
 
 type Profile = std::collections::HashMap<String, (usize, f64)>;

@@ -9,7 +9,7 @@
 //! kernel's name, its compiled code in memory and its file in the disk cache never mix the
 //! two. The mode is read when a kernel is generated: switch it only between calls.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use crate::switch::Switch;
 
 /// Which functions a generated kernel calls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -22,38 +22,15 @@ pub(crate) enum MathMode {
     Fast,
 }
 
-/// 0: as `TENSOR_CORE_CUDA_FAST_MATH` says; 1: off; 2: on.
-static OVERRIDE: AtomicU8 = AtomicU8::new(0);
+static FAST_MATH: Switch = Switch::new("TENSOR_CORE_CUDA_FAST_MATH", false);
 
-/// The mode kernels are generated in now: [`set_cuda_fast_math`]'s, else the environment's.
+/// The mode kernels are generated in now: [`set_cuda_fast_math`]'s, else the environment's
+/// (fast only for `1`).
 pub(crate) fn math_mode() -> MathMode {
-    static FROM_ENV: std::sync::OnceLock<MathMode> = std::sync::OnceLock::new();
-    let from_env = || *FROM_ENV.get_or_init(|| mode_from_env(std::env::var("TENSOR_CORE_CUDA_FAST_MATH").ok().as_deref()));
-    mode_from(OVERRIDE.load(Ordering::Relaxed), from_env)
-}
-
-/// Fast only for `1`: unset, `0` or anything else keeps the CPU's bits.
-fn mode_from_env(value: Option<&str>) -> MathMode {
-    match value.map(str::trim) {
-        Some("1") => MathMode::Fast,
-        _ => MathMode::CpuBits,
-    }
-}
-
-/// The override when one is set, else what the environment says (asked only then).
-fn mode_from(override_code: u8, from_env: impl FnOnce() -> MathMode) -> MathMode {
-    match override_code {
-        1 => MathMode::CpuBits,
-        2 => MathMode::Fast,
-        _ => from_env(),
-    }
-}
-
-fn override_code(on: Option<bool>) -> u8 {
-    match on {
-        None => 0,
-        Some(false) => 1,
-        Some(true) => 2,
+    if FAST_MATH.on() {
+        MathMode::Fast
+    } else {
+        MathMode::CpuBits
     }
 }
 
@@ -63,7 +40,7 @@ fn override_code(on: Option<bool>) -> u8 {
 /// the new mode's kernels. Switch it only between calls. Not part of the public API.
 #[doc(hidden)]
 pub fn set_cuda_fast_math(on: Option<bool>) {
-    OVERRIDE.store(override_code(on), Ordering::Relaxed);
+    FAST_MATH.set(on);
 }
 
 #[cfg(test)]
@@ -71,27 +48,6 @@ mod bounds;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_1_in_the_environment_turns_fast_math_on() {
-        assert_eq!(mode_from_env(Some("1")), MathMode::Fast);
-        assert_eq!(mode_from_env(Some(" 1\n")), MathMode::Fast);
-        for off in [None, Some("0"), Some(""), Some("true"), Some("2")] {
-            assert_eq!(mode_from_env(off), MathMode::CpuBits, "{off:?}");
-        }
-    }
-
-    #[test]
-    fn the_override_wins_and_none_falls_back_to_the_environment() {
-        let env_says = |m: MathMode| move || m;
-        for env in [MathMode::CpuBits, MathMode::Fast] {
-            assert_eq!(mode_from(override_code(Some(true)), env_says(env)), MathMode::Fast);
-            assert_eq!(mode_from(override_code(Some(false)), env_says(env)), MathMode::CpuBits);
-            assert_eq!(mode_from(override_code(None), env_says(env)), env);
-        }
-        // The environment is not read while an override is set.
-        assert_eq!(mode_from(2, || panic!("read the environment")), MathMode::Fast);
-    }
 
     /// The process-wide switch itself. It leaves the override unset, as every other test
     /// expects (the golden tests name their mode and never read it).

@@ -385,8 +385,8 @@ fn instructions(p: &Program, body: &mut String, math: MathMode) {
 /// contiguous inputs and outputs all have 4-byte elements of one kind (`float4`, `int4`),
 /// unless `TENSOR_CORE_CUDA_VECTORIZE=0`.
 fn vector_type(p: &Program) -> Option<&'static str> {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *OFF.get_or_init(|| std::env::var("TENSOR_CORE_CUDA_VECTORIZE").is_ok_and(|v| v == "0")) {
+    static VECTORIZE: crate::switch::Switch = crate::switch::Switch::new("TENSOR_CORE_CUDA_VECTORIZE", true);
+    if !VECTORIZE.on() {
         return None;
     }
     let mut wide = p.inputs.iter().filter(|(_, a)| *a == Access::Contiguous).map(|(d, _)| *d).peekable();

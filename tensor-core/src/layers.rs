@@ -18,12 +18,12 @@
 //! ops         ops  random             Op families, dispatch (the executor seam); generators
 //! tensor      tensor                  the handle, thread context, grad nodes
 //! kernels     kernels  cuda           CPU loops, fused programs' compiler; the GPU backend
-//! values      math  dim  error  storage  dtype  shape  device   scalar functions, op kinds, fused programs described; symbolic dims and guards
+//! values      math  dim  error  storage  dtype  shape  device  switch   scalar functions, op kinds, fused programs described; symbolic dims and guards; settings from the environment
 //! ```
 
 /// Each layer's modules, bottom up.
 const LAYERS: &[&[&str]] = &[
-    &["dtype", "shape", "device"],
+    &["dtype", "shape", "device", "switch"],
     &["error", "storage"],
     &["math", "dim"],
     &["kernels", "cuda"],

@@ -124,32 +124,44 @@ template <typename T> __device__ __forceinline__ T tc_where(tc_bool c, T a, T b)
 // The constants (TC_LOG2E, TC_EXP_P0, ...) are fastmath.rs's own, written by the generator
 // ahead of this file as exact bit patterns.
 
-// e^x: Cody-Waite reduction, a degree-6 polynomial, the exponent bits (fastmath::exp_f32).
-__device__ __forceinline__ float tc_exp(float x) {
-    // A NaN passes through the CPU's arithmetic as itself (quieted); the GPU's arithmetic
-    // makes its own NaN, whose bits the exponent step below would turn into a number.
-    if (isnan(x)) return tc_quiet(x);
+// exp's reduction (fastmath::exp_reduce): x clamped to exp's range, then x = k ln2 + r with
+// a two-part ln2 (Cody-Waite); returns r, and k in *ki.
+__device__ __forceinline__ float tc_exp_reduce(float x, int* ki) {
     float xc = x < TC_EXP_LO ? TC_EXP_LO : x;
     xc = xc > TC_EXP_HI ? TC_EXP_HI : xc;
     float kf = __fmaf_rn(xc, TC_LOG2E, TC_ROUND_MAGIC);
-    int ki = __float_as_int(kf) - __float_as_int(TC_ROUND_MAGIC);
+    *ki = __float_as_int(kf) - __float_as_int(TC_ROUND_MAGIC);
     float k = __fsub_rn(kf, TC_ROUND_MAGIC);
-    float r = __fmaf_rn(-k, TC_LN2_LO, __fmaf_rn(-k, TC_LN2_HI, xc));
+    return __fmaf_rn(-k, TC_LN2_LO, __fmaf_rn(-k, TC_LN2_HI, xc));
+}
+
+// e^r * 2^k from y = e^r (fastmath::exp_scale): 2^k through the exponent bits, wrapping as
+// Rust's `wrapping_add` does, then inf above exp's range and 0 below it.
+__device__ __forceinline__ float tc_exp_scale(float y, int ki, float x) {
+    y = __int_as_float((int)((unsigned int)__float_as_int(y) + ((unsigned int)ki << 23)));
+    y = x > TC_EXP_HI ? __int_as_float(0x7f800000) : y;
+    return x < TC_EXP_LO ? 0.0f : y;
+}
+
+// e^x: the reduction, a degree-6 polynomial in r, the scaling (fastmath::exp_f32).
+__device__ __forceinline__ float tc_exp(float x) {
+    // A NaN passes through the CPU's arithmetic as itself (quieted); the GPU's arithmetic
+    // makes its own NaN, whose bits the exponent step would turn into a number.
+    if (isnan(x)) return tc_quiet(x);
+    int ki;
+    float r = tc_exp_reduce(x, &ki);
     float p = TC_EXP_P0;
     p = __fmaf_rn(p, r, TC_EXP_P1);
     p = __fmaf_rn(p, r, TC_EXP_P2);
     p = __fmaf_rn(p, r, TC_EXP_P3);
     p = __fmaf_rn(p, r, TC_EXP_P4);
     p = __fmaf_rn(p, r, TC_EXP_P5);
-    float y = __fadd_rn(__fmaf_rn(p, __fmul_rn(r, r), r), 1.0f);
-    // y * 2^k through the exponent bits, wrapping as Rust's `wrapping_add` does.
-    y = __int_as_float((int)((unsigned int)__float_as_int(y) + ((unsigned int)ki << 23)));
-    y = x > TC_EXP_HI ? __int_as_float(0x7f800000) : y;
-    return x < TC_EXP_LO ? 0.0f : y;
+    return tc_exp_scale(__fadd_rn(__fmaf_rn(p, __fmul_rn(r, r), r), 1.0f), ki, x);
 }
 
-// tanh(x): the odd rational approximation of Eigen and XLA (fastmath::tanh_f32).
-__device__ __forceinline__ float tc_tanh(float x) {
+// tanh(x): the odd rational approximation of Eigen and XLA (fastmath::tanh_by), its one
+// quotient by `div`.
+template <typename Div> __device__ __forceinline__ float tc_tanh_by(float x, Div div) {
     const float clampv = TC_TANH_CLAMP;
     float xc = x < -clampv ? -clampv : x;
     xc = xc > clampv ? clampv : xc;
@@ -165,10 +177,18 @@ __device__ __forceinline__ float tc_tanh(float x) {
     q = __fmaf_rn(q, x2, TC_TANH_Q1);
     q = __fmaf_rn(q, x2, TC_TANH_Q2);
     q = __fmaf_rn(q, x2, TC_TANH_Q3);
-    float t = __fdiv_rn(__fmul_rn(xc, p), q);
+    float t = div(__fmul_rn(xc, p), q);
     t = fabsf(x) > clampv ? (x > 0.0f ? 1.0f : -1.0f) : t;
     return fabsf(x) < TC_TANH_TINY ? x : t;
 }
+
+// IEEE division, rounded to nearest.
+struct tc_div_ieee {
+    __device__ __forceinline__ float operator()(float a, float b) const { return __fdiv_rn(a, b); }
+};
+
+// tanh(x) for f32 (fastmath::tanh_f32).
+__device__ __forceinline__ float tc_tanh(float x) { return tc_tanh_by(x, tc_div_ieee()); }
 
 __device__ __forceinline__ float tc_sigmoid(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, tc_exp(-x))); }
 

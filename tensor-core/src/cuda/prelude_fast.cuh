@@ -23,46 +23,25 @@ __device__ __forceinline__ float tc_rcp_approx(float x) {
 }
 
 // e^x: tc_exp's reduction x = k ln2 + r (two-part ln2, so the error does not grow with |x|),
-// then 2^(r log2 e) by ex2.approx in place of the degree-6 polynomial, and 2^k through the
-// exponent bits as in tc_exp (exact: the clamp keeps the result a normal number).
+// then 2^(r log2 e) by ex2.approx in place of the degree-6 polynomial, and tc_exp's scaling
+// by 2^k (exact: the clamp keeps the result a normal number).
 __device__ __forceinline__ float tc_fast_exp(float x) {
-    float xc = x < TC_EXP_LO ? TC_EXP_LO : x;
-    xc = xc > TC_EXP_HI ? TC_EXP_HI : xc;
-    float kf = __fmaf_rn(xc, TC_LOG2E, TC_ROUND_MAGIC);
-    int ki = __float_as_int(kf) - __float_as_int(TC_ROUND_MAGIC);
-    float k = __fsub_rn(kf, TC_ROUND_MAGIC);
-    float r = __fmaf_rn(-k, TC_LN2_LO, __fmaf_rn(-k, TC_LN2_HI, xc));
-    float y = tc_ex2_approx(__fmul_rn(r, TC_LOG2E));
-    y = __int_as_float((int)((unsigned int)__float_as_int(y) + ((unsigned int)ki << 23)));
-    y = x > TC_EXP_HI ? __int_as_float(0x7f800000) : y;
-    y = x < TC_EXP_LO ? 0.0f : y;
+    int ki;
+    float r = tc_exp_reduce(x, &ki);
+    float y = tc_exp_scale(tc_ex2_approx(__fmul_rn(r, TC_LOG2E)), ki, x);
     // A NaN passes as itself (quieted), as on the CPU: the exponent step would have turned
     // the GPU's own NaN into a number. A select, not tc_exp's early return (a branch).
     return isnan(x) ? tc_quiet(x) : y;
 }
 
+// A quotient as a product with rcp.approx's reciprocal.
+struct tc_div_by_rcp {
+    __device__ __forceinline__ float operator()(float a, float b) const { return __fmul_rn(a, tc_rcp_approx(b)); }
+};
+
 // tanh(x): tc_tanh's odd rational, its one division a reciprocal by rcp.approx and a product
 // (the denominator lies in [0.0049, 0.91], far from rcp's flush).
-__device__ __forceinline__ float tc_fast_tanh(float x) {
-    const float clampv = TC_TANH_CLAMP;
-    float xc = x < -clampv ? -clampv : x;
-    xc = xc > clampv ? clampv : xc;
-    float x2 = __fmul_rn(xc, xc);
-    float p = TC_TANH_P0;
-    p = __fmaf_rn(p, x2, TC_TANH_P1);
-    p = __fmaf_rn(p, x2, TC_TANH_P2);
-    p = __fmaf_rn(p, x2, TC_TANH_P3);
-    p = __fmaf_rn(p, x2, TC_TANH_P4);
-    p = __fmaf_rn(p, x2, TC_TANH_P5);
-    p = __fmaf_rn(p, x2, TC_TANH_P6);
-    float q = TC_TANH_Q0;
-    q = __fmaf_rn(q, x2, TC_TANH_Q1);
-    q = __fmaf_rn(q, x2, TC_TANH_Q2);
-    q = __fmaf_rn(q, x2, TC_TANH_Q3);
-    float t = __fmul_rn(__fmul_rn(xc, p), tc_rcp_approx(q));
-    t = fabsf(x) > clampv ? (x > 0.0f ? 1.0f : -1.0f) : t;
-    return fabsf(x) < TC_TANH_TINY ? x : t;
-}
+__device__ __forceinline__ float tc_fast_tanh(float x) { return tc_tanh_by(x, tc_div_by_rcp()); }
 
 // 1 / (1 + e^-x) with the fast exp and reciprocal. Where 1 + e^-x rounds to 1 (x > 17, and
 // +inf) the result is exactly 1, as on the CPU, whatever rcp.approx would make of 1.

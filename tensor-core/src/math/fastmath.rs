@@ -45,9 +45,11 @@ fn horner(c: &[f32], x: f32) -> f32 {
     p
 }
 
-/// e^x for f32.
+/// exp's reduction: `x` clamped to exp's range, then `x = k ln2 + r` with a two-part ln2
+/// (Cody-Waite); returns `r` and `k`. Shared with the GPU's fast `exp` (its model in
+/// `cuda/fast_math/bounds.rs`), which evaluates `e^r` otherwise.
 #[inline(always)]
-pub(crate) fn exp_f32(x: f32) -> f32 {
+pub(crate) fn exp_reduce(x: f32) -> (f32, i32) {
     // Selects rather than `clamp` (which must keep NaN and compiles to scalar code); a NaN
     // passes through both and through the arithmetic below.
     let xc = if x < EXP_LO { EXP_LO } else { x };
@@ -57,9 +59,12 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     let kf = xc.mul_add(LOG2E, ROUND_MAGIC);
     let ki = kf.to_bits() as i32 - ROUND_MAGIC.to_bits() as i32;
     let k = kf - ROUND_MAGIC;
-    let r = (-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, xc));
-    let p = horner(&EXP_P, r);
-    let y = p.mul_add(r * r, r) + 1.0;
+    ((-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, xc)), ki)
+}
+
+/// `y = e^r` scaled by `2^k` into e^x, then exp's ends: inf above its range, 0 below.
+#[inline(always)]
+pub(crate) fn exp_scale(y: f32, ki: i32, x: f32) -> f32 {
     // y * 2^k by adding k to y's exponent bits: exact while the result is a normal number,
     // which the clamp ensures (at k = 128, xc <= EXP_HI makes r < 0 and y < 1; at k = -126,
     // xc >= EXP_LO makes r >= 0 and y >= 1) — two integer ops instead of two multiplies.
@@ -72,10 +77,25 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     }
 }
 
+/// e^x for f32.
+#[inline(always)]
+pub(crate) fn exp_f32(x: f32) -> f32 {
+    let (r, ki) = exp_reduce(x);
+    let p = horner(&EXP_P, r);
+    exp_scale(p.mul_add(r * r, r) + 1.0, ki, x)
+}
+
 /// tanh(x) for f32: an odd rational approximation `x P(x^2) / Q(x^2)` on [-7.9, 7.9]
 /// (beyond, tanh is ±1 in f32), with one division and no `exp` — the form Eigen and XLA use.
 #[inline(always)]
 pub(crate) fn tanh_f32(x: f32) -> f32 {
+    tanh_by(x, |n, q| n / q)
+}
+
+/// [`tanh_f32`] with its one quotient `x P / Q` taken by `div` (the GPU's fast `tanh` takes
+/// it with an approximate reciprocal; its model in `cuda/fast_math/bounds.rs`).
+#[inline(always)]
+pub(crate) fn tanh_by(x: f32, div: impl Fn(f32, f32) -> f32) -> f32 {
     const CLAMP: f32 = TANH_CLAMP;
     const TINY: f32 = TANH_TINY;
     let xc = if x < -CLAMP { -CLAMP } else { x };
@@ -83,7 +103,7 @@ pub(crate) fn tanh_f32(x: f32) -> f32 {
     let x2 = xc * xc;
     let p = horner(&TANH_P, x2);
     let q = horner(&TANH_Q, x2);
-    let t = xc * p / q;
+    let t = div(xc * p, q);
     // Beyond the clamp, exactly ±1 (the rational is a few ulp short of it there).
     let t = if x.abs() > CLAMP {
         if x > 0.0 {

@@ -6,7 +6,7 @@
 //! The hardware's results lie inside that envelope as far as the manual's bounds hold;
 //! gpu_check measures them on the device and asserts the same bounds.
 
-use crate::math::fastmath::{EXP_HI, EXP_LO, LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC, TANH_CLAMP, TANH_P, TANH_Q, TANH_TINY};
+use crate::math::fastmath::{exp_reduce, exp_scale, tanh_by, EXP_HI, EXP_LO, LOG2E};
 use crate::math::{GELU_C, GELU_K};
 
 // The bounds of docs/GPU.md ("Fast math"), which gpu_check asserts on the device too: 1.4 to
@@ -47,45 +47,22 @@ fn rcp_at(k: i32) -> impl Fn(f32) -> f32 {
     }
 }
 
-/// `tc_fast_exp`, with `ex2` for the instruction.
+/// `tc_fast_exp`, with `ex2` for the instruction: the CPU's reduction and scaling around it.
 fn exp_with(x: f32, ex2: &dyn Fn(f32) -> f32) -> f32 {
     if x.is_nan() {
         return x;
     }
-    let xc = if x < EXP_LO { EXP_LO } else { x };
-    let xc = if xc > EXP_HI { EXP_HI } else { xc };
-    let kf = xc.mul_add(LOG2E, ROUND_MAGIC);
-    let ki = kf.to_bits() as i32 - ROUND_MAGIC.to_bits() as i32;
-    let k = kf - ROUND_MAGIC;
-    let r = (-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, xc));
-    let y = ex2(r * LOG2E);
-    let y = f32::from_bits((y.to_bits() as i32).wrapping_add(ki << 23) as u32);
-    let y = if x > EXP_HI { f32::INFINITY } else { y };
-    if x < EXP_LO {
-        0.0
-    } else {
-        y
-    }
+    let (r, ki) = exp_reduce(x);
+    exp_scale(ex2(r * LOG2E), ki, x)
 }
 
-fn horner(c: &[f32], x: f32) -> f32 {
-    c[1..].iter().fold(c[0], |p, &ci| p.mul_add(x, ci))
-}
-
-/// `tc_fast_tanh`, with `rcp` for the instruction.
+/// `tc_fast_tanh`, with `rcp` for the instruction: the CPU's rational, its quotient a product
+/// with the reciprocal.
 fn tanh_with(x: f32, rcp: &dyn Fn(f32) -> f32) -> f32 {
-    let xc = if x < -TANH_CLAMP { -TANH_CLAMP } else { x };
-    let xc = if xc > TANH_CLAMP { TANH_CLAMP } else { xc };
-    let x2 = xc * xc;
-    let (p, q) = (horner(&TANH_P, x2), horner(&TANH_Q, x2));
-    assert!(q.is_nan() || (0.0048..0.92).contains(&q), "tanh's denominator {q} at {x}: prelude_fast.cuh says [0.0049, 0.91]");
-    let t = (xc * p) * rcp(q);
-    let t = if x.abs() > TANH_CLAMP { x.signum() } else { t };
-    if x.abs() < TANH_TINY {
-        x
-    } else {
-        t
-    }
+    tanh_by(x, |n, q| {
+        assert!(q.is_nan() || (0.0048..0.92).contains(&q), "tanh's denominator {q} at {x}: prelude_fast.cuh says [0.0049, 0.91]");
+        n * rcp(q)
+    })
 }
 
 /// `tc_fast_sigmoid`, with `ex2` and `rcp` for the instructions.

@@ -279,7 +279,7 @@ fn gemm_float<T: Num>(
     // (stored as the flags say), so the pointers and strides describe live memory, as does the
     // m*n output buffer; with read_dst = false gemm only writes dst. T is f32 or f64 (checked
     // by the caller).
-    unsafe { gemm_raw(Dims { m, n, k }, d, false, (ap, ars, acs), (bp, brs, bcs), T::zero(), par) }
+    unsafe { gemm_raw(Dims { m, n, k }, (d, n as isize), false, (ap, ars, acs), (bp, brs, bcs), T::zero(), par) }
 }
 
 /// A product's sizes: `a` is `m x k`, `b` is `k x n`.
@@ -291,15 +291,15 @@ struct Dims {
 }
 
 /// The one call into gemm: `dst = alpha * dst + a @ b` (with `read_dst`; else `dst = a @ b`),
-/// `dst` row-major `m x n`, each operand a pointer with its row and column strides in
-/// elements. `T` must be f32 or f64.
+/// `dst` row-major `m x n` with its rows `drs` elements apart, each operand a pointer with its
+/// row and column strides in elements. `T` must be f32 or f64.
 ///
 /// # Safety
 /// Each operand's pointer and strides must address live memory for its `m x k` or `k x n`
-/// elements, and `dst` must hold `m * n` (initialized when `read_dst`).
+/// elements, and `dst` must hold its `m` rows of `n` (initialized when `read_dst`).
 unsafe fn gemm_raw<T: Num>(
     Dims { m, n, k }: Dims,
-    dst: *mut T,
+    (dst, drs): (*mut T, isize),
     read_dst: bool,
     (ap, ars, acs): (*const T, isize, isize),
     (bp, brs, bcs): (*const T, isize, isize),
@@ -310,11 +310,11 @@ unsafe fn gemm_raw<T: Num>(
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
             let (d, a, b) = (dst as *mut f32, ap as *const f32, bp as *const f32);
-            gemm::gemm::<f32>(m, n, k, d, 1, n as isize, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64() as f32, 1.0, false, false, false, par);
+            gemm::gemm::<f32>(m, n, k, d, 1, drs, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64() as f32, 1.0, false, false, false, par);
         } else {
             debug_assert_eq!(TypeId::of::<T>(), TypeId::of::<f64>());
             let (d, a, b) = (dst as *mut f64, ap as *const f64, bp as *const f64);
-            gemm::gemm::<f64>(m, n, k, d, 1, n as isize, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64(), 1.0, false, false, false, par);
+            gemm::gemm::<f64>(m, n, k, d, 1, drs, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64(), 1.0, false, false, false, par);
         }
     }
 }
@@ -363,14 +363,28 @@ impl<'a, T> MatRef<'a, T> {
 /// `dst (+)= a @ b` for float `T`, `dst` row-major `a.rows x b.cols`; with `accumulate` the
 /// product is added to what `dst` holds.
 pub fn gemm_into<T: Num>(a: MatRef<T>, b: MatRef<T>, dst: &mut [T], accumulate: bool, threads: usize) {
+    let (m, n) = (a.rows, b.cols);
+    assert!(dst.len() >= m * n, "gemm_into: the output holds {} of {m} x {n}", dst.len());
+    // SAFETY: checked just above; `dst` is borrowed mutably for the call.
+    unsafe { gemm_into_ptr(a, b, dst.as_mut_ptr(), n, accumulate, threads) }
+}
+
+/// [`gemm_into`] into raw memory whose rows are `row_stride` elements apart, for tasks that each write their own rows' columns of
+/// one shared buffer (a pointwise convolution's blocks of positions).
+///
+/// # Safety
+/// `dst` must be valid for reads and writes of `a.rows` rows of `b.cols` elements, `row_stride`
+/// (at least `b.cols`) apart, and nothing else may access those elements during the call.
+pub(crate) unsafe fn gemm_into_ptr<T: Num>(a: MatRef<T>, b: MatRef<T>, dst: *mut T, row_stride: usize, accumulate: bool, threads: usize) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    assert!(T::DTYPE.is_float() && b.rows == k && dst.len() >= m * n, "gemm_into: float operands of matching shapes");
+    assert!(T::DTYPE.is_float() && b.rows == k && row_stride >= n, "gemm_into: float operands of matching shapes");
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
         if !accumulate {
-            dst[..m * n].iter_mut().for_each(|d| *d = T::zero());
+            // SAFETY: the caller's contract covers these m rows of n.
+            (0..m).for_each(|i| unsafe { std::slice::from_raw_parts_mut(dst.add(i * row_stride), n) }.fill(T::zero()));
         }
         return;
     }
@@ -378,8 +392,9 @@ pub fn gemm_into<T: Num>(a: MatRef<T>, b: MatRef<T>, dst: &mut [T], accumulate: 
     let alpha = if accumulate { T::one() } else { T::zero() };
     let (ap, bp) = ((a.data.as_ptr(), a.row_stride, a.col_stride), (b.data.as_ptr(), b.row_stride, b.col_stride));
     // SAFETY: the MatRefs describe live slices with in-bounds strides (callers build them from
-    // row-major buffers of the stated sizes); dst holds m*n elements. T is f32 or f64.
-    unsafe { gemm_raw(Dims { m, n, k }, dst.as_mut_ptr(), accumulate, ap, bp, alpha, par) }
+    // row-major buffers of the stated sizes); the caller vouches for dst's rows. T is f32 or
+    // f64.
+    unsafe { gemm_raw(Dims { m, n, k }, (dst, row_stride as isize), accumulate, ap, bp, alpha, par) }
 }
 
 #[cfg(test)]

@@ -1,16 +1,24 @@
 //! The pointwise convolution: a 1x1 kernel with stride 1 and no padding, whose image
-//! `[c, h * w]` is its own im2col columns. The output channels are cut into blocks, and each
-//! (image, block) is one task: one GEMM of the block's filters with the image read in place,
-//! the block's bias, then the caller's hook on the block while it is in that core's cache.
-//! Tasks run in parallel, so a batch of one keeps every thread on the product and on what
-//! follows it (the hook is an epilogue's activation); a single task gives its GEMM the threads.
+//! `[c, h * w]` is its own im2col columns. The output is cut into blocks, and each (image,
+//! block) is one task: one GEMM with the image read in place, the block's bias, then the
+//! caller's hook on the block while it is in that core's cache. Tasks run in parallel, so a
+//! batch of one keeps every thread on the product and on what follows it (the hook is an
+//! epilogue's activation); a single task gives its GEMM the threads.
+//!
+//! A block is either some output channels over the whole image, or every output channel over
+//! some positions. gemm packs the part of the image a task reads, so blocks of channels each
+//! pack the whole image again, while blocks of positions pack each position once (and all the
+//! filters once per task). Where the image's channels outnumber the filters (a bottleneck's
+//! projection, 384 -> 64), positions win; where the filters are many (an expansion, 160 ->
+//! 960), channels do, and blocks of positions would also hand the epilogue one short row per
+//! channel (`Blocks::of`, measured per layer of MobileNetV2).
 //!
 //! The blocks depend on the geometry alone, and gemm's result for an element does not depend
 //! on the threads it is given, so the bits do not depend on the thread count.
 
 use super::channel_bias;
 use super::conv::ConvGeom;
-use super::matmul::{gemm_into, MatRef};
+use super::matmul::{gemm_into, gemm_into_ptr, MatRef};
 use super::parallel::num_threads;
 use crate::math::Float;
 use crate::storage::{standard, Array};
@@ -26,6 +34,29 @@ pub(crate) fn applies(g: &ConvGeom) -> bool {
 /// blocks), from 16 to 128.
 fn block_rows(o: usize) -> usize {
     (o.div_ceil(8).div_ceil(16) * 16).clamp(16, 128)
+}
+
+/// How the output of one image is cut into tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Blocks {
+    /// This many output channels (the last block fewer) over the whole image.
+    Channels(usize),
+    /// Every output channel over this many positions (the last block fewer).
+    Positions(usize),
+}
+
+impl Blocks {
+    /// Positions where the image has at least twice as many channels as there are filters (at
+    /// least 64 of them, over at least 32 positions): blocks of 256 positions on large planes,
+    /// else halves (in multiples of 16). Channels otherwise.
+    fn of(g: &ConvGeom) -> Blocks {
+        let plane = g.out_plane();
+        if g.o < 64 || g.c < 2 * g.o || plane < 32 {
+            return Blocks::Channels(block_rows(g.o));
+        }
+        let len = if plane >= 1024 { 256 } else { plane.div_ceil(2).div_ceil(16) * 16 };
+        Blocks::Positions(len)
+    }
 }
 
 /// The pointwise convolution of `x` `[n, c, h, w]` with `w` `[o, c, 1, 1]`, plus `bias` `[o]`
@@ -49,7 +80,15 @@ pub(crate) fn conv2d_into<T: Float>(
     debug_assert!(applies(g));
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
-    let (plane, image, rows) = (g.out_plane(), g.c * g.h * g.w, block_rows(g.o));
+    match Blocks::of(g) {
+        Blocks::Channels(rows) => by_channels(xs, ws, bs, g, rows, out, after),
+        Blocks::Positions(len) => by_positions(xs, ws, bs, g, len, out, after),
+    }
+}
+
+/// Tasks of `rows` output channels over a whole image each.
+fn by_channels<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &ConvGeom, rows: usize, out: &mut [T], after: &(dyn Fn(usize, usize) + Sync)) {
+    let (plane, image) = (g.out_plane(), g.c * g.h * g.w);
     // (image, first output channel, its block of the output)
     let mut tasks: Vec<(usize, usize, &mut [T])> = Vec::new();
     for (i, o) in out.chunks_mut(g.o * plane).enumerate() {
@@ -63,6 +102,51 @@ pub(crate) fn conv2d_into<T: Float>(
             channel_bias::add(block, &b[o0..o0 + m], plane);
         }
         after((i * g.o + o0) * plane, block.len());
+    };
+    if tasks.len() > 1 && num_threads() > 1 {
+        tasks.into_par_iter().for_each(run);
+    } else {
+        tasks.into_iter().for_each(run);
+    }
+}
+
+/// The output buffer, shared by tasks that each write their own elements of it.
+#[derive(Clone, Copy)]
+struct SharedOut<T>(*mut T);
+// SAFETY: tasks write disjoint elements (see `by_positions`), and T is a plain float.
+unsafe impl<T: Send> Send for SharedOut<T> {}
+unsafe impl<T: Send> Sync for SharedOut<T> {}
+
+impl<T> SharedOut<T> {
+    /// The element at `offset` (a method, so closures capture the whole `SharedOut`).
+    fn at(&self, offset: usize) -> *mut T {
+        self.0.wrapping_add(offset)
+    }
+}
+
+/// Tasks of every output channel over `len` positions of one image each.
+fn by_positions<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &ConvGeom, len: usize, out: &mut [T], after: &(dyn Fn(usize, usize) + Sync)) {
+    let (plane, image) = (g.out_plane(), g.c * g.h * g.w);
+    assert!(out.len() >= g.n * g.o * plane, "pointwise: the output holds every image");
+    let tasks: Vec<(usize, usize)> = (0..g.n).flat_map(|i| (0..plane).step_by(len).map(move |q| (i, q))).collect();
+    let threads = if tasks.len() == 1 { num_threads() } else { 1 };
+    let dst = SharedOut(out.as_mut_ptr());
+    let run = |(i, q): (usize, usize)| {
+        let n = len.min(plane - q);
+        let x = MatRef { data: &xs[i * image + q..], rows: g.c, cols: n, row_stride: plane as isize, col_stride: 1 };
+        let first = (i * g.o) * plane + q;
+        // SAFETY: this task alone touches positions q..q+n of image i's channels, which lie
+        // inside `out` (checked above); rows are `plane` apart.
+        unsafe { gemm_into_ptr(MatRef::new(ws, g.o, g.c), x, dst.at(first), plane, false, threads) };
+        for oc in 0..g.o {
+            let start = first + oc * plane;
+            if let Some(b) = bs {
+                // SAFETY: the same elements as the product's row `oc` above, this task's own.
+                let row = unsafe { std::slice::from_raw_parts_mut(dst.at(start), n) };
+                channel_bias::add(row, &b[oc..oc + 1], n);
+            }
+            after(start, n);
+        }
     };
     if tasks.len() > 1 && num_threads() > 1 {
         tasks.into_par_iter().for_each(run);
@@ -85,25 +169,52 @@ mod tests {
     }
 
     #[test]
-    fn each_output_is_its_channels_dot_product_plus_the_bias() {
-        // Two images of 3 channels at 2 positions, 40 filters (three blocks of 16, 16 and 8):
-        // small integers, so every sum is exact.
-        let g = ConvGeom { n: 2, c: 3, h: 1, w: 2, o: 40, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
-        let x: Vec<f64> = (0..12).map(|i| (i % 5) as f64 - 2.0).collect();
-        let w: Vec<f64> = (0..120).map(|i| (i % 7) as f64 - 3.0).collect();
-        let b: Vec<f64> = (0..40).map(|i| i as f64).collect();
+    fn blocks_of_positions_where_the_images_channels_outnumber_the_filters() {
+        let g = |o, c, h, w| ConvGeom { n: 1, c, h, w, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
+        assert_eq!(Blocks::of(&g(40, 3, 1, 2)), Blocks::Channels(16));
+        assert_eq!(Blocks::of(&g(64, 384, 14, 14)), Blocks::Positions(112));
+        assert_eq!(Blocks::of(&g(160, 960, 7, 7)), Blocks::Positions(32));
+        assert_eq!(Blocks::of(&g(64, 128, 112, 112)), Blocks::Positions(256));
+        assert_eq!(Blocks::of(&g(960, 160, 7, 7)), Blocks::Channels(128), "an expansion");
+        assert_eq!(Blocks::of(&g(96, 16, 112, 112)), Blocks::Channels(16), "an expansion");
+        assert_eq!(Blocks::of(&g(32, 192, 28, 28)), Blocks::Channels(16), "32 filters");
+        assert_eq!(Blocks::of(&g(64, 384, 4, 4)), Blocks::Channels(16), "16 positions");
+    }
+
+    /// Checks `conv2d` against the sum written out (small integers, so every sum is exact), and
+    /// that the hook sees every element once.
+    fn each_output_is_its_channels_dot_product_plus_the_bias(g: ConvGeom) {
+        let (plane, c) = (g.h * g.w, g.c);
+        let x: Vec<f64> = (0..g.n * c * plane).map(|i| (i % 5) as f64 - 2.0).collect();
+        let w: Vec<f64> = (0..g.o * c).map(|i| (i % 7) as f64 - 3.0).collect();
+        let b: Vec<f64> = (0..g.o).map(|i| i as f64).collect();
         let arr = |v: &[f64], d: &[usize]| Array::from_shape_vec(IxDyn(d), v.to_vec()).unwrap();
-        let y = conv2d(&arr(&x, &[2, 3, 1, 2]), &arr(&w, &[40, 3, 1, 1]), Some(&arr(&b, &[40])), &g);
-        for (n, o, p) in (0..2).flat_map(|n| (0..40).flat_map(move |o| (0..2).map(move |p| (n, o, p)))) {
-            let want: f64 = (0..3).map(|c| w[o * 3 + c] * x[(n * 3 + c) * 2 + p]).sum::<f64>() + b[o];
-            assert_eq!(y[[n, o, 0, p]], want, "image {n} channel {o} position {p}");
+        let (xd, wd) = ([g.n, c, g.h, g.w], [g.o, c, 1, 1]);
+        let y = conv2d(&arr(&x, &xd), &arr(&w, &wd), Some(&arr(&b, &[g.o])), &g);
+        for (n, o, p) in (0..g.n).flat_map(|n| (0..g.o).flat_map(move |o| (0..plane).map(move |p| (n, o, p)))) {
+            let want: f64 = (0..c).map(|k| w[o * c + k] * x[(n * c + k) * plane + p]).sum::<f64>() + b[o];
+            assert_eq!(y[[n, o, p / g.w, p % g.w]], want, "image {n} channel {o} position {p} of {g:?}");
         }
-        // The hook sees every element once, in blocks.
-        let seen = std::sync::Mutex::new(vec![0; 160]);
-        let mut out = vec![0.0; 160];
-        conv2d_into(&arr(&x, &[2, 3, 1, 2]), &arr(&w, &[40, 3, 1, 1]), None, &g, &mut out, &|s, l| {
-            seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1)
-        });
-        assert_eq!(seen.into_inner().unwrap(), vec![1; 160]);
+        let total = g.n * g.o * plane;
+        let seen = std::sync::Mutex::new(vec![0; total]);
+        let mut out = vec![0.0; total];
+        conv2d_into(&arr(&x, &xd), &arr(&w, &wd), None, &g, &mut out, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1));
+        assert_eq!(seen.into_inner().unwrap(), vec![1; total], "{g:?}");
+    }
+
+    #[test]
+    fn each_output_is_its_channels_dot_product_plus_the_bias_in_blocks_of_channels() {
+        // Two images at 2 positions, 40 filters: three blocks of 16, 16 and 8 channels.
+        let g = ConvGeom { n: 2, c: 3, h: 1, w: 2, o: 40, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
+        assert_eq!(Blocks::of(&g), Blocks::Channels(16));
+        each_output_is_its_channels_dot_product_plus_the_bias(g);
+    }
+
+    #[test]
+    fn each_output_is_its_channels_dot_product_plus_the_bias_in_blocks_of_positions() {
+        // Two images of 150 channels at 45 positions, 70 filters: blocks of 32 and 13 positions.
+        let g = ConvGeom { n: 2, c: 150, h: 5, w: 9, o: 70, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
+        assert_eq!(Blocks::of(&g), Blocks::Positions(32));
+        each_output_is_its_channels_dot_product_plus_the_bias(g);
     }
 }

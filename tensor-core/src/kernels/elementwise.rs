@@ -119,7 +119,7 @@ where
     }
     if let Some(inner) = one_per_row(a, b, shape) {
         let (x, ys) = (a.as_slice().expect("standard"), b.as_slice().expect("standard"));
-        return like(a, zip_rows(x, ys, inner, |x, y| f(x, y)));
+        return like(a, zip_rows(x, ys, inner, &f));
     }
     if let Some(inner) = one_per_row(b, a, shape) {
         let (y, xs) = (b.as_slice().expect("standard"), a.as_slice().expect("standard"));

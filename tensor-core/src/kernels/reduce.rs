@@ -155,7 +155,7 @@ pub fn reduce_rows_into<T: Num>(x: &[T], len: usize, how: Reduction, out: &mut [
         out.fill(how.identity());
         return;
     }
-    if len > CHUNK || len < 8 {
+    if !(8..=CHUNK).contains(&len) {
         x.chunks(len).zip(out.iter_mut()).for_each(|(r, o)| *o = reduce_row(r, how));
         return;
     }

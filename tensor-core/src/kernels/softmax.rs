@@ -131,9 +131,10 @@ pub fn cross_entropy<T: Float>(logits: &Array<T>, labels: &[usize]) -> T {
     let x = logits.as_slice().expect("standard");
     let c = logits.shape()[1];
     let mut picked = vec![T::zero(); labels.len()];
-    if c > 0 {
+    // No classes, no rows to read (a label would be out of range).
+    if let Some(rows_in_chunk) = CHUNK.checked_div(c) {
         // Tasks of whole groups of rows, about `CHUNK` elements each.
-        let rows = (CHUNK / c).max(1).next_multiple_of(GROUP);
+        let rows = rows_in_chunk.max(1).next_multiple_of(GROUP);
         let task = |(x, (labels, picked)): (&[T], (&[usize], &mut [T]))| picked_losses(x, c, labels, picked);
         if x.len() >= par_min_len() {
             x.par_chunks(rows * c).zip(labels.par_chunks(rows).zip(picked.par_chunks_mut(rows))).for_each(task);

@@ -28,6 +28,7 @@ mod lanes;
 pub use lanes::lane_summary;
 mod lower;
 mod memory_plan;
+mod pad_sum;
 mod pass;
 mod simplify;
 
@@ -40,6 +41,7 @@ pub use executable::{Executable, Outputs};
 pub use fold::ConstantFold;
 pub use fuse::Fuse;
 pub use implicit_broadcast::ImplicitBroadcast;
+pub use pad_sum::PadSumToConcat;
 pub use pass::{
     cleanup, cleanup_passes, default_passes, lowering_passes, optimize, run_once, run_to_fixed_point, Pass, PassList, PassLog, MAX_ROUNDS,
 };

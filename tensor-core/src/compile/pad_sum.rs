@@ -51,10 +51,13 @@ impl Pass for PadSumToConcat {
         let producer: HashMap<ValueId, usize> = g.nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&v| (v, i))).collect();
         let uses = use_counts(g);
         let is_add = |i: usize| matches!(g.nodes[i].kind, NodeKind::Op(Op::Elementwise(ElementwiseOp::Binary(BinaryOp::Add))));
+        // The node reading each value (the last one, which for a value read once is the one).
+        let reader: HashMap<ValueId, usize> = g.nodes.iter().enumerate().flat_map(|(i, n)| n.inputs.iter().map(move |&v| (v, i))).collect();
         // Each sum whose root is an add that no other add of a sum reads alone, with its parts.
         let mut rewrites = Vec::new();
         for (i, node) in g.nodes.iter().enumerate() {
-            if !is_add(i) || (uses[node.outputs[0]] == 1 && reader_is_add(g, node.outputs[0])) {
+            let out = node.outputs[0];
+            if !is_add(i) || (uses[out] == 1 && reader.get(&out).is_some_and(|&r| is_add(r))) {
                 continue;
             }
             let mut leaves = Vec::new();
@@ -86,11 +89,6 @@ impl Pass for PadSumToConcat {
         }
         changed
     }
-}
-
-/// True when `v`'s one reader is an add (so `v` is inside a larger sum).
-fn reader_is_add(g: &Graph, v: ValueId) -> bool {
-    g.nodes.iter().any(|n| n.inputs.contains(&v) && matches!(n.kind, NodeKind::Op(Op::Elementwise(ElementwiseOp::Binary(BinaryOp::Add)))))
 }
 
 /// The terms of the sum `v` belongs to: `v` itself, or, for an add read only there, its

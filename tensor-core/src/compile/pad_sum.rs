@@ -56,8 +56,12 @@ impl Pass for PadSumToConcat {
         // Each sum whose root is an add that no other add of a sum reads alone, with its parts.
         let mut rewrites = Vec::new();
         for (i, node) in g.nodes.iter().enumerate() {
+            // (Checked first: some nodes, a print, have no output.)
+            if !is_add(i) {
+                continue;
+            }
             let out = node.outputs[0];
-            if !is_add(i) || (uses[out] == 1 && reader.get(&out).is_some_and(|&r| is_add(r))) {
+            if uses[out] == 1 && reader.get(&out).is_some_and(|&r| is_add(r)) {
                 continue;
             }
             let mut leaves = Vec::new();
@@ -196,6 +200,13 @@ mod tests {
                 Ok(vec![inner.add(&a.narrow(1, 1, 1)?.pad_axis(1, 3, 0)?)?, inner])
             },
         ];
+        // A node without outputs (a print) beside a sum is passed over.
+        let printed = traced(&[&a, &full], || {
+            crate::trace::tprint_impl("{}", &[&a])?;
+            Ok(vec![a.pad_axis(1, 0, 2)?.add(&full)?])
+        });
+        assert!(printed.nodes.iter().any(|n| n.outputs.is_empty()), "{}", printed.to_text());
+        assert!(!PadSumToConcat.run(&mut printed.clone()));
         for (k, sum) in sums.iter().enumerate() {
             let mut g = traced(&[&a, &full], sum);
             let text = g.to_text();

@@ -33,8 +33,18 @@ fn eager_ops(x: &Tensor) -> Result<Vec<Tensor>> {
         x.maximum(&y)?,
         x.reshape([-1, 7])?.softmax(1)?,
         x.reshape([-1, 7])?.log_softmax(1)?,
+        // Rows long enough to be reduced four side by side, and a count that leaves 2 over.
+        x.narrow(0, 0, 70_000)?.reshape([-1, 100])?.softmax(1)?,
+        x.narrow(0, 0, 70_000)?.reshape([-1, 100])?.log_softmax(1)?,
+        x.narrow(0, 0, 70_000)?.reshape([-1, 100])?.cross_entropy(&labels(700)?)?,
+        x.narrow(0, 0, 70_000)?.reshape([-1, 100])?.mean_axes(&[1], false)?,
         pooled(x)?,
     ])
+}
+
+/// Class labels for `n` rows of 100 logits.
+fn labels(n: usize) -> Result<Tensor> {
+    Tensor::from_vec((0..n as i64).map(|r| (r * 37) % 100).collect::<Vec<_>>(), &[n])
 }
 
 /// 2x2 max pooling of part of `x` and its input gradient (the pooling loops have builds too).

@@ -17,6 +17,7 @@ mod fold;
 mod fuse;
 #[cfg(feature = "cuda")]
 mod gpu;
+mod implicit_broadcast;
 #[cfg(feature = "cuda")]
 pub use crate::cuda::set_cuda_fast_math;
 #[cfg(feature = "cuda")]
@@ -27,6 +28,7 @@ mod lanes;
 pub use lanes::lane_summary;
 mod lower;
 mod memory_plan;
+mod pad_sum;
 mod pass;
 mod simplify;
 
@@ -38,6 +40,8 @@ pub(crate) use executable::slot_dim;
 pub use executable::{Executable, Outputs};
 pub use fold::ConstantFold;
 pub use fuse::Fuse;
+pub use implicit_broadcast::ImplicitBroadcast;
+pub use pad_sum::PadSumToConcat;
 pub use pass::{
     cleanup, cleanup_passes, default_passes, lowering_passes, optimize, run_once, run_to_fixed_point, Pass, PassList, PassLog, MAX_ROUNDS,
 };

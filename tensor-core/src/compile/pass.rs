@@ -36,7 +36,7 @@ pub trait Pass {
 /// use tensor_core::prelude::*;
 /// let (cleanup, lowering) = tensor_core::compile::default_passes();
 /// assert!(cleanup.iter().any(|p| p.name() == "cse"));
-/// assert_eq!(lowering[0].name(), "fuse_elementwise");
+/// assert_eq!(lowering[0].name(), "pad_sum_to_concat");
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub type PassList = Vec<Box<dyn Pass>>;
@@ -53,25 +53,32 @@ pub fn cleanup_passes() -> PassList {
     vec![Box::new(super::Simplify), Box::new(super::ConstantFold), Box::new(super::Cse), Box::new(super::Dce)]
 }
 
-/// The passes that lower a cleaned graph for the executor, run once each in order: fusion
-/// (elementwise groups, then epilogues) and the dead code it leaves.
+/// The passes that lower a cleaned graph for the executor, run once each in order: sums of
+/// pads tiling an axis made concats, operands read broadcast in place of `broadcast_to`
+/// copies, fusion (elementwise groups, then epilogues) and the dead code they leave.
 ///
 /// ```
 /// let names: Vec<&str> = tensor_core::compile::lowering_passes().iter().map(|p| p.name()).collect();
-/// assert_eq!(names, ["fuse_elementwise", "fuse_epilogue", "dce"]);
+/// assert_eq!(names, ["pad_sum_to_concat", "implicit_broadcast", "fuse_elementwise", "fuse_epilogue", "dce"]);
 /// ```
 pub fn lowering_passes() -> PassList {
-    vec![Box::new(super::Fuse), Box::new(super::FuseEpilogue), Box::new(super::Dce)]
+    vec![
+        Box::new(super::PadSumToConcat),
+        Box::new(super::ImplicitBroadcast),
+        Box::new(super::Fuse),
+        Box::new(super::FuseEpilogue),
+        Box::new(super::Dce),
+    ]
 }
 
-/// The passes in the order they run: the cleanup passes to a fixed point, then fusion
-/// (elementwise groups, then epilogues).
+/// The passes in the order they run: the cleanup passes to a fixed point, then the lowering
+/// (pad sums as concats, implicit broadcasts, elementwise groups, epilogues).
 ///
 /// ```
 /// use tensor_core::prelude::*;
 /// let (cleanup, lowering) = tensor_core::compile::default_passes();
 /// let names: Vec<&str> = cleanup.iter().chain(&lowering).map(|p| p.name()).collect();
-/// assert_eq!(names, ["simplify", "constant_fold", "cse", "dce", "fuse_elementwise", "fuse_epilogue", "dce"]);
+/// assert_eq!(names, ["simplify", "constant_fold", "cse", "dce", "pad_sum_to_concat", "implicit_broadcast", "fuse_elementwise", "fuse_epilogue", "dce"]);
 /// # Ok::<(), tensor_core::Error>(())
 /// ```
 pub fn default_passes() -> (PassList, PassList) {

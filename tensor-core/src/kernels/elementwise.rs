@@ -117,6 +117,14 @@ where
             return map(b, |y| f(x, y));
         }
     }
+    if let Some(inner) = one_per_row(a, b, shape) {
+        let (x, ys) = (a.as_slice().expect("standard"), b.as_slice().expect("standard"));
+        return like(a, zip_rows(x, ys, inner, &f));
+    }
+    if let Some(inner) = one_per_row(b, a, shape) {
+        let (y, xs) = (b.as_slice().expect("standard"), a.as_slice().expect("standard"));
+        return like(b, zip_rows(y, xs, inner, |y, x| f(x, y)));
+    }
     let dims = IxDyn(shape.dims());
     let av = a.broadcast(dims.clone()).expect("shapes checked by the op's shape rule");
     let bv = b.broadcast(dims).expect("shapes checked by the op's shape rule");
@@ -126,6 +134,50 @@ where
     } else {
         zip.map_collect(|&x, &y| f(x, y)).into_shared()
     }
+}
+
+/// When `full` has `shape` and `one` holds one value per row of it — `one`'s dims are
+/// `shape`'s leading dims, then 1s (a row's mean, `[4, 128, 1]` beside `[4, 128, 256]`) —
+/// both in standard layout and not empty: the length of those rows.
+fn one_per_row<T>(full: &Array<T>, one: &Array<T>, shape: &Shape) -> Option<usize> {
+    let dims = shape.dims();
+    if full.shape() != dims || one.ndim() != dims.len() || !full.is_standard_layout() || !one.is_standard_layout() || full.is_empty() {
+        return None;
+    }
+    let kept = one.shape().iter().zip(dims).take_while(|(o, d)| o == d).count();
+    let ones = one.shape()[kept..].iter().all(|&o| o == 1);
+    (ones && kept < dims.len()).then(|| dims[kept..].iter().product())
+}
+
+/// `f(x, y)` for each row of `inner` elements of `xs` with its row's `y` from `ys`: each row
+/// a dispatched slice loop (ndarray's general broadcast walk was ~5x slower).
+fn zip_rows<T, U, F>(xs: &[T], ys: &[T], inner: usize, f: F) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+    F: Fn(T, T) -> U + Sync,
+{
+    let n = xs.len();
+    let mut out: Vec<U> = Vec::with_capacity(n);
+    {
+        let dst = &mut out.spare_capacity_mut()[..n];
+        let rows = |dst: &mut [MaybeUninit<U>], xs: &[T], ys: &[T]| {
+            for ((d, x), &y) in dst.chunks_mut(inner).zip(xs.chunks(inner)).zip(ys) {
+                fill_map(d, x, &|x| f(x, y));
+            }
+        };
+        if n >= par_min_len() {
+            let per_task = (CHUNK / inner).max(1);
+            dst.par_chunks_mut(per_task * inner)
+                .zip(xs.par_chunks(per_task * inner).zip(ys.par_chunks(per_task)))
+                .for_each(|(d, (x, y))| rows(d, x, y));
+        } else {
+            rows(dst, xs, ys);
+        }
+    }
+    // SAFETY: every one of the n slots was written: `ys` has one value per row of `xs`.
+    unsafe { out.set_len(n) };
+    out
 }
 
 /// `if cond { a } else { b }` per element, broadcasting all three to `shape`.
@@ -155,4 +207,40 @@ fn like<T, U>(a: &Array<T>, v: Vec<U>) -> Array<U> {
 /// An array of the given dims from row-major data.
 pub fn from_vec<T>(dims: &[usize], v: Vec<T>) -> Array<T> {
     Array::from_shape_vec(IxDyn(dims), v).expect("length matches dims")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `a - b` through ndarray's general broadcast walk, the path the per-row one replaces.
+    fn general(a: &Array<f32>, b: &Array<f32>, shape: &Shape) -> Vec<f32> {
+        let dims = IxDyn(shape.dims());
+        Zip::from(&a.broadcast(dims.clone()).unwrap()).and(&b.broadcast(dims).unwrap()).map_collect(|&x, &y| x - y).into_iter().collect()
+    }
+
+    /// One value per row on either side, per-row ranks of 1 and 2 trailing dims, small and over
+    /// the parallel threshold: each element is `f(a's, b's)`, in that order (a subtraction).
+    #[test]
+    fn one_value_per_row_on_either_side() {
+        let a = from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let b = from_vec(&[2, 1], vec![10.0f32, 20.0]);
+        let shape = Shape::new(&[2, 3]);
+        assert_eq!(one_per_row(&a, &b, &shape), Some(3));
+        assert_eq!(zip(&a, &b, &shape, |x, y| x - y).iter().copied().collect::<Vec<_>>(), [-9.0, -8.0, -7.0, -16.0, -15.0, -14.0]);
+        assert_eq!(zip(&b, &a, &shape, |x, y| x - y).iter().copied().collect::<Vec<_>>(), [9.0, 8.0, 7.0, 16.0, 15.0, 14.0]);
+        for (full, per_row) in [(vec![4, 3, 50], vec![4, 3, 1]), (vec![4, 3, 50], vec![4, 1, 1]), (vec![3, 200, 128], vec![3, 200, 1])] {
+            let n: usize = full.iter().product();
+            let a = from_vec(&full, (0..n).map(|i| (i % 97) as f32 * 0.37 - 11.0).collect());
+            let m: usize = per_row.iter().product();
+            let b = from_vec(&per_row, (0..m).map(|i| (i % 13) as f32 * 1.7 - 5.0).collect());
+            let shape = Shape::new(&full);
+            assert_eq!(zip(&a, &b, &shape, |x, y| x - y).iter().copied().collect::<Vec<_>>(), general(&a, &b, &shape), "{full:?} - {per_row:?}");
+            assert_eq!(zip(&b, &a, &shape, |x, y| x - y).iter().copied().collect::<Vec<_>>(), general(&b, &a, &shape), "{per_row:?} - {full:?}");
+        }
+        // Not one value per row: a broadcast leading dim, or a rank short of the output's.
+        assert_eq!(one_per_row(&a, &from_vec(&[1, 3], vec![1.0f32; 3]), &shape), None);
+        assert_eq!(one_per_row(&a, &from_vec(&[3], vec![1.0f32; 3]), &shape), None);
+        assert_eq!(one_per_row(&a, &from_vec(&[2, 3], vec![1.0f32; 6]), &shape), None);
+    }
 }

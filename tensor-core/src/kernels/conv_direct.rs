@@ -84,17 +84,17 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 }
 
 /// The geometry of the padded image and its wide positions.
-struct Wide {
-    hp: usize,
-    wp: usize,
-    oh: usize,
-    ow: usize,
+pub(super) struct Wide {
+    pub(super) hp: usize,
+    pub(super) wp: usize,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
     /// Wide positions computed: a multiple of the tile's positions covering `(oh-1)*wp + ow`.
-    len: usize,
+    pub(super) len: usize,
 }
 
 impl Wide {
-    fn new(g: &ConvGeom, tile: usize) -> Wide {
+    pub(super) fn new(g: &ConvGeom, tile: usize) -> Wide {
         let (oh, ow) = g.out_hw();
         let (hp, wp) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
         let len = ((oh - 1) * wp + ow).div_ceil(tile) * tile;
@@ -103,7 +103,7 @@ impl Wide {
 
     /// Elements of the padded image: its planes, then zeros for the last tile's overrun
     /// (the largest index read is below `c*hp*wp + positions`).
-    fn padded_len(&self, g: &ConvGeom, tile: usize) -> usize {
+    pub(super) fn padded_len(&self, g: &ConvGeom, tile: usize) -> usize {
         g.c * self.hp * self.wp + tile
     }
 }
@@ -138,7 +138,7 @@ pub(super) fn conv_image<T: Float>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Con
 }
 
 /// Copies the image into zero-padded planes `[c, hp, wp]` followed by zeros.
-fn pad_image<T: Float>(x: &[T], g: &ConvGeom, wide: &Wide, xp: &mut [T]) {
+pub(super) fn pad_image<T: Float>(x: &[T], g: &ConvGeom, wide: &Wide, xp: &mut [T]) {
     let [ph, pw] = g.padding;
     xp.fill(T::zero());
     for (ci, plane) in x.chunks_exact(g.h * g.w).enumerate() {
@@ -149,7 +149,7 @@ fn pad_image<T: Float>(x: &[T], g: &ConvGeom, wide: &Wide, xp: &mut [T]) {
 }
 
 /// The flat offset of each tap `(ci, ki, kj)`, in the weight's order.
-fn tap_offsets(g: &ConvGeom, wide: &Wide, offsets: &mut Vec<usize>) {
+pub(super) fn tap_offsets(g: &ConvGeom, wide: &Wide, offsets: &mut Vec<usize>) {
     offsets.clear();
     for ci in 0..g.c {
         for ki in 0..g.kh {
@@ -235,7 +235,7 @@ fn all_tiles<T: Float, const MO: usize, const L: usize>(xp: &[T], offsets: &[usi
 /// One tile: channels `0..R` of `w` (`[R, patch]`) at wide positions `q..q + L`, written to
 /// `acc` (`[R, len]`). Each accumulator is a chain of fused multiply-adds over the taps.
 #[inline(always)]
-fn tile<T: Float, const R: usize, const L: usize>(xp: &[T], offsets: &[usize], w: &[T], q: usize, len: usize, acc: &mut [T]) {
+pub(super) fn tile<T: Float, const R: usize, const L: usize>(xp: &[T], offsets: &[usize], w: &[T], q: usize, len: usize, acc: &mut [T]) {
     let patch = offsets.len();
     let rows: [&[T]; R] = std::array::from_fn(|r| &w[r * patch..][..patch]);
     let mut sums = [[T::zero(); L]; R];

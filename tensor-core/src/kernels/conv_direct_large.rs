@@ -1,0 +1,464 @@
+//! Direct stride-1 convolution for large patches (ResNet's 3x3 layers on small planes), with
+//! the output channels of one image split over the threads.
+//!
+//! The same scheme as `conv_direct`: every image copied once into zero-padded planes read as
+//! *wide* positions, each output a chain of fused multiply-adds over the taps in
+//! `(ci, ki, kj)` order from zero, then the bias added; a register tile of `R` channels by `V`
+//! vectors of positions, one broadcast weight per channel and one run of inputs per tap,
+//! weights read from their own `[o, c, kh, kw]` layout (no packing). What differs:
+//!
+//! - A task is one image's block of `R` output channels over all its positions, and the tasks
+//!   of all images run in parallel (batch 1 has as many tasks as blocks). The chain of every
+//!   output is the same whatever the tile or the task, so the bits depend neither on the
+//!   thread count nor on the SIMD level; the tile is picked per geometry, only for speed.
+//! - Tiles store straight into the output (the wrapped wide positions dropped there), with
+//!   their bias, so no wide buffer is written and read back.
+//! - With AVX-512 and f32 the tile is written with intrinsics (its 24 accumulators stay in
+//!   registers); other levels and f64 run `conv_direct`'s generic tile.
+//!
+//! The patches here are longer than one block of gemm's depth, so the bits are not the
+//! im2col path's; NaN inputs still get that path's (the caller's `fallback`), since which of
+//! several NaNs a fused multiply-add returns depends on the instruction's operand order.
+
+use super::conv::ConvGeom;
+use super::conv_direct::{pad_image, tap_offsets, tile, Wide};
+use super::parallel::num_threads;
+use super::scratch::{with_slot, Slot};
+use super::simd::{level, multiversion, Level};
+use crate::math::Float;
+use rayon::prelude::*;
+
+/// True when [`conv2d_into`] computes `g`: 3x3 stride-1 convolutions whose patch is longer than
+/// `conv_direct`'s, on CPUs with FMA, where this kernel measured faster than Winograd and
+/// im2col (`tests::timing`; docs/PERFORMANCE.md, W9).
+pub(super) fn applies(g: &ConvGeom) -> bool {
+    level() >= Level::Avx2 && fits(g)
+}
+
+/// The geometry half of [`applies`] (the level only picks the faster of equal results): planes
+/// of at most 14x14, at batch 1, or where Winograd has fewer than 16 tiles of 4x4 (7x7 planes
+/// up to batch 3). With more tiles Winograd's fewer products win (7x7 at batch 4, 14x14 at
+/// batch 2); on larger planes its transforms cost little, and it wins at batch 1 too.
+fn fits(g: &ConvGeom) -> bool {
+    let (oh, ow) = g.out_hw();
+    let winograd_tiles = g.n * oh.div_ceil(4) * ow.div_ceil(4);
+    let shape = g.kh == 3 && g.kw == 3 && g.stride == [1, 1] && g.padding == [1, 1];
+    shape && g.patch() > 512 && g.o >= 2 && oh * ow <= 196 && (g.n == 1 || winograd_tiles < 16)
+}
+
+/// A register tile: `R` channels by `V` vectors of positions. Must match [`block_body`]'s arms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// 6 channels by 4 vectors (AVX-512: 24 accumulators), the 7x7 planes' 61 wide positions.
+    C6V4,
+    /// 3 channels by 7 vectors (21 accumulators), the 14x14 planes' 222 in two tiles.
+    C3V7,
+    /// `conv_direct`'s 4 channels by 2 vectors (16 registers: AVX2).
+    C4V2,
+}
+
+impl Shape {
+    /// The tile for `g` at AVX-512 (`wide_regs`) or with 16 registers.
+    fn for_geom<T>(g: &ConvGeom, wide_regs: bool) -> Shape {
+        let lanes = 64 / std::mem::size_of::<T>();
+        let (oh, ow) = g.out_hw();
+        let positions = (oh - 1) * (g.w + 2) + ow;
+        match wide_regs {
+            false => Shape::C4V2,
+            true if positions.div_ceil(lanes) <= 4 => Shape::C6V4,
+            true => Shape::C3V7,
+        }
+    }
+
+    fn channels(self) -> usize {
+        match self {
+            Shape::C6V4 => 6,
+            Shape::C3V7 => 3,
+            Shape::C4V2 => 4,
+        }
+    }
+
+    /// Positions of one tile for `T` (vectors of 64 bytes at AVX-512, 32 with 16 registers).
+    fn positions<T>(self) -> usize {
+        let (vectors, bytes) = match self {
+            Shape::C6V4 => (4, 64),
+            Shape::C3V7 => (7, 64),
+            Shape::C4V2 => (2, 32),
+        };
+        vectors * bytes / std::mem::size_of::<T>()
+    }
+}
+
+/// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, kh, kw]` (+ `bias` `[o]`) into `out`
+/// `[n, o, oh, ow]`, for geometries [`applies`] accepts. An image whose output holds a NaN is
+/// redone by `fallback(i, out_i)` (see the module docs); then `after_image(i)` runs.
+pub(super) fn conv2d_into<T: Float>(
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    out: &mut [T],
+    fallback: &(dyn Fn(usize, &mut [T]) + Sync),
+    after_image: &(dyn Fn(usize) + Sync),
+) {
+    debug_assert!(fits(g));
+    // The level is read once: it fixes the tile, and the tile the wide length.
+    let shape = Shape::for_geom::<T>(g, level() == Level::Avx512);
+    let tile_len = shape.positions::<T>();
+    let wide = Wide::new(g, tile_len);
+    let (padded, image, plane, patch) = (wide.padded_len(g, tile_len), g.c * g.h * g.w, g.out_plane(), g.patch());
+    let mut offsets = Vec::with_capacity(patch);
+    tap_offsets(g, &wide, &mut offsets);
+    let block = shape.channels();
+    let parallel = num_threads() > 1;
+    with_slot(Slot::Call, g.n * padded, |xp: &mut [T]| {
+        let pad = |(p, x): (&mut [T], &[T])| pad_image(x, g, &wide, p);
+        if parallel {
+            xp.par_chunks_mut(padded).zip(x.par_chunks(image)).for_each(pad);
+        } else {
+            xp.chunks_mut(padded).zip(x.chunks(image)).for_each(pad);
+        }
+        let xp = &*xp;
+        // Block `b` of image `i`'s output channels into `dst`.
+        let task = |i: usize, b: usize, dst: &mut [T]| {
+            let rows = b * block..b * block + dst.len() / plane;
+            let (w, bias) = (&w[rows.start * patch..rows.end * patch], bias.map(|bs| &bs[rows]));
+            channel_block(&xp[i * padded..][..padded], &offsets, w, bias, &wide, shape, dst);
+        };
+        let image_done = |i: usize, img: &mut [T]| {
+            if super::conv_direct::any_nan(img) {
+                fallback(i, img);
+            }
+            after_image(i);
+        };
+        if parallel {
+            out.par_chunks_mut(g.o * plane).enumerate().for_each(|(i, img)| {
+                img.par_chunks_mut(block * plane).enumerate().for_each(|(b, dst)| task(i, b, dst));
+                image_done(i, img);
+            });
+        } else {
+            for (i, img) in out.chunks_mut(g.o * plane).enumerate() {
+                img.chunks_mut(block * plane).enumerate().for_each(|(b, dst)| task(i, b, dst));
+                image_done(i, img);
+            }
+        }
+    });
+}
+
+multiversion! {
+    /// One task: channels `w` (`[rows, patch]`) at every position of the padded image `xp`,
+    /// into `dst` (`[rows, oh, ow]`), tile by tile.
+    fn channel_block<T: Float>(xp: &[T], offsets: &[usize], w: &[T], bias: Option<&[T]>, wide: &Wide, shape: Shape, dst: &mut [T]) = block_body;
+}
+
+#[inline(always)]
+fn block_body<T: Float>(xp: &[T], offsets: &[usize], w: &[T], bias: Option<&[T]>, wide: &Wide, shape: Shape, dst: &mut [T]) {
+    let (patch, plane) = (offsets.len(), wide.oh * wide.ow);
+    let rows = dst.len() / plane;
+    let tile_len = shape.positions::<T>();
+    let mut sums = [T::zero(); 6 * 128]; // channels x positions of the largest tile (C6V4, f32)
+    let sums = &mut sums[..shape.channels() * tile_len];
+    debug_assert_eq!(w.len(), rows * patch);
+    for q in (0..wide.len).step_by(tile_len) {
+        match shape {
+            #[cfg(target_arch = "x86_64")]
+            Shape::C6V4 if std::mem::size_of::<T>() == 4 && level() == Level::Avx512 => {
+                // SAFETY: the level says the CPU has AVX-512; T is f32 (the only 4-byte Float).
+                unsafe { avx512::tile::<6, 4>(cast(xp), offsets, cast(w), rows, q, cast_mut(sums)) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Shape::C3V7 if std::mem::size_of::<T>() == 4 && level() == Level::Avx512 => {
+                // SAFETY: as above.
+                unsafe { avx512::tile::<3, 7>(cast(xp), offsets, cast(w), rows, q, cast_mut(sums)) }
+            }
+            // f64, AVX2, or a level capped since the shape was picked: the generic tile.
+            _ => generic_tile(xp, offsets, w, rows, q, tile_len, sums),
+        }
+        store(sums, tile_len, rows, q, wide, bias, dst);
+    }
+}
+
+/// `conv_direct`'s tile for `rows` channels (at most 6) at wide positions `q..q + len`, into
+/// `sums` (`[rows, len]`), by sub-tiles of one 64-byte vector of positions (`len` is a
+/// multiple of one).
+#[inline(always)]
+fn generic_tile<T: Float>(xp: &[T], offsets: &[usize], w: &[T], rows: usize, q: usize, len: usize, sums: &mut [T]) {
+    // `tile` reads the image at `off + sub` and writes `sums` at `r * len + sub`: shift the
+    // image by the tile's start.
+    let xp = &xp[q..];
+    macro_rules! run {
+        ($l:literal) => {
+            for sub in (0..len).step_by($l) {
+                match rows {
+                    1 => tile::<T, 1, $l>(xp, offsets, w, sub, len, sums),
+                    2 => tile::<T, 2, $l>(xp, offsets, w, sub, len, sums),
+                    3 => tile::<T, 3, $l>(xp, offsets, w, sub, len, sums),
+                    4 => tile::<T, 4, $l>(xp, offsets, w, sub, len, sums),
+                    5 => tile::<T, 5, $l>(xp, offsets, w, sub, len, sums),
+                    _ => tile::<T, 6, $l>(xp, offsets, w, sub, len, sums),
+                }
+            }
+        };
+    }
+    if std::mem::size_of::<T>() == 4 {
+        run!(16)
+    } else {
+        run!(8)
+    }
+}
+
+/// Writes the tile's valid positions (those inside the output: `oj < ow`, `oi < oh`) of its
+/// first `rows` channels to `dst` `[rows, oh, ow]`, adding the bias.
+#[inline(always)]
+fn store<T: Float>(sums: &[T], len: usize, rows: usize, q: usize, wide: &Wide, bias: Option<&[T]>, dst: &mut [T]) {
+    let plane = wide.oh * wide.ow;
+    for r in 0..rows {
+        let (src, out) = (&sums[r * len..][..len], &mut dst[r * plane..][..plane]);
+        let b = bias.map(|b| b[r]);
+        let mut p = q;
+        while p < q + len && p / wide.wp < wide.oh {
+            let (oi, oj) = (p / wide.wp, p % wide.wp);
+            let end = (oi * wide.wp + wide.ow).min(q + len);
+            if oj < wide.ow {
+                let (to, from) = (&mut out[oi * wide.ow + oj..][..end - p], &src[p - q..end - q]);
+                match b {
+                    // A bias that is not NaN takes `add`'s bits without its select (see `Num`).
+                    Some(b) if !b.is_nan_value() => to.iter_mut().zip(from).for_each(|(d, &v)| *d = v.add_plain(b)),
+                    Some(b) => to.iter_mut().zip(from).for_each(|(d, &v)| *d = v.add(b)),
+                    None => to.copy_from_slice(from),
+                }
+            }
+            p = (oi + 1) * wide.wp;
+        }
+    }
+}
+
+/// `s` as f32 values.
+///
+/// # Safety
+/// `T` must be f32.
+#[cfg(target_arch = "x86_64")]
+unsafe fn cast<T>(s: &[T]) -> &[f32] {
+    // SAFETY: the caller's: T is f32.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const f32, s.len()) }
+}
+
+/// [`cast`] for a mutable slice.
+///
+/// # Safety
+/// `T` must be f32.
+#[cfg(target_arch = "x86_64")]
+unsafe fn cast_mut<T>(s: &mut [T]) -> &mut [f32] {
+    // SAFETY: the caller's: T is f32.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut f32, s.len()) }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// The tile of `R` channels by `V` vectors of 16 positions at wide positions `q..`: each
+    /// accumulator a chain of `vfmadd` over the taps, `w[r, p] * x[off_p + q + l] + s`, as
+    /// `conv_direct::tile`'s `mul_add`. Channels past `rows` repeat the last one (computed,
+    /// not stored). Written to `sums` `[R, 16 * V]`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+    pub(super) unsafe fn tile<const R: usize, const V: usize>(xp: &[f32], offsets: &[usize], w: &[f32], rows: usize, q: usize, sums: &mut [f32]) {
+        let patch = offsets.len();
+        // Every read below is in bounds: the offsets rise, and the weights hold `rows` rows.
+        let last = offsets.last().map_or(0, |&o| o + q + 16 * V);
+        assert!(last <= xp.len() && rows >= 1 && w.len() >= rows * patch && sums.len() >= R * 16 * V);
+        let mut wrows = [w.as_ptr(); R];
+        for (r, row) in wrows.iter_mut().enumerate() {
+            // SAFETY: row min(r, rows - 1) starts inside `w` (checked above).
+            *row = unsafe { w.as_ptr().add(r.min(rows - 1) * patch) };
+        }
+        let mut acc = [[_mm512_setzero_ps(); V]; R];
+        for (p, &off) in offsets.iter().enumerate() {
+            // SAFETY: off + q + 16 * V <= xp.len() (the last offset is the largest).
+            let x = unsafe { xp.as_ptr().add(off + q) };
+            let mut xv = [_mm512_setzero_ps(); V];
+            for (v, xv) in xv.iter_mut().enumerate() {
+                // SAFETY: as above.
+                *xv = unsafe { _mm512_loadu_ps(x.add(16 * v)) };
+            }
+            for r in 0..R {
+                // SAFETY: p < patch, in the row.
+                let wv = _mm512_set1_ps(unsafe { *wrows[r].add(p) });
+                for v in 0..V {
+                    acc[r][v] = _mm512_fmadd_ps(wv, xv[v], acc[r][v]);
+                }
+            }
+        }
+        for r in 0..R {
+            for v in 0..V {
+                // SAFETY: (r * V + v) * 16 + 16 <= R * 16 * V <= sums.len().
+                unsafe { _mm512_storeu_ps(sums.as_mut_ptr().add((r * V + v) * 16), acc[r][v]) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The convolution by the definition, each output a fused multiply-add chain over the taps
+    /// in (ci, ki, kj) order from zero, then the bias added.
+    fn naive(x: &[f32], w: &[f32], b: &[f32], g: &ConvGeom) -> Vec<f32> {
+        let (oh, ow) = g.out_hw();
+        let mut out = Vec::new();
+        for i in 0..g.n {
+            for o in 0..g.o {
+                for oi in 0..oh {
+                    for oj in 0..ow {
+                        let mut s = 0.0f32;
+                        for ci in 0..g.c {
+                            for ki in 0..g.kh {
+                                for kj in 0..g.kw {
+                                    let ih = (oi + ki) as isize - g.padding[0] as isize;
+                                    let iw = (oj + kj) as isize - g.padding[1] as isize;
+                                    let inside = ih >= 0 && iw >= 0 && (ih as usize) < g.h && (iw as usize) < g.w;
+                                    let v = if inside { x[((i * g.c + ci) * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 };
+                                    s = w[((o * g.c + ci) * g.kh + ki) * g.kw + kj].mul_add(v, s);
+                                }
+                            }
+                        }
+                        out.push(s + b[o]);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn values(len: usize, seed: u32) -> Vec<f32> {
+        (0..len as u32).map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2000) as f32 / 997.0 - 1.0).collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|v| v.to_bits()).collect()
+    }
+
+    fn run(x: &[f32], w: &[f32], b: &[f32], g: &ConvGeom) -> Vec<f32> {
+        let mut out = vec![f32::NAN; g.n * g.o * g.out_plane()];
+        conv2d_into(x, w, Some(b), g, &mut out, &|_, _| panic!("no NaN here"), &|_| {});
+        out
+    }
+
+    /// Both AVX-512 tiles (7x7 and 14x14 planes, with a last block of fewer channels) and the
+    /// AVX2 one give the definition's bits, on one thread and on the pool, at batch 1 and 2.
+    #[test]
+    fn matches_the_definition_bit_for_bit_at_every_level_and_thread_count() {
+        let geoms = [
+            ConvGeom { n: 2, c: 60, h: 7, w: 7, o: 13, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
+            ConvGeom { n: 1, c: 64, h: 14, w: 14, o: 8, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
+            ConvGeom { n: 1, c: 58, h: 9, w: 12, o: 7, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
+        ];
+        let _only_this_test_caps_the_level = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        for g in geoms {
+            assert!(fits(&g), "{g:?}");
+            let (x, w, b) = (values(g.n * g.c * g.h * g.w, 1), values(g.o * g.patch(), 2), values(g.o, 3));
+            let want = bits(&naive(&x, &w, &b, &g));
+            for cap in [Level::Avx2, Level::Avx512] {
+                crate::kernels::simd::set_max_level(cap);
+                let pooled = run(&x, &w, &b, &g);
+                let alone = crate::kernels::parallel::on_one_thread(|| run(&x, &w, &b, &g));
+                crate::kernels::simd::set_max_level(Level::Avx512);
+                assert_eq!(bits(&pooled), want, "{g:?} at {cap:?}");
+                assert_eq!(bits(&alone), want, "{g:?} at {cap:?}, one thread");
+            }
+        }
+    }
+
+    /// A NaN weight sends its image to the fallback (the im2col path in `conv`), after the
+    /// direct pass; the other images keep theirs.
+    #[test]
+    fn an_image_with_a_nan_output_is_redone_by_the_fallback() {
+        let g = ConvGeom { n: 2, c: 60, h: 7, w: 7, o: 4, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+        let mut x = values(g.n * g.c * 49, 1);
+        let (w, b) = (values(g.o * g.patch(), 2), values(g.o, 3));
+        x[g.c * 49 + 5] = f32::NAN; // in image 1
+        let mut out = vec![0.0; g.n * g.o * 49];
+        let redone = std::sync::Mutex::new(Vec::new());
+        conv2d_into(
+            &x,
+            &w,
+            Some(&b),
+            &g,
+            &mut out,
+            &|i, o| {
+                redone.lock().unwrap().push(i);
+                o.fill(7.0);
+            },
+            &|_| {},
+        );
+        assert_eq!(redone.into_inner().unwrap(), vec![1]);
+        assert!(out[g.o * 49..].iter().all(|&v| v == 7.0));
+        assert_eq!(bits(&out[..g.o * 49]), bits(&naive(&x, &w, &b, &g)[..g.o * 49]));
+    }
+
+    #[test]
+    fn takes_3x3_stride_one_on_small_planes_with_long_patches_only() {
+        let g = ConvGeom { n: 1, c: 512, h: 7, w: 7, o: 512, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+        assert!(fits(&g) && fits(&ConvGeom { n: 3, ..g }), "7x7 up to batch 3");
+        assert!(!fits(&ConvGeom { n: 4, ..g }), "16 tiles at batch 4: Winograd's");
+        assert!(fits(&ConvGeom { c: 256, h: 14, w: 14, ..g }) && !fits(&ConvGeom { n: 2, c: 256, h: 14, w: 14, ..g }), "14x14 at batch 1 only");
+        assert!(!fits(&ConvGeom { c: 56, ..g }), "504 taps: conv_direct's");
+        assert!(!fits(&ConvGeom { h: 28, w: 28, ..g }), "28x28: Winograd's");
+        assert!(!fits(&ConvGeom { stride: [2, 2], ..g }), "stride 2");
+        assert!(!fits(&ConvGeom { kh: 5, kw: 5, padding: [2, 2], ..g }), "5x5");
+        assert_eq!(Shape::for_geom::<f32>(&g, true), Shape::C6V4);
+        assert_eq!(Shape::for_geom::<f32>(&ConvGeom { h: 14, w: 14, ..g }, true), Shape::C3V7);
+        assert_eq!(Shape::for_geom::<f32>(&g, false), Shape::C4V2);
+    }
+
+    /// Times ResNet-18's 3x3 stride-1 layers by this kernel and by the paths it replaces,
+    /// interleaved (the best of 15 rounds each; `1t`: on one thread), release build:
+    /// `cargo test --release -p tensor-core --lib conv_direct_large::tests::timing -- --ignored
+    /// --nocapture`.
+    #[test]
+    #[ignore]
+    fn timing() {
+        use crate::kernels::parallel::on_one_thread;
+        use crate::storage::Array;
+        use ndarray::IxDyn;
+        let sizes = std::env::var("SIZES").unwrap_or("1,8".into());
+        for n in sizes.split(',').map(|s| s.parse::<usize>().unwrap()) {
+            for (c, hw) in [(64, 56), (128, 28), (256, 14), (512, 7)] {
+                let g = ConvGeom { n, c, h: hw, w: hw, o: c, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+                let (x, w) = (values(n * c * hw * hw, 1), values(c * c * 9, 2));
+                let (xa, wa) = (
+                    Array::from_shape_vec(IxDyn(&[n, c, hw, hw]), x.clone()).unwrap(),
+                    Array::from_shape_vec(IxDyn(&[c, c, 3, 3]), w.clone()).unwrap(),
+                );
+                let mut out = vec![0.0f32; n * c * hw * hw];
+                let wino_applies = super::super::winograd::applies(&g);
+                let mut paths: Vec<(&str, Box<dyn FnMut(&mut [f32])>)> = vec![
+                    ("direct", Box::new(|o| conv2d_into(&x, &w, None, &g, o, &|_, _| {}, &|_| {}))),
+                    ("direct 1t", Box::new(|o| on_one_thread(|| conv2d_into(&x, &w, None, &g, o, &|_, _| {}, &|_| {})))),
+                    ("im2col", Box::new(|o| crate::kernels::conv::conv2d_im2col(&xa, &wa, None, &g, o))),
+                ];
+                if wino_applies {
+                    paths.push(("winograd", Box::new(|o| super::super::winograd::conv2d_into(&x, &wa, None, &g, o, &|_| {}))));
+                }
+                let mut best = vec![f64::MAX; paths.len()];
+                for round in 0..16 {
+                    for (b, (_, f)) in best.iter_mut().zip(paths.iter_mut()) {
+                        let t = std::time::Instant::now();
+                        f(&mut out);
+                        if round > 0 {
+                            *b = b.min(t.elapsed().as_secs_f64() * 1e3);
+                        }
+                    }
+                }
+                let gflop = 2.0 * (n * c * c * 9 * hw * hw) as f64 / 1e6;
+                let line: Vec<String> =
+                    paths.iter().zip(&best).map(|((name, _), t)| format!("{name} {t:.3} ms ({:.0} GFLOP/s)", gflop / t)).collect();
+                println!("n {n} c {c:3} {hw:2}x{hw:<2}: {}", line.join(", "));
+            }
+        }
+    }
+}

@@ -84,17 +84,17 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 }
 
 /// The geometry of the padded image and its wide positions.
-pub(super) struct Wide {
-    pub(super) hp: usize,
-    pub(super) wp: usize,
-    pub(super) oh: usize,
-    pub(super) ow: usize,
+struct Wide {
+    hp: usize,
+    wp: usize,
+    oh: usize,
+    ow: usize,
     /// Wide positions computed: a multiple of the tile's positions covering `(oh-1)*wp + ow`.
-    pub(super) len: usize,
+    len: usize,
 }
 
 impl Wide {
-    pub(super) fn new(g: &ConvGeom, tile: usize) -> Wide {
+    fn new(g: &ConvGeom, tile: usize) -> Wide {
         let (oh, ow) = g.out_hw();
         let (hp, wp) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
         let len = ((oh - 1) * wp + ow).div_ceil(tile) * tile;
@@ -103,7 +103,7 @@ impl Wide {
 
     /// Elements of the padded image: its planes, then zeros for the last tile's overrun
     /// (the largest index read is below `c*hp*wp + positions`).
-    pub(super) fn padded_len(&self, g: &ConvGeom, tile: usize) -> usize {
+    fn padded_len(&self, g: &ConvGeom, tile: usize) -> usize {
         g.c * self.hp * self.wp + tile
     }
 }
@@ -138,7 +138,7 @@ pub(super) fn conv_image<T: Float>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Con
 }
 
 /// Copies the image into zero-padded planes `[c, hp, wp]` followed by zeros.
-pub(super) fn pad_image<T: Float>(x: &[T], g: &ConvGeom, wide: &Wide, xp: &mut [T]) {
+fn pad_image<T: Float>(x: &[T], g: &ConvGeom, wide: &Wide, xp: &mut [T]) {
     let [ph, pw] = g.padding;
     xp.fill(T::zero());
     for (ci, plane) in x.chunks_exact(g.h * g.w).enumerate() {
@@ -149,7 +149,7 @@ pub(super) fn pad_image<T: Float>(x: &[T], g: &ConvGeom, wide: &Wide, xp: &mut [
 }
 
 /// The flat offset of each tap `(ci, ki, kj)`, in the weight's order.
-pub(super) fn tap_offsets(g: &ConvGeom, wide: &Wide, offsets: &mut Vec<usize>) {
+fn tap_offsets(g: &ConvGeom, wide: &Wide, offsets: &mut Vec<usize>) {
     offsets.clear();
     for ci in 0..g.c {
         for ki in 0..g.kh {

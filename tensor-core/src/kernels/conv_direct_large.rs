@@ -445,26 +445,26 @@ mod tests {
 
     /// The convolution by the definition, each output a fused multiply-add chain over the taps
     /// in (ci, ki, kj) order from zero, then the bias added.
-    fn naive(x: &[f32], w: &[f32], b: &[f32], g: &ConvGeom) -> Vec<f32> {
+    fn naive<T: Float>(x: &[T], w: &[T], b: &[T], g: &ConvGeom) -> Vec<T> {
         let (oh, ow) = g.out_hw();
         let mut out = Vec::new();
         for i in 0..g.n {
             for o in 0..g.o {
                 for oi in 0..oh {
                     for oj in 0..ow {
-                        let mut s = 0.0f32;
+                        let mut s = T::zero();
                         for ci in 0..g.c {
                             for ki in 0..g.kh {
                                 for kj in 0..g.kw {
                                     let ih = (oi * g.stride[0] + ki) as isize - g.padding[0] as isize;
                                     let iw = (oj * g.stride[1] + kj) as isize - g.padding[1] as isize;
                                     let inside = ih >= 0 && iw >= 0 && (ih as usize) < g.h && (iw as usize) < g.w;
-                                    let v = if inside { x[((i * g.c + ci) * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 };
+                                    let v = if inside { x[((i * g.c + ci) * g.h + ih as usize) * g.w + iw as usize] } else { T::zero() };
                                     s = w[((o * g.c + ci) * g.kh + ki) * g.kw + kj].mul_add(v, s);
                                 }
                             }
                         }
-                        out.push(s + b[o]);
+                        out.push(s.add(b[o]));
                     }
                 }
             }
@@ -518,7 +518,30 @@ mod tests {
         }
     }
 
-    /// A NaN weight sends its image to the fallback (the im2col path in `conv`), after the
+    /// f64 (the generic tile at every level, in sub-tiles of one vector) gives the
+    /// definition's bits too.
+    #[test]
+    fn f64_matches_the_definition_bit_for_bit_at_every_level() {
+        let geoms = [
+            ConvGeom { n: 1, c: 60, h: 7, w: 7, o: 8, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
+            ConvGeom { n: 2, c: 3, h: 17, w: 16, o: 7, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] },
+        ];
+        let _only_this_test_caps_the_level = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        for g in geoms {
+            let f64s = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<_>>();
+            let (x, w, b) = (f64s(values(g.n * g.c * g.h * g.w, 1)), f64s(values(g.o * g.patch(), 2)), f64s(values(g.o, 3)));
+            let want: Vec<u64> = naive(&x, &w, &b, &g).iter().map(|v| v.to_bits()).collect();
+            for cap in [Level::Avx2, Level::Avx512] {
+                crate::kernels::simd::set_max_level(cap);
+                let mut out = vec![f64::NAN; want.len()];
+                conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| panic!("no NaN here"), &|_| {});
+                crate::kernels::simd::set_max_level(Level::Avx512);
+                assert_eq!(out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want, "{g:?} at {cap:?}");
+            }
+        }
+    }
+
+    /// A NaN input sends its image to the fallback (the im2col path in `conv`), after the
     /// direct pass; the other images keep theirs.
     #[test]
     fn an_image_with_a_nan_output_is_redone_by_the_fallback() {

@@ -52,17 +52,19 @@ thread_local! {
 ///   batch 1 or where Winograd has fewer than 16 tiles of 4x4 (7x7 planes up to batch 3). With
 ///   more tiles Winograd's fewer products win (7x7 at batch 4, 14x14 at batch 2); on larger
 ///   planes its transforms cost little, and it wins at batch 1 too.
-/// - 3x3 stride 2 with such patches (im2col's before): outputs of 7x7 at any batch, of 14x14
-///   at batch 1 (slower at batch 8, as are 28x28 outputs at batch 1).
-/// - 7x7 stride-2 stems of up to 4 channels (im2col by row blocks before), at any batch.
+/// - 3x3 stride 2 with such patches (im2col's before): outputs of at most 7x7, at any batch
+///   (outputs of 14x14 measured as fast as im2col at batch 1 and slower at batch 8, 28x28
+///   slower at batch 1).
+/// - 7x7 stride-2 stems of up to 4 channels (im2col by row blocks before), at batch 1 (at
+///   batch 8 the kernel alone was faster but the model's step measured slower in half the runs).
 fn fits(g: &ConvGeom) -> bool {
     let (oh, ow) = g.out_hw();
     let plane = oh * ow;
     let k3 = |s: usize| g.kh == 3 && g.kw == 3 && g.stride == [s, s] && g.padding == [1, 1] && g.patch() > 512;
     let winograd_tiles = g.n * oh.div_ceil(4) * ow.div_ceil(4);
     let stride1 = k3(1) && plane <= 196 && (g.n == 1 || winograd_tiles < 16);
-    let stride2 = k3(2) && (plane <= 49 || (plane <= 196 && g.n == 1));
-    let stem = g.kh == 7 && g.kw == 7 && g.stride == [2, 2] && g.padding == [3, 3] && g.c <= 4;
+    let stride2 = k3(2) && plane <= 49;
+    let stem = g.kh == 7 && g.kw == 7 && g.stride == [2, 2] && g.padding == [3, 3] && g.c <= 4 && g.n == 1;
     g.o >= 2 && (stride1 || stride2 || stem)
 }
 
@@ -578,10 +580,10 @@ mod tests {
         assert!(!fits(&ConvGeom { h: 28, w: 28, ..g }), "28x28: Winograd's");
         assert!(!fits(&ConvGeom { kh: 5, kw: 5, padding: [2, 2], ..g }), "5x5");
         let s2 = |n, c, hw| ConvGeom { n, c, h: hw, w: hw, o: 2 * c, stride: [2, 2], ..g };
-        assert!(fits(&s2(8, 256, 14)) && fits(&s2(1, 128, 28)), "stride 2 to 7x7, and to 14x14 at batch 1");
-        assert!(!fits(&s2(2, 128, 28)) && !fits(&s2(1, 64, 56)), "stride 2 to 14x14 at batch 2, to 28x28");
-        let stem = ConvGeom { n: 8, c: 3, h: 224, w: 224, o: 64, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] };
-        assert!(fits(&stem) && !fits(&ConvGeom { c: 8, ..stem }), "the stem");
+        assert!(fits(&s2(8, 256, 14)) && fits(&s2(1, 256, 14)), "stride 2 to 7x7");
+        assert!(!fits(&s2(1, 128, 28)) && !fits(&s2(1, 64, 56)), "stride 2 to 14x14, to 28x28");
+        let stem = ConvGeom { n: 1, c: 3, h: 224, w: 224, o: 64, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] };
+        assert!(fits(&stem) && !fits(&ConvGeom { n: 8, ..stem }) && !fits(&ConvGeom { c: 8, ..stem }), "the stem at batch 1");
         assert_eq!(Shape::for_geom::<f32>(&g, true), Shape::C6V4);
         assert_eq!(Shape::for_geom::<f32>(&ConvGeom { h: 14, w: 14, ..g }, true), Shape::C3V7);
         assert_eq!(Shape::for_geom::<f32>(&g, false), Shape::C4V2);

@@ -3,11 +3,14 @@
 //! the thread count gives the threads to the GEMM instead. Per-image partial weight
 //! gradients are summed in image order, so the result does not depend on the threads.
 //! Stride-1 forward convolutions of moderate size skip im2col: `conv_direct` computes them
-//! with the same summation order. (The op runs a 1x1 kernel with stride 1 and no padding by
+//! with the same summation order. ResNet's 3x3 layers on small planes and its stem skip it
+//! too, where `conv_direct_large` (direct, split over the threads within an image) measured
+//! faster than Winograd and im2col. (The op runs a 1x1 kernel with stride 1 and no padding by
 //! `pointwise` instead.)
 
 use super::channel_bias;
 use super::conv_direct;
+use super::conv_direct_large;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
 use super::scratch::with_scratch;
@@ -233,6 +236,18 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
+    if conv_direct_large::applies(g) {
+        // An image with a NaN output (a NaN input, or infinities meeting) is redone by the
+        // im2col path below, which NaN inputs took before this kernel.
+        let by_im2col = |i: usize, o: &mut [T]| {
+            with_scratch(patch * plane, |cols| {
+                im2col(&xs[i * image..][..image], g, cols);
+                conv_image(cols, ws, bs, g, o);
+            })
+        };
+        conv_direct_large::conv2d_into(xs, ws, bs, g, out, &by_im2col, after_image);
+        return;
+    }
     if winograd::applies(g) && winograd::all_finite(xs) && winograd::all_finite(ws) {
         winograd::conv2d_into(xs, &w, bs, g, out, after_image);
         return;

@@ -235,7 +235,7 @@ fn all_tiles<T: Float, const MO: usize, const L: usize>(xp: &[T], offsets: &[usi
 /// One tile: channels `0..R` of `w` (`[R, patch]`) at wide positions `q..q + L`, written to
 /// `acc` (`[R, len]`). Each accumulator is a chain of fused multiply-adds over the taps.
 #[inline(always)]
-fn tile<T: Float, const R: usize, const L: usize>(xp: &[T], offsets: &[usize], w: &[T], q: usize, len: usize, acc: &mut [T]) {
+pub(super) fn tile<T: Float, const R: usize, const L: usize>(xp: &[T], offsets: &[usize], w: &[T], q: usize, len: usize, acc: &mut [T]) {
     let patch = offsets.len();
     let rows: [&[T]; R] = std::array::from_fn(|r| &w[r * patch..][..patch]);
     let mut sums = [[T::zero(); L]; R];

@@ -5,6 +5,7 @@ mod channel_bias;
 pub(crate) mod codegen;
 pub(crate) mod conv;
 mod conv_direct;
+mod conv_direct_large;
 pub(crate) mod depthwise;
 pub(crate) mod elementwise;
 pub(crate) mod fused;

@@ -119,7 +119,8 @@ const MIN_CHANNELS: usize = 64;
 /// transform ([`winograd_cache`]), and with it (`tests::timing`, 2 threads, loaded machine)
 /// ResNet-18's 14x14 layers (16 tiles an image) take 1.7 ms at batch 1 against im2col's 2.8,
 /// its 7x7 ones (4 tiles) 8.0 ms at batch 8 against 17.6 (13.2 transforming per call) but
-/// 4.1 at batch 1 against 3.5. So 7x7 layers stay on im2col below batch 4. The choice
+/// 4.1 at batch 1 against 3.5. So 7x7 layers stay off this path below batch 4 (where
+/// `conv_direct_large`, asked first, now takes them, and the 14x14 ones at batch 1). The choice
 /// depends on the geometry only, never on the cache, so eager and graph agree in bits.
 const MIN_TILES: usize = 16;
 

@@ -289,6 +289,59 @@ fn conv2d_winograd_shapes_match_the_naive_reference_and_the_graph() -> Result<()
     Ok(())
 }
 
+/// ResNet's 3x3 layers on small planes with long patches, its stride-2 3x3 layer to 7x7 and
+/// its 7x7/2 stem (batch 1) run by the direct kernel (kernels/conv_direct_large.rs): close to the naive sum
+/// in both dtypes, the same bits eagerly and as a graph; a NaN input gives NaN where its
+/// windows reach (the image is redone by im2col) and an infinite one infinity.
+#[test]
+fn conv2d_direct_large_shapes_match_the_naive_reference_and_the_graph() -> Result<()> {
+    use tensor_core::function::ConcreteFunction;
+    let cases: [ConvCase; 4] = [
+        ([1, 64, 7, 9], [13, 64, 3, 3], [1, 1], [1, 1]),
+        ([3, 60, 5, 6], [7, 60, 3, 3], [1, 1], [1, 1]),
+        ([1, 60, 13, 14], [9, 60, 3, 3], [2, 2], [1, 1]),
+        ([1, 3, 30, 31], [8, 3, 7, 7], [2, 2], [3, 3]),
+    ];
+    for (xd, wd, stride, pad) in cases {
+        let xn: usize = xd.iter().product();
+        let wn: usize = wd.iter().product();
+        let x: Vec<f64> = (0..xn).map(|i| (((i * 7919) % 2003) as f64 / 1001.0) - 1.0).collect();
+        let w: Vec<f64> = (0..wn).map(|i| (((i * 104729) % 1009) as f64 / 504.0) - 1.0).collect();
+        let bias: Vec<f64> = (0..wd[0]).map(|i| i as f64 * 0.25 - 1.0).collect();
+        let (want, od) = naive_conv(&x, xd, &w, wd, &bias, stride, pad);
+        let scale = (wd[1] * wd[2] * wd[3]) as f64;
+        for (dt, rel) in [(DType::F32, 1e-6), (DType::F64, 1e-14)] {
+            let t = |v: &[f64], d: &[usize]| Tensor::from_vec(v.to_vec(), d).unwrap().cast(dt).unwrap();
+            let (xt, wt, bt) = (t(&x, &xd), t(&w, &wd), t(&bias, &[wd[0]]));
+            let got = xt.conv2d(&wt, Some(&bt), stride, pad)?;
+            assert_eq!(got.dims(), od.to_vec());
+            let err = as_f64(&got).iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            assert!(err <= rel * scale, "{xd:?} * {wd:?} ({dt}): max error {err:e}");
+            let f = ConcreteFunction::trace("direct", &[("x", &xt)], || Ok(vec![xt.conv2d(&wt, Some(&bt), stride, pad)?.relu()?]))?;
+            let bits = |t: &Tensor| as_f64(t).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&f.call(&[&xt])?[0]), bits(&got.relu()?), "{xd:?} * {wd:?} ({dt}): graph vs eager bits");
+        }
+    }
+    // One NaN and one infinity in channel 0 of a 7x7 image, all weights one: NaN in the
+    // outputs whose window holds the NaN, infinity in those holding only the infinity.
+    let mut x = vec![0.0f32; 64 * 49];
+    x[7 + 1] = f32::NAN; // row 1, column 1
+    x[5 * 7 + 5] = f32::INFINITY; // row 5, column 5
+    let x = Tensor::from_vec(x, &[1, 64, 7, 7])?;
+    let w = Tensor::ones(&[8, 64, 3, 3], DType::F32);
+    let y = x.conv2d(&w, None, [1, 1], [1, 1])?.to_vec::<f32>()?;
+    for (i, v) in y[..49].iter().enumerate() {
+        let (r, c) = (i / 7, i % 7);
+        let near = |at: usize| r.abs_diff(at) <= 1 && c.abs_diff(at) <= 1;
+        match (near(1), near(5)) {
+            (true, _) => assert!(v.is_nan(), "row {r} column {c}: {v}"),
+            (false, true) => assert_eq!(*v, f32::INFINITY, "row {r} column {c}"),
+            (false, false) => assert_eq!(*v, 0.0, "row {r} column {c}"),
+        }
+    }
+    Ok(())
+}
+
 // ------------------------------------------------------------------------------ max_pool2d
 
 fn max_pool_values<T: Element>() -> Result<()> {

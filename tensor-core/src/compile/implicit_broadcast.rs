@@ -91,14 +91,9 @@ fn broadcast_of(g: &Graph, inputs: &[ValueId]) -> Option<Shape> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::tests::{assert_same, traced};
+    use crate::compile::tests::{assert_same, body, traced};
     use crate::compile::{Dce, Fuse};
     use crate::prelude::*;
-
-    /// The graph's text from its first node on (its inputs' line left out).
-    fn body(g: &Graph) -> String {
-        g.to_text().lines().filter(|l| l.starts_with("  ")).collect::<Vec<_>>().join("\n")
-    }
 
     /// The shape of a mean's gradient in LayerNorm's backward: a per-row value broadcast to the
     /// rows, added to a full-size gradient. The add reads the per-row value, the copy goes, and

@@ -72,4 +72,9 @@ pub(crate) mod tests {
             assert!(x.to_storage().unwrap().bit_eq(&y.to_storage().unwrap()), "results differ:\n{x}\n{y}");
         }
     }
+
+    /// The graph's text from its first node on (its inputs' line left out).
+    pub fn body(g: &Graph) -> String {
+        g.to_text().lines().filter(|l| l.starts_with("  ")).collect::<Vec<_>>().join("\n")
+    }
 }

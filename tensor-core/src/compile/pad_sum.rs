@@ -150,14 +150,9 @@ fn tiling_parts(g: &Graph, producer: &HashMap<ValueId, usize>, leaves: &[ValueId
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::tests::{assert_same, traced};
+    use crate::compile::tests::{assert_same, body, traced};
     use crate::compile::Dce;
     use crate::prelude::*;
-
-    /// The graph's text from its first node on.
-    fn body(g: &Graph) -> String {
-        g.to_text().lines().filter(|l| l.starts_with("  ")).collect::<Vec<_>>().join("\n")
-    }
 
     /// A split's gradient: three parts padded into place along axis 1 and summed. Each part
     /// has a -0.0 (the sum makes it +0.0) and one a NaN with a payload (quieted, kept).

@@ -14,6 +14,7 @@ use super::conv_direct_large;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
 use super::scratch::with_scratch;
+use super::shared_out::SharedOut;
 use super::winograd;
 use crate::math::Float;
 use crate::storage::{standard, Array};
@@ -286,11 +287,6 @@ fn block_rows<T>(g: &ConvGeom) -> Option<usize> {
     (row_bytes * oh > 2 * BLOCK_BYTES).then(|| (BLOCK_BYTES / row_bytes).clamp(1, oh))
 }
 
-/// An output buffer the blocks of one image write disjoint parts of, from several threads.
-struct SharedOut<T>(*mut T);
-// SAFETY: the tasks holding it write disjoint elements (each its own output columns).
-unsafe impl<T: Send> Sync for SharedOut<T> {}
-
 /// The im2col path by blocks of `rows` output rows, each block's columns and product kept in
 /// the cache: per block, its columns, `w @ columns` into a tile `[o, block]`, the bias on the
 /// tile, then each channel's row of the tile copied to its place in the output. Blocks run
@@ -321,19 +317,19 @@ fn conv_in_row_blocks<T: Float>(
             for (c, src) in tile.chunks_exact(len).enumerate() {
                 // SAFETY: `dst` is image i's output, `o * plane` long; this block's elements of
                 // channel c (columns span.start * ow.. + len) are in it and no other task's.
-                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0.add(c * plane + span.start * ow), len) };
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.at(c * plane + span.start * ow), len) };
             }
         });
     };
     if g.gemm_threads() == 1 && g.n > 1 {
         out.par_chunks_mut(g.o * plane).enumerate().for_each(|(i, o)| {
-            let dst = SharedOut(o.as_mut_ptr());
+            let dst = SharedOut::new(o);
             (0..blocks).for_each(|b| block(i, b, &dst));
             after_image(i);
         });
     } else {
         for (i, o) in out.chunks_mut(g.o * plane).enumerate() {
-            let dst = SharedOut(o.as_mut_ptr());
+            let dst = SharedOut::new(o);
             (0..blocks).into_par_iter().for_each(|b| block(i, b, &dst));
             after_image(i);
         }

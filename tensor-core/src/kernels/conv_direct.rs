@@ -255,37 +255,39 @@ pub(super) fn tile<T: Float, const R: usize, const L: usize>(xp: &[T], offsets: 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The convolution by the definition, each output a fused multiply-add chain over the taps
-    /// in (ci, ki, kj) order from zero, then the bias added.
-    fn naive(x: &[f32], w: &[f32], b: &[f32], g: &ConvGeom) -> Vec<f32> {
+    /// in (ci, ki, kj) order from zero, then the bias added; any batch and stride.
+    pub(crate) fn naive<T: Float>(x: &[T], w: &[T], b: &[T], g: &ConvGeom) -> Vec<T> {
         let (oh, ow) = g.out_hw();
         let mut out = Vec::new();
-        for o in 0..g.o {
-            for oi in 0..oh {
-                for oj in 0..ow {
-                    let mut s = 0.0f32;
-                    for ci in 0..g.c {
-                        for ki in 0..g.kh {
-                            for kj in 0..g.kw {
-                                let ih = (oi + ki) as isize - g.padding[0] as isize;
-                                let iw = (oj + kj) as isize - g.padding[1] as isize;
-                                let inside = ih >= 0 && iw >= 0 && (ih as usize) < g.h && (iw as usize) < g.w;
-                                let v = if inside { x[(ci * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 };
-                                s = w[((o * g.c + ci) * g.kh + ki) * g.kw + kj].mul_add(v, s);
+        for i in 0..g.n {
+            for o in 0..g.o {
+                for oi in 0..oh {
+                    for oj in 0..ow {
+                        let mut s = T::zero();
+                        for ci in 0..g.c {
+                            for ki in 0..g.kh {
+                                for kj in 0..g.kw {
+                                    let ih = (oi * g.stride[0] + ki) as isize - g.padding[0] as isize;
+                                    let iw = (oj * g.stride[1] + kj) as isize - g.padding[1] as isize;
+                                    let inside = ih >= 0 && iw >= 0 && (ih as usize) < g.h && (iw as usize) < g.w;
+                                    let v = if inside { x[((i * g.c + ci) * g.h + ih as usize) * g.w + iw as usize] } else { T::zero() };
+                                    s = w[((o * g.c + ci) * g.kh + ki) * g.kw + kj].mul_add(v, s);
+                                }
                             }
                         }
+                        out.push(s.add(b[o]));
                     }
-                    out.push(s + b[o]);
                 }
             }
         }
         out
     }
 
-    fn values(len: usize, seed: u32) -> Vec<f32> {
+    pub(crate) fn values(len: usize, seed: u32) -> Vec<f32> {
         (0..len as u32).map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2000) as f32 / 997.0 - 1.0).collect()
     }
 

@@ -444,39 +444,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The convolution by the definition, each output a fused multiply-add chain over the taps
-    /// in (ci, ki, kj) order from zero, then the bias added.
-    fn naive<T: Float>(x: &[T], w: &[T], b: &[T], g: &ConvGeom) -> Vec<T> {
-        let (oh, ow) = g.out_hw();
-        let mut out = Vec::new();
-        for i in 0..g.n {
-            for o in 0..g.o {
-                for oi in 0..oh {
-                    for oj in 0..ow {
-                        let mut s = T::zero();
-                        for ci in 0..g.c {
-                            for ki in 0..g.kh {
-                                for kj in 0..g.kw {
-                                    let ih = (oi * g.stride[0] + ki) as isize - g.padding[0] as isize;
-                                    let iw = (oj * g.stride[1] + kj) as isize - g.padding[1] as isize;
-                                    let inside = ih >= 0 && iw >= 0 && (ih as usize) < g.h && (iw as usize) < g.w;
-                                    let v = if inside { x[((i * g.c + ci) * g.h + ih as usize) * g.w + iw as usize] } else { T::zero() };
-                                    s = w[((o * g.c + ci) * g.kh + ki) * g.kw + kj].mul_add(v, s);
-                                }
-                            }
-                        }
-                        out.push(s.add(b[o]));
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    fn values(len: usize, seed: u32) -> Vec<f32> {
-        (0..len as u32).map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2000) as f32 / 997.0 - 1.0).collect()
-    }
+    use crate::kernels::conv_direct::tests::{naive, values};
 
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|v| v.to_bits()).collect()

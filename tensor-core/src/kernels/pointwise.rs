@@ -20,6 +20,7 @@ use super::channel_bias;
 use super::conv::ConvGeom;
 use super::matmul::{gemm_into, gemm_into_ptr, MatRef};
 use super::parallel::num_threads;
+use super::shared_out::SharedOut;
 use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
@@ -103,25 +104,7 @@ fn by_channels<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &ConvGeom, row
         }
         after((i * g.o + o0) * plane, block.len());
     };
-    if tasks.len() > 1 && num_threads() > 1 {
-        tasks.into_par_iter().for_each(run);
-    } else {
-        tasks.into_iter().for_each(run);
-    }
-}
-
-/// The output buffer, shared by tasks that each write their own elements of it.
-#[derive(Clone, Copy)]
-struct SharedOut<T>(*mut T);
-// SAFETY: tasks write disjoint elements (see `by_positions`), and T is a plain float.
-unsafe impl<T: Send> Send for SharedOut<T> {}
-unsafe impl<T: Send> Sync for SharedOut<T> {}
-
-impl<T> SharedOut<T> {
-    /// The element at `offset` (a method, so closures capture the whole `SharedOut`).
-    fn at(&self, offset: usize) -> *mut T {
-        self.0.wrapping_add(offset)
-    }
+    run_tasks(tasks, run);
 }
 
 /// Tasks of every output channel over `len` positions of one image each.
@@ -130,7 +113,7 @@ fn by_positions<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &ConvGeom, le
     assert!(out.len() >= g.n * g.o * plane, "pointwise: the output holds every image");
     let tasks: Vec<(usize, usize)> = (0..g.n).flat_map(|i| (0..plane).step_by(len).map(move |q| (i, q))).collect();
     let threads = if tasks.len() == 1 { num_threads() } else { 1 };
-    let dst = SharedOut(out.as_mut_ptr());
+    let dst = SharedOut::new(out);
     let run = |(i, q): (usize, usize)| {
         let n = len.min(plane - q);
         let x = MatRef { data: &xs[i * image + q..], rows: g.c, cols: n, row_stride: plane as isize, col_stride: 1 };
@@ -148,6 +131,11 @@ fn by_positions<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &ConvGeom, le
             after(start, n);
         }
     };
+    run_tasks(tasks, run);
+}
+
+/// Runs `run` on each task, in parallel where there are several and threads to take them.
+fn run_tasks<I: Send>(tasks: Vec<I>, run: impl Fn(I) + Sync + Send) {
     if tasks.len() > 1 && num_threads() > 1 {
         tasks.into_par_iter().for_each(run);
     } else {

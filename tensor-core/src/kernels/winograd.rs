@@ -29,6 +29,7 @@ use super::conv::ConvGeom;
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
 use super::scratch::{with_scratch, with_slot, Slot};
+use super::shared_out::SharedOut;
 use super::simd::multiversion;
 use super::winograd_cache;
 use crate::math::Float;
@@ -268,14 +269,6 @@ multiversion! {
     fn mix<T: Float>(coef: &[T], q: usize, input: &[T], in_stride: usize, slab: usize, out: &mut [T]) = mix_body;
 }
 
-/// The output buffer, written by tasks at disjoint positions.
-#[derive(Clone, Copy)]
-struct OutPtr<T>(*mut T);
-// SAFETY: tasks write disjoint positions (each output belongs to one tile and one channel,
-// and each (tile, channel) to one task), and the buffer outlives them.
-unsafe impl<T> Send for OutPtr<T> {}
-unsafe impl<T> Sync for OutPtr<T> {}
-
 /// The algorithm's matrices in `T`.
 struct Coefs<T> {
     bt: Vec<T>,
@@ -319,7 +312,7 @@ fn conv_transformed<T: Float>(
     let tiling = Tiling::new(g, alg);
     let block = block_tiles(g, alg);
     let coefs = Coefs { bt: alg.bt.iter().map(|&v| T::from_f64(v)).collect(), at: alg.at.iter().map(|&v| T::from_f64(v)).collect() };
-    let dst = OutPtr(out.as_mut_ptr());
+    let dst = SharedOut::new(out);
     let tasks = tasks(g, &tiling, block);
     let run = |task: &Task| run_task(task, x, u, bias, g, &tiling, &coefs, block, dst);
     if num_threads() > 1 && tasks.len() > 1 {
@@ -345,7 +338,7 @@ fn run_task<T: Float>(
     tiling: &Tiling,
     coefs: &Coefs<T>,
     block: usize,
-    dst: OutPtr<T>,
+    dst: SharedOut<T>,
 ) {
     let (a, m) = (tiling.a, tiling.m);
     let (ee, nt, no) = (a * a, task.tiles.len(), task.outs.len());
@@ -476,7 +469,7 @@ multiversion! {
 /// a time, plus the bias, written to the output.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // a lane indexes the tiles and every position's lanes
-fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) {
+fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: SharedOut<T>) {
     let (nt, no) = (task.tiles.len(), task.outs.len());
     for (k, oc) in task.outs.clone().enumerate() {
         let b = bias.map_or(T::zero(), |b| b[oc]);
@@ -508,8 +501,9 @@ fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &Con
                         let val = y[i * 4 + j][lane];
                         let val = if bias.is_some() { val.add_plain(b) } else { val };
                         // SAFETY: the position is inside `out` (image, channel, row and
-                        // column in range), and no other task writes it (see `OutPtr`).
-                        unsafe { *dst.0.add(base + (oy + i) * tiling.ow + ox + j) = val };
+                        // column in range), and no other task writes it (each output belongs
+                        // to one tile and one channel, and each (tile, channel) to one task).
+                        unsafe { *dst.at(base + (oy + i) * tiling.ow + ox + j) = val };
                     }
                 }
             }
@@ -518,7 +512,7 @@ fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &Con
 }
 
 multiversion! {
-    fn output_f4<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) = output_f4_body;
+    fn output_f4<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: SharedOut<T>) = output_f4_body;
 }
 
 /// Channel `ci` of the 6x6 input tiles `first..first + lanes` into `d` (position-major, a
@@ -580,7 +574,7 @@ fn gather<T: Float>(x: &[T], ci: usize, task: &Task, g: &ConvGeom, tiling: &Tili
 /// Writes the output tiles `y` `[m, m, tiles]` of channel `oc`, plus the bias, dropping the
 /// positions past the output's edge.
 #[allow(clippy::too_many_arguments)]
-fn scatter<T: Float>(y: &[T], bias: T, has_bias: bool, oc: usize, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: OutPtr<T>) {
+fn scatter<T: Float>(y: &[T], bias: T, has_bias: bool, oc: usize, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: SharedOut<T>) {
     let (m, nt) = (tiling.m, task.tiles.len());
     for (k, t) in task.tiles.clone().enumerate() {
         let (img, oy, ox) = tiling.place(t);
@@ -590,8 +584,9 @@ fn scatter<T: Float>(y: &[T], bias: T, has_bias: bool, oc: usize, task: &Task, g
                 let v = y[(i * m + j) * nt + k];
                 let v = if has_bias { v.add_plain(bias) } else { v };
                 // SAFETY: the position is inside `out` (image, channel, row and column in
-                // range), and no other task writes it (see `OutPtr`).
-                unsafe { *dst.0.add(base + (oy + i) * tiling.ow + ox + j) = v };
+                // range), and no other task writes it (each output belongs to one tile and
+                // one channel, and each (tile, channel) to one task).
+                unsafe { *dst.at(base + (oy + i) * tiling.ow + ox + j) = v };
             }
         }
     }

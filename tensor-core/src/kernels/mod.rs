@@ -8,6 +8,7 @@ mod conv_direct;
 mod conv_direct_large;
 pub(crate) mod depthwise;
 pub(crate) mod elementwise;
+mod fma_tile;
 pub(crate) mod fused;
 pub(crate) mod index;
 pub(crate) mod layout;

@@ -26,11 +26,16 @@
 //! direct sum gives infinity: non-finite inputs and weights stay on the im2col path.
 
 use super::conv::ConvGeom;
+use super::fma_tile::Taps;
+#[cfg(target_arch = "x86_64")]
+use super::fma_tile::{avx512, cast, cast_mut};
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
 use super::scratch::{with_scratch, with_slot, Slot};
 use super::shared_out::SharedOut;
 use super::simd::multiversion;
+#[cfg(target_arch = "x86_64")]
+use super::simd::{level, Level};
 use super::winograd_cache;
 use crate::math::Float;
 use crate::storage::Array;
@@ -199,22 +204,38 @@ impl Tiling {
 }
 
 /// Tiles per block: as many as keep a block's transformed input (`a*a*c` values a tile)
-/// near 512 KiB of f32, between 16 and 128. Depends on the geometry only.
+/// near 512 KiB of f32, between 16 and 128, but at least 32 from 128 channels and 64 from
+/// 512: every block reads all the transformed weights (`a*a*o*c` values: 2.25 MiB at 128
+/// channels, 9 MiB at 256, 36 MiB at 512, from L2, L3 or beyond), so the wider layers take
+/// more tiles per read (on one thread, blocks of 16 and 28 ran their products at 106-194
+/// GFLOP/s, of 32 and 64 at 219-242: `tests::product_timing`). Depends on the geometry only.
 fn block_tiles(g: &ConvGeom, alg: &Algorithm) -> usize {
     let per_tile = alg.alpha() * alg.alpha() * g.c;
-    ((128 * 1024) / per_tile).clamp(16, 128)
+    let least = match g.c {
+        512.. => 64,
+        128.. => 32,
+        _ => 16,
+    };
+    ((128 * 1024) / per_tile).clamp(least, 128)
 }
 
-/// The tasks: tile blocks, each split into ranges of output channels when there are fewer
+/// The blocks: the `total` tiles cut into as few blocks of about `block` tiles as there are,
+/// of equal numbers of whole vectors of `LANES` tiles (so a ragged last block does not leave
+/// a thread idle), in order. Depends on the geometry only.
+fn blocks(total: usize, block: usize) -> Vec<std::ops::Range<usize>> {
+    let (count, vectors) = (total.div_ceil(block), total.div_ceil(LANES));
+    let edge = |b: usize| (b * vectors / count * LANES).min(total);
+    (0..count).map(|b| edge(b)..edge(b + 1)).filter(|r| !r.is_empty()).collect()
+}
+
+/// The tasks: the blocks, each split into ranges of output channels when there are fewer
 /// than 4 blocks (so that small layers still give every thread work; each range transforms
 /// the block's input again, so no more than that). Depends on the geometry only.
-fn tasks(g: &ConvGeom, tiling: &Tiling, block: usize) -> Vec<Task> {
-    let blocks = tiling.total.div_ceil(block);
-    let out_chunks = if blocks >= 4 { 1 } else { 4usize.div_ceil(blocks).min(g.o / 16).max(1) };
+fn tasks(g: &ConvGeom, blocks: &[std::ops::Range<usize>]) -> Vec<Task> {
+    let out_chunks = if blocks.len() >= 4 { 1 } else { 4usize.div_ceil(blocks.len()).min(g.o / 16).max(1) };
     let out_chunk = g.o.div_ceil(out_chunks);
     let mut v = Vec::new();
-    for b in 0..blocks {
-        let tiles = b * block..((b + 1) * block).min(tiling.total);
+    for tiles in blocks {
         for oc in (0..g.o).step_by(out_chunk) {
             v.push(Task { tiles: tiles.clone(), outs: oc..(oc + out_chunk).min(g.o) });
         }
@@ -310,10 +331,11 @@ fn conv_transformed<T: Float>(
 ) {
     debug_assert!(g.kh == 3 && g.kw == 3 && g.stride == [1, 1]);
     let tiling = Tiling::new(g, alg);
-    let block = block_tiles(g, alg);
+    let blocks = blocks(tiling.total, block_tiles(g, alg));
+    let block = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
     let coefs = Coefs { bt: alg.bt.iter().map(|&v| T::from_f64(v)).collect(), at: alg.at.iter().map(|&v| T::from_f64(v)).collect() };
     let dst = SharedOut::new(out);
-    let tasks = tasks(g, &tiling, block);
+    let tasks = tasks(g, &blocks);
     let run = |task: &Task| run_task(task, x, u, bias, g, &tiling, &coefs, block, dst);
     if num_threads() > 1 && tasks.len() > 1 {
         tasks.par_iter().for_each(run);
@@ -342,7 +364,8 @@ fn run_task<T: Float>(
 ) {
     let (a, m) = (tiling.a, tiling.m);
     let (ee, nt, no) = (a * a, task.tiles.len(), task.outs.len());
-    let v_len = ee * g.c * nt;
+    // The products' tiles read up to a tile's positions past the last row of tiles.
+    let v_len = ee * g.c * nt + PRODUCT_SLACK;
     let m_len = ee * no * nt;
     let tile_len = ee * block;
     with_scratch::<T, _>(v_len + m_len + 3 * tile_len, |s| {
@@ -366,9 +389,10 @@ fn run_task<T: Float>(
                 v[(e * g.c + ci) * nt..][..nt].copy_from_slice(&full[e * nt..][..nt]);
             }
         }
+        let taps = Taps::new((0..g.c).map(|ci| ci * nt).collect());
         for e in 0..ee {
-            let ue = MatRef::new(&u[(e * g.o + task.outs.start) * g.c..], no, g.c);
-            gemm_into(ue, MatRef::new(&v[e * g.c * nt..], g.c, nt), &mut prod[e * no * nt..][..no * nt], false, 1);
+            let ue = &u[(e * g.o + task.outs.start) * g.c..][..no * g.c];
+            product(ue, &v[e * g.c * nt..], &taps, nt, &mut prod[e * no * nt..][..no * nt]);
         }
         if m == 4 {
             output_f4(prod, bias, task, g, tiling, dst);
@@ -389,8 +413,77 @@ fn run_task<T: Float>(
     });
 }
 
+/// Elements past the transformed input that [`product`]'s tiles may read (and drop).
+const PRODUCT_SLACK: usize = 64;
+
+/// `out` `[no, nt]` = `ue` `[no, c]` @ `ve` `[c, nt]` (`ve` readable [`PRODUCT_SLACK`]
+/// elements past its `c` rows): with AVX-512 and f32, a block whose tiles are not a multiple
+/// of 32 runs on `fma_tile`'s register tiles (gemm would run its narrow edge kernels there and
+/// pack the weights' rows again for every block: 1.07-1.2x faster, `tests::product_timing`),
+/// the rest on gemm. Each output is one chain of fused multiply-adds over the channels in
+/// order either way, which is gemm's sum wherever it takes the channels in one block (every
+/// layer this path takes): the same bits (`tests::the_products_keep_gemms_bits`).
+fn product<T: Float>(ue: &[T], ve: &[T], taps: &Taps, nt: usize, out: &mut [T]) {
+    let c = taps.offsets.len();
+    #[cfg(target_arch = "x86_64")]
+    if std::mem::size_of::<T>() == 4 && level() == Level::Avx512 && !nt.is_multiple_of(32) {
+        // SAFETY: T is f32 (the only 4-byte Float).
+        let (ue, ve, out) = unsafe { (cast(ue), cast(ve), cast_mut(out)) };
+        // As many vectors of tiles as cover the block (up to 4), 24 accumulators.
+        match nt.div_ceil(16) {
+            1 => tiles::<24, 1>(ue, ve, taps, nt, out),
+            2 => tiles::<12, 2>(ue, ve, taps, nt, out),
+            3 => tiles::<8, 3>(ue, ve, taps, nt, out),
+            _ => tiles::<6, 4>(ue, ve, taps, nt, out),
+        }
+        return;
+    }
+    gemm_into(MatRef::new(ue, out.len() / nt, c), MatRef::new(&ve[..c * nt], c, nt), out, false, 1);
+}
+
+/// [`product`] by AVX-512 tiles of `R` channels by `V` vectors of 16 tiles: for each run of
+/// tiles (its inputs stay in L1), every block of channels.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn tiles<const R: usize, const V: usize>(ue: &[f32], ve: &[f32], taps: &Taps, nt: usize, out: &mut [f32]) {
+    let (c, no) = (taps.offsets.len(), out.len() / nt);
+    let mut sums = [0.0f32; 24 * 16];
+    for q in (0..nt).step_by(16 * V) {
+        let lanes = (16 * V).min(nt - q);
+        for o0 in (0..no).step_by(R) {
+            let rows = R.min(no - o0);
+            // SAFETY: the caller checked the level (AVX-512); `tile` checks its bounds.
+            unsafe { avx512::tile::<R, V>(ve, taps, &ue[o0 * c..], rows, q, &mut sums) };
+            for r in 0..rows {
+                let (to, from) = (&mut out[(o0 + r) * nt + q..], &sums[r * 16 * V..]);
+                // Whole vectors as arrays (vector moves, not a call to `memmove`).
+                for v in 0..lanes / 16 {
+                    let (to, from): (&mut [f32; 16], &[f32; 16]) =
+                        ((&mut to[16 * v..][..16]).try_into().expect("a vector"), from[16 * v..][..16].try_into().expect("a vector"));
+                    *to = *from;
+                }
+                to[lanes / 16 * 16..lanes].iter_mut().zip(&from[lanes / 16 * 16..]).for_each(|(d, &s)| *d = s);
+            }
+        }
+    }
+}
+
 /// Tiles transformed together by the F(4x4, 3x3) transforms: one AVX-512 register of f32.
 const LANES: usize = 16;
+
+/// The first `lanes` values of `src` into `dst`; a whole group as a copy of known length
+/// (vector moves, not a call to `memmove`: the transforms copy a group 36 times).
+#[inline(always)]
+fn copy_lanes<T: Copy>(dst: &mut [T], src: &[T], lanes: usize) {
+    if lanes == LANES {
+        // As arrays: two `copy_from_slice`s would fold into one `memmove` of `lanes` values.
+        let (to, from): (&mut [T; LANES], &[T; LANES]) =
+            ((&mut dst[..LANES]).try_into().expect("a group"), src[..LANES].try_into().expect("a group"));
+        *to = *from;
+    } else {
+        dst[..lanes].iter_mut().zip(src).for_each(|(d, &s)| *d = s);
+    }
+}
 
 /// Values of `LANES` tiles at one position.
 type Lanes<T> = [T; LANES];
@@ -439,12 +532,13 @@ fn at6<T: Float>(m: [&Lanes<T>; 6]) -> [Lanes<T>; 4] {
 #[inline(always)]
 fn input_f4_body<T: Float>(x: &[T], task: &Task, g: &ConvGeom, tiling: &Tiling, v: &mut [T]) {
     let nt = task.tiles.len();
+    // Set once: every lane a group uses is written before it is read, and the lanes past a
+    // ragged group's tiles (stale values of an earlier group) are never stored.
+    let (mut d, mut t) = ([[T::zero(); LANES]; 36], [[T::zero(); LANES]; 36]);
     for ci in 0..g.c {
         for first in (0..nt).step_by(LANES) {
             let lanes = LANES.min(nt - first);
-            let mut d = [[T::zero(); LANES]; 36];
             gather_lanes(x, ci, task.tiles.start + first, lanes, g, tiling, &mut d);
-            let mut t = [[T::zero(); LANES]; 36];
             for col in 0..6 {
                 let r = bt6([&d[col], &d[6 + col], &d[12 + col], &d[18 + col], &d[24 + col], &d[30 + col]]);
                 for (i, ri) in r.into_iter().enumerate() {
@@ -454,7 +548,7 @@ fn input_f4_body<T: Float>(x: &[T], task: &Task, g: &ConvGeom, tiling: &Tiling, 
             for row in 0..6 {
                 let r = bt6([&t[row * 6], &t[row * 6 + 1], &t[row * 6 + 2], &t[row * 6 + 3], &t[row * 6 + 4], &t[row * 6 + 5]]);
                 for (j, rj) in r.iter().enumerate() {
-                    v[((row * 6 + j) * g.c + ci) * nt + first..][..lanes].copy_from_slice(&rj[..lanes]);
+                    copy_lanes(&mut v[((row * 6 + j) * g.c + ci) * nt + first..], rj, lanes);
                 }
             }
         }
@@ -471,22 +565,21 @@ multiversion! {
 #[allow(clippy::needless_range_loop)] // a lane indexes the tiles and every position's lanes
 fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: SharedOut<T>) {
     let (nt, no) = (task.tiles.len(), task.outs.len());
+    // Set once, as in `input_f4_body`: lanes past a ragged group's tiles are never stored.
+    let (mut mm, mut u, mut y) = ([[T::zero(); LANES]; 36], [[T::zero(); LANES]; 24], [[T::zero(); LANES]; 16]);
     for (k, oc) in task.outs.clone().enumerate() {
         let b = bias.map_or(T::zero(), |b| b[oc]);
         for first in (0..nt).step_by(LANES) {
             let lanes = LANES.min(nt - first);
-            let mut mm = [[T::zero(); LANES]; 36];
             for (e, me) in mm.iter_mut().enumerate() {
-                me[..lanes].copy_from_slice(&prod[(e * no + k) * nt + first..][..lanes]);
+                copy_lanes(me, &prod[(e * no + k) * nt + first..], lanes);
             }
-            let mut u = [[T::zero(); LANES]; 24];
             for col in 0..6 {
                 let r = at6([&mm[col], &mm[6 + col], &mm[12 + col], &mm[18 + col], &mm[24 + col], &mm[30 + col]]);
                 for (i, ri) in r.into_iter().enumerate() {
                     u[i * 6 + col] = ri;
                 }
             }
-            let mut y = [[T::zero(); LANES]; 16];
             for row in 0..4 {
                 let r = at6([&u[row * 6], &u[row * 6 + 1], &u[row * 6 + 2], &u[row * 6 + 3], &u[row * 6 + 4], &u[row * 6 + 5]]);
                 for (j, rj) in r.into_iter().enumerate() {
@@ -804,6 +897,134 @@ mod tests {
         assert!(!all_finite(&[1.0f32, f32::INFINITY]));
         assert!(!all_finite(&[f64::NEG_INFINITY, 1.0]));
         assert!(!all_finite(&[1.0, f64::NAN]));
+    }
+
+    /// The products' tiles sum as `gemm` did before them: the bits of every layer are
+    /// unchanged, at every level, for ResNet-18's blocks (channels x tiles per block) and odd
+    /// sizes, f32 and f64.
+    #[test]
+    fn the_products_keep_gemms_bits() {
+        fn check<T: Float>(c: usize, nt: usize, no: usize) {
+            let ue: Vec<T> = values(no * c, 1).into_iter().map(T::from_f64).collect();
+            let ve: Vec<T> = values(c * nt + PRODUCT_SLACK, 2).into_iter().map(T::from_f64).collect();
+            let mut want = vec![T::zero(); no * nt];
+            gemm_into(MatRef::new(&ue, no, c), MatRef::new(&ve, c, nt), &mut want, false, 1);
+            let taps = Taps::new((0..c).map(|ci| ci * nt).collect());
+            for cap in [Level::Baseline, Level::Avx2, Level::Avx512] {
+                crate::kernels::simd::set_max_level(cap);
+                let mut got = vec![T::zero(); no * nt];
+                product(&ue, &ve, &taps, nt, &mut got);
+                crate::kernels::simd::set_max_level(Level::Avx512);
+                let same = got.iter().zip(&want).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits());
+                assert!(same, "c {c}, {nt} tiles, {no} channels at {cap:?}");
+            }
+        }
+        let _only_this_test_caps_the_level = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        for (c, hw) in [(64, 56), (128, 28), (256, 14), (512, 7)] {
+            for n in [1, 8] {
+                let g = geom(n, c, (hw, hw), c, 1);
+                let mut lens: Vec<usize> = blocks(Tiling::new(&g, &F4).total, block_tiles(&g, &F4)).iter().map(|b| b.len()).collect();
+                lens.dedup();
+                lens.into_iter().for_each(|nt| check::<f32>(c, nt, c));
+            }
+        }
+        for (c, nt, no) in [(64, 20, 37), (7, 3, 5), (65, 49, 25), (96, 64, 1)] {
+            check::<f32>(c, nt, no);
+            check::<f64>(c, nt, no);
+        }
+    }
+
+    #[test]
+    fn blocks_cover_the_tiles_evenly_in_whole_vectors() {
+        // ResNet-18's 56x56 layer at batch 1: 196 tiles, about 56 a block -> 4 blocks of 3,
+        // 3, 3 and 4 vectors (the last ragged), not 56, 56, 56 and 28 tiles.
+        let b = blocks(196, 56);
+        assert_eq!(b, vec![0..48, 48..96, 96..144, 144..196]);
+        for (total, block) in [(1, 16), (17, 16), (32, 64), (1568, 56), (100, 7)] {
+            let b = blocks(total, block);
+            assert_eq!(b.first().map(|r| r.start), Some(0));
+            assert_eq!(b.last().map(|r| r.end), Some(total));
+            assert!(b.windows(2).all(|w| w[0].end == w[1].start && w[0].end % LANES == 0), "{total} / {block}: {b:?}");
+            assert!(b.len() <= total.div_ceil(block), "{total} / {block}: {b:?}");
+        }
+        // The widest layers take more tiles per read of their weights.
+        let w = |c: usize| block_tiles(&geom(8, c, (7, 7), c, 1), &F4);
+        assert_eq!((w(64), w(128), w(256), w(512)), (56, 32, 32, 64));
+    }
+
+    /// One layer (`N`, `C`, `HW`: 1, 64, 56 unless set) on one thread, 200 times, to run
+    /// under a profiler (release build: `perf record` on the test binary with
+    /// `winograd::tests::layer_loop --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn layer_loop() {
+        let (n, c, hw) = (
+            std::env::var("N").map_or(1, |v| v.parse().unwrap()),
+            std::env::var("C").map_or(64, |v| v.parse().unwrap()),
+            std::env::var("HW").map_or(56, |v| v.parse().unwrap()),
+        );
+        let g = geom(n, c, (hw, hw), c, 1);
+        let x: Vec<f32> = values(n * c * hw * hw, 1).into_iter().map(|v| v as f32).collect();
+        let w: Vec<f32> = values(c * c * 9, 2).into_iter().map(|v| v as f32).collect();
+        let mut u = vec![0.0f32; 36 * c * c];
+        transform_weights(&w, &g, &F4, &mut u);
+        let mut out = vec![0.0f32; n * c * hw * hw];
+        let t = std::time::Instant::now();
+        for _ in 0..200 {
+            crate::kernels::parallel::on_one_thread(|| conv_transformed(&F4, &x, &u, None, &g, &mut out, &|_| {}));
+        }
+        println!("{:.1} us a call", t.elapsed().as_secs_f64() * 1e6 / 200.0);
+    }
+
+    /// Times one block's 36 products by [`product`] and by `gemm`, interleaved, best of 20
+    /// (release build: `cargo test --release -p tensor-core --lib
+    /// winograd::tests::product_timing -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn product_timing() {
+        for (c, nt) in [
+            (64, 48),
+            (64, 52),
+            (64, 56),
+            (64, 64),
+            (128, 17),
+            (128, 21),
+            (128, 28),
+            (128, 32),
+            (256, 16),
+            (256, 32),
+            (512, 16),
+            (512, 32),
+            (512, 64),
+        ] {
+            let ue: Vec<f32> = values(36 * c * c, 1).into_iter().map(|v| v as f32).collect();
+            let ve: Vec<f32> = values(36 * c * nt + PRODUCT_SLACK, 2).into_iter().map(|v| v as f32).collect();
+            let taps = Taps::new((0..c).map(|ci| ci * nt).collect());
+            let mut out = vec![0.0f32; 36 * c * nt];
+            let mut best = [f64::MAX; 2];
+            for _ in 0..20 {
+                for (path, b) in best.iter_mut().enumerate() {
+                    let t = std::time::Instant::now();
+                    for e in 0..36 {
+                        let (ue, ve, o) = (&ue[e * c * c..][..c * c], &ve[e * c * nt..], &mut out[e * c * nt..][..c * nt]);
+                        if path == 0 {
+                            product(ue, ve, &taps, nt, o);
+                        } else {
+                            gemm_into(MatRef::new(ue, c, c), MatRef::new(ve, c, nt), o, false, 1);
+                        }
+                    }
+                    *b = b.min(t.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            let gflop = 2.0 * 36.0 * (c * c * nt) as f64 / 1e3;
+            println!(
+                "c {c:3} x {nt:2} tiles: tiles {:7.1} us ({:4.0} GFLOP/s), gemm {:7.1} us ({:4.0} GFLOP/s)",
+                best[0],
+                gflop / best[0],
+                best[1],
+                gflop / best[1]
+            );
+        }
     }
 
     /// Times ResNet-18's 3x3 stride-1 layers by each path (release build:

@@ -535,10 +535,16 @@ fn input_f4_body<T: Float>(x: &[T], task: &Task, g: &ConvGeom, tiling: &Tiling, 
     // Set once: every lane a group uses is written before it is read, and the lanes past a
     // ragged group's tiles (stale values of an earlier group) are never stored.
     let (mut d, mut t) = ([[T::zero(); LANES]; 36], [[T::zero(); LANES]; 36]);
-    for ci in 0..g.c {
-        for first in (0..nt).step_by(LANES) {
-            let lanes = LANES.min(nt - first);
-            gather_lanes(x, ci, task.tiles.start + first, lanes, g, tiling, &mut d);
+    for first in (0..nt).step_by(LANES) {
+        let lanes = LANES.min(nt - first);
+        let group = Group::gathered(x, task.tiles.start + first, lanes, g, tiling);
+        for ci in 0..g.c {
+            match &group {
+                // SAFETY: `gathered` checked the level and that T is f32.
+                #[cfg(target_arch = "x86_64")]
+                Some(group) => unsafe { group.gather(cast(x), ci * g.h * g.w, &mut *(&mut d as *mut [Lanes<T>; 36] as *mut [Lanes<f32>; 36])) },
+                _ => gather_lanes(x, ci, task.tiles.start + first, lanes, g, tiling, &mut d),
+            }
             for col in 0..6 {
                 let r = bt6([&d[col], &d[6 + col], &d[12 + col], &d[18 + col], &d[24 + col], &d[30 + col]]);
                 for (i, ri) in r.into_iter().enumerate() {
@@ -606,6 +612,72 @@ fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &Con
 
 multiversion! {
     fn output_f4<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: SharedOut<T>) = output_f4_body;
+}
+
+/// Where the lanes of a group of tiles read their 6x6 input tiles, for AVX-512 gathers: for
+/// each tile row `r`, each lane's index of position `(r, 0)` of its tile in channel 0 (images
+/// apart by `c * h * w`), and which lanes' rows and columns `s` lie inside the image (the
+/// others read zeros, the padding). Built once per group, used for every channel.
+struct Group {
+    rows: [[i32; LANES]; 6],
+    row_ok: [u16; 6],
+    col_ok: [u16; 6],
+}
+
+impl Group {
+    /// The group's reads, where the AVX-512 gathers run: f32 at that level, with every index
+    /// of `x` an `i32`.
+    fn gathered<T: Float>(x: &[T], first: usize, lanes: usize, g: &ConvGeom, tiling: &Tiling) -> Option<Group> {
+        let fits = std::mem::size_of::<T>() == 4 && x.len() <= i32::MAX as usize;
+        #[cfg(target_arch = "x86_64")]
+        if fits && level() == Level::Avx512 {
+            return Some(Group::new(first, lanes, g, tiling));
+        }
+        let _ = (fits, first, lanes, g, tiling);
+        None
+    }
+
+    fn new(first: usize, lanes: usize, g: &ConvGeom, tiling: &Tiling) -> Group {
+        let mut group = Group { rows: [[0; LANES]; 6], row_ok: [0; 6], col_ok: [0; 6] };
+        let (h, w) = (g.h as i64, g.w as i64);
+        for lane in 0..lanes {
+            let (img, oy, ox) = tiling.place(first + lane);
+            let base = (img * g.c * g.h * g.w) as i64;
+            let (iy0, ix0) = (oy as i64 - g.padding[0] as i64, ox as i64 - g.padding[1] as i64);
+            for r in 0..6 {
+                let iy = iy0 + r as i64;
+                // Wraps only where the row is outside the image, and such lanes are not read.
+                group.rows[r][lane] = (base + iy * w + ix0) as i32;
+                group.row_ok[r] |= u16::from((0..h).contains(&iy)) << lane;
+                group.col_ok[r] |= u16::from((0..w).contains(&(ix0 + r as i64))) << lane;
+            }
+        }
+        group
+    }
+
+    /// Channel `ci` (its plane at `plane` in `x`) of the group's tiles into `d`, as
+    /// `gather_lanes` does: zeros outside the image and in unused lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F, and `x` must be the input the group was built for.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+    unsafe fn gather(&self, x: &[f32], plane: usize, d: &mut [Lanes<f32>; 36]) {
+        use std::arch::x86_64::*;
+        // SAFETY: a lane is read only where its row and column lie inside the image, where its
+        // index (plus the channel's plane) is an element of `x`.
+        unsafe {
+            let at = x.as_ptr().add(plane);
+            for r in 0..6 {
+                let row = _mm512_loadu_si512(self.rows[r].as_ptr() as *const _);
+                for s in 0..6 {
+                    let idx = _mm512_add_epi32(row, _mm512_set1_epi32(s as i32));
+                    let v = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), self.row_ok[r] & self.col_ok[s], idx, at as *const _);
+                    _mm512_storeu_ps(d[r * 6 + s].as_mut_ptr(), v);
+                }
+            }
+        }
+    }
 }
 
 /// Channel `ci` of the 6x6 input tiles `first..first + lanes` into `d` (position-major, a
@@ -931,6 +1003,35 @@ mod tests {
         for (c, nt, no) in [(64, 20, 37), (7, 3, 5), (65, 49, 25), (96, 64, 1)] {
             check::<f32>(c, nt, no);
             check::<f64>(c, nt, no);
+        }
+    }
+
+    /// The AVX-512 gathers read what `gather_lanes` reads: zeros in the padding, past the
+    /// image's edges and in unused lanes, for groups across tile rows and images.
+    #[test]
+    fn the_gathers_read_what_gather_lanes_reads() {
+        if level() < Level::Avx512 {
+            return;
+        }
+        for (n, c, hw, pad) in [(2, 3, (9, 7), 1), (1, 2, (6, 6), 0), (3, 2, (5, 11), 2)] {
+            let g = geom(n, c, hw, 2, pad);
+            let tiling = Tiling::new(&g, &F4);
+            let x: Vec<f32> = values(n * c * hw.0 * hw.1, 4).into_iter().map(|v| v as f32).collect();
+            for first in (0..tiling.total).step_by(5) {
+                let lanes = LANES.min(tiling.total - first);
+                let group = Group::gathered(&x, first, lanes, &g, &tiling).expect("f32 at AVX-512");
+                for ci in 0..c {
+                    let (mut want, mut got) = ([[f32::NAN; LANES]; 36], [[f32::NAN; LANES]; 36]);
+                    for lane in lanes..LANES {
+                        want.iter_mut().for_each(|p| p[lane] = 0.0);
+                    }
+                    gather_lanes(&x, ci, first, lanes, &g, &tiling, &mut want);
+                    // SAFETY: the level is AVX-512 (checked above); `group` was built for `x`.
+                    unsafe { group.gather(&x, ci * hw.0 * hw.1, &mut got) };
+                    let bits = |d: &[[f32; LANES]; 36]| d.iter().flatten().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{g:?}, tiles {first}.., channel {ci}");
+                }
+            }
         }
     }
 

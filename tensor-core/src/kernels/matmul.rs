@@ -22,6 +22,7 @@
 //! shape and the flags too, so it keeps that property.
 
 use super::parallel::num_threads;
+use super::sgemm::{self, Strided};
 use crate::math::Num;
 use crate::storage::Array;
 use ndarray::{ArrayView2, Axis, Ix2, IxDyn};
@@ -205,7 +206,7 @@ fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, t: Transposed, dst: &
     }
     if T::DTYPE.is_float() {
         let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-        gemm_float(a, b, t, copy_first(m, k, n, t), dst, parallelism);
+        gemm_float(a, b, t, copy_first::<T>(m, k, n, t), dst, parallelism);
     } else {
         int_matmul(&read_as(*a, t.a), &read_as(*b, t.b), dst);
     }
@@ -232,8 +233,13 @@ fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
 /// eager ran 1.06x slower with that copy (the allocator faulted more pages in), so those keep
 /// reading in place. A transposed left operand packs well in place (copying it was level or
 /// slower), so it is never copied.
-fn copy_first(m: usize, k: usize, n: usize, t: Transposed) -> Transposed {
-    Transposed { a: false, b: t.b && m >= 128 && m * n * k >= PARALLEL_FLOPS }
+///
+/// Products that `kernels::sgemm` runs pack a transposed operand from where it lies (a row of
+/// the stored matrix at a time), so they copy nothing: `[128, 256] @ [512, 256]ᵀ` ran 1.07-1.14x
+/// faster that way than gemm reading it in place (docs/PERFORMANCE.md, "Our own f32 GEMM").
+fn copy_first<T: Num>(m: usize, k: usize, n: usize, t: Transposed) -> Transposed {
+    let ours = TypeId::of::<T>() == TypeId::of::<f32>() && sgemm::applies(m, n, k);
+    Transposed { a: false, b: t.b && !ours && m >= 128 && m * n * k >= PARALLEL_FLOPS }
 }
 
 /// The stored row-major `rows x cols` matrix `a` copied to its transpose, row-major.
@@ -310,6 +316,14 @@ unsafe fn gemm_raw<T: Num>(
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
             let (d, a, b) = (dst as *mut f32, ap as *const f32, bp as *const f32);
+            if sgemm::applies(m, n, k) {
+                // Our own kernel: each output one fma chain over k, started at dst's value when
+                // reading it (alpha is then 1: the callers accumulate).
+                debug_assert!(!read_dst || alpha.to_f64() == 1.0);
+                let threads = if let gemm::Parallelism::Rayon(t) = par { t } else { 1 };
+                let (a, b) = (Strided { ptr: a, rs: ars, cs: acs }, Strided { ptr: b, rs: brs, cs: bcs });
+                return sgemm::sgemm(m, n, k, a, b, d, drs as usize, read_dst, threads);
+            }
             gemm::gemm::<f32>(m, n, k, d, 1, drs, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64() as f32, 1.0, false, false, false, par);
         } else {
             debug_assert_eq!(TypeId::of::<T>(), TypeId::of::<f64>());

@@ -1,9 +1,11 @@
 //! Matrix multiplication: 2-D and batched with NumPy-broadcast batch dims, either operand
-//! read transposed (BLAS's `transa`/`transb`). Floats go to the `gemm` crate
-//! (runtime-selected SIMD kernels, multithreaded for large products); integers to a plain
-//! loop.
+//! read transposed (BLAS's `transa`/`transb`). Floats go to a GEMM through one call,
+//! `gemm_raw`: f32 products of at least 2^21 multiply-adds to our own (`kernels::sgemm`, each
+//! output one fma chain over `k`, whatever the strides), the rest — smaller f32 products and
+//! f64 — to the `gemm` crate (runtime-selected SIMD kernels, multithreaded for large
+//! products); integers to a plain loop. Which GEMM runs is a function of the sizes alone.
 //!
-//! gemm picks its kernel by the operands' strides as well as by the shape: a small product
+//! The gemm crate picks its kernel by the operands' strides as well as by the shape: a small product
 //! with a row-major left and a column-major right operand goes to a dot-product kernel, some
 //! matrix-vector products to kernels that read rows, the rest to its blocked kernel. These sum
 //! in different orders, so the same values in another layout could round differently — and

@@ -71,7 +71,7 @@ pub(super) unsafe fn gemm<K: Tile>(m: usize, n: usize, k: usize, a: Strided, b: 
 /// rows are a multiple of 4 KiB apart: the tile's loads then fall in one L1 set and ran up
 /// to 1.9x slower (`[512, 256] @ [256, 1024]`). Any other `b` is packed, and so is a last
 /// panel of fewer than `NR` columns.
-fn read_in_place(b: Strided, m: usize) -> bool {
+pub(super) fn read_in_place(b: Strided, m: usize) -> bool {
     b.cs == 1 && m <= MC && (b.rs * 4) % 4096 != 0
 }
 

@@ -15,8 +15,8 @@
 //! scalar `mul_add` reference bit for bit.
 //!
 //! **Threads.** The output is cut into as many rectangles as threads, along `n` or `m`
-//! (whichever holds more register tiles), each run by one task with its own packing: the split
-//! depends on the shape and the thread count, and the bits on neither.
+//! (whichever leaves each task less to pack), each run by one task with its own packing: the
+//! split depends on the shape and the thread count, and the bits on neither.
 
 mod avx2;
 mod avx512;
@@ -42,6 +42,7 @@ pub(crate) struct Strided {
 
 impl Strided {
     /// A row-major matrix with rows `cols` elements apart.
+    #[cfg(test)]
     pub(crate) fn row_major(data: &[f32], cols: usize) -> Self {
         Strided { ptr: data.as_ptr(), rs: cols as isize, cs: 1 }
     }
@@ -125,14 +126,23 @@ struct SharedSrc(Strided);
 unsafe impl Send for SharedSrc {}
 unsafe impl Sync for SharedSrc {}
 
-/// Cuts the output into up to `threads` rectangles of whole tiles along its longer side (in
-/// tiles) and runs each as one blocked product.
+/// The values each of `threads` tasks packs when the output is cut along `n` (each packs all
+/// of `a` and its columns of `b`) or along `m` (its rows of `a` and all of `b`), `b` counting
+/// nothing where it is read in place.
+fn packed_by_each(m: usize, n: usize, k: usize, b: Strided, threads: usize, along_n: bool) -> usize {
+    let (rows, cols) = if along_n { (m, n.div_ceil(threads)) } else { (m.div_ceil(threads), n) };
+    rows * k + if blocked::read_in_place(b, rows) { 0 } else { k * cols }
+}
+
+/// Cuts the output into up to `threads` rectangles of whole tiles, along the side that leaves
+/// each task less to pack (the side with more tiles when the other has too few), and runs each
+/// as one blocked product.
 ///
 /// # Safety
 /// As [`sgemm`], and the CPU must have `K`'s features.
 pub(super) unsafe fn split<K: Tile>(m: usize, n: usize, k: usize, a: Strided, b: Strided, dst: *mut f32, drs: usize, accumulate: bool, threads: usize) {
     let (tiles_m, tiles_n) = (m.div_ceil(K::MR), n.div_ceil(K::NR));
-    let along_n = tiles_n >= tiles_m;
+    let along_n = if tiles_m < threads || tiles_n < threads { tiles_n > tiles_m } else { packed_by_each(m, n, k, b, threads, true) < packed_by_each(m, n, k, b, threads, false) };
     let tiles = if along_n { tiles_n } else { tiles_m };
     let parts = threads.min(tiles).max(1);
     if parts == 1 {

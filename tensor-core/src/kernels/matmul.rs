@@ -1,12 +1,12 @@
 //! Matrix multiplication: 2-D and batched with NumPy-broadcast batch dims, either operand
-//! read transposed (BLAS's `transa`/`transb`). Floats go to a GEMM through one call,
-//! `gemm_raw`: f32 products of at least 2^21 multiply-adds to our own (`kernels::sgemm`, each
-//! output one fma chain over `k`, whatever the strides), the rest — smaller f32 products and
-//! f64 — to the `gemm` crate (runtime-selected SIMD kernels, multithreaded for large
-//! products); integers to a plain loop. Which GEMM runs is a function of the sizes alone.
+//! read transposed (BLAS's `transa`/`transb`). Floats go to the `gemm` crate (runtime-selected
+//! SIMD kernels, multithreaded for large products) through one call, `gemm_raw`; integers to a
+//! plain loop. `gemm_raw` can route f32 products to our own GEMM instead (`kernels::sgemm`, each
+//! output one fma chain over `k`, whatever the strides) by a rule of the sizes alone
+//! (`sgemm::applies`); that route is off, as it measured level with gemm, not ahead.
 //!
-//! The gemm crate picks its kernel by the operands' strides as well as by the shape: a small product
-//! with a row-major left and a column-major right operand goes to a dot-product kernel, some
+//! The gemm crate picks its kernel by the operands' strides as well as by the shape: a small
+//! product with a row-major left and a column-major right operand goes to a dot-product kernel, some
 //! matrix-vector products to kernels that read rows, the rest to its blocked kernel. These sum
 //! in different orders, so the same values in another layout could round differently — and
 //! eager and graph runs do hand over the same values in different layouts (an eager
@@ -236,9 +236,11 @@ fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
 /// reading in place. A transposed left operand packs well in place (copying it was level or
 /// slower), so it is never copied.
 ///
-/// Products that `kernels::sgemm` runs pack a transposed operand from where it lies (a row of
-/// the stored matrix at a time), so they copy nothing: `[128, 256] @ [512, 256]ᵀ` ran 1.07-1.14x
-/// faster that way than gemm reading it in place (docs/PERFORMANCE.md, "Our own f32 GEMM").
+/// Products that `kernels::sgemm` runs copy nothing: its packing reads a transposed operand
+/// where it lies, along its contiguous rows, in the pass it makes anyway (W3's
+/// `[128, 256] @ [512, 256]ᵀ` ran 1.07-1.14x faster so than gemm reading it in place, at one
+/// thread; docs/PERFORMANCE.md, "Our own f32 GEMM"), so a transposed copy would only add a
+/// pass.
 fn copy_first<T: Num>(m: usize, k: usize, n: usize, t: Transposed) -> Transposed {
     let ours = TypeId::of::<T>() == TypeId::of::<f32>() && sgemm::applies(m, n, k);
     Transposed { a: false, b: t.b && !ours && m >= 128 && m * n * k >= PARALLEL_FLOPS }
@@ -324,7 +326,8 @@ unsafe fn gemm_raw<T: Num>(
                 debug_assert!(!read_dst || alpha.to_f64() == 1.0);
                 let threads = if let gemm::Parallelism::Rayon(t) = par { t } else { 1 };
                 let (a, b) = (Strided { ptr: a, rs: ars, cs: acs }, Strided { ptr: b, rs: brs, cs: bcs });
-                return sgemm::sgemm(m, n, k, a, b, d, drs as usize, read_dst, threads);
+                let product = sgemm::Product { m, n, k, a, b };
+                return sgemm::sgemm(product, sgemm::Dst { ptr: d, rs: drs as usize, accumulate: read_dst }, threads);
             }
             gemm::gemm::<f32>(m, n, k, d, 1, drs, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64() as f32, 1.0, false, false, false, par);
         } else {

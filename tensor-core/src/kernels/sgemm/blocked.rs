@@ -4,7 +4,7 @@
 //! panel of the `b` block. Blocks along `k` continue each output's chain through `dst`.
 
 use super::pack::{pack_a, pack_b, with_buffers};
-use super::{Strided, Tile};
+use super::{Dst, Product, Strided, Tile};
 
 /// Steps of `k` per block at most: a row panel of `a` (`MR x KC`, 12 KiB at 12 rows) stays in
 /// L1, a `KC x NC` block of `b` (512 KiB) in L2.
@@ -27,7 +27,7 @@ fn k_block(k: usize) -> usize {
 ///
 /// # Safety
 /// As [`super::sgemm`], and the CPU must have `K`'s features.
-pub(super) unsafe fn gemm<K: Tile>(m: usize, n: usize, k: usize, a: Strided, b: Strided, dst: *mut f32, drs: usize, accumulate: bool) {
+pub(super) unsafe fn gemm<K: Tile>(Product { m, n, k, a, b }: Product, Dst { ptr: dst, rs: drs, accumulate }: Dst) {
     if m == 0 || n == 0 {
         return;
     }
@@ -85,7 +85,16 @@ pub(super) fn read_in_place(b: Strided, m: usize) -> bool {
 /// panels of `b` (all, or without `direct` only the last partial one), `c` `mlen` rows of
 /// `nlen`, `ldc` apart.
 #[allow(clippy::too_many_arguments)]
-unsafe fn block<K: Tile>(mlen: usize, nlen: usize, klen: usize, abuf: &[f32], (bbuf, direct): (&[f32], Option<Strided>), c: *mut f32, ldc: usize, load: bool) {
+unsafe fn block<K: Tile>(
+    mlen: usize,
+    nlen: usize,
+    klen: usize,
+    abuf: &[f32],
+    (bbuf, direct): (&[f32], Option<Strided>),
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+) {
     let mut edge = [0f32; MAX_TILE];
     for jr in (0..nlen).step_by(K::NR) {
         let cols = K::NR.min(nlen - jr);

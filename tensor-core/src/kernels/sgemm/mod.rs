@@ -85,53 +85,103 @@ pub(super) trait Tile {
     unsafe fn run(kc: usize, a: *const f32, b: (*const f32, usize), c: *mut f32, ldc: usize, load: bool);
 }
 
+/// Whether `matmul::gemm_raw` routes f32 products here at all. **Off**: on the workloads'
+/// shapes this kernel measured level with the `gemm` crate, not clearly ahead (one thread,
+/// 0.94-1.15x gemm's speed; W3's step 1.02-1.08x, W7's level; docs/PERFORMANCE.md, "Our own
+/// f32 GEMM"), so products stay with gemm. With it on, [`applies`] picks the products and every
+/// test and the ONNX model checks passed.
+const ROUTED: bool = false;
+
 /// Whether `matmul::gemm_raw` runs an f32 product of these sizes here rather than in the
-/// `gemm` crate: a function of the sizes alone, so eager and graph runs (which call it with the
-/// same sizes) take the same path. Products of at least 2^21 multiply-adds (the size from which
-/// products go parallel), where this kernel measured level with gemm or faster on the
-/// workloads' shapes (docs/PERFORMANCE.md); smaller ones (W7's attention products per head)
-/// measured 5-10% faster in gemm.
+/// `gemm` crate (when [`ROUTED`]): a function of the sizes alone, so eager and graph runs (which
+/// call it with the same sizes) take the same path. Products of at least 2^21 multiply-adds
+/// (the size from which products go parallel) whose `n` is a multiple of 32, so that no
+/// register tile at any level runs past the right edge: there this kernel measured level with
+/// gemm or faster on most of the workloads' shapes. With a partial last panel (ResNet-18's and
+/// MobileNetV2's convolutions on 7 x 7 and 14 x 14 planes: `n` = 49, 196) it ran 0.76-0.97x
+/// gemm's speed, and smaller products (W7's attention per head) 0.90-0.94x.
 pub(crate) fn applies(m: usize, n: usize, k: usize) -> bool {
-    m.saturating_mul(n).saturating_mul(k) >= super::matmul::PARALLEL_FLOPS
+    ROUTED && n.is_multiple_of(32) && m.saturating_mul(n).saturating_mul(k) >= super::matmul::PARALLEL_FLOPS
 }
 
-/// `dst = a @ b` (`m x k` by `k x n`) or, with `accumulate`, each output's chain started at
-/// `dst`'s value (see the module doc); `dst` row-major with rows `drs` apart, run on up to
+/// One product's operands: `a` (`m x k`) times `b` (`k x n`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Product {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: Strided,
+    pub b: Strided,
+}
+
+impl Product {
+    /// The product's rows `lo..hi`.
+    fn rows(self, lo: usize, hi: usize) -> Self {
+        Product { m: hi - lo, a: self.a.offset(lo, 0), ..self }
+    }
+
+    /// The product's columns `lo..hi`.
+    fn cols(self, lo: usize, hi: usize) -> Self {
+        Product { n: hi - lo, b: self.b.offset(0, lo), ..self }
+    }
+}
+
+/// Where a product goes: row-major at `ptr`, rows `rs` elements apart; with `accumulate`
+/// each output's chain starts at the value there (see the module doc), else at +0.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dst {
+    pub ptr: *mut f32,
+    pub rs: usize,
+    pub accumulate: bool,
+}
+
+impl Dst {
+    /// The output from element `(i, j)` on.
+    fn at(self, i: usize, j: usize) -> Self {
+        Dst { ptr: self.ptr.wrapping_add(i * self.rs + j), ..self }
+    }
+}
+
+/// `dst = a @ b`, or each output's chain continued from `dst` (see the module doc), on up to
 /// `threads` threads of the pool.
 ///
 /// # Safety
 /// `a` and `b` must address live memory for their `m x k` and `k x n` elements, `dst` its `m`
-/// rows of `n` (initialized when `accumulate`), and nothing else may write them during the call.
-pub(crate) unsafe fn sgemm(m: usize, n: usize, k: usize, a: Strided, b: Strided, dst: *mut f32, drs: usize, accumulate: bool, threads: usize) {
+/// rows of `n` (initialized when accumulating), and nothing else may write them during the
+/// call.
+pub(crate) unsafe fn sgemm(p: Product, dst: Dst, threads: usize) {
     // SAFETY (of each arm): the caller's contract; each tile runs at a level the CPU has.
     unsafe {
         match level() {
-            Level::Avx512 => split::<avx512::Tile8x32>(m, n, k, a, b, dst, drs, accumulate, threads),
-            Level::Avx2 => split::<avx2::Tile6x16>(m, n, k, a, b, dst, drs, accumulate, threads),
-            Level::Baseline => split::<portable::Tile4x8>(m, n, k, a, b, dst, drs, accumulate, threads),
+            Level::Avx512 => split::<avx512::Tile8x32>(p, dst, threads),
+            Level::Avx2 => split::<avx2::Tile6x16>(p, dst, threads),
+            Level::Baseline => split::<portable::Tile4x8>(p, dst, threads),
         }
     }
 }
 
-/// The output, shared by the tasks that each write their own rectangle of it.
+/// A product and its output, shared by the tasks that each write their own rectangle of it.
 #[derive(Clone, Copy)]
-struct SharedDst(*mut f32);
-// SAFETY: each task writes only its own rectangle (split below), and `sgemm`'s caller keeps
-// the memory alive and untouched until they are done. The operands are only read.
-unsafe impl Send for SharedDst {}
-unsafe impl Sync for SharedDst {}
-#[derive(Clone, Copy)]
-struct SharedSrc(Strided);
-// SAFETY: read only, alive for the call (sgemm's contract).
-unsafe impl Send for SharedSrc {}
-unsafe impl Sync for SharedSrc {}
+struct Shared(Product, Dst);
+// SAFETY: each task writes only its own rectangle of the output (split below) and only reads
+// the operands; `sgemm`'s caller keeps all of them alive, and the output untouched, until the
+// tasks are done.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// The two (a method, so closures capture the whole `Shared`).
+    fn get(self) -> (Product, Dst) {
+        (self.0, self.1)
+    }
+}
 
 /// The values each of `threads` tasks packs when the output is cut along `n` (each packs all
 /// of `a` and its columns of `b`) or along `m` (its rows of `a` and all of `b`), `b` counting
 /// nothing where it is read in place.
-fn packed_by_each(m: usize, n: usize, k: usize, b: Strided, threads: usize, along_n: bool) -> usize {
-    let (rows, cols) = if along_n { (m, n.div_ceil(threads)) } else { (m.div_ceil(threads), n) };
-    rows * k + if blocked::read_in_place(b, rows) { 0 } else { k * cols }
+fn packed_by_each(p: Product, threads: usize, along_n: bool) -> usize {
+    let (rows, cols) = if along_n { (p.m, p.n.div_ceil(threads)) } else { (p.m.div_ceil(threads), p.n) };
+    rows * p.k + if blocked::read_in_place(p.b, rows) { 0 } else { p.k * cols }
 }
 
 /// Cuts the output into up to `threads` rectangles of whole tiles, along the side that leaves
@@ -140,28 +190,29 @@ fn packed_by_each(m: usize, n: usize, k: usize, b: Strided, threads: usize, alon
 ///
 /// # Safety
 /// As [`sgemm`], and the CPU must have `K`'s features.
-pub(super) unsafe fn split<K: Tile>(m: usize, n: usize, k: usize, a: Strided, b: Strided, dst: *mut f32, drs: usize, accumulate: bool, threads: usize) {
-    let (tiles_m, tiles_n) = (m.div_ceil(K::MR), n.div_ceil(K::NR));
-    let along_n = if tiles_m < threads || tiles_n < threads { tiles_n > tiles_m } else { packed_by_each(m, n, k, b, threads, true) < packed_by_each(m, n, k, b, threads, false) };
+pub(super) unsafe fn split<K: Tile>(p: Product, dst: Dst, threads: usize) {
+    let (tiles_m, tiles_n) = (p.m.div_ceil(K::MR), p.n.div_ceil(K::NR));
+    let along_n =
+        if tiles_m < threads || tiles_n < threads { tiles_n > tiles_m } else { packed_by_each(p, threads, true) < packed_by_each(p, threads, false) };
     let tiles = if along_n { tiles_n } else { tiles_m };
     let parts = threads.min(tiles).max(1);
     if parts == 1 {
         // SAFETY: the caller's contract.
-        return unsafe { blocked::gemm::<K>(m, n, k, a, b, dst, drs, accumulate) };
+        return unsafe { blocked::gemm::<K>(p, dst) };
     }
-    let (out, a, b) = (SharedDst(dst), SharedSrc(a), SharedSrc(b));
+    let shared = Shared(p, dst);
     (0..parts).into_par_iter().for_each(move |t| {
-        let (out, a, b) = (out, a, b);
+        let (p, dst) = shared.get();
         let (t0, t1) = (t * tiles / parts, (t + 1) * tiles / parts);
         // SAFETY: part t covers rows (or columns) [lo, hi) of the output alone, and reads
         // the matching rows of `a` (columns of `b`), inside the caller's matrices.
         unsafe {
             if along_n {
-                let (lo, hi) = (t0 * K::NR, (t1 * K::NR).min(n));
-                blocked::gemm::<K>(m, hi - lo, k, a.0, b.0.offset(0, lo), out.0.add(lo), drs, accumulate);
+                let (lo, hi) = (t0 * K::NR, (t1 * K::NR).min(p.n));
+                blocked::gemm::<K>(p.cols(lo, hi), dst.at(0, lo));
             } else {
-                let (lo, hi) = (t0 * K::MR, (t1 * K::MR).min(m));
-                blocked::gemm::<K>(hi - lo, n, k, a.0.offset(lo, 0), b.0, out.0.add(lo * drs), drs, accumulate);
+                let (lo, hi) = (t0 * K::MR, (t1 * K::MR).min(p.m));
+                blocked::gemm::<K>(p.rows(lo, hi), dst.at(lo, 0));
             }
         }
     });

@@ -3,7 +3,7 @@
 //! `cargo test --release -p tensor-core --lib sgemm::timing -- --ignored --nocapture`.
 //! Not a correctness test (`tests.rs` is); its table is in docs/PERFORMANCE.md.
 
-use super::{sgemm, Strided};
+use super::{sgemm, Dst, Product, Strided};
 use std::time::Instant;
 
 /// A product: `m x k` by `k x n`, each operand stored row-major as the flag says (`ta`: `a`
@@ -37,6 +37,13 @@ const SHAPES: &[Shape] = &[
     shape("W7 PV", 128, 64, 128, false, false),
     shape("MNv2 pw 96x16", 96, 12544, 16, false, false),
     shape("MNv2 pw 576x96", 576, 196, 96, false, false),
+    shape("RN18 l4 im2col", 512, 49, 4608, false, false),
+    shape("RN18 l3 im2col", 256, 196, 2304, false, false),
+    shape("RN18 l2 im2col", 128, 784, 1152, false, false),
+    shape("MNv2 pw 960x160", 960, 49, 160, false, false),
+    shape("MNv2 pw 1280x320", 1280, 49, 320, false, false),
+    shape("MNv2 pw 144x24", 144, 3136, 24, false, false),
+    shape("MNv2 pw 24x144", 24, 3136, 144, false, false),
     shape("1024^3", 1024, 1024, 1024, false, false),
 ];
 
@@ -48,17 +55,17 @@ fn operand(s: &Shape, a: &[f32], b: &[f32]) -> (Strided, Strided) {
 
 fn ours(s: &Shape, a: Strided, b: Strided, c: &mut [f32], threads: usize) {
     use super::avx512::Avx512Tile as T;
-    let d = c.as_mut_ptr();
+    let (p, d) = (Product { m: s.m, n: s.n, k: s.k, a, b }, Dst { ptr: c.as_mut_ptr(), rs: s.n, accumulate: false });
     // SAFETY: the operands are the shape's buffers, c holds m x n.
     unsafe {
         // The tiles measured for the choice (SGEMM_TILE=12x32 ...); the default is the one used.
         match std::env::var("SGEMM_TILE").as_deref() {
-            Ok("6x64") => super::split::<T<6, 4>>(s.m, s.n, s.k, a, b, d, s.n, false, threads),
-            Ok("8x48") => super::split::<T<8, 3>>(s.m, s.n, s.k, a, b, d, s.n, false, threads),
-            Ok("14x32") => super::split::<T<14, 2>>(s.m, s.n, s.k, a, b, d, s.n, false, threads),
-            Ok("12x32") => super::split::<T<12, 2>>(s.m, s.n, s.k, a, b, d, s.n, false, threads),
-            Ok("4x64") => super::split::<T<4, 4>>(s.m, s.n, s.k, a, b, d, s.n, false, threads),
-            _ => sgemm(s.m, s.n, s.k, a, b, d, s.n, false, threads),
+            Ok("6x64") => super::split::<T<6, 4>>(p, d, threads),
+            Ok("8x48") => super::split::<T<8, 3>>(p, d, threads),
+            Ok("14x32") => super::split::<T<14, 2>>(p, d, threads),
+            Ok("12x32") => super::split::<T<12, 2>>(p, d, threads),
+            Ok("4x64") => super::split::<T<4, 4>>(p, d, threads),
+            _ => sgemm(p, d, threads),
         }
     }
 }
@@ -66,7 +73,29 @@ fn ours(s: &Shape, a: Strided, b: Strided, c: &mut [f32], threads: usize) {
 fn theirs(s: &Shape, a: Strided, b: Strided, c: &mut [f32], threads: usize) {
     let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     // SAFETY: as above (gemm takes column strides first).
-    unsafe { gemm::gemm::<f32>(s.m, s.n, s.k, c.as_mut_ptr(), 1, s.n as isize, false, a.ptr, a.cs, a.rs, b.ptr, b.cs, b.rs, 0.0, 1.0, false, false, false, par) }
+    unsafe {
+        gemm::gemm::<f32>(
+            s.m,
+            s.n,
+            s.k,
+            c.as_mut_ptr(),
+            1,
+            s.n as isize,
+            false,
+            a.ptr,
+            a.cs,
+            a.rs,
+            b.ptr,
+            b.cs,
+            b.rs,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
 }
 
 /// The best time per call (seconds) over batches of calls filling ~`budget` seconds.
@@ -111,7 +140,17 @@ fn sgemm_beside_gemm() {
             }
             let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(" / ");
             let ratio = us.iter().cloned().fold(0.0, f64::max) / them.iter().cloned().fold(0.0, f64::max);
-            println!("{} [{}x{}x{}{}{}] | {threads} | {} | {} | {ratio:.2}", s.name, s.m, s.n, s.k, if s.ta { " aT" } else { "" }, if s.tb { " bT" } else { "" }, fmt(&us), fmt(&them));
+            println!(
+                "{} [{}x{}x{}{}{}] | {threads} | {} | {} | {ratio:.2}",
+                s.name,
+                s.m,
+                s.n,
+                s.k,
+                if s.ta { " aT" } else { "" },
+                if s.tb { " bT" } else { "" },
+                fmt(&us),
+                fmt(&them)
+            );
         }
     }
 }

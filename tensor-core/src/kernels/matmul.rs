@@ -1,9 +1,10 @@
 //! Matrix multiplication: 2-D and batched with NumPy-broadcast batch dims, either operand
 //! read transposed (BLAS's `transa`/`transb`). Floats go to the `gemm` crate (runtime-selected
 //! SIMD kernels, multithreaded for large products) through one call, `gemm_raw`; integers to a
-//! plain loop. `gemm_raw` can route f32 products to our own GEMM instead (`kernels::sgemm`, each
-//! output one fma chain over `k`, whatever the strides) by a rule of the sizes alone
-//! (`sgemm::applies`); that route is off, as it measured level with gemm, not ahead.
+//! plain loop — but for large f32 products whose right operand is read transposed, which
+//! `gemm_raw` routes to our own GEMM (`kernels::sgemm`, each output one fma chain over `k`,
+//! whatever the strides) by a rule of the sizes and that flag (`sgemm::applies`): there it
+//! measured 1.2-1.3x faster, elsewhere level.
 //!
 //! The gemm crate picks its kernel by the operands' strides as well as by the shape: a small
 //! product with a row-major left and a column-major right operand goes to a dot-product kernel, some
@@ -236,13 +237,12 @@ fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
 /// reading in place. A transposed left operand packs well in place (copying it was level or
 /// slower), so it is never copied.
 ///
-/// Products that `kernels::sgemm` runs copy nothing: its packing reads a transposed operand
-/// where it lies, along its contiguous rows, in the pass it makes anyway (W3's
-/// `[128, 256] @ [512, 256]ᵀ` ran 1.07-1.14x faster so than gemm reading it in place, at one
-/// thread; docs/PERFORMANCE.md, "Our own f32 GEMM"), so a transposed copy would only add a
-/// pass.
+/// Products that `kernels::sgemm` runs copy nothing: its packing transposes the operand where
+/// it lies, in the pass it makes anyway (W3's `[128, 256] @ [512, 256]ᵀ` ran 1.21x faster so
+/// than gemm reading it in place, at one thread; docs/PERFORMANCE.md, "Our own f32 GEMM"), so
+/// a transposed copy would only add a pass.
 fn copy_first<T: Num>(m: usize, k: usize, n: usize, t: Transposed) -> Transposed {
-    let ours = TypeId::of::<T>() == TypeId::of::<f32>() && sgemm::applies(m, n, k);
+    let ours = TypeId::of::<T>() == TypeId::of::<f32>() && sgemm::applies(m, n, k, true);
     Transposed { a: false, b: t.b && !ours && m >= 128 && m * n * k >= PARALLEL_FLOPS }
 }
 
@@ -320,7 +320,7 @@ unsafe fn gemm_raw<T: Num>(
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
             let (d, a, b) = (dst as *mut f32, ap as *const f32, bp as *const f32);
-            if sgemm::applies(m, n, k) {
+            if sgemm::applies(m, n, k, bcs != 1) {
                 // Our own kernel: each output one fma chain over k, started at dst's value when
                 // reading it (alpha is then 1: the callers accumulate).
                 debug_assert!(!read_dst || alpha.to_f64() == 1.0);

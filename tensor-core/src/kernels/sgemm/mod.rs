@@ -12,7 +12,9 @@
 //! bits depend on neither the tile, the block sizes, the thread count, the operands' strides
 //! nor the SIMD level: each level's `fma` is correctly rounded (`vfmadd` in the AVX2 and
 //! AVX-512 tiles, `f32::mul_add` in the portable one), and the tests compare them all with a
-//! scalar `mul_add` reference bit for bit.
+//! scalar `mul_add` reference bit for bit. (One exception: where two
+//! NaNs meet in one `fma`, which payload it returns depends on the instruction's operand order,
+//! so it may differ between levels; a NaN stays a NaN.)
 //!
 //! **Threads.** The output is cut into as many rectangles as threads, along `n` or `m`
 //! (whichever leaves each task less to pack), each run by one task with its own packing: the
@@ -85,23 +87,19 @@ pub(super) trait Tile {
     unsafe fn run(kc: usize, a: *const f32, b: (*const f32, usize), c: *mut f32, ldc: usize, load: bool);
 }
 
-/// Whether `matmul::gemm_raw` routes f32 products here at all. **Off**: on the workloads'
-/// shapes this kernel measured level with the `gemm` crate, not clearly ahead (one thread,
-/// 0.94-1.15x gemm's speed; W3's step 1.02-1.08x, W7's level; docs/PERFORMANCE.md, "Our own
-/// f32 GEMM"), so products stay with gemm. With it on, [`applies`] picks the products and every
-/// test and the ONNX model checks passed.
-const ROUTED: bool = false;
-
-/// Whether `matmul::gemm_raw` runs an f32 product of these sizes here rather than in the
-/// `gemm` crate (when [`ROUTED`]): a function of the sizes alone, so eager and graph runs (which
-/// call it with the same sizes) take the same path. Products of at least 2^21 multiply-adds
-/// (the size from which products go parallel) whose `n` is a multiple of 32, so that no
-/// register tile at any level runs past the right edge: there this kernel measured level with
-/// gemm or faster on most of the workloads' shapes. With a partial last panel (ResNet-18's and
-/// MobileNetV2's convolutions on 7 x 7 and 14 x 14 planes: `n` = 49, 196) it ran 0.76-0.97x
-/// gemm's speed, and smaller products (W7's attention per head) 0.90-0.94x.
-pub(crate) fn applies(m: usize, n: usize, k: usize) -> bool {
-    ROUTED && n.is_multiple_of(32) && m.saturating_mul(n).saturating_mul(k) >= super::matmul::PARALLEL_FLOPS
+/// Whether `matmul::gemm_raw` runs an f32 product here rather than in the `gemm` crate: by
+/// its sizes and whether `b` is read transposed (column-major), which eager and graph runs
+/// hand over alike (the sizes, and the op's flags), so both take the same path. Products of at
+/// least 2^21 multiply-adds (the size from which products go parallel) with a transposed `b`
+/// and `n` a multiple of 32 (no register tile at any level runs past the right edge).
+///
+/// Measured (docs/PERFORMANCE.md, "Our own f32 GEMM"), one thread: with a transposed `b`
+/// this kernel ran 1.21-1.29x gemm's speed (W3's `d2 @ W2ᵀ`, W7's `d @ W_upᵀ`; gemm packs such
+/// a `b` slowly, and copying it first costs a pass); on the workloads' other products it was
+/// level (0.96-1.11x), so those stay with gemm; with a partial last column panel (`n` = 49,
+/// 196: ResNet-18's and MobileNetV2's small planes) it was slower (0.79-0.97x).
+pub(crate) fn applies(m: usize, n: usize, k: usize, b_transposed: bool) -> bool {
+    b_transposed && n.is_multiple_of(32) && m.saturating_mul(n).saturating_mul(k) >= super::matmul::PARALLEL_FLOPS
 }
 
 /// One product's operands: `a` (`m x k`) times `b` (`k x n`).

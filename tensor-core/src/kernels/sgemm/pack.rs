@@ -81,9 +81,16 @@ unsafe fn panel_of<const W: usize>(x: Strided, live: usize, klen: usize, out: *m
         if live < W {
             std::ptr::write_bytes(out, 0, W * klen);
         }
-        if x.cs == 1 && live == W {
-            // Rows contiguous: W streams read step by step, each step's W values written
-            // together.
+        if x.cs == 1 && live == W && x.rs > 0 {
+            // Rows contiguous: the W x klen block's transpose, by 8 x 8 register transposes
+            // with AVX (2-3x faster than a loop over the steps, which made packing a row-major
+            // `a` 6% of a product's time).
+            let src = std::slice::from_raw_parts(x.ptr, (W - 1) * x.rs as usize + klen);
+            let dst = std::slice::from_raw_parts_mut(out.cast::<std::mem::MaybeUninit<f32>>(), W * klen);
+            super::super::transpose::transpose_band(src, W, klen, x.rs as usize, dst);
+        } else if x.cs == 1 && live == W {
+            // The same with rows at a negative stride: W streams read step by step, each
+            // step's W values written together.
             let rows: [*const f32; W] = std::array::from_fn(|r| x.ptr.offset(r as isize * x.rs));
             for p in 0..klen {
                 let o = out.add(p * W);

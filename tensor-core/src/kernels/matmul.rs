@@ -491,6 +491,32 @@ mod tests {
         }
     }
 
+    /// A large product whose right operand is read transposed runs on `kernels::sgemm`: every
+    /// output is the definition's chain, `fma` over `k` in order from +0, on one thread and on
+    /// the pool. With `k` = 2048 gemm (which adds its blocks' sums along `k`) rounds otherwise,
+    /// so this fails on gemm's path. The same product with a row-major right operand stays
+    /// with gemm, and a partial last column panel (`n` = 500) too.
+    #[test]
+    fn transposed_right_operands_of_large_products_take_the_definitions_chain() {
+        assert!(sgemm::applies(128, 512, 256, true) && !sgemm::applies(128, 512, 256, false));
+        assert!(!sgemm::applies(128, 500, 256, true) && !sgemm::applies(16, 32, 64, true));
+        let (m, k, n) = (64, 2048, 64);
+        let a = array(&[m, k], 11);
+        let b = array(&[n, k], 12);
+        let (av, bv) = (a.as_slice().unwrap(), b.as_slice().unwrap());
+        let want: Vec<u32> = (0..m * n).map(|o| (0..k).fold(0.0f32, |c, p| av[o / n * k + p].mul_add(bv[o % n * k + p], c)).to_bits()).collect();
+        let t = Transposed { a: false, b: true };
+        assert_eq!(bits(&matmul(&a, &b, &[], t)), want);
+        let mut out = vec![0f32; m * n];
+        matmul_2d(&a.view().into_dimensionality().unwrap(), &b.view().into_dimensionality().unwrap(), t, as_uninit(&mut out), 1);
+        assert_eq!(out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want, "one thread");
+    }
+
+    fn as_uninit(v: &mut [f32]) -> &mut [std::mem::MaybeUninit<f32>] {
+        // SAFETY: MaybeUninit<f32> has f32's layout, and every f32 is a valid MaybeUninit.
+        unsafe { &mut *(v as *mut [f32] as *mut [std::mem::MaybeUninit<f32>]) }
+    }
+
     /// The transposes of the last two dims of `a`, as a standard-layout copy.
     fn t_copy<T: Clone>(a: &Array<T>) -> Array<T> {
         let r = a.ndim();

@@ -1,10 +1,13 @@
 //! Matrix multiplication: 2-D and batched with NumPy-broadcast batch dims, either operand
-//! read transposed (BLAS's `transa`/`transb`). Floats go to the `gemm` crate
-//! (runtime-selected SIMD kernels, multithreaded for large products); integers to a plain
-//! loop.
+//! read transposed (BLAS's `transa`/`transb`). Floats go to the `gemm` crate (runtime-selected
+//! SIMD kernels, multithreaded for large products) through one call, `gemm_raw`; integers to a
+//! plain loop — but for large f32 products whose right operand is read transposed, which
+//! `gemm_raw` routes to our own GEMM (`kernels::sgemm`, each output one fma chain over `k`,
+//! whatever the strides) by a rule of the sizes and that flag (`sgemm::applies`): there it
+//! measured 1.2-1.3x faster, elsewhere level.
 //!
-//! gemm picks its kernel by the operands' strides as well as by the shape: a small product
-//! with a row-major left and a column-major right operand goes to a dot-product kernel, some
+//! The gemm crate picks its kernel by the operands' strides as well as by the shape: a small
+//! product with a row-major left and a column-major right operand goes to a dot-product kernel, some
 //! matrix-vector products to kernels that read rows, the rest to its blocked kernel. These sum
 //! in different orders, so the same values in another layout could round differently — and
 //! eager and graph runs do hand over the same values in different layouts (an eager
@@ -22,6 +25,7 @@
 //! shape and the flags too, so it keeps that property.
 
 use super::parallel::num_threads;
+use super::sgemm::{self, Strided};
 use crate::math::Num;
 use crate::storage::Array;
 use ndarray::{ArrayView2, Axis, Ix2, IxDyn};
@@ -205,7 +209,7 @@ fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, t: Transposed, dst: &
     }
     if T::DTYPE.is_float() {
         let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-        gemm_float(a, b, t, copy_first(m, k, n, t), dst, parallelism);
+        gemm_float(a, b, t, copy_first::<T>(m, k, n, t), dst, parallelism);
     } else {
         int_matmul(&read_as(*a, t.a), &read_as(*b, t.b), dst);
     }
@@ -232,8 +236,14 @@ fn read_as<T>(x: ArrayView2<'_, T>, transposed: bool) -> ArrayView2<'_, T> {
 /// eager ran 1.06x slower with that copy (the allocator faulted more pages in), so those keep
 /// reading in place. A transposed left operand packs well in place (copying it was level or
 /// slower), so it is never copied.
-fn copy_first(m: usize, k: usize, n: usize, t: Transposed) -> Transposed {
-    Transposed { a: false, b: t.b && m >= 128 && m * n * k >= PARALLEL_FLOPS }
+///
+/// Products that `kernels::sgemm` runs copy nothing: its packing transposes the operand where
+/// it lies, in the pass it makes anyway (W3's `[128, 256] @ [512, 256]ᵀ` ran 1.21x faster so
+/// than gemm reading it in place, at one thread; docs/PERFORMANCE.md, "Our own f32 GEMM"), so
+/// a transposed copy would only add a pass.
+fn copy_first<T: Num>(m: usize, k: usize, n: usize, t: Transposed) -> Transposed {
+    let ours = TypeId::of::<T>() == TypeId::of::<f32>() && sgemm::applies(m, n, k, true);
+    Transposed { a: false, b: t.b && !ours && m >= 128 && m * n * k >= PARALLEL_FLOPS }
 }
 
 /// The stored row-major `rows x cols` matrix `a` copied to its transpose, row-major.
@@ -310,6 +320,15 @@ unsafe fn gemm_raw<T: Num>(
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
             let (d, a, b) = (dst as *mut f32, ap as *const f32, bp as *const f32);
+            if sgemm::applies(m, n, k, bcs != 1) {
+                // Our own kernel: each output one fma chain over k, started at dst's value when
+                // reading it (alpha is then 1: the callers accumulate).
+                debug_assert!(!read_dst || alpha.to_f64() == 1.0);
+                let threads = if let gemm::Parallelism::Rayon(t) = par { t } else { 1 };
+                let (a, b) = (Strided { ptr: a, rs: ars, cs: acs }, Strided { ptr: b, rs: brs, cs: bcs });
+                let product = sgemm::Product { m, n, k, a, b };
+                return sgemm::sgemm(product, sgemm::Dst { ptr: d, rs: drs as usize, accumulate: read_dst }, threads);
+            }
             gemm::gemm::<f32>(m, n, k, d, 1, drs, read_dst, a, acs, ars, b, bcs, brs, alpha.to_f64() as f32, 1.0, false, false, false, par);
         } else {
             debug_assert_eq!(TypeId::of::<T>(), TypeId::of::<f64>());
@@ -470,6 +489,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A large product whose right operand is read transposed runs on `kernels::sgemm`: every
+    /// output is the definition's chain, `fma` over `k` in order from +0, on one thread and on
+    /// the pool. With `k` = 2048 gemm (which adds its blocks' sums along `k`) rounds otherwise,
+    /// so this fails on gemm's path. The same product with a row-major right operand stays
+    /// with gemm, and a partial last column panel (`n` = 500) too.
+    #[test]
+    fn transposed_right_operands_of_large_products_take_the_definitions_chain() {
+        assert!(sgemm::applies(128, 512, 256, true) && !sgemm::applies(128, 512, 256, false));
+        assert!(!sgemm::applies(128, 500, 256, true) && !sgemm::applies(16, 32, 64, true));
+        let (m, k, n) = (64, 2048, 64);
+        let a = array(&[m, k], 11);
+        let b = array(&[n, k], 12);
+        let (av, bv) = (a.as_slice().unwrap(), b.as_slice().unwrap());
+        let want: Vec<u32> = (0..m * n).map(|o| (0..k).fold(0.0f32, |c, p| av[o / n * k + p].mul_add(bv[o % n * k + p], c)).to_bits()).collect();
+        let t = Transposed { a: false, b: true };
+        assert_eq!(bits(&matmul(&a, &b, &[], t)), want);
+        let mut out = vec![0f32; m * n];
+        matmul_2d(&a.view().into_dimensionality().unwrap(), &b.view().into_dimensionality().unwrap(), t, as_uninit(&mut out), 1);
+        assert_eq!(out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want, "one thread");
+    }
+
+    fn as_uninit(v: &mut [f32]) -> &mut [std::mem::MaybeUninit<f32>] {
+        // SAFETY: MaybeUninit<f32> has f32's layout, and every f32 is a valid MaybeUninit.
+        unsafe { &mut *(v as *mut [f32] as *mut [std::mem::MaybeUninit<f32>]) }
     }
 
     /// The transposes of the last two dims of `a`, as a standard-layout copy.

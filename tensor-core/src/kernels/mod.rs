@@ -20,6 +20,7 @@ pub(crate) mod pool;
 pub(crate) mod random;
 pub(crate) mod reduce;
 mod scratch;
+pub(crate) mod sgemm;
 mod shared_out;
 pub mod simd;
 pub(crate) mod softmax;

@@ -1,6 +1,7 @@
 //! Copying a row-major matrix to its transpose, row-major. A product whose transposed
-//! operand gemm would pack slowly copies it first (see `matmul::copy_first`), so the copy sits
-//! on a training step's path and must cost little beside the product: f32 matrices go through
+//! operand gemm would pack slowly copies it first (see `matmul::copy_first`), and `sgemm`
+//! packs its panels with the same blocks, so the copy sits on a training step's path and must
+//! cost little beside the product: f32 matrices go through
 //! 8 x 8 register transposes (AVX), other types and CPUs through a tiled scalar loop. Either
 //! way the result is the same values: a copy does not round.
 
@@ -30,7 +31,7 @@ pub fn transpose<T: Copy + Send + Sync + 'static>(src: &[T], rows: usize, cols: 
 
 /// The transpose of the `rows x cols` matrix whose rows start `stride` elements apart in
 /// `src`, into `dst` (`cols x rows`, row-major).
-fn transpose_band<T: Copy + 'static>(src: &[T], rows: usize, cols: usize, stride: usize, dst: &mut [MaybeUninit<T>]) {
+pub(super) fn transpose_band<T: Copy + 'static>(src: &[T], rows: usize, cols: usize, stride: usize, dst: &mut [MaybeUninit<T>]) {
     #[cfg(target_arch = "x86_64")]
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && super::simd::level() >= super::simd::Level::Avx2 {
         // SAFETY: T is f32 (checked above), so the casts only rename the type; the CPU has

@@ -419,7 +419,7 @@ const PRODUCT_SLACK: usize = 64;
 /// `out` `[no, nt]` = `ue` `[no, c]` @ `ve` `[c, nt]` (`ve` readable [`PRODUCT_SLACK`]
 /// elements past its `c` rows): with AVX-512 and f32, a block whose tiles are not a multiple
 /// of 32 runs on `fma_tile`'s register tiles (gemm would run its narrow edge kernels there and
-/// pack the weights' rows again for every block: 1.07-1.2x faster, `tests::product_timing`),
+/// pack the weights' rows again for every block: 1.03-1.47x faster, `tests::product_timing`),
 /// the rest on gemm. Each output is one chain of fused multiply-adds over the channels in
 /// order either way, which is gemm's sum wherever it takes the channels in one block (every
 /// layer this path takes): the same bits (`tests::the_products_keep_gemms_bits`).

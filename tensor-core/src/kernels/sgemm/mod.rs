@@ -1,6 +1,6 @@
 //! Our own f32 matrix product, `dst = a @ b` (or `dst = dst + a @ b` as one chain, below), for
 //! strided operands: packing (`pack.rs`), cache blocking (`blocked.rs`) and one register tile
-//! per SIMD level (`avx512.rs`, `avx2.rs`, `portable.rs`), the threads here.
+//! per SIMD level (`vector.rs` for AVX-512 and AVX2, `portable.rs`), the threads here.
 //!
 //! **The bits are the definition's, whatever the blocking.** Every output is ONE sequential
 //! chain of fused multiply-adds over `p = 0..k` in order, `c = fma(a[i, p], b[p, j], c)`,
@@ -20,8 +20,6 @@
 //! (whichever leaves each task less to pack), each run by one task with its own packing: the
 //! split depends on the shape and the thread count, and the bits on neither.
 
-mod avx2;
-mod avx512;
 mod blocked;
 mod pack;
 mod portable;
@@ -29,6 +27,7 @@ mod portable;
 mod tests;
 #[cfg(test)]
 mod timing;
+mod vector;
 
 use super::simd::{level, Level};
 use rayon::prelude::*;
@@ -151,8 +150,8 @@ pub(crate) unsafe fn sgemm(p: Product, dst: Dst, threads: usize) {
     // SAFETY (of each arm): the caller's contract; each tile runs at a level the CPU has.
     unsafe {
         match level() {
-            Level::Avx512 => split::<avx512::Tile8x32>(p, dst, threads),
-            Level::Avx2 => split::<avx2::Tile6x16>(p, dst, threads),
+            Level::Avx512 => split::<vector::Tile8x32>(p, dst, threads),
+            Level::Avx2 => split::<vector::Tile6x16>(p, dst, threads),
             Level::Baseline => split::<portable::Tile4x8>(p, dst, threads),
         }
     }

@@ -54,7 +54,7 @@ fn operand(s: &Shape, a: &[f32], b: &[f32]) -> (Strided, Strided) {
 }
 
 fn ours(s: &Shape, a: Strided, b: Strided, c: &mut [f32], threads: usize) {
-    use super::avx512::Avx512Tile as T;
+    use super::vector::Avx512Tile as T;
     let (p, d) = (Product { m: s.m, n: s.n, k: s.k, a, b }, Dst { ptr: c.as_mut_ptr(), rs: s.n, accumulate: false });
     // SAFETY: the operands are the shape's buffers, c holds m x n.
     unsafe {

@@ -1,5 +1,5 @@
 //! Per-thread scratch buffers for kernels that need a work area per task (im2col columns,
-//! Winograd's transformed tiles): kept between calls, so a call neither allocates nor
+//! Winograd's transformed tiles, a GEMM's packed panels): kept between calls, so a call neither allocates nor
 //! page-faults fresh memory in (a freshly mapped buffer of a few MB costs about as much to
 //! fault in as a small convolution takes).
 
@@ -8,15 +8,17 @@ use std::cell::RefCell;
 
 thread_local! {
     /// The thread's buffers, as u64 words (aligned for f32 and f64), one per [`Slot`].
-    static WORDS: [RefCell<Vec<u64>>; 2] = const { [RefCell::new(Vec::new()), RefCell::new(Vec::new())] };
+    static WORDS: [RefCell<Vec<u64>>; 3] = const { [RefCell::new(Vec::new()), RefCell::new(Vec::new()), RefCell::new(Vec::new())] };
 }
 
-/// Which of the thread's buffers: a task's, or one a call holds while its tasks (some on the
-/// same thread) use theirs.
+/// Which of the thread's buffers: a task's, one a call holds while its tasks (some on the
+/// same thread) use theirs, or a GEMM's packed panels (`sgemm`), which a task holding its own
+/// buffer may call.
 #[derive(Clone, Copy)]
 pub(crate) enum Slot {
     Task = 0,
     Call = 1,
+    Pack = 2,
 }
 
 /// Runs `f` on `len` values of this thread's scratch (uninitialized from the caller's view:

@@ -2,33 +2,20 @@
 //! panels of `NR` columns (`[panel][p][NR]`), from any strides, so the register tile reads both
 //! contiguously. Rows and columns past the matrix's edge are zeros; `k` is never padded.
 
+use super::super::scratch::{with_slot, Slot};
 use super::Strided;
-use std::cell::RefCell;
-
-thread_local! {
-    /// This thread's packing buffer, kept between calls (a fresh one would be faulted in).
-    static BUFFER: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
 
 /// Values of alignment: a cache line.
 const ALIGN: usize = 16;
 
-/// Runs `f` on two buffers of `a_len` and `b_len` values, each starting on a cache line:
-/// this thread's, or a fresh one if it is in use (a task of another product run by this thread
-/// while it waits for its own).
+/// Runs `f` on two buffers of `a_len` and `b_len` values, each starting on a cache line, in
+/// this thread's packing scratch (kept between calls: a fresh one would be faulted in).
 pub(super) fn with_buffers<R>(a_len: usize, b_len: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
-    let split = |v: &mut Vec<f32>| {
-        let a_room = a_len.div_ceil(ALIGN) * ALIGN;
-        if v.len() < a_room + b_len + ALIGN {
-            v.resize(a_room + b_len + ALIGN, 0.0);
-        }
+    let a_room = a_len.div_ceil(ALIGN) * ALIGN;
+    with_slot(Slot::Pack, a_room + b_len + ALIGN, |v: &mut [f32]| {
         let skip = v.as_ptr().align_offset(ALIGN * 4).min(ALIGN);
         let (a, b) = v[skip..].split_at_mut(a_room);
         f(&mut a[..a_len], &mut b[..b_len])
-    };
-    BUFFER.with(|buf| match buf.try_borrow_mut() {
-        Ok(mut v) => split(&mut v),
-        Err(_) => split(&mut Vec::new()),
     })
 }
 

@@ -456,13 +456,9 @@ fn tiles<const R: usize, const V: usize>(ue: &[f32], ve: &[f32], taps: &Taps, nt
             unsafe { avx512::tile::<R, V>(ve, taps, &ue[o0 * c..], rows, q, &mut sums) };
             for r in 0..rows {
                 let (to, from) = (&mut out[(o0 + r) * nt + q..], &sums[r * 16 * V..]);
-                // Whole vectors as arrays (vector moves, not a call to `memmove`).
-                for v in 0..lanes / 16 {
-                    let (to, from): (&mut [f32; 16], &[f32; 16]) =
-                        ((&mut to[16 * v..][..16]).try_into().expect("a vector"), from[16 * v..][..16].try_into().expect("a vector"));
-                    *to = *from;
+                for at in (0..lanes).step_by(LANES) {
+                    copy_lanes(&mut to[at..], &from[at..], LANES.min(lanes - at));
                 }
-                to[lanes / 16 * 16..lanes].iter_mut().zip(&from[lanes / 16 * 16..]).for_each(|(d, &s)| *d = s);
             }
         }
     }
@@ -649,7 +645,9 @@ impl Group {
                 // Wraps only where the row is outside the image, and such lanes are not read.
                 group.rows[r][lane] = (base + iy * w + ix0) as i32;
                 group.row_ok[r] |= u16::from((0..h).contains(&iy)) << lane;
-                group.col_ok[r] |= u16::from((0..w).contains(&(ix0 + r as i64))) << lane;
+            }
+            for s in 0..6 {
+                group.col_ok[s] |= u16::from((0..w).contains(&(ix0 + s as i64))) << lane;
             }
         }
         group

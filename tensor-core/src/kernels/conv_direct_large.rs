@@ -28,19 +28,22 @@ use super::fma_tile::{avx512, cast, cast_mut};
 use super::fma_tile::{portable_tile, Taps};
 use super::parallel::num_threads;
 use super::scratch::{with_slot, Slot};
-use super::simd::{level, multiversion, Level};
+use super::simd::{level, machine_level, multiversion, Level};
 use crate::math::Float;
 use rayon::prelude::*;
 
-/// True when [`conv2d_into`] computes `g`, on CPUs with FMA: the layers of ResNet's shapes
-/// where it measured faster than the path they took before (`tests::timing`;
-/// docs/PERFORMANCE.md, W9). The choice depends on the geometry only.
+/// True when [`conv2d_into`] computes `g`: the layers of ResNet's shapes where it measured
+/// faster than the path they took before (`tests::timing`; docs/PERFORMANCE.md, W9), on CPUs
+/// with AVX-512. With AVX2 alone (16 registers of 8 floats) its tile measured 1.2-1.6x
+/// slower than Winograd or im2col there, and 0.95x on 7x7 planes. The choice follows the
+/// machine and the geometry, not the cap of `simd::set_max_level`, so a cap never changes
+/// which path computes a layer, and so never its bits (this kernel's are not im2col's).
 pub(super) fn applies(g: &ConvGeom) -> bool {
     #[cfg(test)]
     if OFF.with(|off| off.get()) {
         return false;
     }
-    level() >= Level::Avx2 && fits(g)
+    machine_level() >= Level::Avx512 && fits(g)
 }
 
 #[cfg(test)]

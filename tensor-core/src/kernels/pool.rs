@@ -112,19 +112,30 @@ super::simd::multiversion! {
     /// width (tap by tap, into `rows`, `h * ow`), then each output the first maximum of its
     /// window's rows. Starting from `-inf` changes no first maximum ("larger, or the first
     /// NaN" never prefers `-inf`, and a later `-inf` never replaces an earlier one), and
-    /// leaves `-inf` where a window has no tap.
-    fn pool_separable<T: Float>(plane: &[T], g: &PoolGeom, out: &mut [T], rows: &mut [T]) = pool_separable_body;
+    /// leaves `-inf` where a window has no tap. With a stride along the width, each row is
+    /// first split into its stride phases (into `phases`, `w` long), so every tap reads a
+    /// contiguous run and the folds vectorize.
+    fn pool_separable<T: Float>(plane: &[T], g: &PoolGeom, out: &mut [T], rows: &mut [T], phases: &mut [T]) = pool_separable_body;
 }
 
 #[inline(always)]
-fn pool_separable_body<T: Float>(plane: &[T], g: &PoolGeom, out: &mut [T], rows: &mut [T]) {
+fn pool_separable_body<T: Float>(plane: &[T], g: &PoolGeom, out: &mut [T], rows: &mut [T], phases: &mut [T]) {
     let (oh, ow) = g.out_hw();
+    let s = g.stride[1];
     rows.fill(T::lowest());
     for (row, acc) in plane.chunks_exact(g.w).zip(rows.chunks_exact_mut(ow)) {
+        let src = if s == 1 {
+            row
+        } else {
+            split_phases(row, s, phases);
+            &*phases
+        };
         for kj in 0..g.kernel[1] {
             let (outs, first) = tap_outputs(g, 1, kj, g.w, ow);
             if !outs.is_empty() {
-                fold_first_max(&mut acc[outs], &row[first..], g.stride[1]);
+                // Input `first + j * s` is element `first / s + j` of phase `first % s`.
+                let at = phase_start(g.w, s, first % s) + first / s;
+                fold_first_max(&mut acc[outs], &src[at..], 1);
             }
         }
     }
@@ -133,6 +144,36 @@ fn pool_separable_body<T: Float>(plane: &[T], g: &PoolGeom, out: &mut [T], rows:
         let (outs, first) = tap_outputs(g, 0, ki, g.h, oh);
         for (o, r) in outs.zip((first..).step_by(g.stride[0])) {
             fold_first_max(&mut out[o * ow..][..ow], &rows[r * ow..][..ow], 1);
+        }
+    }
+}
+
+/// Where phase `b` of a row of `w` split by stride `s` starts: phase `b'` holds
+/// `ceil((w - b') / s)` elements, and the phases lie one after another.
+#[inline(always)]
+fn phase_start(w: usize, s: usize, b: usize) -> usize {
+    (0..b).map(|b| (w - b.min(w)).div_ceil(s)).sum()
+}
+
+/// `row` split into its `s` stride phases, one after another in `dst`: phase `b` holds
+/// `row[b]`, `row[b + s]`, ...
+#[inline(always)]
+fn split_phases<T: Float>(row: &[T], s: usize, dst: &mut [T]) {
+    if s == 2 {
+        let (even, odd) = dst[..row.len()].split_at_mut(row.len().div_ceil(2));
+        for ((e, o), p) in even.iter_mut().zip(odd.iter_mut()).zip(row.chunks_exact(2)) {
+            (*e, *o) = (p[0], p[1]);
+        }
+        if row.len() % 2 == 1 {
+            even[even.len() - 1] = row[row.len() - 1];
+        }
+        return;
+    }
+    let mut at = 0;
+    for b in 0..s.min(row.len()) {
+        for (d, &v) in dst[at..].iter_mut().zip(row[b..].iter().step_by(s)) {
+            *d = v;
+            at += 1;
         }
     }
 }
@@ -264,7 +305,10 @@ pub fn max_pool2d<T: Float>(x: &Array<T>, g: &PoolGeom) -> Array<T> {
         } else if is_2x2(g) {
             pool_2x2(plane, g.w, ow, o);
         } else {
-            with_scratch(g.h * ow, |rows| pool_separable(plane, g, o, rows));
+            with_scratch(g.h * ow + g.w, |s| {
+                let (rows, phases) = s.split_at_mut(g.h * ow);
+                pool_separable(plane, g, o, rows, phases)
+            });
         }
     });
     Array::from_shape_vec(IxDyn(&[n, c, oh, ow]), out).expect("length matches dims")
@@ -383,7 +427,7 @@ mod tests {
         for (h, w) in [(6, 7), (5, 9), (1, 4), (8, 8)] {
             let plane: Vec<f64> = (0..2 * h * w).map(|i| vals[(i * 7 + i / 5) % vals.len()]).collect();
             for kernel in [[3, 3], [2, 3], [1, 1], [4, 2]] {
-                for stride in [[2, 2], [1, 1], [2, 3]] {
+                for stride in [[2, 2], [1, 1], [2, 3], [1, 4]] {
                     for padding in [[0, 0], [1, 1], [0, 2], [3, 1]] {
                         let g = PoolGeom { h, w, kernel, stride, padding };
                         if h + 2 * padding[0] < kernel[0] || w + 2 * padding[1] < kernel[1] {

@@ -41,15 +41,22 @@ static MAX: AtomicU8 = AtomicU8::new(Level::Avx512 as u8);
 /// ```
 #[inline]
 pub fn level() -> Level {
-    let detected = match DETECTED.load(Ordering::Relaxed) {
+    from_u8((machine_level() as u8).min(MAX.load(Ordering::Relaxed)))
+}
+
+/// The widest level the CPU supports, whatever [`set_max_level`] caps. Kernels whose choice
+/// of algorithm changes the last bits (which convolution runs a layer) choose by this, so the
+/// cap changes speed only: on one machine every cap gives the same bits.
+#[inline]
+pub fn machine_level() -> Level {
+    match DETECTED.load(Ordering::Relaxed) {
         UNSET => {
-            let l = detect() as u8;
-            DETECTED.store(l, Ordering::Relaxed);
+            let l = detect();
+            DETECTED.store(l as u8, Ordering::Relaxed);
             l
         }
-        l => l,
-    };
-    from_u8(detected.min(MAX.load(Ordering::Relaxed)))
+        l => from_u8(l),
+    }
 }
 
 /// Held by the crate's tests that cap the level, so that they do not cap it under each

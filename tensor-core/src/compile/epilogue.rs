@@ -132,20 +132,18 @@ pub(super) fn run(e: &Epilogue, program: &CompiledProgram, inputs: &[&Storage]) 
             let (dtype, shape) = &e.program.inputs[e.slot];
             let mut out = Storage::full(shape, *dtype, 0.into());
             let dst = out.as_mut_ptr();
-            let outs = {
-                let run = program.begin(program_inputs(Input::Shared(&out)));
-                // SAFETY: `dst` is `out`'s buffer, of the conv's dtype and length, written only
-                // here; the program reads an image's part only after `after_image` says it is
-                // final. Every image is announced, so every position of the run is computed.
-                unsafe {
-                    crate::ops::conv2d_into(conv, anchor_inputs, dst, &|start, len| run.range(start, len));
-                    run.finish()
-                }
-            };
             if e.keep_anchor {
+                // SAFETY: `dst` is `out`'s buffer, of the conv's dtype and length.
+                let outs = unsafe { conv_then_program(conv, anchor_inputs, dst, program, program_inputs(Input::Shared(&out))) };
                 results.push(out);
+                results.extend(outs);
+            } else {
+                // Nothing else reads the convolution's output: the program writes its result
+                // over it, each part once the convolution has finished it (one buffer, not
+                // two). The buffer's memory stays where it is when the program takes it over.
+                // SAFETY: as above.
+                results.extend(unsafe { conv_then_program(conv, anchor_inputs, dst, program, program_inputs(Input::Dying(out))) });
             }
-            results.extend(outs);
         }
         anchor => {
             let out = anchor.compute(anchor_inputs)?;
@@ -160,6 +158,29 @@ pub(super) fn run(e: &Epilogue, program: &CompiledProgram, inputs: &[&Storage]) 
         }
     }
     Ok(results)
+}
+
+/// The convolution into `dst`, each image's part of the program run on it as soon as the
+/// convolution has finished that part, on the thread that made it; the program's outputs.
+///
+/// # Safety
+/// `dst` must be the buffer of the program's anchor input, of the conv's dtype and length,
+/// and written by nothing else during the call.
+unsafe fn conv_then_program<'a>(
+    conv: &ConvOp,
+    anchor_inputs: &[&Storage],
+    dst: *mut u8,
+    program: &'a CompiledProgram,
+    inputs: SmallVec<[Input<'a>; 4]>,
+) -> SmallVec<[Storage; 1]> {
+    let run = program.begin(inputs);
+    // SAFETY: the caller's contract for `dst`; the program reads an image's part only after
+    // `after_image` says it is final, and writes only that part. Every image is announced,
+    // so every position of the run is computed.
+    unsafe {
+        crate::ops::conv2d_into(conv, anchor_inputs, dst, &|start, len| run.range(start, len));
+        run.finish()
+    }
 }
 
 /// The program's inputs: `anchor` at the anchor's slot, the node's other inputs around it.
@@ -233,6 +254,21 @@ mod tests {
             let x = Tensor::randn(&[n, 2, 6, 6], DType::F32, 9);
             let w = Tensor::randn(&[3, 2, 2, 2], DType::F32, 10);
             let g = lowered(traced(&[&x, &w], || Ok(vec![x.conv2d(&w, None, [2, 2], [0, 0])?.sigmoid()?])), &[&x, &w]);
+            assert_eq!(g.count_op("epilogue"), 1, "{}", g.to_text());
+        }
+        // The program writes over the anchor's output (nothing else reads it), part by part as
+        // the convolution finishes them: a depthwise layer, and a pointwise one by blocks of
+        // positions (parts of every channel at once), on one and several images.
+        for n in [1, 3] {
+            let x = Tensor::randn(&[n, 8, 12, 12], DType::F32, 13);
+            let w = Tensor::randn(&[8, 1, 3, 3], DType::F32, 14);
+            let b = Tensor::randn(&[8], DType::F32, 15);
+            let y = || x.conv2d_depthwise(&w, Some(&b), [2, 2], [1, 1], [1, 1])?.clamp(0.0, 6.0);
+            let g = lowered(traced(&[&x, &w, &b], || Ok(vec![y()?])), &[&x, &w, &b]);
+            assert_eq!(g.count_op("epilogue"), 1, "{}", g.to_text());
+            let x = Tensor::randn(&[n, 160, 7, 7], DType::F32, 16);
+            let w = Tensor::randn(&[64, 160, 1, 1], DType::F32, 17);
+            let g = lowered(traced(&[&x, &w], || Ok(vec![x.conv2d(&w, None, [1, 1], [0, 0])?.relu()?])), &[&x, &w]);
             assert_eq!(g.count_op("epilogue"), 1, "{}", g.to_text());
         }
         Ok(())

@@ -415,6 +415,38 @@ mod tests {
         v
     }
 
+    /// A cap on the SIMD level changes no convolution's bits: which path computes a layer
+    /// follows the CPU (`simd::machine_level`), and each path gives its bits at every level.
+    /// The layers have the shapes the direct kernel takes on AVX-512 CPUs, whose bits are not
+    /// im2col's (a patch of 576 taps): a 7x7 plane and a stride-2 layer to one. (Before, a cap
+    /// below AVX2 sent them to im2col.)
+    #[test]
+    fn a_level_cap_changes_no_convolutions_bits() {
+        use crate::kernels::simd::{set_max_level, Level};
+        let _only_this_test_caps_the_level = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        let layers = [
+            ConvGeom { n: 1, c: 64, h: 7, w: 7, o: 3, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
+            ConvGeom { n: 1, c: 64, h: 14, w: 14, o: 3, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] },
+        ];
+        let array = |dims: &[usize], seed| {
+            let v = crate::kernels::test_values(dims.iter().product(), seed).into_iter().map(|v| v as f32).collect();
+            Array::from_shape_vec(IxDyn(dims), v).unwrap()
+        };
+        for g in layers {
+            let (x, w, b) = (array(&[g.n, g.c, g.h, g.w], 1), array(&[g.o, g.c, g.kh, g.kw], 2), array(&[g.o], 3));
+            let at = |cap| {
+                set_max_level(cap);
+                let y = conv2d(&x, &w, Some(&b), &g);
+                set_max_level(Level::Avx512);
+                y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            let uncapped = at(Level::Avx512);
+            for cap in [Level::Baseline, Level::Avx2] {
+                assert_eq!(at(cap), uncapped, "{g:?} capped at {cap:?}");
+            }
+        }
+    }
+
     #[test]
     fn im2col_matches_the_definition() {
         for g in geoms() {

@@ -16,7 +16,8 @@
 //! - Tiles store straight into the output (the wrapped wide positions dropped there), with
 //!   their bias, so no wide buffer is written and read back.
 //! - With AVX-512 and f32 the tile is written with intrinsics (its 24 accumulators stay in
-//!   registers); other levels and f64 run `conv_direct`'s generic tile.
+//!   registers); f64, and a level capped below AVX-512, run `conv_direct`'s generic tile (the
+//!   kernel is taken only on CPUs with AVX-512: see `applies`).
 //!
 //! The bits are not the im2col path's (its GEMM sums a patch longer than 512 taps by blocks).
 //! NaN inputs still get that path's (the caller's `fallback`), as in `conv`'s other direct
@@ -85,7 +86,7 @@ enum Shape {
     C6V4,
     /// 3 channels by 7 vectors (21 accumulators), the 14x14 planes' 222 in two tiles.
     C3V7,
-    /// `conv_direct`'s 4 channels by 2 vectors (16 registers: AVX2).
+    /// `conv_direct`'s 4 channels by 2 vectors (16 registers: a level capped at AVX2).
     C4V2,
 }
 
@@ -504,7 +505,8 @@ mod tests {
                 let gflop = 2.0 * (n * g.o * g.patch() * g.out_plane()) as f64 / 1e6;
                 let line: Vec<String> =
                     paths.iter().zip(&best).map(|((name, _), t)| format!("{name} {t:.3} ms ({:.0} GFLOP/s)", gflop / t)).collect();
-                let fits = if fits(&g) { "taken" } else { "not taken" };
+                // `applies`, not `fits`: on a CPU without AVX-512 no layer is taken.
+                let fits = if applies(&g) { "taken" } else { "not taken" };
                 println!("n {n} {} -> {} {}x{} /{} ({fits}): {}", g.c, g.o, g.h, g.w, g.stride[0], line.join(", "));
             }
         }

@@ -297,7 +297,8 @@ fn conv2d_winograd_shapes_match_the_naive_reference_and_the_graph() -> Result<()
 }
 
 /// ResNet's 3x3 layers on small planes with long patches, its stride-2 3x3 layer to 7x7 and
-/// its 7x7/2 stem (batch 1) run by the direct kernel (kernels/conv_direct_large.rs): close to the naive sum
+/// its 7x7/2 stem (batch 1), run by the direct kernel on CPUs with AVX-512
+/// (kernels/conv_direct_large.rs; by Winograd or im2col elsewhere): close to the naive sum
 /// in both dtypes, the same bits eagerly and as a graph; a NaN input gives NaN where its
 /// windows reach (the image is redone by im2col) and an infinite one infinity.
 #[test]

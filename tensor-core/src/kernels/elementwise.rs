@@ -2,11 +2,10 @@
 //! loop the compiler vectorizes; large ones split into chunks over rayon; the result of each
 //! element never depends on the split, so threads do not change bits.
 
-use super::parallel::{par_min_len, CHUNK};
+use super::parallel::{for_each_chunk, par_min_len, CHUNK};
 use crate::shape::Shape;
 use crate::storage::Array;
-use ndarray::{IxDyn, Zip};
-use rayon::prelude::*;
+use ndarray::IxDyn;
 use std::mem::MaybeUninit;
 
 /// Applies `f` to every element of `src` into a new vector, in parallel when it is large.
@@ -21,7 +20,7 @@ where
     {
         let dst = &mut out.spare_capacity_mut()[..n];
         if n >= par_min_len() {
-            dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| fill_map(d, s, &f));
+            for_each_chunk(dst, CHUNK, &|start, d| fill_map(d, &src[start..start + d.len()], &f));
         } else {
             fill_map(dst, src, &f);
         }
@@ -55,7 +54,10 @@ where
     {
         let dst = &mut out.spare_capacity_mut()[..n];
         if n >= par_min_len() {
-            dst.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))).for_each(|(d, (x, y))| fill_zip(d, x, y, &f));
+            for_each_chunk(dst, CHUNK, &|start, d| {
+                let end = start + d.len();
+                fill_zip(d, &a[start..end], &b[start..end], &f)
+            });
         } else {
             fill_zip(dst, a, b, &f);
         }
@@ -128,12 +130,74 @@ where
     let dims = IxDyn(shape.dims());
     let av = a.broadcast(dims.clone()).expect("shapes checked by the op's shape rule");
     let bv = b.broadcast(dims).expect("shapes checked by the op's shape rule");
-    let zip = Zip::from(&av).and(&bv);
-    if shape.numel() >= par_min_len() {
-        zip.par_map_collect(|&x, &y| f(x, y)).into_shared()
-    } else {
-        zip.map_collect(|&x, &y| f(x, y)).into_shared()
+    let starts = RowStarts::new(shape.dims(), [av.strides(), bv.strides()]);
+    let [sa, sb] = starts.inner;
+    from_rows(shape, &|row, out| {
+        let [oa, ob] = starts.of(row);
+        for (j, o) in (0..).zip(out) {
+            // SAFETY: `starts` walks the views' own strides over their own dims.
+            o.write(unsafe { f(*av.as_ptr().offset(oa + j * sa), *bv.as_ptr().offset(ob + j * sb)) });
+        }
+    })
+}
+
+/// Where each row (the last dim) of a broadcast output starts in each of `N` operands, viewed
+/// as broadcast to the output's dims (stride 0 along a broadcast dim), in elements. Not
+/// generic over the element type, so the broadcast kernels share it.
+struct RowStarts<const N: usize> {
+    /// The output's dims but the last.
+    outer: Vec<usize>,
+    /// Each operand's strides along `outer`.
+    strides: [Vec<isize>; N],
+    /// Each operand's stride along the last dim.
+    inner: [isize; N],
+}
+
+impl<const N: usize> RowStarts<N> {
+    fn new(dims: &[usize], strides: [&[isize]; N]) -> Self {
+        let split = dims.len().saturating_sub(1);
+        RowStarts {
+            outer: dims[..split].to_vec(),
+            strides: strides.map(|s| s[..split].to_vec()),
+            inner: strides.map(|s| s.get(split).copied().unwrap_or(0)),
+        }
     }
+
+    /// The offsets of row `row`'s first element (rows counted in row-major order).
+    fn of(&self, mut row: usize) -> [isize; N] {
+        let mut at = [0isize; N];
+        for (d, &len) in self.outer.iter().enumerate().rev() {
+            let i = (row % len) as isize;
+            row /= len;
+            for (a, s) in at.iter_mut().zip(&self.strides) {
+                *a += i * s[d];
+            }
+        }
+        at
+    }
+}
+
+/// An array of `shape` whose rows (its last dim) `fill(row, out)` writes, in parallel when
+/// it is large. Each task takes whole rows, and no element depends on the split.
+fn from_rows<U: Copy + Send>(shape: &Shape, fill: &(dyn Fn(usize, &mut [MaybeUninit<U>]) + Sync)) -> Array<U> {
+    let (n, inner) = (shape.numel(), shape.dims().last().copied().unwrap_or(1));
+    let mut out: Vec<U> = Vec::with_capacity(n);
+    if n > 0 {
+        let dst = &mut out.spare_capacity_mut()[..n];
+        let rows = |start: usize, d: &mut [MaybeUninit<U>]| {
+            for (k, row) in d.chunks_mut(inner).enumerate() {
+                fill(start / inner + k, row);
+            }
+        };
+        if n >= par_min_len() {
+            for_each_chunk(dst, (CHUNK / inner).max(1) * inner, &rows);
+        } else {
+            rows(0, dst);
+        }
+    }
+    // SAFETY: every one of the n slots was written: `fill` writes each row it is given.
+    unsafe { out.set_len(n) };
+    from_vec(shape.dims(), out)
 }
 
 /// When `full` has `shape` and `one` holds one value per row of it — `one`'s dims are
@@ -168,9 +232,10 @@ where
         };
         if n >= par_min_len() {
             let per_task = (CHUNK / inner).max(1);
-            dst.par_chunks_mut(per_task * inner)
-                .zip(xs.par_chunks(per_task * inner).zip(ys.par_chunks(per_task)))
-                .for_each(|(d, (x, y))| rows(d, x, y));
+            for_each_chunk(dst, per_task * inner, &|start, d| {
+                let row = start / inner;
+                rows(d, &xs[start..start + d.len()], &ys[row..row + d.len() / inner])
+            });
         } else {
             rows(dst, xs, ys);
         }
@@ -186,13 +251,21 @@ pub fn select<T: Copy + Send + Sync>(cond: &Array<bool>, a: &Array<T>, b: &Array
     let c = cond.broadcast(dims.clone()).expect("shapes checked by the op's shape rule");
     let x = a.broadcast(dims.clone()).expect("shapes checked by the op's shape rule");
     let y = b.broadcast(dims).expect("shapes checked by the op's shape rule");
-    let zip = Zip::from(&c).and(&x).and(&y);
-    let pick = |&c: &bool, &x: &T, &y: &T| if c { x } else { y };
-    if shape.numel() >= par_min_len() {
-        zip.par_map_collect(pick).into_shared()
-    } else {
-        zip.map_collect(pick).into_shared()
-    }
+    let starts = RowStarts::new(shape.dims(), [c.strides(), x.strides(), y.strides()]);
+    let [sc, sx, sy] = starts.inner;
+    from_rows(shape, &|row, out| {
+        let [oc, ox, oy] = starts.of(row);
+        for (j, o) in (0..).zip(out) {
+            // SAFETY: `starts` walks the views' own strides over their own dims.
+            o.write(unsafe {
+                if *c.as_ptr().offset(oc + j * sc) {
+                    *x.as_ptr().offset(ox + j * sx)
+                } else {
+                    *y.as_ptr().offset(oy + j * sy)
+                }
+            });
+        }
+    })
 }
 
 /// An array of `a`'s dims from row-major data (`a` in standard layout): reuses `a`'s
@@ -216,7 +289,7 @@ mod tests {
     /// `a - b` through ndarray's general broadcast walk, the path the per-row one replaces.
     fn general(a: &Array<f32>, b: &Array<f32>, shape: &Shape) -> Vec<f32> {
         let dims = IxDyn(shape.dims());
-        Zip::from(&a.broadcast(dims.clone()).unwrap()).and(&b.broadcast(dims).unwrap()).map_collect(|&x, &y| x - y).into_iter().collect()
+        ndarray::Zip::from(&a.broadcast(dims.clone()).unwrap()).and(&b.broadcast(dims).unwrap()).map_collect(|&x, &y| x - y).into_iter().collect()
     }
 
     /// One value per row on either side, per-row ranks of 1 and 2 trailing dims, small and over

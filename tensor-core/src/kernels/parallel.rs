@@ -1,7 +1,9 @@
 //! Thread settings shared by all kernels: how many worker threads rayon and the matmul
 //! backend use, and below which size a kernel stays on the calling thread (handing work to
-//! another thread costs microseconds, more than a small kernel takes).
+//! another thread costs microseconds, more than a small kernel takes); and the one entry
+//! into rayon that the generic kernels share ([`for_each_task`]).
 
+use rayon::prelude::*;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -83,4 +85,44 @@ pub fn on_one_thread<R>(f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(ONE_THREAD.with(|c| c.replace(true)));
     f()
+}
+
+/// Runs `task(k)` for every `k` in `0..tasks` on the pool's workers (the caller takes a
+/// share), returning when all are done.
+///
+/// Not generic on purpose: each kernel generic over its element types and its scalar
+/// function (`map` alone has ~340 instances) once built its own copy of rayon's splitting,
+/// joining and unwinding code around its closure, and those copies were a third of the
+/// crate's compiled code (`cargo llvm-lines`). Through this one instance the kernels pay a
+/// dynamic call per task, a chunk of thousands of elements.
+pub fn for_each_task(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+    (0..tasks).into_par_iter().for_each(task);
+}
+
+/// Splits `out` into consecutive parts of `chunk` elements (the last may be shorter) and
+/// runs `fill(start, part)` for each on the pool's workers, `start` being the part's offset
+/// in `out`.
+pub fn for_each_chunk<U: Send>(out: &mut [U], chunk: usize, fill: &(dyn Fn(usize, &mut [U]) + Sync)) {
+    assert!(chunk > 0, "chunks of no elements");
+    let (n, base) = (out.len(), SendPtr(out.as_mut_ptr()));
+    for_each_task(n.div_ceil(chunk), &|k| {
+        let start = k * chunk;
+        // SAFETY: the parts `[start, start + len)` of distinct tasks do not overlap and lie
+        // inside `out`, which this function borrows mutably until every task has returned.
+        let part = unsafe { std::slice::from_raw_parts_mut(base.at(start), chunk.min(n - start)) };
+        fill(start, part);
+    });
+}
+
+/// `out`'s start, shared by the tasks of [`for_each_chunk`].
+struct SendPtr<U>(*mut U);
+
+// SAFETY: the tasks write disjoint parts of the buffer (see `for_each_chunk`).
+unsafe impl<U: Send> Sync for SendPtr<U> {}
+
+impl<U> SendPtr<U> {
+    /// The element at `offset` (a method, so the closure captures the whole `SendPtr`).
+    fn at(&self, offset: usize) -> *mut U {
+        self.0.wrapping_add(offset)
+    }
 }

@@ -20,7 +20,7 @@ where
     {
         let dst = &mut out.spare_capacity_mut()[..n];
         if n >= par_min_len() {
-            for_each_chunk(dst, CHUNK, &|start, d| fill_map(d, &src[start..start + d.len()], &f));
+            map_chunks(dst, src, &f);
         } else {
             fill_map(dst, src, &f);
         }
@@ -28,6 +28,14 @@ where
     // SAFETY: every one of the n slots was written by fill_map above.
     unsafe { out.set_len(n) };
     out
+}
+
+/// [`map_slice`]'s parallel case, out of line and cold: inlined, it made the serial case of
+/// a 16-element op slower (W1 eager, 48 → 54 µs for its 200 ops).
+#[cold]
+#[inline(never)]
+fn map_chunks<T: Copy + Sync, U: Send>(dst: &mut [MaybeUninit<U>], src: &[T], f: &(impl Fn(T) -> U + Sync)) {
+    for_each_chunk(dst, CHUNK, &|start, d| fill_map(d, &src[start..start + d.len()], f));
 }
 
 super::simd::multiversion! {

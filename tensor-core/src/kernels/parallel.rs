@@ -3,6 +3,7 @@
 //! another thread costs microseconds, more than a small kernel takes); and the one entry
 //! into rayon that the generic kernels share ([`for_each_task`]).
 
+use super::shared_out::SharedOut;
 use rayon::prelude::*;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,7 +105,7 @@ pub fn for_each_task(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
 /// in `out`.
 pub fn for_each_chunk<U: Send>(out: &mut [U], chunk: usize, fill: &(dyn Fn(usize, &mut [U]) + Sync)) {
     assert!(chunk > 0, "chunks of no elements");
-    let (n, base) = (out.len(), SendPtr(out.as_mut_ptr()));
+    let (n, base) = (out.len(), SharedOut::new(out));
     for_each_task(n.div_ceil(chunk), &|k| {
         let start = k * chunk;
         // SAFETY: the parts `[start, start + len)` of distinct tasks do not overlap and lie
@@ -112,17 +113,4 @@ pub fn for_each_chunk<U: Send>(out: &mut [U], chunk: usize, fill: &(dyn Fn(usize
         let part = unsafe { std::slice::from_raw_parts_mut(base.at(start), chunk.min(n - start)) };
         fill(start, part);
     });
-}
-
-/// `out`'s start, shared by the tasks of [`for_each_chunk`].
-struct SendPtr<U>(*mut U);
-
-// SAFETY: the tasks write disjoint parts of the buffer (see `for_each_chunk`).
-unsafe impl<U: Send> Sync for SendPtr<U> {}
-
-impl<U> SendPtr<U> {
-    /// The element at `offset` (a method, so the closure captures the whole `SendPtr`).
-    fn at(&self, offset: usize) -> *mut U {
-        self.0.wrapping_add(offset)
-    }
 }

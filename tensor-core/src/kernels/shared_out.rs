@@ -1,7 +1,8 @@
 //! An output buffer that parallel tasks write disjoint elements of, where those elements
 //! interleave (a block's rows of every channel, a tile's positions) so the buffer cannot be
 //! split into `&mut` slices: the convolutions' row blocks, Winograd's output tiles and the
-//! pointwise convolution's blocks of positions.
+//! pointwise convolution's blocks of positions. `parallel::for_each_chunk` uses it too, to
+//! hand each task its part through a non-generic closure.
 
 /// The start of an output buffer, shared by tasks that each write their own elements of it.
 #[derive(Clone, Copy)]

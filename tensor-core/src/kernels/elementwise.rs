@@ -324,4 +324,44 @@ mod tests {
         assert_eq!(one_per_row(&a, &from_vec(&[3], vec![1.0f32; 3]), &shape), None);
         assert_eq!(one_per_row(&a, &from_vec(&[2, 3], vec![1.0f32; 6]), &shape), None);
     }
+
+    /// The general broadcast walk (`RowStarts`, `from_rows`) of `zip` and `select`: operands
+    /// broadcast along leading, middle and trailing dims, a transposed (not row-major) one, a
+    /// scalar output and an empty one, small and over the parallel threshold (rows split over
+    /// tasks), against ndarray's walk element by element.
+    #[test]
+    fn the_general_broadcast_walk_matches_ndarrays() {
+        let values =
+            |dims: &[usize], k: usize| from_vec(dims, (0..dims.iter().product::<usize>()).map(|i| ((i * k) % 89) as f32 * 0.5 - 7.0).collect());
+        let cases: [(Vec<usize>, Vec<usize>, Vec<usize>); 6] = [
+            (vec![3, 1, 5], vec![1, 4, 1], vec![3, 4, 5]),
+            (vec![7], vec![2, 3, 1], vec![2, 3, 7]),
+            (vec![], vec![], vec![]),
+            (vec![2, 0, 3], vec![1, 1, 3], vec![2, 0, 3]),
+            (vec![64, 1, 300], vec![1, 40, 1], vec![64, 40, 300]),
+            (vec![1, 300, 1], vec![256, 1, 9], vec![256, 300, 9]),
+        ];
+        for (da, db, out) in cases {
+            let shape = Shape::new(&out);
+            let (a, b) = (values(&da, 3), values(&db, 7));
+            assert_eq!(zip(&a, &b, &shape, |x, y| x - y).iter().copied().collect::<Vec<_>>(), general(&a, &b, &shape), "{da:?} - {db:?}");
+            // `a` transposed (the rank-3 cases), beside a middle-dim broadcast: the walk
+            // follows its strides.
+            let at = a.clone().reversed_axes();
+            if da.len() == 3 && !at.is_standard_layout() {
+                let tshape = Shape::new(&out.iter().rev().copied().collect::<Vec<_>>());
+                let bt = values(&[1, tshape.dims()[1], 1], 5);
+                assert_eq!(zip(&at, &bt, &tshape, |x, y| x - y).iter().copied().collect::<Vec<_>>(), general(&at, &bt, &tshape), "{da:?} transposed");
+            }
+            let cond = from_vec(&db, (0..db.iter().product::<usize>()).map(|i| i % 3 == 0).collect());
+            let dims = IxDyn(shape.dims());
+            let expected: Vec<f32> = ndarray::Zip::from(&cond.broadcast(dims.clone()).unwrap())
+                .and(&a.broadcast(dims.clone()).unwrap())
+                .and(&b.broadcast(dims).unwrap())
+                .map_collect(|&c, &x, &y| if c { x } else { y })
+                .into_iter()
+                .collect();
+            assert_eq!(select(&cond, &a, &b, &shape).iter().copied().collect::<Vec<_>>(), expected, "select {db:?} {da:?} {db:?}");
+        }
+    }
 }

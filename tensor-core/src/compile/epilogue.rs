@@ -19,7 +19,7 @@ use crate::error::Result;
 use crate::graph::{Epilogue, Graph, Node, NodeKind, StateWrite, ValueId};
 use crate::kernels::fused::{CompiledProgram, Input};
 use crate::ops::{ConvOp, LinalgOp, Op};
-use crate::storage::Storage;
+use crate::storage::{Storage, Unwritten};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -130,19 +130,21 @@ pub(super) fn run(e: &Epilogue, program: &CompiledProgram, inputs: &[&Storage]) 
     match &e.anchor {
         Op::Conv(conv @ (ConvOp::Conv2d { .. } | ConvOp::Depthwise2d { .. })) => {
             let (dtype, shape) = &e.program.inputs[e.slot];
-            let mut out = Storage::full(shape, *dtype, 0.into());
-            let dst = out.as_mut_ptr();
+            // Not zeroed: the convolution writes every element.
+            let out = Unwritten::new(*dtype, shape.numel());
+            let dst = out.ptr_at(0);
             if e.keep_anchor {
                 // SAFETY: `dst` is `out`'s buffer, of the conv's dtype and length.
-                let outs = unsafe { conv_then_program(conv, anchor_inputs, dst, program, program_inputs(Input::Shared(&out))) };
-                results.push(out);
+                let outs = unsafe { conv_then_program(conv, anchor_inputs, dst, program, program_inputs(Input::Filling(&out))) };
+                // SAFETY: the convolution wrote every element.
+                results.push(unsafe { out.assume_written(shape.dims()) });
                 results.extend(outs);
             } else {
                 // Nothing else reads the convolution's output: the program writes its result
                 // over it, each part once the convolution has finished it (one buffer, not
                 // two). The buffer's memory stays where it is when the program takes it over.
                 // SAFETY: as above.
-                results.extend(unsafe { conv_then_program(conv, anchor_inputs, dst, program, program_inputs(Input::Dying(out))) });
+                results.extend(unsafe { conv_then_program(conv, anchor_inputs, dst, program, program_inputs(Input::FillingDying(out))) });
             }
         }
         anchor => {

@@ -12,7 +12,7 @@ use crate::kernels::pointwise;
 use crate::kernels::pool::{self as kp, PoolGeom};
 use crate::math::op_names;
 use crate::shape::{Shape, UNKNOWN};
-use crate::storage::Storage;
+use crate::storage::{Storage, Unwritten};
 use crate::tensor::grad_node::BackwardCtx;
 use crate::tensor::Tensor;
 use smallvec::smallvec;
@@ -281,14 +281,8 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
     Ok(match op {
         ConvOp::Conv2d { stride, padding } => {
             let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
-            let one_by_one = pointwise::applies(&g);
-            match (inputs[0], inputs[1], inputs.get(2)) {
-                (Storage::F32(x), Storage::F32(w), b) if one_by_one => Storage::F32(pointwise::conv2d(x, w, b.and_then(|b| b.array::<f32>()), &g)),
-                (Storage::F64(x), Storage::F64(w), b) if one_by_one => Storage::F64(pointwise::conv2d(x, w, b.and_then(|b| b.array::<f64>()), &g)),
-                (Storage::F32(x), Storage::F32(w), b) => Storage::F32(kc::conv2d(x, w, b.and_then(|b| b.array::<f32>()), &g)),
-                (Storage::F64(x), Storage::F64(w), b) => Storage::F64(kc::conv2d(x, w, b.and_then(|b| b.array::<f64>()), &g)),
-                _ => other(),
-            }
+            let (oh, ow) = g.out_hw();
+            written_by_conv(op, inputs, &[g.n, g.o, oh, ow])
         }
         ConvOp::Conv2dInputGrad { stride, padding, input_hw } => {
             let (gy, w) = (inputs[0].shape(), inputs[1].shape());
@@ -326,6 +320,18 @@ fn compute(op: &ConvOp, inputs: &[&Storage]) -> Result<Storage> {
         }
         ConvOp::Depthwise2d { .. } | ConvOp::Depthwise2dInputGrad { .. } | ConvOp::Depthwise2dWeightGrad { .. } => depthwise::compute(op, inputs),
     })
+}
+
+/// The output `dims` of the conv2d or depthwise2d op `op` on `inputs`, in a buffer not
+/// zeroed first: the kernels write every element.
+pub(super) fn written_by_conv(op: &ConvOp, inputs: &[&Storage], dims: &[usize]) -> Storage {
+    let out = Unwritten::new(inputs[0].dtype(), dims.iter().product());
+    // SAFETY: a buffer of the op's output dtype and element count, written by this call
+    // alone, which writes every element.
+    unsafe {
+        conv2d_into(op, inputs, out.ptr_at(0), &|_, _| {});
+        out.assume_written(dims)
+    }
 }
 
 /// The conv2d or depthwise2d op `op` on `inputs`, written into `out` image by image, with

@@ -129,11 +129,8 @@ pub(super) fn compute(op: &ConvOp, inputs: &[&Storage]) -> Storage {
         ConvOp::Depthwise2d { stride, padding, dilation } => {
             let (x, w) = (inputs[0].shape(), inputs[1].shape());
             let g = geom(&x, w[0], [w[2], w[3]], *stride, *padding, *dilation);
-            match (inputs[0], inputs[1], inputs.get(2)) {
-                (Storage::F32(x), Storage::F32(w), b) => Storage::F32(kd::depthwise2d(x, w, b.and_then(|b| b.array::<f32>()), &g)),
-                (Storage::F64(x), Storage::F64(w), b) => Storage::F64(kd::depthwise2d(x, w, b.and_then(|b| b.array::<f64>()), &g)),
-                _ => other(),
-            }
+            let (oh, ow) = g.out_hw();
+            super::conv::written_by_conv(op, inputs, &[g.n, g.out_channels(), oh, ow])
         }
         ConvOp::Depthwise2dInputGrad { stride, padding, dilation, input_hw, multiplier } => {
             let (gy, w) = (inputs[0].shape(), inputs[1].shape());

@@ -4,8 +4,10 @@
 //! value saved for backward or held by a graph never changes under its holder.
 
 mod element;
+mod unwritten;
 
 pub use element::{Element, StorageOf};
+pub use unwritten::Unwritten;
 
 use crate::dtype::DType;
 use crate::shape::Shape;
@@ -124,12 +126,6 @@ impl Storage {
             DType::I64 => Storage::I64(fill(shape, value)),
             DType::Bool => Storage::Bool(fill(shape, value)),
         }
-    }
-
-    /// The address of the first element, for a kernel that fills the data in place; the array
-    /// is made unique first (copy on write), so no other holder sees the writes.
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
-        with_array!(self, a => a.as_mut_ptr() as *mut u8)
     }
 
     /// True when the data is laid out row-major and contiguous.

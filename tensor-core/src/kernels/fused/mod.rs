@@ -13,17 +13,15 @@ mod compiled;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod jit;
 
-use super::elementwise::from_vec;
 use super::parallel::par_min_len;
 use crate::dtype::DType;
 use crate::math::{FusedProgram, Instr, Operand};
 use crate::shape::Shape;
-use crate::storage::{Array, Storage};
+use crate::storage::{Storage, Unwritten};
 use compiled::{Kernel, Mode, Src};
 use rayon::prelude::*;
 use smallvec::SmallVec;
 use std::cell::RefCell;
-use std::mem::MaybeUninit;
 
 /// A program input: shared (still used later), or owned by the caller and dying here, so its
 /// buffer may become an output's.
@@ -32,6 +30,43 @@ pub enum Input<'a> {
     Shared(&'a Storage),
     /// Handed over: its buffer may be reused for an output.
     Dying(Storage),
+    /// Being written by the kernel the program follows (an epilogue's anchor), which writes
+    /// each part before the program reads it (`FusedRun::range`); read only. Its shape is the
+    /// program's.
+    Filling(&'a Unwritten),
+    /// As `Filling`, and handed over: its buffer may be reused for an output.
+    FillingDying(Unwritten),
+}
+
+/// What a run holds of a dying input: its storage, or the buffer being filled.
+enum Held {
+    Storage(Storage),
+    Filling(Unwritten),
+}
+
+impl Held {
+    fn dtype(&self) -> DType {
+        match self {
+            Held::Storage(s) => s.dtype(),
+            Held::Filling(u) => u.dtype(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Held::Storage(s) => s.len(),
+            Held::Filling(u) => u.len(),
+        }
+    }
+
+    /// Its buffer to write an output of `n` elements over, or itself when that cannot be.
+    fn reclaim(self, n: usize) -> Result<Unwritten, Held> {
+        match self {
+            Held::Storage(s) => Unwritten::reclaim(s, n).map_err(Held::Storage),
+            Held::Filling(u) if u.len() == n => Ok(u),
+            held => Err(held),
+        }
+    }
 }
 
 /// Elements per chunk: 8 KiB of f64 per register.
@@ -211,7 +246,7 @@ impl CompiledProgram {
     /// stores are weakly ordered (one fence per task: a fence waits for the stores to reach
     /// memory, so one per chunk would make every chunk wait).
     fn run_streaming(&self, run: &FusedRun, n: usize) {
-        let first = run.outs[0].chunk_ptr(0) as usize;
+        let first = run.outs[0].ptr_at(0) as usize;
         let skew = n.min((64 - first % 64) % 64 / self.program.instrs[self.program.outputs[0]].dtype.size_of());
         run.range(0, skew);
         let chunks = (n - skew).div_ceil(FUSED_CHUNK);
@@ -229,7 +264,7 @@ impl CompiledProgram {
     pub fn begin<'a>(&'a self, inputs: impl IntoIterator<Item = Input<'a>>) -> FusedRun<'a> {
         let n = self.program.shape.numel();
         let mut sources: SmallVec<[Source; 4]> = SmallVec::new();
-        let mut dying: SmallVec<[Option<Storage>; 4]> = SmallVec::new();
+        let mut dying: SmallVec<[Option<Held>; 4]> = SmallVec::new();
         for input in inputs {
             match input {
                 Input::Shared(s) => {
@@ -238,17 +273,25 @@ impl CompiledProgram {
                 }
                 Input::Dying(s) => {
                     sources.push(Source::new(&s, &self.program.shape));
-                    dying.push(Some(s));
+                    dying.push(Some(Held::Storage(s)));
+                }
+                Input::Filling(u) => {
+                    sources.push(Source::filling(u, n));
+                    dying.push(None);
+                }
+                Input::FillingDying(u) => {
+                    sources.push(Source::filling(&u, n));
+                    dying.push(Some(Held::Filling(u)));
                 }
             }
         }
         let mut aliased: SmallVec<[bool; 4]> = SmallVec::from_elem(false, sources.len());
-        let mut outs: SmallVec<[OutBuf; 2]> = SmallVec::new();
+        let mut outs: SmallVec<[Unwritten; 2]> = SmallVec::new();
         for &k in &self.program.outputs {
             let dtype = self.program.instrs[k].dtype;
             let donor =
                 (0..sources.len()).find(|&i| dying[i].as_ref().is_some_and(|s| s.dtype() == dtype && s.len() == n) && sources[i].is_direct_slice());
-            match donor.map(|i| (i, OutBuf::reclaim(dying[i].take().expect("checked"), n))) {
+            match donor.map(|i| (i, dying[i].take().expect("checked").reclaim(n))) {
                 Some((i, Ok(buf))) => {
                     aliased[i] = true;
                     outs.push(buf);
@@ -256,15 +299,15 @@ impl CompiledProgram {
                 Some((i, Err(kept))) => {
                     // Not reclaimable: keep it alive, as `sources[i]` still reads it.
                     dying[i] = Some(kept);
-                    outs.push(OutBuf::new(dtype, n));
+                    outs.push(Unwritten::new(dtype, n));
                 }
-                None => outs.push(OutBuf::new(dtype, n)),
+                None => outs.push(Unwritten::new(dtype, n)),
             }
         }
         FusedRun { program: self, sources, aliased, outs, _dying: dying, _inputs: std::marker::PhantomData }
     }
 
-    fn run_chunk(&self, scratch: &mut Scratch, sources: &[Source], aliased: &[bool], outs: &[OutBuf], start: usize, len: usize) {
+    fn run_chunk(&self, scratch: &mut Scratch, sources: &[Source], aliased: &[bool], outs: &[Unwritten], start: usize, len: usize) {
         scratch.prepare(self.num_regs, sources.len());
         let Scratch { regs, inputs, frame } = scratch;
         frame.clear();
@@ -281,7 +324,7 @@ impl CompiledProgram {
             frame.push(p);
         }
         frame.extend(regs[..self.num_regs].iter_mut().map(|r| r.as_mut_ptr() as *mut u8));
-        frame.extend(outs.iter().map(|o| o.chunk_ptr(start)));
+        frame.extend(outs.iter().map(|o| o.ptr_at(start)));
         #[cfg(target_arch = "x86_64")]
         if let Some(jit) = &self.jit {
             // SAFETY: the frame is the one the kernels below would get (an f32 program: every
@@ -306,8 +349,8 @@ pub struct FusedRun<'a> {
     program: &'a CompiledProgram,
     sources: SmallVec<[Source; 4]>,
     aliased: SmallVec<[bool; 4]>,
-    outs: SmallVec<[OutBuf; 2]>,
-    _dying: SmallVec<[Option<Storage>; 4]>,
+    outs: SmallVec<[Unwritten; 2]>,
+    _dying: SmallVec<[Option<Held>; 4]>,
     _inputs: std::marker::PhantomData<&'a Storage>,
 }
 
@@ -336,7 +379,7 @@ impl FusedRun<'_> {
     pub(crate) unsafe fn finish(self) -> SmallVec<[Storage; 1]> {
         unsafe {
             let dims = self.program.program.shape.dims();
-            self.outs.into_iter().map(|o| o.finish(dims)).collect()
+            self.outs.into_iter().map(|o| o.assume_written(dims)).collect()
         }
     }
 }
@@ -429,6 +472,13 @@ impl Source {
         Source { dtype: s.dtype(), ptr, kind }
     }
 
+    /// A buffer of `n` elements being filled, laid out as the output.
+    fn filling(u: &Unwritten, n: usize) -> Source {
+        assert_eq!(u.len(), n, "a filling input has the program's shape");
+        let kind = if n == 1 { SourceKind::Scalar } else { SourceKind::Direct };
+        Source { dtype: u.dtype(), ptr: u.ptr_at(0), kind }
+    }
+
     fn is_scalar(&self) -> bool {
         matches!(self.kind, SourceKind::Scalar)
     }
@@ -491,109 +541,6 @@ fn gather_strided<T: Copy>(base: *const T, strides: &[isize], dims: &[usize], st
             }
             offset -= strides[d] * dims[d] as isize;
             idx[d] = 0;
-        }
-    }
-}
-
-/// An output buffer being filled chunk by chunk, possibly from several threads.
-enum OutBuf {
-    F32(Vec<MaybeUninit<f32>>),
-    F64(Vec<MaybeUninit<f64>>),
-    I32(Vec<MaybeUninit<i32>>),
-    I64(Vec<MaybeUninit<i64>>),
-    Bool(Vec<MaybeUninit<bool>>),
-}
-
-// SAFETY: chunks write disjoint ranges (see chunk_mut) and read back only their own range.
-unsafe impl Sync for OutBuf {}
-
-fn uninit<T>(n: usize) -> Vec<MaybeUninit<T>> {
-    let mut v = Vec::with_capacity(n);
-    // SAFETY: MaybeUninit needs no initialization.
-    unsafe { v.set_len(n) };
-    v
-}
-
-/// The buffer of a uniquely held, standard-layout array of `n` elements, as writable memory;
-/// else `Err` with what still owns that memory (the array, or its whole buffer when it was a
-/// part of a larger one), which the caller must keep alive while its sources read it.
-fn reclaim_vec<T>(a: Array<T>, n: usize) -> Result<Vec<MaybeUninit<T>>, Array<T>> {
-    if !a.is_standard_layout() {
-        return Err(a);
-    }
-    let owned = a.try_into_owned_nocopy()?;
-    let (v, offset) = owned.into_raw_vec_and_offset();
-    if offset.unwrap_or(0) != 0 || v.len() != n {
-        let len = v.len();
-        return Err(Array::from_shape_vec(ndarray::IxDyn(&[len]), v).expect("a 1-d array of the whole buffer"));
-    }
-    let mut v = std::mem::ManuallyDrop::new(v);
-    // SAFETY: same allocation, element type wrapped in MaybeUninit (same layout).
-    Ok(unsafe { Vec::from_raw_parts(v.as_mut_ptr() as *mut MaybeUninit<T>, v.len(), v.capacity()) })
-}
-
-/// A finished buffer as an array.
-///
-/// # Safety
-/// Every element must have been written.
-unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>, dims: &[usize]) -> Array<T> {
-    unsafe {
-        let mut v = std::mem::ManuallyDrop::new(v);
-        from_vec(dims, Vec::from_raw_parts(v.as_mut_ptr() as *mut T, v.len(), v.capacity()))
-    }
-}
-
-impl OutBuf {
-    fn new(dtype: DType, n: usize) -> OutBuf {
-        match dtype {
-            DType::F32 => OutBuf::F32(uninit(n)),
-            DType::F64 => OutBuf::F64(uninit(n)),
-            DType::I32 => OutBuf::I32(uninit(n)),
-            DType::I64 => OutBuf::I64(uninit(n)),
-            DType::Bool => OutBuf::Bool(uninit(n)),
-        }
-    }
-
-    /// The buffer of a dying input, if nothing else holds it; else what keeps its memory
-    /// alive (see `reclaim_vec`).
-    fn reclaim(s: Storage, n: usize) -> Result<OutBuf, Storage> {
-        match s {
-            Storage::F32(a) => reclaim_vec(a, n).map(OutBuf::F32).map_err(Storage::F32),
-            Storage::F64(a) => reclaim_vec(a, n).map(OutBuf::F64).map_err(Storage::F64),
-            Storage::I32(a) => reclaim_vec(a, n).map(OutBuf::I32).map_err(Storage::I32),
-            Storage::I64(a) => reclaim_vec(a, n).map(OutBuf::I64).map_err(Storage::I64),
-            Storage::Bool(a) => reclaim_vec(a, n).map(OutBuf::Bool).map_err(Storage::Bool),
-        }
-    }
-
-    /// The address of element `start` (chunks write disjoint ranges through it).
-    fn chunk_ptr(&self, start: usize) -> *mut u8 {
-        macro_rules! at {
-            ($v:expr) => {
-                // SAFETY: `start` is within the buffer.
-                unsafe { $v.as_ptr().add(start) as *mut u8 }
-            };
-        }
-        match self {
-            OutBuf::F32(v) => at!(v),
-            OutBuf::F64(v) => at!(v),
-            OutBuf::I32(v) => at!(v),
-            OutBuf::I64(v) => at!(v),
-            OutBuf::Bool(v) => at!(v),
-        }
-    }
-
-    /// # Safety
-    /// Every element must have been written.
-    unsafe fn finish(self, dims: &[usize]) -> Storage {
-        unsafe {
-            match self {
-                OutBuf::F32(v) => Storage::F32(assume_init(v, dims)),
-                OutBuf::F64(v) => Storage::F64(assume_init(v, dims)),
-                OutBuf::I32(v) => Storage::I32(assume_init(v, dims)),
-                OutBuf::I64(v) => Storage::I64(assume_init(v, dims)),
-                OutBuf::Bool(v) => Storage::Bool(assume_init(v, dims)),
-            }
         }
     }
 }
@@ -661,6 +608,47 @@ mod tests {
         let out = p.run([Input::Dying(x)]); // nothing else holds x: its buffer becomes the output's
         assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &[-1.0, -2.0, -3.0]);
         Ok(())
+    }
+
+    #[test]
+    fn a_filling_input_is_read_part_by_part_and_may_lend_its_buffer() {
+        use crate::kernels::fused::{CompiledProgram, Input};
+        use crate::math::{FusedProgram, Instr, Operand};
+        use crate::ops::{ElementwiseOp, UnaryOp};
+        use crate::prelude::*;
+        use crate::storage::Unwritten;
+        let n = 3000; // three chunks
+        let p = CompiledProgram::new(&FusedProgram {
+            shape: Shape::new(&[n]),
+            inputs: vec![(DType::F32, Shape::new(&[n]))],
+            instrs: vec![Instr { op: ElementwiseOp::Unary(UnaryOp::Neg), args: [Operand::Input(0)].into_iter().collect(), dtype: DType::F32 }],
+            outputs: vec![0],
+        });
+        let write = |u: &Unwritten, part: std::ops::Range<usize>| {
+            for i in part {
+                // SAFETY: element i of an f32 buffer of n, written by this call alone.
+                unsafe { *(u.ptr_at(i) as *mut f32) = i as f32 };
+            }
+        };
+        let negated: Vec<f32> = (0..n).map(|i| -(i as f32)).collect();
+        // Kept: the program reads each part once it is written, and the buffer stays the input's.
+        let kept = Unwritten::new(DType::F32, n);
+        let run = p.begin([Input::Filling(&kept)]);
+        for part in [0..1000, 1000..2500, 2500..n] {
+            write(&kept, part.clone());
+            run.range(part.start, part.len());
+        }
+        // SAFETY: the ranges covered every position; the loop wrote every element of `kept`.
+        let (out, kept) = unsafe { (run.finish(), kept.assume_written(&[n])) };
+        assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &negated[..]);
+        assert_eq!(kept.array::<f32>().unwrap().iter().map(|v| -v).collect::<Vec<_>>(), negated);
+        // Handed over: the output is written over the input, at the same address.
+        let dying = Unwritten::new(DType::F32, n);
+        let at = dying.ptr_at(0) as usize;
+        write(&dying, 0..n);
+        let out = p.run([Input::FillingDying(dying)]);
+        assert_eq!(out[0].array::<f32>().unwrap().as_slice().unwrap(), &negated[..]);
+        assert_eq!(out[0].array::<f32>().unwrap().as_ptr() as usize, at, "the input's buffer became the output's");
     }
 
     #[test]
@@ -880,6 +868,7 @@ mod tests {
     #[test]
     fn a_dying_input_that_cannot_become_an_output_stays_alive_while_the_program_reads_it() {
         use crate::math::{BinaryOp, ElementwiseOp, ScalarAttr, UnaryOp};
+        use crate::storage::Array;
         // The first half of a 4 MiB buffer nothing else holds: a donor candidate, but not
         // reclaimable (its buffer is larger than the output). Its memory was freed before
         // the program read it (a large buffer is unmapped: the read faulted).

@@ -136,6 +136,12 @@ impl Phases {
     /// are written: the rest of `p` (padding, the phases' ragged ends, the slack) must be
     /// zero already, and stays so.
     fn fill<T: Float>(&self, g: &DepthwiseGeom, x: &[T], p: &mut [T]) {
+        fill_phases(self, g, x, p);
+    }
+
+    /// [`Phases::fill`]'s body, built once per SIMD level (its copies are the time).
+    #[inline(always)]
+    fn fill_body<T: Float>(&self, g: &DepthwiseGeom, x: &[T], p: &mut [T]) {
         for (row, &start) in x.chunks_exact(g.w).zip(&self.rows) {
             match (g.stride[1], &self.cols[..]) {
                 (1, _) => p[start + self.cols[0].1..][..g.w].copy_from_slice(row),
@@ -356,9 +362,24 @@ fn run<T: Float, const N: usize>(p: &[T], offsets: &[usize], w: &[T], q: usize, 
     acc[q..q + N].copy_from_slice(&sums);
 }
 
-/// Drops the wrapped wide positions and adds the bias: `out[oi, oj] = acc[oi * wq + oj]
-/// (+ bias)`.
-fn compact<T: Float>(acc: &[T], bias: Option<T>, phases: &Phases, out: &mut [T]) {
+multiversion! {
+    /// Copies input plane `x` into the phases `p` (see [`Phases::fill`]).
+    fn fill_phases<T: Float>(phases: &Phases, g: &DepthwiseGeom, x: &[T], p: &mut [T]) = fill_phases_body;
+}
+
+#[inline(always)]
+fn fill_phases_body<T: Float>(phases: &Phases, g: &DepthwiseGeom, x: &[T], p: &mut [T]) {
+    phases.fill_body(g, x, p)
+}
+
+multiversion! {
+    /// Drops the wrapped wide positions and adds the bias: `out[oi, oj] = acc[oi * wq + oj]
+    /// (+ bias)`.
+    fn compact<T: Float>(acc: &[T], bias: Option<T>, phases: &Phases, out: &mut [T]) = compact_body;
+}
+
+#[inline(always)]
+fn compact_body<T: Float>(acc: &[T], bias: Option<T>, phases: &Phases, out: &mut [T]) {
     for (oi, row) in out.chunks_exact_mut(phases.ow).enumerate() {
         let from = &acc[oi * phases.wq..][..phases.ow];
         match bias {

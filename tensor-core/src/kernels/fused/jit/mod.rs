@@ -126,7 +126,10 @@ impl Jit {
     /// # Safety
     /// `frame` must be the chunk's frame as the interpreter's kernels receive it (a pointer
     /// for each slot the program reads or writes, to `len` f32 values — one value for an
-    /// operand read as a value), with outputs that overlap no input. Code that streams must
+    /// operand read as a value), with outputs that overlap no input, but for an output that
+    /// is exactly an input read at or before the output's instruction (each input is loaded
+    /// once per vector, at its first use; each output stored as soon as it is computed; see
+    /// `CompiledProgram::writes_in_place`). Code that streams must
     /// be followed by a store fence on this thread before another thread reads the outputs.
     pub(super) unsafe fn run(&self, frame: *const *mut u8, len: usize) {
         // SAFETY: the code reads and writes only through the frame's pointers, within `len`

@@ -170,7 +170,7 @@ mod tests {
         let held = whole.clone();
         let Err(whole) = Unwritten::reclaim(whole, 4) else { panic!("another holder reads it") };
         drop(held);
-        let buf = Unwritten::reclaim(whole, 4).ok().expect("held alone now");
+        let Ok(buf) = Unwritten::reclaim(whole, 4) else { panic!("held alone now") };
         assert_eq!((buf.dtype(), buf.len()), (DType::F64, 4));
         let wrong_len = Storage::F32(Array::from_shape_vec(IxDyn(&[3]), vec![0.0; 3]).unwrap());
         assert!(Unwritten::reclaim(wrong_len, 4).is_err());

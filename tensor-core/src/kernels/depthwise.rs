@@ -139,35 +139,6 @@ impl Phases {
         fill_phases(self, g, x, p);
     }
 
-    /// [`Phases::fill`]'s body, built once per SIMD level (its copies are the time).
-    #[inline(always)]
-    fn fill_body<T: Float>(&self, g: &DepthwiseGeom, x: &[T], p: &mut [T]) {
-        for (row, &start) in x.chunks_exact(g.w).zip(&self.rows) {
-            match (g.stride[1], &self.cols[..]) {
-                (1, _) => p[start + self.cols[0].1..][..g.w].copy_from_slice(row),
-                (2, &[(ja, oa), (_, ob)]) => {
-                    // The even columns to one phase, the odd ones to the other.
-                    let (even, odd) = if ja == 0 { (oa, ob) } else { (ob, oa) };
-                    let (lo, hi) = (even.min(odd), even.max(odd));
-                    let (first, second) = p[start..].split_at_mut(hi);
-                    let (first, second) = (&mut first[lo..][..g.w / 2], &mut second[..g.w / 2]);
-                    let (e, o) = if even < odd { (first, second) } else { (second, first) };
-                    for ((e, o), pair) in e.iter_mut().zip(o.iter_mut()).zip(row.chunks_exact(2)) {
-                        (*e, *o) = (pair[0], pair[1]);
-                    }
-                    if g.w % 2 == 1 {
-                        p[start + even + g.w / 2] = row[g.w - 1];
-                    }
-                }
-                (sw, cols) => {
-                    for &(j0, at) in cols {
-                        p[start + at..].iter_mut().zip(row[j0..].iter().step_by(sw)).for_each(|(d, &v)| *d = v);
-                    }
-                }
-            }
-        }
-    }
-
     /// The adjoint of `fill`: input plane `dx` `[h, w]` read back from the phases `p`.
     fn gather<T: Float>(&self, g: &DepthwiseGeom, p: &[T], dx: &mut [T]) {
         let sw = g.stride[1];
@@ -369,7 +340,30 @@ multiversion! {
 
 #[inline(always)]
 fn fill_phases_body<T: Float>(phases: &Phases, g: &DepthwiseGeom, x: &[T], p: &mut [T]) {
-    phases.fill_body(g, x, p)
+    for (row, &start) in x.chunks_exact(g.w).zip(&phases.rows) {
+        match (g.stride[1], &phases.cols[..]) {
+            (1, _) => p[start + phases.cols[0].1..][..g.w].copy_from_slice(row),
+            (2, &[(ja, oa), (_, ob)]) => {
+                // The even columns to one phase, the odd ones to the other.
+                let (even, odd) = if ja == 0 { (oa, ob) } else { (ob, oa) };
+                let (lo, hi) = (even.min(odd), even.max(odd));
+                let (first, second) = p[start..].split_at_mut(hi);
+                let (first, second) = (&mut first[lo..][..g.w / 2], &mut second[..g.w / 2]);
+                let (e, o) = if even < odd { (first, second) } else { (second, first) };
+                for ((e, o), pair) in e.iter_mut().zip(o.iter_mut()).zip(row.chunks_exact(2)) {
+                    (*e, *o) = (pair[0], pair[1]);
+                }
+                if g.w % 2 == 1 {
+                    p[start + even + g.w / 2] = row[g.w - 1];
+                }
+            }
+            (sw, cols) => {
+                for &(j0, at) in cols {
+                    p[start + at..].iter_mut().zip(row[j0..].iter().step_by(sw)).for_each(|(d, &v)| *d = v);
+                }
+            }
+        }
+    }
 }
 
 multiversion! {

@@ -89,6 +89,8 @@ pub struct CompiledProgram {
     /// above run otherwise.
     #[cfg(target_arch = "x86_64")]
     jit: Option<jit::Jit>,
+    /// Per input, whether the output may be written over it in place (see `in_place`).
+    in_place: Vec<bool>,
 }
 
 impl std::fmt::Debug for CompiledProgram {
@@ -167,6 +169,10 @@ impl CompiledProgram {
         };
         #[cfg(not(target_arch = "x86_64"))]
         let _ = streams;
+        #[cfg(target_arch = "x86_64")]
+        let in_place = in_place(program, jit.as_ref().is_some_and(|j| !j.streams));
+        #[cfg(not(target_arch = "x86_64"))]
+        let in_place = in_place(program, false);
         CompiledProgram {
             program: program.clone(),
             kernels,
@@ -174,6 +180,7 @@ impl CompiledProgram {
             num_regs,
             #[cfg(target_arch = "x86_64")]
             jit,
+            in_place,
         }
     }
 
@@ -287,13 +294,13 @@ impl CompiledProgram {
         }
         let mut aliased: SmallVec<[bool; 4]> = SmallVec::from_elem(false, sources.len());
         let mut outs: SmallVec<[Unwritten; 2]> = SmallVec::new();
-        for (j, &k) in self.program.outputs.iter().enumerate() {
+        for &k in &self.program.outputs {
             let dtype = self.program.instrs[k].dtype;
             let donor =
                 (0..sources.len()).find(|&i| dying[i].as_ref().is_some_and(|s| s.dtype() == dtype && s.len() == n) && sources[i].is_direct_slice());
             match donor.map(|i| (i, dying[i].take().expect("checked").reclaim(n))) {
                 Some((i, Ok(buf))) => {
-                    aliased[i] = !self.writes_in_place(i, j);
+                    aliased[i] = !self.writes_in_place(i);
                     outs.push(buf);
                 }
                 Some((i, Err(kept))) => {
@@ -307,25 +314,10 @@ impl CompiledProgram {
         FusedRun { program: self, sources, aliased, outs, _dying: dying, _inputs: std::marker::PhantomData }
     }
 
-    /// True when output `j` may be written over input `i` chunk by chunk without the input's
-    /// chunk being copied first. Only the generated loop: it loads each input once per
-    /// vector, at its first use, and stores an output as soon as it is computed, so when `j`
-    /// is the only output and `i` is first read at or before `j`'s instruction, every lane of
-    /// `i` is read before the same lane is written. (The interpreter's kernels are written
-    /// for disjoint buffers; streaming stores bypass the cache the next vector's loads use.)
-    /// The copy was 3% of MobileNetV2's time, in its epilogues.
-    fn writes_in_place(&self, i: usize, j: usize) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(jit) = &self.jit
-            && !jit.streams
-            && self.program.outputs.len() == 1
-        {
-            let reads_i = |instr: &Instr| instr.args.iter().any(|a| matches!(a, Operand::Input(k) if *k == i));
-            let first_read = self.program.instrs.iter().position(reads_i);
-            return first_read.is_some_and(|k| k <= self.program.outputs[j]);
-        }
-        let _ = (i, j);
-        false
+    /// True when the output may be written over input `i` without the input's chunks being
+    /// copied first (see `in_place`).
+    fn writes_in_place(&self, i: usize) -> bool {
+        self.in_place[i]
     }
 
     fn run_chunk(&self, scratch: &mut Scratch, sources: &[Source], aliased: &[bool], outs: &[Unwritten], start: usize, len: usize) {
@@ -417,6 +409,23 @@ fn store_fence() {
     unsafe {
         std::arch::x86_64::_mm_sfence()
     };
+}
+
+/// Per input of `program`, whether its one output may be written over that input chunk by
+/// chunk without the input's chunk being copied first. Only for the generated loop without
+/// streaming stores (`plain_jit`): it loads each input once per vector, at its first use, and
+/// stores the output as soon as it is computed, so an input first read at or before the
+/// output's instruction has every lane read before the same lane is written. (The
+/// interpreter's kernels are written for disjoint buffers; streaming stores bypass the cache
+/// the next vector's loads use.) The copy was 3% of MobileNetV2's time, in its epilogues.
+fn in_place(program: &FusedProgram, plain_jit: bool) -> Vec<bool> {
+    let n = program.inputs.len();
+    let &[out] = &program.outputs[..] else { return vec![false; n] };
+    if !plain_jit {
+        return vec![false; n];
+    }
+    let first_read = |i: usize| program.instrs.iter().position(|instr| instr.args.iter().any(|a| matches!(a, Operand::Input(k) if *k == i)));
+    (0..n).map(|i| first_read(i).is_some_and(|k| k <= out)).collect()
 }
 
 /// Linear-scan register assignment: a result's register is free after its last use.
@@ -667,7 +676,7 @@ mod tests {
         if !p.is_generated() {
             return; // no generated loop on this CPU: every overwritten input is copied
         }
-        assert!(p.writes_in_place(1, 0) && p.writes_in_place(0, 0));
+        assert!(p.writes_in_place(1) && p.writes_in_place(0));
         // `x` first read after the output was stored (an instruction whose result is unused).
         let after = program(
             vec![
@@ -677,10 +686,10 @@ mod tests {
             vec![0],
         );
         let q = CompiledProgram::build(&after, true, false);
-        assert!(q.writes_in_place(0, 0) && !q.writes_in_place(1, 0));
-        assert!(!CompiledProgram::build(&two, true, false).writes_in_place(1, 0));
-        assert!(!CompiledProgram::build(&late, false, false).writes_in_place(1, 0), "the interpreter copies");
-        assert!(!CompiledProgram::build(&late, true, true).writes_in_place(1, 0), "streaming stores copy");
+        assert!(q.writes_in_place(0) && !q.writes_in_place(1));
+        assert!(!CompiledProgram::build(&two, true, false).writes_in_place(1));
+        assert!(!CompiledProgram::build(&late, false, false).writes_in_place(1), "the interpreter copies");
+        assert!(!CompiledProgram::build(&late, true, true).writes_in_place(1), "streaming stores copy");
         let mut xs: Vec<f32> = crate::kernels::test_values(2 * n, 5).into_iter().map(|v| v as f32 * 3.0).collect();
         xs[7] = f32::NAN;
         xs[n + 9] = f32::from_bits(0xffc0_0042);

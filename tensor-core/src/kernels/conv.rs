@@ -4,11 +4,13 @@
 //! gradients are summed in image order, so the result does not depend on the threads.
 //! Stride-1 forward convolutions of moderate size skip im2col: `conv_direct` computes them
 //! with the same summation order. ResNet's 3x3 layers on small planes and its stem skip it
-//! too, where `conv_direct_large` (direct, split over the threads within an image) measured
-//! faster than Winograd and im2col. (The op runs a 1x1 kernel with stride 1 and no padding by
+//! too, where `conv_direct_large` (direct, split over the threads within an image; on CPUs
+//! with AVX2 and without AVX-512, `conv_blocked`, with the same bits) measured faster than
+//! Winograd and im2col. (The op runs a 1x1 kernel with stride 1 and no padding by
 //! `pointwise` instead.)
 
 use super::channel_bias;
+use super::conv_blocked;
 use super::conv_direct;
 use super::conv_direct_large;
 use super::matmul::{gemm_into, MatRef};
@@ -248,7 +250,9 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
                 conv_image(cols, ws, bs, g, o);
             })
         };
-        conv_direct_large::conv2d_into(xs, ws, bs, g, out, &by_im2col, after_image);
+        if !conv_blocked::try_conv2d_into(xs, &w, bs, g, out, &by_im2col, after_image) {
+            conv_direct_large::conv2d_into(xs, ws, bs, g, out, &by_im2col, after_image);
+        }
         return;
     }
     if winograd::applies(g) && winograd::all_finite(xs) && winograd::all_finite(ws) {
@@ -419,9 +423,9 @@ mod tests {
 
     /// A cap on the SIMD level changes no convolution's bits: which path computes a layer
     /// follows the CPU (`simd::machine_level`), and each path gives its bits at every level.
-    /// The layers have the shapes the direct kernel takes on AVX-512 CPUs, whose bits are not
-    /// im2col's (a patch of 576 taps): a 7x7 plane and a stride-2 layer to one. (Before, a cap
-    /// below AVX2 sent them to im2col.)
+    /// The layers have the shapes the direct kernels take (`conv_direct_large` on AVX-512 CPUs,
+    /// `conv_blocked` on AVX2 ones), whose bits are not im2col's (a patch of 576 taps): a 7x7
+    /// plane and a stride-2 layer to one. (Before, a cap below AVX2 sent them to im2col.)
     #[test]
     fn a_level_cap_changes_no_convolutions_bits() {
         use crate::kernels::simd::{set_max_level, Level};
@@ -429,6 +433,9 @@ mod tests {
         let layers = [
             ConvGeom { n: 1, c: 64, h: 7, w: 7, o: 3, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
             ConvGeom { n: 1, c: 64, h: 14, w: 14, o: 3, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] },
+            // Filters in multiples of 16: on AVX2 CPUs `conv_blocked`'s.
+            ConvGeom { n: 1, c: 64, h: 7, w: 7, o: 16, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
+            ConvGeom { n: 1, c: 64, h: 14, w: 13, o: 32, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] },
         ];
         let array = |dims: &[usize], seed| {
             let v = crate::kernels::test_values(dims.iter().product(), seed).into_iter().map(|v| v as f32).collect();

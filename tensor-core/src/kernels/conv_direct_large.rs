@@ -33,24 +33,30 @@ use super::simd::{level, machine_level, multiversion, Level};
 use crate::math::Float;
 use rayon::prelude::*;
 
-/// True when [`conv2d_into`] computes `g`: the layers of ResNet's shapes where it measured
-/// faster than the path they took before (`tests::timing`; docs/PERFORMANCE.md, W9), on CPUs
-/// with AVX-512. With AVX2 alone (16 registers of 8 floats) its tile measured 1.2-1.6x
-/// slower than Winograd or im2col there, and 0.95x on 7x7 planes. The choice follows the
-/// machine and the geometry, not the cap of `simd::set_max_level`, so a cap never changes
-/// which path computes a layer, and so never its bits (this kernel's are not im2col's).
+/// True when [`conv2d_into`] (or, with the same bits, `conv_blocked`) computes `g`: the layers
+/// of ResNet's shapes where it measured faster than the path they took before
+/// (`tests::timing`; docs/PERFORMANCE.md, W9). On CPUs with AVX-512, this kernel's tiles. With
+/// AVX2 alone (16 registers of 8 floats) this kernel's tile measured 1.2-1.6x slower than
+/// Winograd or im2col, and 0.95x on 7x7 planes; `conv_blocked`'s (vectors of output channels)
+/// measured faster on the layers `conv_blocked::fits` names. The choice follows the machine
+/// and the geometry, not the cap of `simd::set_max_level`, so a cap never changes which bits
+/// a layer gets (these kernels' are not im2col's).
 pub(super) fn applies(g: &ConvGeom) -> bool {
     #[cfg(test)]
     if OFF.with(|off| off.get()) {
         return false;
     }
-    machine_level() >= Level::Avx512 && fits(g)
+    match machine_level() {
+        Level::Avx512 => fits(g),
+        Level::Avx2 => super::conv_blocked::fits(g),
+        Level::Baseline => false,
+    }
 }
 
 #[cfg(test)]
 thread_local! {
     /// Set by the timing test: convolutions on this thread take the paths they took before.
-    static OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    pub(super) static OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// The geometry half of [`applies`] (the level only picks the faster of equal results).

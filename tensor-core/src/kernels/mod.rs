@@ -4,6 +4,7 @@
 mod channel_bias;
 pub(crate) mod codegen;
 pub(crate) mod conv;
+mod conv_blocked;
 mod conv_direct;
 mod conv_direct_large;
 pub(crate) mod depthwise;
@@ -25,8 +26,8 @@ mod shared_out;
 pub mod simd;
 pub(crate) mod softmax;
 mod transpose;
+mod weight_cache;
 mod winograd;
-mod winograd_cache;
 
 /// Deterministic test values in [-1, 1) with 24 significant bits (exact in f32 too), so
 /// that sums taken in another order round differently.

@@ -36,7 +36,7 @@ use super::shared_out::SharedOut;
 use super::simd::multiversion;
 #[cfg(target_arch = "x86_64")]
 use super::simd::{level, Level};
-use super::winograd_cache;
+use super::weight_cache::{self, Form};
 use crate::math::Float;
 use crate::storage::Array;
 use rayon::prelude::*;
@@ -122,7 +122,7 @@ pub(super) const ALGORITHM: &Algorithm = &F4;
 const MIN_CHANNELS: usize = 64;
 
 /// Tiles (over all images) from which this path is used. Inference reuses the weights'
-/// transform ([`winograd_cache`]), and with it (`tests::timing`, 2 threads, loaded machine)
+/// transform ([`weight_cache`]), and with it (`tests::timing`, 2 threads, loaded machine)
 /// ResNet-18's 14x14 layers (16 tiles an image) take 1.7 ms at batch 1 against im2col's 2.8,
 /// its 7x7 ones (4 tiles) 8.0 ms at batch 8 against 17.6 (13.2 transforming per call) but
 /// 4.1 at batch 1 against 3.5. So 7x7 layers stay off this path below batch 4 (where
@@ -299,14 +299,19 @@ struct Coefs<T> {
 /// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, 3, 3]` (+ `bias` `[o]`) into `out`
 /// `[n, o, oh, ow]`, calling `after_image(i)` for every image once all are written. Only for
 /// geometries [`applies`] accepts, with finite `x` and `w`. The weights' transform comes from
-/// [`winograd_cache`] when `w` (its buffer, unchanged) was seen before.
+/// [`weight_cache`] when `w` (its buffer, unchanged) was seen before.
 pub(super) fn conv2d_into<T: Float>(x: &[T], w: &Array<T>, bias: Option<&[T]>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
     debug_assert!(applies(g));
     let alg = ALGORITHM;
-    match winograd_cache::cached(w, g.o, g.c, alg.m, |w, u| transform_weights(w, g, alg, u)) {
+    match weight_cache::cached(w, g.o, g.c, form(alg, g), |w, u| transform_weights(w, g, alg, u)) {
         Some(u) => conv_transformed(alg, x, &u, bias, g, out, after_image),
         None => conv_with(alg, x, w.as_slice().expect("standard layout"), bias, g, out, after_image),
     }
+}
+
+/// The form `alg` gives `g`'s weights in the cache, and its length.
+fn form(alg: &Algorithm, g: &ConvGeom) -> (Form, usize) {
+    (Form::Winograd { m: alg.m }, alg.alpha() * alg.alpha() * g.o * g.c)
 }
 
 /// [`conv2d_into`] by `alg`, for any 3x3 stride-1 geometry, transforming the weights `w`.
@@ -817,7 +822,7 @@ mod tests {
         let first = call(&w);
         let address = w.as_ptr();
         assert_eq!(call(&w), first);
-        assert!(winograd_cache::cached(&w, 3, 2, ALGORITHM.m, |_, _| panic!("cached, so not made again")).is_some());
+        assert!(weight_cache::cached(&w, 3, 2, form(ALGORITHM, &g), |_, _| panic!("cached, so not made again")).is_some());
         assert_eq!(call(&w), first);
         let want = direct(&x, w.as_slice().unwrap(), None, &g);
         first.iter().zip(&want).for_each(|(a, b)| assert!((a - b).abs() < 1e-12, "{a} vs {b}"));

@@ -1,6 +1,7 @@
-//! Winograd's transformed weights kept between calls, so inference does not transform the
-//! same weights on every call (`U` is 4x the weights; at batch 1 its transform costs about
-//! what the products save).
+//! Weights in a kernel's own form kept between calls, so inference does not remake them on
+//! every call: Winograd's transformed weights (`U` is 4x the weights; at batch 1 its
+//! transform costs about what the products save) and `conv_blocked`'s panels (packing
+//! ResNet's 512-channel weights costs 60% of the convolution).
 //!
 //! An entry is keyed by the weights' buffer (its address and length, the dtype, the geometry's
 //! channels and the algorithm) and **holds a clone of the weights' `ArcArray`**. That is what
@@ -23,14 +24,25 @@ use std::any::{Any, TypeId};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-/// Bytes of transformed weights (and the weights they hold) kept at most: ResNet-18's 3x3
-/// layers take 176 MB of f32 transforms, those that batch 1 runs through Winograd 38 MB.
+/// Bytes of weights in their forms (and the weights they hold) kept at most: ResNet-18's 3x3
+/// layers take 176 MB of f32 Winograd transforms, those that batch 1 runs through Winograd
+/// 38 MB.
 const BUDGET_BYTES: usize = 256 << 20;
 
 /// Keys seen once, remembered at most (a key is only a gate: a stale one costs one insert).
 const SEEN_KEYS: usize = 1024;
 
-/// What identifies a transform: the weights' buffer and what the transform depends on.
+/// Which form of the weights, with what it depends on beyond the weights' shape.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Form {
+    /// Winograd's transform for output tiles of `m x m` (`a * a * outs * channels` values,
+    /// `a = m + 2`).
+    Winograd { m: usize },
+    /// `conv_blocked`'s panels of output channels (as many values as the weights).
+    Panels,
+}
+
+/// What identifies a form: the weights' buffer and what the form depends on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Key {
     dtype: TypeId,
@@ -38,7 +50,7 @@ struct Key {
     len: usize,
     outs: usize,
     channels: usize,
-    tile: usize,
+    form: Form,
 }
 
 struct Entry {
@@ -61,18 +73,18 @@ struct Cache {
 
 static CACHE: Mutex<Cache> = Mutex::new(Cache { entries: Vec::new(), seen: VecDeque::new(), bytes: 0, clock: 0 });
 
-/// The transform of `w` (`[outs, channels, 3, 3]`, standard layout) for tile `tile`, from the
+/// Form `form` (`len` values) of `w` (`[outs, channels, kh, kw]`, standard layout), from the
 /// cache, or made by `transform` and cached when `w` was seen before; `None` on a first
-/// sighting (the caller transforms into its scratch) or when `w` is not in standard layout.
+/// sighting (the caller makes it in its scratch) or when `w` is not in standard layout.
 pub(super) fn cached<T: Float>(
     w: &Array<T>,
     outs: usize,
     channels: usize,
-    tile: usize,
+    (form, len): (Form, usize),
     transform: impl FnOnce(&[T], &mut [T]),
 ) -> Option<Arc<Vec<T>>> {
     let weights = w.as_slice()?;
-    let key = Key { dtype: TypeId::of::<T>(), address: weights.as_ptr() as usize, len: weights.len(), outs, channels, tile };
+    let key = Key { dtype: TypeId::of::<T>(), address: weights.as_ptr() as usize, len: weights.len(), outs, channels, form };
     {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(u) = cache.hit(key) {
@@ -84,8 +96,7 @@ pub(super) fn cached<T: Float>(
     }
     // Made outside the lock (other convolutions go on meanwhile); two threads making the same
     // transform at once both insert it, the second replacing the first.
-    let a = tile + 2;
-    let mut u = vec![T::zero(); a * a * outs * channels];
+    let mut u = vec![T::zero(); len];
     transform(weights, &mut u);
     let u = Arc::new(u);
     let bytes = (u.len() + weights.len()) * std::mem::size_of::<T>();

@@ -1,0 +1,563 @@
+//! `conv_direct_large`'s convolution for CPUs with AVX2 and without AVX-512, with the roles
+//! of the operands swapped: a vector holds 8 *output channels* of one position, not 8
+//! positions of one channel.
+//!
+//! With 16 registers, `conv_direct_large`'s tile (a broadcast weight times a run of
+//! positions) keeps 8 accumulators and loads 6 registers per 8 fused multiply-adds; it ran at
+//! 44-60% of the FMA peak. Here the input is copied once per call into blocks of 8 channels,
+//! `[c / 8, sh, sw, hs, ws, 8]` (zero-padded and split into its stride phases, as
+//! `conv_direct_large`'s), and the weights into panels of 16 output channels, `[o / 16,
+//! c * kh * kw, 16]`. A register tile is 16 output channels (two vectors) by 6 positions:
+//! per tap, two weight vectors and six broadcast inputs feed twelve accumulators, the shape
+//! of a GEMM's microkernel, with no im2col and no packing of the image beyond the one copy.
+//!
+//! **The bits are `conv_direct_large`'s**: each output is one chain of fused multiply-adds
+//! over the taps in `(ci, ki, kj)` order from zero, then the bias added. So the routing may
+//! send a layer here or there (by the CPU, never by the cap of `simd::set_max_level`) and the
+//! output stays the same; under a cap below AVX2 the caller runs `conv_direct_large`'s
+//! portable tile instead. The kernel needs channels in multiples of 8 and filters in
+//! multiples of 16 (ResNet's all are), and f32.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+use super::conv::ConvGeom;
+use super::parallel::num_threads;
+use super::scratch::{with_slot, Slot};
+use super::weight_cache::{self, Form};
+use crate::math::{Float, Num};
+use crate::storage::Array;
+use rayon::prelude::*;
+
+/// Output channels of one panel of packed weights and of one register tile.
+const PANEL: usize = 16;
+/// Input channels of one block.
+const LANES: usize = 8;
+/// Positions of a full register tile.
+const TILE: usize = 6;
+/// Taps per block of the chains: 16 KB of a panel's weights, a multiple of nine.
+const K_BLOCK: usize = 252;
+
+/// True when the kernel can compute `g` (f32 is the caller's to check).
+pub(super) fn computes(g: &ConvGeom) -> bool {
+    g.c.is_multiple_of(LANES) && g.o.is_multiple_of(PANEL) && g.c > 0 && g.o > 0 && g.out_plane() >= 1
+}
+
+/// The layers `conv_direct_large` takes on CPUs with AVX2 and without AVX-512, where this
+/// kernel measured faster than the path they took before (`tests::timing`, one thread;
+/// docs/PERFORMANCE.md): ResNet's 3x3 layers with patches longer than `conv_direct`'s,
+/// - at stride 1 on 7x7 planes at batch 1 (im2col before: 1.18-1.21x; 14x14 was level with
+///   Winograd, which keeps it);
+/// - at stride 2 to outputs of up to 28x28 at batch 1 (im2col by images or by row blocks
+///   before: 1.04-1.72x, by layer and run).
+pub(super) fn fits(g: &ConvGeom) -> bool {
+    let plane = g.out_plane();
+    let k3 = |s: usize| g.kh == 3 && g.kw == 3 && g.stride == [s, s] && g.padding == [1, 1] && g.patch() > 512;
+    computes(g) && g.n == 1 && ((k3(1) && plane <= 49) || (k3(2) && plane <= 784))
+}
+
+/// [`conv2d_into`] where it runs: f32, a geometry it computes, and the SIMD level AVX2 (not
+/// AVX-512, whose `conv_direct_large` tiles are faster; not below, which has no AVX2). Returns
+/// whether it ran; otherwise nothing was written.
+pub(super) fn try_conv2d_into<T: Float>(
+    x: &[T],
+    w: &Array<T>,
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    out: &mut [T],
+    fallback: &(dyn Fn(usize, &mut [T]) + Sync),
+    after_image: &(dyn Fn(usize) + Sync),
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(w) = (w as &dyn std::any::Any).downcast_ref::<Array<f32>>()
+        && super::simd::level() == super::simd::Level::Avx2
+        && computes(g)
+    {
+        use super::fma_tile::{cast, cast_mut};
+        // SAFETY: T is f32 (its array downcast); the casts keep the slices' lengths.
+        let (x, bias, out) = unsafe { (cast(x), bias.map(|b| cast(b)), cast_mut(out)) };
+        // SAFETY: as above, back to T for the caller's fallback.
+        let fallback = |i: usize, o: &mut [f32]| fallback(i, unsafe { std::slice::from_raw_parts_mut(o.as_mut_ptr() as *mut T, o.len()) });
+        conv2d_into(x, w, bias, g, out, &fallback, after_image);
+        return true;
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, w, bias, g, out, fallback, after_image);
+    false
+}
+
+/// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, kh, kw]` (+ `bias` `[o]`) into `out`
+/// `[n, o, oh, ow]`, for geometries [`computes`] accepts, with `conv_direct_large`'s bits. The
+/// panels come from the weight cache when `w` (its buffer, unchanged) was seen before. An
+/// image whose output holds a NaN is redone by `fallback(i, out_i)` (which of several NaNs
+/// a fused multiply-add returns depends on the instruction); then `after_image(i)` runs.
+///
+/// # Panics
+/// On a CPU without AVX2 and FMA (the caller checks the level).
+#[cfg(target_arch = "x86_64")]
+pub(super) fn conv2d_into(
+    x: &[f32],
+    w: &Array<f32>,
+    bias: Option<&[f32]>,
+    g: &ConvGeom,
+    out: &mut [f32],
+    fallback: &(dyn Fn(usize, &mut [f32]) + Sync),
+    after_image: &(dyn Fn(usize) + Sync),
+) {
+    assert!(computes(g) && super::simd::level() >= super::simd::Level::Avx2, "conv_blocked: a geometry it computes, on AVX2");
+    let weights = w.as_slice().expect("standard layout");
+    let form = (Form::Panels, weights.len());
+    match weight_cache::cached(w, g.o, g.c, form, |w, p| pack_weights_into(w, g, p)) {
+        Some(panels) => conv_packed(x, &panels, bias, g, out, fallback, after_image),
+        // In the calling thread's packing buffer, kept between calls: a fresh one would fault
+        // in its pages (ResNet's 512-channel weights are 9.4 MB) on every training step.
+        None => with_slot(Slot::Pack, weights.len(), |wp: &mut [f32]| {
+            pack_weights_into(weights, g, wp);
+            conv_packed(x, wp, bias, g, out, fallback, after_image)
+        }),
+    }
+}
+
+/// [`conv2d_into`] with the weights packed, `wp`.
+#[cfg(target_arch = "x86_64")]
+fn conv_packed(
+    x: &[f32],
+    wp: &[f32],
+    bias: Option<&[f32]>,
+    g: &ConvGeom,
+    out: &mut [f32],
+    fallback: &(dyn Fn(usize, &mut [f32]) + Sync),
+    after_image: &(dyn Fn(usize) + Sync),
+) {
+    let geom = Blocked::new(g);
+    let offsets = geom.offsets(g);
+    let (image, plane, patch) = (g.c * g.h * g.w, g.out_plane(), g.patch());
+    let parallel = num_threads() > 1;
+    with_slot(Slot::Call, geom.image(g), |xb: &mut [f32]| {
+        for (i, img) in out.chunks_mut(g.o * plane).enumerate() {
+            geom.fill(g, &x[i * image..][..image], xb);
+            let xb = &*xb;
+            let task = |(p, dst): (usize, &mut [f32])| {
+                let bias = bias.map(|b| &b[p * PANEL..][..PANEL]);
+                panel(xb, &offsets, &wp[p * PANEL * patch..][..PANEL * patch], bias, &geom, dst);
+            };
+            if parallel {
+                img.par_chunks_mut(PANEL * plane).enumerate().for_each(task);
+            } else {
+                img.chunks_mut(PANEL * plane).enumerate().for_each(task);
+            }
+            if super::conv_direct::any_nan(img) {
+                fallback(i, img);
+            }
+            after_image(i);
+        }
+    });
+}
+
+/// Where the taps read: one image's channels in blocks of 8, each block zero-padded and split
+/// into its `sh x sw` stride phases, `[c / 8, sh, sw, hs, ws, 8]`. Tap `(ci, ki, kj)` of output
+/// `(oi, oj)` reads padded row `oi * sh + ki`, which is row `oi + ki / sh` of phase `ki % sh`
+/// (columns alike): a fixed offset per tap plus a base per output position.
+pub(super) struct Blocked {
+    stride: [usize; 2],
+    padding: [usize; 2],
+    hs: usize,
+    ws: usize,
+    oh: usize,
+    ow: usize,
+    /// Elements of one block of 8 channels' phases.
+    block: usize,
+}
+
+impl Blocked {
+    pub(super) fn new(g: &ConvGeom) -> Blocked {
+        let (oh, ow) = g.out_hw();
+        let [sh, sw] = g.stride;
+        let (hs, ws) = ((g.h + 2 * g.padding[0]).div_ceil(sh), (g.w + 2 * g.padding[1]).div_ceil(sw));
+        Blocked { stride: g.stride, padding: g.padding, hs, ws, oh, ow, block: sh * sw * hs * ws * LANES }
+    }
+
+    /// Elements of one image's blocks.
+    pub(super) fn image(&self, g: &ConvGeom) -> usize {
+        g.c / LANES * self.block
+    }
+
+    /// The offset of each tap `(ci, ki, kj)` from an output position's base, in the weight's
+    /// order.
+    fn offsets(&self, g: &ConvGeom) -> Vec<u32> {
+        let [sh, sw] = self.stride;
+        let plane = self.hs * self.ws;
+        let mut offsets = Vec::with_capacity(g.patch());
+        for ci in 0..g.c {
+            for ki in 0..g.kh {
+                for kj in 0..g.kw {
+                    let phase = (ki % sh) * sw + kj % sw;
+                    let at = ci / LANES * self.block + (phase * plane + (ki / sh) * self.ws + kj / sw) * LANES + ci % LANES;
+                    offsets.push(u32::try_from(at).expect("an image's blocks index in u32"));
+                }
+            }
+        }
+        offsets
+    }
+
+    /// The base of output position `p` (row-major over `[oh, ow]`): its place in phase
+    /// `(0, 0)`.
+    fn base(&self, p: usize) -> usize {
+        (p / self.ow * self.ws + p % self.ow) * LANES
+    }
+
+    /// Copies image `x` (`[c, h, w]`) into its blocks `xb` (zeros around).
+    pub(super) fn fill<T: Float>(&self, g: &ConvGeom, x: &[T], xb: &mut [T]) {
+        let ([sh, sw], [ph, pw], plane) = (self.stride, self.padding, self.hs * self.ws);
+        // Where each input row and column goes in a block, in units of 8 lanes.
+        let rows: Vec<usize> = (0..g.h).map(|i| ((i + ph) % sh * sw * plane + (i + ph) / sh * self.ws) * LANES).collect();
+        let cols: Vec<usize> = (0..g.w).map(|j| ((j + pw) % sw * plane + (j + pw) / sw) * LANES).collect();
+        xb.fill(T::zero());
+        let channel = g.h * g.w;
+        for (b, block) in xb.chunks_exact_mut(self.block).enumerate() {
+            let x = &x[b * LANES * channel..][..LANES * channel];
+            for (i, &row) in rows.iter().enumerate() {
+                let dst = &mut block[row..];
+                for (j, &col) in cols.iter().enumerate() {
+                    let d: &mut [T; LANES] = (&mut dst[col..col + LANES]).try_into().expect("8 lanes");
+                    for (lane, d) in d.iter_mut().enumerate() {
+                        *d = x[lane * channel + i * g.w + j];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The weights `w` (`[o, c, kh, kw]`) as panels of 16 output channels, `[o / 16, patch, 16]`.
+#[cfg(test)]
+fn pack_weights(w: &[f32], g: &ConvGeom) -> Vec<f32> {
+    let mut packed = vec![0.0; w.len()];
+    pack_weights_into(w, g, &mut packed);
+    packed
+}
+
+/// The weights `w` (`[o, c, kh, kw]`) as panels of 16 output channels, `[o / 16, patch, 16]`,
+/// into `packed`: each panel, a `[16, patch]` matrix of `w`, transposed.
+fn pack_weights_into(w: &[f32], g: &ConvGeom, packed: &mut [f32]) {
+    let patch = g.patch();
+    for (src, dst) in w.chunks_exact(PANEL * patch).zip(packed.chunks_exact_mut(PANEL * patch)) {
+        // SAFETY: f32 has no invalid values, so an initialized slice may be written as
+        // `MaybeUninit`; every element is written.
+        let dst = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<std::mem::MaybeUninit<f32>>(), dst.len()) };
+        super::transpose::transpose_band(src, PANEL, patch, patch, dst);
+    }
+}
+
+/// Output channels `panel * 16..` of one image at every position: `xb` the image's blocks,
+/// `wp` the panel's packed weights (`[patch, 16]`), into `dst` (`[16, oh, ow]`, the image's
+/// output from the panel's first channel), the bias added.
+#[cfg(target_arch = "x86_64")]
+fn panel(xb: &[f32], offsets: &[u32], wp: &[f32], bias: Option<&[f32]>, geom: &Blocked, dst: &mut [f32]) {
+    let plane = geom.oh * geom.ow;
+    assert!(wp.len() == offsets.len() * PANEL && dst.len() >= PANEL * plane, "a panel of 16 channels");
+    let reach = offsets.iter().copied().max().unwrap_or(0) as usize;
+    // The last position's base plus the largest offset is in the blocks.
+    assert!(geom.base(plane - 1) + reach < xb.len(), "the taps stay in the image's blocks");
+    let mut sums = vec![[0.0f32; PANEL]; plane];
+    let tiles = tiles(plane);
+    // The taps by blocks whose weights stay in the L1 cache while every position's chain
+    // goes through them; each chain continues from the sum the block before stored.
+    for k0 in (0..offsets.len()).step_by(K_BLOCK) {
+        let (offsets, w) = (&offsets[k0..(k0 + K_BLOCK).min(offsets.len())], &wp[k0 * PANEL..]);
+        for &(p, n) in &tiles {
+            let s = &mut sums[p..p + n];
+            macro_rules! tile {
+                ($n:literal) => {{
+                    let bases: [usize; $n] = std::array::from_fn(|j| geom.base(p + j));
+                    // SAFETY: every base is a position's (below `plane`), checked above to stay
+                    // in `xb` with any offset; the weights hold 16 per offset.
+                    unsafe { avx2::tile::<$n>(xb.as_ptr(), &bases, offsets, w.as_ptr(), s.try_into().expect("n sums")) }
+                }};
+            }
+            match n {
+                6 => tile!(6),
+                5 => tile!(5),
+                4 => tile!(4),
+                3 => tile!(3),
+                2 => tile!(2),
+                _ => tile!(1),
+            }
+        }
+    }
+    for (p, s) in sums.iter().enumerate() {
+        for (l, &v) in s.iter().enumerate() {
+            dst[l * plane + p] = match bias {
+                // A bias that is not NaN takes `add`'s bits without its select (see `Num`).
+                Some(b) if !Num::is_nan_value(b[l]) => Num::add_plain(v, b[l]),
+                Some(b) => Num::add(v, b[l]),
+                None => v,
+            };
+        }
+    }
+}
+
+/// The register tiles covering `plane` positions, `(first, count)`: tiles of 6, and where the
+/// plane is no multiple of 6, up to five of 5 before them (49 = 4 x 6 + 5 x 5), or one short
+/// tile at the end where that does not cover it.
+fn tiles(plane: usize) -> Vec<(usize, usize)> {
+    let fives = (0..=5).find(|b| plane >= 5 * b && (plane - 5 * b).is_multiple_of(TILE)).unwrap_or(0);
+    let mut out: Vec<(usize, usize)> = (0..fives).map(|b| (5 * b, 5)).collect();
+    let mut p = 5 * fives;
+    while p < plane {
+        let n = TILE.min(plane - p);
+        out.push((p, n));
+        p += n;
+    }
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::PANEL;
+    use std::arch::x86_64::*;
+
+    /// The tile of 16 output channels by `P` positions: accumulator `(j, v)` continues the
+    /// chain `w[k, 8v + l] * x[bases[j] + offsets[k]] + s` over the taps `k` in order from
+    /// the value `sums` holds (`+0` before a chain's first block), and is stored back there.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `x + bases[j] + offsets[k]` must be readable for every
+    /// `j` and `k`, and `w` must hold `16 * offsets.len()` values.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile<const P: usize>(x: *const f32, bases: &[usize; P], offsets: &[u32], w: *const f32, sums: &mut [[f32; PANEL]; P]) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; P];
+        for (a, s) in acc.iter_mut().zip(sums.iter()) {
+            // SAFETY: each row of `sums` holds 16 floats.
+            unsafe { *a = [_mm256_loadu_ps(s.as_ptr()), _mm256_loadu_ps(s.as_ptr().add(8))] };
+        }
+        // SAFETY: the caller's: every base is inside the buffer `x` points into.
+        let rows = bases.map(|b| unsafe { x.add(b) });
+        // One tap: its two weight vectors times its input at each position.
+        let mut tap = |k: usize, off: u32| {
+            // SAFETY: the caller's.
+            let (w0, w1) = unsafe { (_mm256_loadu_ps(w.add(k * PANEL)), _mm256_loadu_ps(w.add(k * PANEL + 8))) };
+            for j in 0..P {
+                // SAFETY: the caller's.
+                let xv = unsafe { _mm256_broadcast_ss(&*rows[j].add(off as usize)) };
+                acc[j][0] = _mm256_fmadd_ps(w0, xv, acc[j][0]);
+                acc[j][1] = _mm256_fmadd_ps(w1, xv, acc[j][1]);
+            }
+        };
+        // Nine taps at a time (a 3x3 kernel's channel), unrolled.
+        let nines = offsets.chunks_exact(9);
+        let rest = nines.remainder();
+        for (c, group) in nines.enumerate() {
+            let group: &[u32; 9] = group.try_into().expect("nine");
+            for (t, &off) in group.iter().enumerate() {
+                tap(c * 9 + t, off);
+            }
+        }
+        let done = offsets.len() - rest.len();
+        for (t, &off) in rest.iter().enumerate() {
+            tap(done + t, off);
+        }
+        for (s, a) in sums.iter_mut().zip(&acc) {
+            // SAFETY: each row of `sums` holds 16 floats.
+            unsafe {
+                _mm256_storeu_ps(s.as_mut_ptr(), a[0]);
+                _mm256_storeu_ps(s.as_mut_ptr().add(8), a[1]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::conv_direct::tests::{naive, values};
+    use crate::kernels::simd::{machine_level, set_max_level, Level, LEVEL_CAPS};
+    use ndarray::IxDyn;
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|v| v.to_bits()).collect()
+    }
+
+    fn array(v: &[f32], dims: &[usize]) -> Array<f32> {
+        Array::from_shape_vec(IxDyn(dims), v.to_vec()).unwrap()
+    }
+
+    /// `try_conv2d_into` at level AVX2 (on a CPU that has it), or `None`.
+    fn run(x: &[f32], w: &Array<f32>, b: &[f32], g: &ConvGeom, fallback: &(dyn Fn(usize, &mut [f32]) + Sync)) -> Option<Vec<f32>> {
+        if machine_level() < Level::Avx2 {
+            return None;
+        }
+        let mut out = vec![f32::NAN; g.n * g.o * g.out_plane()];
+        set_max_level(Level::Avx2);
+        let ran = try_conv2d_into(x, w, Some(b), g, &mut out, fallback, &|_| {});
+        set_max_level(Level::Avx512);
+        assert!(ran, "{g:?} at AVX2");
+        Some(out)
+    }
+
+    /// The definition's bits (`conv_direct_large`'s): stride 1 and 2, odd planes (tiles of 6,
+    /// of 5 and short ones), patches over several blocks of taps, two images, on the pool and
+    /// on one thread.
+    #[test]
+    fn matches_the_definition_bit_for_bit_on_any_thread_count() {
+        let geoms = [
+            ConvGeom { n: 2, c: 64, h: 7, w: 7, o: 32, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
+            ConvGeom { n: 1, c: 16, h: 14, w: 13, o: 16, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] },
+            ConvGeom { n: 1, c: 8, h: 3, w: 2, o: 48, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
+            ConvGeom { n: 1, c: 24, h: 9, w: 11, o: 16, kh: 3, kw: 2, stride: [3, 2], padding: [2, 0] },
+        ];
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        for g in geoms {
+            assert!(computes(&g), "{g:?}");
+            let (x, w, b) = (values(g.n * g.c * g.h * g.w, 1), values(g.o * g.patch(), 2), values(g.o, 3));
+            let wa = array(&w, &[g.o, g.c, g.kh, g.kw]);
+            let want = bits(&naive(&x, &w, &b, &g));
+            let no_nan = |_: usize, _: &mut [f32]| panic!("no NaN here");
+            let Some(pooled) = run(&x, &wa, &b, &g, &no_nan) else { return };
+            assert_eq!(bits(&pooled), want, "{g:?}");
+            let alone = crate::kernels::parallel::on_one_thread(|| run(&x, &wa, &b, &g, &no_nan)).unwrap();
+            assert_eq!(bits(&alone), want, "{g:?}, one thread");
+        }
+    }
+
+    /// The second call packs the panels into the weight cache and the third reads them there:
+    /// the same bits each time.
+    #[test]
+    fn cached_panels_give_the_same_bits() {
+        let g = ConvGeom { n: 1, c: 64, h: 7, w: 7, o: 16, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+        let (x, w, b) = (values(g.c * 49, 4), values(g.o * g.patch(), 5), values(g.o, 6));
+        let wa = array(&w, &[g.o, g.c, 3, 3]);
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        let no_nan = |_: usize, _: &mut [f32]| panic!("no NaN here");
+        let Some(first) = run(&x, &wa, &b, &g, &no_nan) else { return };
+        assert_eq!(bits(&run(&x, &wa, &b, &g, &no_nan).unwrap()), bits(&first));
+        let form = (Form::Panels, w.len());
+        assert!(weight_cache::cached(&wa, g.o, g.c, form, |_, _| panic!("cached, so not made again")).is_some());
+        assert_eq!(bits(&run(&x, &wa, &b, &g, &no_nan).unwrap()), bits(&first));
+        assert_eq!(bits(&first), bits(&naive(&x, &w, &b, &g)));
+    }
+
+    /// A NaN input sends its image to the fallback after the blocked pass; the other image
+    /// keeps its bits.
+    #[test]
+    fn an_image_with_a_nan_output_is_redone_by_the_fallback() {
+        let g = ConvGeom { n: 2, c: 64, h: 7, w: 7, o: 16, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+        let mut x = values(g.n * g.c * 49, 1);
+        let (w, b) = (values(g.o * g.patch(), 2), values(g.o, 3));
+        x[g.c * 49 + 5] = f32::NAN; // in image 1
+        let redone = std::sync::Mutex::new(Vec::new());
+        let fallback = |i: usize, o: &mut [f32]| {
+            redone.lock().unwrap().push(i);
+            o.fill(7.0);
+        };
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(out) = run(&x, &array(&w, &[g.o, g.c, 3, 3]), &b, &g, &fallback) else { return };
+        assert_eq!(redone.into_inner().unwrap(), vec![1]);
+        assert!(out[g.o * 49..].iter().all(|&v| v == 7.0));
+        assert_eq!(bits(&out[..g.o * 49]), bits(&naive(&x, &w, &b, &g)[..g.o * 49]));
+    }
+
+    #[test]
+    fn not_for_f64_other_levels_or_channels_out_of_blocks() {
+        let g = ConvGeom { n: 1, c: 64, h: 7, w: 7, o: 16, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+        let w64 = Array::<f64>::zeros(IxDyn(&[16, 64, 3, 3]));
+        let mut out = vec![0.0f64; 16 * 49];
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        set_max_level(Level::Avx2);
+        let f64_ran = try_conv2d_into(&vec![0.0; 64 * 49], &w64, None, &g, &mut out, &|_, _| {}, &|_| {});
+        set_max_level(Level::Baseline);
+        let w32 = Array::<f32>::zeros(IxDyn(&[16, 64, 3, 3]));
+        let mut out32 = vec![0.0f32; 16 * 49];
+        let baseline_ran = try_conv2d_into(&vec![0.0; 64 * 49], &w32, None, &g, &mut out32, &|_, _| {}, &|_| {});
+        set_max_level(Level::Avx512);
+        assert!(!f64_ran && !baseline_ran);
+        assert!(!computes(&ConvGeom { c: 60, ..g }) && !computes(&ConvGeom { o: 24, ..g }));
+    }
+
+    #[test]
+    fn tiles_cover_every_position_once_with_few_short_tiles() {
+        assert_eq!(tiles(49), [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5), (25, 6), (31, 6), (37, 6), (43, 6)]);
+        assert_eq!(tiles(7), [(0, 6), (6, 1)]);
+        assert_eq!(tiles(12), [(0, 6), (6, 6)]);
+        for plane in 1..200 {
+            let t = tiles(plane);
+            let mut next = 0;
+            for &(p, n) in &t {
+                assert!(p == next && (1..=TILE).contains(&n), "{plane}: {t:?}");
+                next += n;
+            }
+            assert_eq!(next, plane);
+            assert!(plane < 20 || t.iter().all(|&(_, n)| n >= 5), "{plane}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn takes_resnets_layers_where_they_measured_faster_only() {
+        let g = ConvGeom { n: 1, c: 512, h: 7, w: 7, o: 512, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+        assert!(fits(&g) && !fits(&ConvGeom { n: 2, ..g }), "7x7 at batch 1");
+        assert!(!fits(&ConvGeom { c: 256, h: 14, w: 14, ..g }), "14x14: Winograd's");
+        assert!(!fits(&ConvGeom { c: 56, ..g }), "504 taps");
+        let s2 = |c, hw| ConvGeom { c, h: hw, w: hw, o: 2 * c, stride: [2, 2], ..g };
+        assert!(fits(&s2(256, 14)) && fits(&s2(128, 28)) && fits(&s2(64, 56)), "stride 2 to 7x7, 14x14, 28x28");
+        assert!(!fits(&s2(64, 112)) && !fits(&ConvGeom { n: 8, ..s2(64, 56) }), "to 56x56; batch 8");
+        let stem = ConvGeom { n: 1, c: 3, h: 224, w: 224, o: 64, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] };
+        assert!(!fits(&stem), "3 channels");
+    }
+
+    /// Times the layers `fits` takes, and two it leaves, by this kernel and by the path each
+    /// took before, interleaved, the best of 12 rounds; release build, one thread:
+    /// `RAYON_NUM_THREADS=1 cargo test --release -p tensor-core --lib conv_blocked::tests::timing
+    /// -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn timing() {
+        use crate::kernels::conv::conv2d_into as conv;
+        let layer = |c, hw, o, s| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 3, kw: 3, stride: [s, s], padding: [1, 1] };
+        for g in [
+            layer(512, 7, 512, 1),
+            layer(256, 14, 512, 2),
+            layer(128, 28, 256, 2),
+            layer(64, 56, 128, 2),
+            layer(256, 14, 256, 1),
+            layer(64, 112, 64, 2),
+        ] {
+            let (x, w) = (values(g.c * g.h * g.w, 1), values(g.o * g.patch(), 2));
+            let (xa, wa) = (array(&x, &[1, g.c, g.h, g.w]), array(&w, &[g.o, g.c, g.kh, g.kw]));
+            let wp = pack_weights(&w, &g);
+            let mut out = vec![0.0f32; g.o * g.out_plane()];
+            let mut best = [f64::MAX; 3];
+            for round in 0..14 {
+                for (v, best) in best.iter_mut().enumerate() {
+                    let t = std::time::Instant::now();
+                    match v {
+                        0 => {
+                            crate::kernels::conv_direct_large::OFF.with(|off| off.set(true));
+                            conv(&xa, &wa, None, &g, &mut out, &|_| {});
+                            crate::kernels::conv_direct_large::OFF.with(|off| off.set(false));
+                        }
+                        1 => conv_packed(&x, &wp, None, &g, &mut out, &|_, _| {}, &|_| {}),
+                        _ => drop(std::hint::black_box(pack_weights(&w, &g))),
+                    }
+                    if round > 1 {
+                        *best = best.min(t.elapsed().as_secs_f64() * 1e3);
+                    }
+                }
+            }
+            let gf = 2.0 * (g.o * g.patch() * g.out_plane()) as f64 / 1e6;
+            println!(
+                "{} -> {} {}x{} /{} ({}): before {:.3} ms ({:.0} GFLOP/s), blocked {:.3} ms ({:.0} GFLOP/s, {:.2}x), packing the weights {:.3} ms",
+                g.c,
+                g.o,
+                g.h,
+                g.w,
+                g.stride[0],
+                if fits(&g) { "taken" } else { "not taken" },
+                best[0],
+                gf / best[0],
+                best[1],
+                gf / best[1],
+                best[0] / best[1],
+                best[2]
+            );
+        }
+    }
+}

@@ -29,16 +29,18 @@ use rayon::prelude::*;
 
 /// Output channels of one panel of packed weights and of one register tile.
 const PANEL: usize = 16;
-/// Input channels of one block.
+/// Input channels of one block (fewer when the image has fewer).
 const LANES: usize = 8;
 /// Positions of a full register tile.
 const TILE: usize = 6;
 /// Taps per block of the chains: 16 KB of a panel's weights, a multiple of nine.
 const K_BLOCK: usize = 252;
+/// Register tiles per group of positions: sums of at most 120 positions, 7.5 KB.
+const GROUP: usize = 20;
 
 /// True when the kernel can compute `g` (f32 is the caller's to check).
 pub(super) fn computes(g: &ConvGeom) -> bool {
-    g.c.is_multiple_of(LANES) && g.o.is_multiple_of(PANEL) && g.c > 0 && g.o > 0 && g.out_plane() >= 1
+    g.o.is_multiple_of(PANEL) && g.c > 0 && g.o > 0 && g.out_plane() >= 1
 }
 
 /// The layers `conv_direct_large` takes on CPUs with AVX2 and without AVX-512, where this
@@ -47,11 +49,14 @@ pub(super) fn computes(g: &ConvGeom) -> bool {
 /// - at stride 1 on 7x7 planes at batch 1 (im2col before: 1.18-1.21x; 14x14 was level with
 ///   Winograd, which keeps it);
 /// - at stride 2 to outputs of up to 28x28 at batch 1 (im2col by images or by row blocks
-///   before: 1.04-1.72x, by layer and run).
+///   before: 1.04-1.72x, by layer and run);
+/// - its 7x7 stride-2 stem of up to 4 channels at batch 1 (im2col by row blocks before:
+///   1.25x; MobileNetV2's 3x3 stem, 27 taps, measured 0.6x).
 pub(super) fn fits(g: &ConvGeom) -> bool {
     let plane = g.out_plane();
     let k3 = |s: usize| g.kh == 3 && g.kw == 3 && g.stride == [s, s] && g.padding == [1, 1] && g.patch() > 512;
-    computes(g) && g.n == 1 && ((k3(1) && plane <= 49) || (k3(2) && plane <= 784))
+    let stem = g.kh == 7 && g.kw == 7 && g.stride == [2, 2] && g.padding == [3, 3] && g.c <= 4;
+    computes(g) && g.n == 1 && ((k3(1) && plane <= 49) || (k3(2) && plane <= 784) || stem)
 }
 
 /// [`conv2d_into`] where it runs: f32, a geometry it computes, and the SIMD level AVX2 (not
@@ -131,7 +136,7 @@ fn conv_packed(
     let offsets = geom.offsets(g);
     let (image, plane, patch) = (g.c * g.h * g.w, g.out_plane(), g.patch());
     let parallel = num_threads() > 1;
-    with_slot(Slot::Call, geom.image(g), |xb: &mut [f32]| {
+    with_slot(Slot::Call, geom.image(), |xb: &mut [f32]| {
         for (i, img) in out.chunks_mut(g.o * plane).enumerate() {
             geom.fill(g, &x[i * image..][..image], xb);
             let xb = &*xb;
@@ -157,6 +162,10 @@ fn conv_packed(
 /// `(oi, oj)` reads padded row `oi * sh + ki`, which is row `oi + ki / sh` of phase `ki % sh`
 /// (columns alike): a fixed offset per tap plus a base per output position.
 pub(super) struct Blocked {
+    /// Channels of one block: 8, or the image's channels when fewer (a stem's 3).
+    lanes: usize,
+    /// Blocks of one image (the last one's lanes past the channels are zero, never read).
+    blocks: usize,
     stride: [usize; 2],
     padding: [usize; 2],
     hs: usize,
@@ -172,12 +181,13 @@ impl Blocked {
         let (oh, ow) = g.out_hw();
         let [sh, sw] = g.stride;
         let (hs, ws) = ((g.h + 2 * g.padding[0]).div_ceil(sh), (g.w + 2 * g.padding[1]).div_ceil(sw));
-        Blocked { stride: g.stride, padding: g.padding, hs, ws, oh, ow, block: sh * sw * hs * ws * LANES }
+        let lanes = g.c.min(LANES);
+        Blocked { lanes, blocks: g.c.div_ceil(lanes), stride: g.stride, padding: g.padding, hs, ws, oh, ow, block: sh * sw * hs * ws * lanes }
     }
 
     /// Elements of one image's blocks.
-    pub(super) fn image(&self, g: &ConvGeom) -> usize {
-        g.c / LANES * self.block
+    pub(super) fn image(&self) -> usize {
+        self.blocks * self.block
     }
 
     /// The offset of each tap `(ci, ki, kj)` from an output position's base, in the weight's
@@ -190,7 +200,7 @@ impl Blocked {
             for ki in 0..g.kh {
                 for kj in 0..g.kw {
                     let phase = (ki % sh) * sw + kj % sw;
-                    let at = ci / LANES * self.block + (phase * plane + (ki / sh) * self.ws + kj / sw) * LANES + ci % LANES;
+                    let at = ci / self.lanes * self.block + (phase * plane + (ki / sh) * self.ws + kj / sw) * self.lanes + ci % self.lanes;
                     offsets.push(u32::try_from(at).expect("an image's blocks index in u32"));
                 }
             }
@@ -201,28 +211,47 @@ impl Blocked {
     /// The base of output position `p` (row-major over `[oh, ow]`): its place in phase
     /// `(0, 0)`.
     fn base(&self, p: usize) -> usize {
-        (p / self.ow * self.ws + p % self.ow) * LANES
+        (p / self.ow * self.ws + p % self.ow) * self.lanes
     }
 
     /// Copies image `x` (`[c, h, w]`) into its blocks `xb` (zeros around).
     pub(super) fn fill<T: Float>(&self, g: &ConvGeom, x: &[T], xb: &mut [T]) {
-        let ([sh, sw], [ph, pw], plane) = (self.stride, self.padding, self.hs * self.ws);
-        // Where each input row and column goes in a block, in units of 8 lanes.
-        let rows: Vec<usize> = (0..g.h).map(|i| ((i + ph) % sh * sw * plane + (i + ph) / sh * self.ws) * LANES).collect();
-        let cols: Vec<usize> = (0..g.w).map(|j| ((j + pw) % sw * plane + (j + pw) / sw) * LANES).collect();
+        let ([sh, sw], [ph, pw], plane, lanes) = (self.stride, self.padding, self.hs * self.ws, self.lanes);
+        // Where each input row and column goes in a block, in units of a block's lanes.
+        let rows: Vec<usize> = (0..g.h).map(|i| ((i + ph) % sh * sw * plane + (i + ph) / sh * self.ws) * lanes).collect();
+        let cols: Vec<usize> = (0..g.w).map(|j| ((j + pw) % sw * plane + (j + pw) / sw) * lanes).collect();
         xb.fill(T::zero());
         let channel = g.h * g.w;
         for (b, block) in xb.chunks_exact_mut(self.block).enumerate() {
-            let x = &x[b * LANES * channel..][..LANES * channel];
-            for (i, &row) in rows.iter().enumerate() {
-                let dst = &mut block[row..];
-                for (j, &col) in cols.iter().enumerate() {
-                    let d: &mut [T; LANES] = (&mut dst[col..col + LANES]).try_into().expect("8 lanes");
-                    for (lane, d) in d.iter_mut().enumerate() {
-                        *d = x[lane * channel + i * g.w + j];
-                    }
-                }
+            let x = &x[b * lanes * channel..];
+            match lanes.min(g.c - b * lanes) {
+                LANES => fill_block::<T, LANES>(x, channel, g.w, &rows, &cols, block),
+                n => (0..n).for_each(|lane| fill_lane(&x[lane * channel..][..channel], g.w, &rows, &cols, &mut block[lane..])),
             }
+        }
+    }
+}
+
+/// A block of `L` channels from `x` (channels `channel` apart, rows `w` long): input `(i, j)`
+/// of each to `dst[rows[i] + cols[j]..][..L]`.
+#[inline]
+fn fill_block<T: Float, const L: usize>(x: &[T], channel: usize, w: usize, rows: &[usize], cols: &[usize], dst: &mut [T]) {
+    for (i, &row) in rows.iter().enumerate() {
+        let dst = &mut dst[row..];
+        for (j, &col) in cols.iter().enumerate() {
+            let d: &mut [T; L] = (&mut dst[col..col + L]).try_into().expect("L lanes");
+            for (lane, d) in d.iter_mut().enumerate() {
+                *d = x[lane * channel + i * w + j];
+            }
+        }
+    }
+}
+
+/// One channel `x` (rows `w` long) into `dst`: input `(i, j)` to `dst[rows[i] + cols[j]]`.
+fn fill_lane<T: Float>(x: &[T], w: usize, rows: &[usize], cols: &[usize], dst: &mut [T]) {
+    for (row, &at) in x.chunks_exact(w).zip(rows) {
+        for (&v, &col) in row.iter().zip(cols) {
+            dst[at + col] = v;
         }
     }
 }
@@ -257,40 +286,45 @@ fn panel(xb: &[f32], offsets: &[u32], wp: &[f32], bias: Option<&[f32]>, geom: &B
     let reach = offsets.iter().copied().max().unwrap_or(0) as usize;
     // The last position's base plus the largest offset is in the blocks.
     assert!(geom.base(plane - 1) + reach < xb.len(), "the taps stay in the image's blocks");
-    let mut sums = vec![[0.0f32; PANEL]; plane];
-    let tiles = tiles(plane);
-    // The taps by blocks whose weights stay in the L1 cache while every position's chain
-    // goes through them; each chain continues from the sum the block before stored.
-    for k0 in (0..offsets.len()).step_by(K_BLOCK) {
-        let (offsets, w) = (&offsets[k0..(k0 + K_BLOCK).min(offsets.len())], &wp[k0 * PANEL..]);
-        for &(p, n) in &tiles {
-            let s = &mut sums[p..p + n];
-            macro_rules! tile {
-                ($n:literal) => {{
-                    let bases: [usize; $n] = std::array::from_fn(|j| geom.base(p + j));
-                    // SAFETY: every base is a position's (below `plane`), checked above to stay
-                    // in `xb` with any offset; the weights hold 16 per offset.
-                    unsafe { avx2::tile::<$n>(xb.as_ptr(), &bases, offsets, w.as_ptr(), s.try_into().expect("n sums")) }
-                }};
-            }
-            match n {
-                6 => tile!(6),
-                5 => tile!(5),
-                4 => tile!(4),
-                3 => tile!(3),
-                2 => tile!(2),
-                _ => tile!(1),
+    // The positions by groups of tiles whose sums stay in the L1 cache, and within a group
+    // the taps by blocks whose weights stay there too while every position's chain goes
+    // through them; each chain continues from the sum the block before stored.
+    let mut sums = [[0.0f32; PANEL]; GROUP * TILE];
+    for group in tiles(plane).chunks(GROUP) {
+        let (first, last) = (group[0].0, group[group.len() - 1]);
+        let sums = &mut sums[..last.0 + last.1 - first];
+        sums.fill([0.0; PANEL]);
+        for k0 in (0..offsets.len()).step_by(K_BLOCK) {
+            let (offsets, w) = (&offsets[k0..(k0 + K_BLOCK).min(offsets.len())], &wp[k0 * PANEL..]);
+            for &(p, n) in group {
+                let s = &mut sums[p - first..p - first + n];
+                macro_rules! tile {
+                    ($n:literal) => {{
+                        let bases: [usize; $n] = std::array::from_fn(|j| geom.base(p + j));
+                        // SAFETY: every base is a position's (below `plane`), checked above to
+                        // stay in `xb` with any offset; the weights hold 16 per offset.
+                        unsafe { avx2::tile::<$n>(xb.as_ptr(), &bases, offsets, w.as_ptr(), s.try_into().expect("n sums")) }
+                    }};
+                }
+                match n {
+                    6 => tile!(6),
+                    5 => tile!(5),
+                    4 => tile!(4),
+                    3 => tile!(3),
+                    2 => tile!(2),
+                    _ => tile!(1),
+                }
             }
         }
-    }
-    for (p, s) in sums.iter().enumerate() {
-        for (l, &v) in s.iter().enumerate() {
-            dst[l * plane + p] = match bias {
-                // A bias that is not NaN takes `add`'s bits without its select (see `Num`).
-                Some(b) if !Num::is_nan_value(b[l]) => Num::add_plain(v, b[l]),
-                Some(b) => Num::add(v, b[l]),
-                None => v,
-            };
+        for (p, s) in (first..).zip(sums.iter()) {
+            for (l, &v) in s.iter().enumerate() {
+                dst[l * plane + p] = match bias {
+                    // A bias that is not NaN takes `add`'s bits without its select (see `Num`).
+                    Some(b) if !Num::is_nan_value(b[l]) => Num::add_plain(v, b[l]),
+                    Some(b) => Num::add(v, b[l]),
+                    None => v,
+                };
+            }
         }
     }
 }
@@ -394,8 +428,8 @@ mod tests {
     }
 
     /// The definition's bits (`conv_direct_large`'s): stride 1 and 2, odd planes (tiles of 6,
-    /// of 5 and short ones), patches over several blocks of taps, two images, on the pool and
-    /// on one thread.
+    /// of 5 and short ones, groups of tiles), patches over several blocks of taps, channels
+    /// out of blocks of 8, two images, on the pool and on one thread.
     #[test]
     fn matches_the_definition_bit_for_bit_on_any_thread_count() {
         let geoms = [
@@ -403,6 +437,10 @@ mod tests {
             ConvGeom { n: 1, c: 16, h: 14, w: 13, o: 16, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] },
             ConvGeom { n: 1, c: 8, h: 3, w: 2, o: 48, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
             ConvGeom { n: 1, c: 24, h: 9, w: 11, o: 16, kh: 3, kw: 2, stride: [3, 2], padding: [2, 0] },
+            // A stem's three channels (blocks of 3), and a last block of 4 channels on a plane
+            // of several groups of tiles.
+            ConvGeom { n: 2, c: 3, h: 23, w: 20, o: 16, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] },
+            ConvGeom { n: 1, c: 12, h: 30, w: 29, o: 16, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] },
         ];
         let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         for g in geoms {
@@ -456,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn not_for_f64_other_levels_or_channels_out_of_blocks() {
+    fn not_for_f64_other_levels_or_filters_out_of_panels() {
         let g = ConvGeom { n: 1, c: 64, h: 7, w: 7, o: 16, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
         let w64 = Array::<f64>::zeros(IxDyn(&[16, 64, 3, 3]));
         let mut out = vec![0.0f64; 16 * 49];
@@ -469,7 +507,7 @@ mod tests {
         let baseline_ran = try_conv2d_into(&vec![0.0; 64 * 49], &w32, None, &g, &mut out32, &|_, _| {}, &|_| {});
         set_max_level(Level::Avx512);
         assert!(!f64_ran && !baseline_ran);
-        assert!(!computes(&ConvGeom { c: 60, ..g }) && !computes(&ConvGeom { o: 24, ..g }));
+        assert!(computes(&ConvGeom { c: 60, ..g }) && !computes(&ConvGeom { o: 24, ..g }));
     }
 
     #[test]
@@ -499,7 +537,8 @@ mod tests {
         assert!(fits(&s2(256, 14)) && fits(&s2(128, 28)) && fits(&s2(64, 56)), "stride 2 to 7x7, 14x14, 28x28");
         assert!(!fits(&s2(64, 112)) && !fits(&ConvGeom { n: 8, ..s2(64, 56) }), "to 56x56; batch 8");
         let stem = ConvGeom { n: 1, c: 3, h: 224, w: 224, o: 64, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] };
-        assert!(!fits(&stem), "3 channels");
+        assert!(fits(&stem) && !fits(&ConvGeom { n: 8, ..stem }) && !fits(&ConvGeom { c: 8, ..stem }), "ResNet's stem at batch 1");
+        assert!(!fits(&ConvGeom { o: 32, kh: 3, kw: 3, padding: [1, 1], ..stem }), "MobileNetV2's stem");
     }
 
     /// Times the layers `fits` takes, and two it leaves, by this kernel and by the path each
@@ -512,14 +551,17 @@ mod tests {
     fn timing() {
         use crate::kernels::conv::conv2d_into as conv;
         let layer = |c, hw, o, s| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 3, kw: 3, stride: [s, s], padding: [1, 1] };
-        for g in [
+        let stem = |o, k| ConvGeom { n: 1, c: 3, h: 224, w: 224, o, kh: k, kw: k, stride: [2, 2], padding: [k / 2, k / 2] };
+        let layers = [
             layer(512, 7, 512, 1),
             layer(256, 14, 512, 2),
             layer(128, 28, 256, 2),
             layer(64, 56, 128, 2),
             layer(256, 14, 256, 1),
-            layer(64, 112, 64, 2),
-        ] {
+            stem(64, 7),
+            stem(32, 3),
+        ];
+        for g in layers {
             let (x, w) = (values(g.c * g.h * g.w, 1), values(g.o * g.patch(), 2));
             let (xa, wa) = (array(&x, &[1, g.c, g.h, g.w]), array(&w, &[g.o, g.c, g.kh, g.kw]));
             let wp = pack_weights(&w, &g);

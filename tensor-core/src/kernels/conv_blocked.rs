@@ -51,7 +51,11 @@ pub(super) fn computes(g: &ConvGeom) -> bool {
 /// - at stride 2 to outputs of up to 28x28 at batch 1 (im2col by images or by row blocks
 ///   before: 1.04-1.72x, by layer and run);
 /// - its 7x7 stride-2 stem of up to 4 channels at batch 1 (im2col by row blocks before:
-///   1.25x; MobileNetV2's 3x3 stem, 27 taps, measured 0.6x).
+///   1.08-1.44x; MobileNetV2's 3x3 stem, 27 taps, measured 0.6-1.6x, and is left to im2col).
+///
+/// Not taken: ResNet's 1x1 stride-2 projections (0.56-1.02x im2col) and MobileNetV2's
+/// pointwise layers (against `pointwise`'s gemm: 1.05-1.15x alone on 7x7 planes, level in the
+/// model, where their weights come from memory; 0.77-0.96x on 14x14 and 28x28 planes).
 pub(super) fn fits(g: &ConvGeom) -> bool {
     let plane = g.out_plane();
     let k3 = |s: usize| g.kh == 3 && g.kw == 3 && g.stride == [s, s] && g.padding == [1, 1] && g.patch() > 512;
@@ -539,10 +543,13 @@ mod tests {
         let stem = ConvGeom { n: 1, c: 3, h: 224, w: 224, o: 64, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] };
         assert!(fits(&stem) && !fits(&ConvGeom { n: 8, ..stem }) && !fits(&ConvGeom { c: 8, ..stem }), "ResNet's stem at batch 1");
         assert!(!fits(&ConvGeom { o: 32, kh: 3, kw: 3, padding: [1, 1], ..stem }), "MobileNetV2's stem");
+        let pw = |c, hw, o| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
+        assert!(!fits(&pw(160, 7, 960)) && !fits(&ConvGeom { stride: [2, 2], ..pw(256, 14, 512) }), "1x1 layers");
     }
 
-    /// Times the layers `fits` takes, and two it leaves, by this kernel and by the path each
-    /// took before, interleaved, the best of 12 rounds; release build, one thread:
+    /// Times the layers `fits` takes, and some it leaves, by this kernel and by the kernel-level
+    /// path each took before (`conv::conv2d_into`: for the 1x1 layers im2col or `conv_direct`,
+    /// not the op's `pointwise`), interleaved, the best of 12 rounds; release build, one thread:
     /// `RAYON_NUM_THREADS=1 cargo test --release -p tensor-core --lib conv_blocked::tests::timing
     /// -- --ignored --nocapture`.
     #[test]
@@ -551,6 +558,8 @@ mod tests {
     fn timing() {
         use crate::kernels::conv::conv2d_into as conv;
         let layer = |c, hw, o, s| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 3, kw: 3, stride: [s, s], padding: [1, 1] };
+        let project = |c, hw| ConvGeom { n: 1, c, h: hw, w: hw, o: 2 * c, kh: 1, kw: 1, stride: [2, 2], padding: [0, 0] };
+        let pw = |c, hw, o| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
         let stem = |o, k| ConvGeom { n: 1, c: 3, h: 224, w: 224, o, kh: k, kw: k, stride: [2, 2], padding: [k / 2, k / 2] };
         let layers = [
             layer(512, 7, 512, 1),
@@ -560,6 +569,15 @@ mod tests {
             layer(256, 14, 256, 1),
             stem(64, 7),
             stem(32, 3),
+            project(64, 56),
+            project(128, 28),
+            project(256, 14),
+            pw(160, 7, 960),
+            pw(320, 7, 1280),
+            pw(960, 7, 160),
+            pw(96, 14, 576),
+            pw(576, 14, 96),
+            pw(32, 28, 192),
         ];
         for g in layers {
             let (x, w) = (values(g.c * g.h * g.w, 1), values(g.o * g.patch(), 2));

@@ -320,15 +320,28 @@ fn panel(xb: &[f32], offsets: &[u32], wp: &[f32], bias: Option<&[f32]>, geom: &B
                 }
             }
         }
-        for (p, s) in (first..).zip(sums.iter()) {
-            for (l, &v) in s.iter().enumerate() {
-                dst[l * plane + p] = match bias {
-                    // A bias that is not NaN takes `add`'s bits without its select (see `Num`).
-                    Some(b) if !Num::is_nan_value(b[l]) => Num::add_plain(v, b[l]),
-                    Some(b) => Num::add(v, b[l]),
-                    None => v,
-                };
-            }
+        store(sums, first, bias, plane, dst);
+    }
+}
+
+/// Writes the sums of positions `first..` (`[positions, 16]`) to their channels' rows of `dst`
+/// (`[16, plane]`), adding the bias: transposed by 8 x 8 register blocks, then a vector loop
+/// per channel (a scalar scatter of a stem's 800,000 outputs took 4% of ResNet-18's call).
+#[cfg(target_arch = "x86_64")]
+fn store(sums: &[[f32; PANEL]], first: usize, bias: Option<&[f32]>, plane: usize, dst: &mut [f32]) {
+    let n = sums.len();
+    let mut rows = [std::mem::MaybeUninit::<f32>::uninit(); GROUP * TILE * PANEL];
+    let rows = &mut rows[..n * PANEL];
+    super::transpose::transpose_band(sums.as_flattened(), n, PANEL, PANEL, rows);
+    // SAFETY: `transpose_band` wrote every element of `rows`.
+    let rows = unsafe { &*(rows as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
+    for (l, from) in rows.chunks_exact(n).enumerate() {
+        let to = &mut dst[l * plane + first..][..n];
+        match bias.map(|b| b[l]) {
+            // A bias that is not NaN takes `add`'s bits without its select (see `Num`).
+            Some(b) if !Num::is_nan_value(b) => to.iter_mut().zip(from).for_each(|(d, &v)| *d = Num::add_plain(v, b)),
+            Some(b) => to.iter_mut().zip(from).for_each(|(d, &v)| *d = Num::add(v, b)),
+            None => to.copy_from_slice(from),
         }
     }
 }

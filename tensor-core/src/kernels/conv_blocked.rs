@@ -15,8 +15,9 @@
 //! over the taps in `(ci, ki, kj)` order from zero, then the bias added. So the routing may
 //! send a layer here or there (by the CPU, never by the cap of `simd::set_max_level`) and the
 //! output stays the same; under a cap below AVX2 the caller runs `conv_direct_large`'s
-//! portable tile instead. The kernel needs channels in multiples of 8 and filters in
-//! multiples of 16 (ResNet's all are), and f32.
+//! portable tile instead. The kernel needs filters in multiples of 16 (ResNet's all are) and
+//! f32. An image of fewer than 8 channels (a stem's 3) makes blocks of that many; a last
+//! block short of 8 keeps zeros in its missing lanes, which no tap reads.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
 use super::conv::ConvGeom;

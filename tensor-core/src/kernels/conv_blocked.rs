@@ -137,17 +137,16 @@ fn conv_packed(
     fallback: &(dyn Fn(usize, &mut [f32]) + Sync),
     after_image: &(dyn Fn(usize) + Sync),
 ) {
-    let geom = Blocked::new(g);
-    let offsets = geom.offsets(g);
+    let plan = Plan::new(g);
     let (image, plane, patch) = (g.c * g.h * g.w, g.out_plane(), g.patch());
     let parallel = num_threads() > 1;
-    with_slot(Slot::Call, geom.image(), |xb: &mut [f32]| {
+    with_slot(Slot::Call, plan.geom.image(), |xb: &mut [f32]| {
         for (i, img) in out.chunks_mut(g.o * plane).enumerate() {
-            geom.fill(g, &x[i * image..][..image], xb);
+            plan.geom.fill(g, &x[i * image..][..image], xb);
             let xb = &*xb;
             let task = |(p, dst): (usize, &mut [f32])| {
                 let bias = bias.map(|b| &b[p * PANEL..][..PANEL]);
-                panel(xb, &offsets, &wp[p * PANEL * patch..][..PANEL * patch], bias, &geom, dst);
+                panel(xb, &plan, &wp[p * PANEL * patch..][..PANEL * patch], bias, dst);
             };
             if parallel {
                 img.par_chunks_mut(PANEL * plane).enumerate().for_each(task);
@@ -281,21 +280,40 @@ fn pack_weights_into(w: &[f32], g: &ConvGeom, packed: &mut [f32]) {
     }
 }
 
+/// What every panel of one call reads the same way, made once per call: the blocks' layout,
+/// the taps' offsets and the register tiles.
+struct Plan {
+    geom: Blocked,
+    offsets: Vec<u32>,
+    tiles: Vec<(usize, usize)>,
+}
+
+impl Plan {
+    fn new(g: &ConvGeom) -> Plan {
+        let geom = Blocked::new(g);
+        let offsets = geom.offsets(g);
+        let reach = offsets.iter().copied().max().unwrap_or(0) as usize;
+        // The last position's base plus the largest offset is in an image's blocks, so every
+        // tile's reads are (`panel` relies on it).
+        assert!(geom.base(g.out_plane() - 1) + reach < geom.image(), "the taps stay in the image's blocks");
+        Plan { tiles: tiles(g.out_plane()), offsets, geom }
+    }
+}
+
 /// Output channels `panel * 16..` of one image at every position: `xb` the image's blocks,
 /// `wp` the panel's packed weights (`[patch, 16]`), into `dst` (`[16, oh, ow]`, the image's
 /// output from the panel's first channel), the bias added.
 #[cfg(target_arch = "x86_64")]
-fn panel(xb: &[f32], offsets: &[u32], wp: &[f32], bias: Option<&[f32]>, geom: &Blocked, dst: &mut [f32]) {
+fn panel(xb: &[f32], plan: &Plan, wp: &[f32], bias: Option<&[f32]>, dst: &mut [f32]) {
+    let (geom, offsets) = (&plan.geom, &plan.offsets);
     let plane = geom.oh * geom.ow;
     assert!(wp.len() == offsets.len() * PANEL && dst.len() >= PANEL * plane, "a panel of 16 channels");
-    let reach = offsets.iter().copied().max().unwrap_or(0) as usize;
-    // The last position's base plus the largest offset is in the blocks.
-    assert!(geom.base(plane - 1) + reach < xb.len(), "the taps stay in the image's blocks");
+    assert!(xb.len() >= geom.image(), "an image's blocks (whose bounds the plan checked)");
     // The positions by groups of tiles whose sums stay in the L1 cache, and within a group
     // the taps by blocks whose weights stay there too while every position's chain goes
     // through them; each chain continues from the sum the block before stored.
     let mut sums = [[0.0f32; PANEL]; GROUP * TILE];
-    for group in tiles(plane).chunks(GROUP) {
+    for group in plan.tiles.chunks(GROUP) {
         let (first, last) = (group[0].0, group[group.len() - 1]);
         let sums = &mut sums[..last.0 + last.1 - first];
         sums.fill([0.0; PANEL]);
@@ -306,8 +324,9 @@ fn panel(xb: &[f32], offsets: &[u32], wp: &[f32], bias: Option<&[f32]>, geom: &B
                 macro_rules! tile {
                     ($n:literal) => {{
                         let bases: [usize; $n] = std::array::from_fn(|j| geom.base(p + j));
-                        // SAFETY: every base is a position's (below `plane`), checked above to
-                        // stay in `xb` with any offset; the weights hold 16 per offset.
+                        // SAFETY: every base is a position's (below `plane`), which the plan
+                        // checked to stay in an image's blocks (`xb`, checked above) with any
+                        // offset; the weights hold 16 per offset.
                         unsafe { avx2::tile::<$n>(xb.as_ptr(), &bases, offsets, w.as_ptr(), s.try_into().expect("n sums")) }
                     }};
                 }

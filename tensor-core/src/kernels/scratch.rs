@@ -8,17 +8,19 @@ use std::cell::RefCell;
 
 thread_local! {
     /// The thread's buffers, as u64 words (aligned for f32 and f64), one per [`Slot`].
-    static WORDS: [RefCell<Vec<u64>>; 3] = const { [RefCell::new(Vec::new()), RefCell::new(Vec::new()), RefCell::new(Vec::new())] };
+    static WORDS: [RefCell<Vec<u64>>; 4] = const { [RefCell::new(Vec::new()), RefCell::new(Vec::new()), RefCell::new(Vec::new()), RefCell::new(Vec::new())] };
 }
 
 /// Which of the thread's buffers: a task's, one a call holds while its tasks (some on the
-/// same thread) use theirs, or a GEMM's packed panels (`sgemm`), which a task holding its own
-/// buffer may call.
+/// same thread) use theirs, a GEMM's packed panels (`sgemm`), which a task holding its own
+/// buffer may call, or what a call's tasks make together and then all read (Winograd's
+/// transformed input), which a call holding its `Call` buffer may need besides.
 #[derive(Clone, Copy)]
 pub(crate) enum Slot {
     Task = 0,
     Call = 1,
     Pack = 2,
+    Shared = 3,
 }
 
 /// Runs `f` on `len` values of this thread's scratch (uninitialized from the caller's view:

@@ -20,6 +20,11 @@ impl<T> SharedOut<T> {
         SharedOut(out.as_mut_ptr())
     }
 
+    /// The buffer from element `offset` on, shared the same way (a task's part of it).
+    pub(super) fn skip(&self, offset: usize) -> Self {
+        SharedOut(self.0.wrapping_add(offset))
+    }
+
     /// The element at `offset` (a method, so closures capture the whole `SharedOut`).
     pub(super) fn at(&self, offset: usize) -> *mut T {
         self.0.wrapping_add(offset)

@@ -42,6 +42,7 @@ use super::weight_cache::{self, Form};
 use crate::math::Float;
 use crate::storage::Array;
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 /// One algorithm F(m x m, 3 x 3): its output tile `m` and its matrices, row-major, as
 /// written in the paper (`bt` is `a x a`, `g` is `a x 3`, `at` is `m x a`).
@@ -600,12 +601,13 @@ fn input_f4_body<T: Float>(x: &[T], task: &Task, chans: std::ops::Range<usize>, 
     for first in (0..nt).step_by(LANES) {
         let lanes = LANES.min(nt - first);
         let group = Group::gathered(x, task.tiles.start + first, lanes, g, tiling);
+        let spots = spots(task.tiles.start + first, lanes, g, tiling);
         for ci in chans.clone() {
             match &group {
                 // SAFETY: `gathered` checked the level and that T is f32.
                 #[cfg(target_arch = "x86_64")]
                 Some(group) => unsafe { group.gather(cast(x), ci * g.h * g.w, &mut *(&mut d as *mut [Lanes<T>; 36] as *mut [Lanes<f32>; 36])) },
-                _ => gather_lanes(x, ci, task.tiles.start + first, lanes, g, tiling, &mut d),
+                _ => gather_lanes(x, ci, &spots[..lanes], g, &mut d),
             }
             for col in 0..6 {
                 let r = bt6([&d[col], &d[6 + col], &d[12 + col], &d[18 + col], &d[24 + col], &d[30 + col]]);
@@ -636,6 +638,8 @@ multiversion! {
 #[allow(clippy::needless_range_loop)] // a lane indexes the tiles and every position's lanes
 fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &ConvGeom, tiling: &Tiling, dst: SharedOut<T>) {
     let (nt, no) = (task.tiles.len(), task.outs.len());
+    // Where each tile lies, worked out once for all channels (it divides).
+    let places: SmallVec<[(usize, usize, usize); 160]> = task.tiles.clone().map(|t| tiling.place(t)).collect();
     // Set once, as in `input_f4_body`: lanes past a ragged group's tiles are never stored.
     let (mut mm, mut u, mut y) = ([[T::zero(); LANES]; 36], [[T::zero(); LANES]; 24], [[T::zero(); LANES]; 16]);
     for (k, oc) in task.outs.clone().enumerate() {
@@ -658,7 +662,7 @@ fn output_f4_body<T: Float>(prod: &[T], bias: Option<&[T]>, task: &Task, g: &Con
                 }
             }
             for lane in 0..lanes {
-                let (img, oy, ox) = tiling.place(task.tiles.start + first + lane);
+                let (img, oy, ox) = places[first + lane];
                 let base = (img * g.o + oc) * tiling.oh * tiling.ow;
                 for i in 0..4.min(tiling.oh - oy) {
                     for j in 0..4.min(tiling.ow - ox) {
@@ -747,16 +751,37 @@ impl Group {
     }
 }
 
+/// Where one lane of a group of tiles reads: its image and its 6x6 input tile's top-left
+/// corner (wrapped below zero where that lies in the padding), and whether the whole tile
+/// lies inside the image. Worked out once per group, not per channel: it divides.
+#[derive(Clone, Copy)]
+struct Spot {
+    img: usize,
+    iy0: usize,
+    ix0: usize,
+    inside: bool,
+}
+
+/// The spots of tiles `first..first + lanes`.
+fn spots(first: usize, lanes: usize, g: &ConvGeom, tiling: &Tiling) -> [Spot; LANES] {
+    let mut spots = [Spot { img: 0, iy0: 0, ix0: 0, inside: false }; LANES];
+    for (lane, spot) in spots.iter_mut().enumerate().take(lanes) {
+        let (img, oy, ox) = tiling.place(first + lane);
+        let (iy0, ix0) = (oy.wrapping_sub(g.padding[0]), ox.wrapping_sub(g.padding[1]));
+        let inside = oy >= g.padding[0] && ox >= g.padding[1] && iy0 + 6 <= g.h && ix0 + 6 <= g.w;
+        *spot = Spot { img, iy0, ix0, inside };
+    }
+    spots
+}
+
 /// Channel `ci` of the 6x6 input tiles `first..first + lanes` into `d` (position-major, a
 /// lane per tile; zeros outside the image and in unused lanes).
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // a lane indexes the tiles and every position's lanes
-fn gather_lanes<T: Float>(x: &[T], ci: usize, first: usize, lanes: usize, g: &ConvGeom, tiling: &Tiling, d: &mut [Lanes<T>; 36]) {
-    for lane in 0..lanes {
-        let (img, oy, ox) = tiling.place(first + lane);
+fn gather_lanes<T: Float>(x: &[T], ci: usize, spots: &[Spot], g: &ConvGeom, d: &mut [Lanes<T>; 36]) {
+    for (lane, &Spot { img, iy0, ix0, inside }) in spots.iter().enumerate() {
         let plane = &x[(img * g.c + ci) * g.h * g.w..][..g.h * g.w];
-        let (iy0, ix0) = (oy.wrapping_sub(g.padding[0]), ox.wrapping_sub(g.padding[1]));
-        if oy >= g.padding[0] && ox >= g.padding[1] && iy0 + 6 <= g.h && ix0 + 6 <= g.w {
+        if inside {
             for r in 0..6 {
                 let row = &plane[(iy0 + r) * g.w + ix0..][..6];
                 for (s, &val) in row.iter().enumerate() {
@@ -1123,7 +1148,7 @@ mod tests {
                     for lane in lanes..LANES {
                         want.iter_mut().for_each(|p| p[lane] = 0.0);
                     }
-                    gather_lanes(&x, ci, first, lanes, &g, &tiling, &mut want);
+                    gather_lanes(&x, ci, &spots(first, lanes, &g, &tiling)[..lanes], &g, &mut want);
                     // SAFETY: the level is AVX-512 (checked above); `group` was built for `x`.
                     unsafe { group.gather(&x, ci * hw.0 * hw.1, &mut got) };
                     let bits = |d: &[[f32; LANES]; 36]| d.iter().flatten().map(|v| v.to_bits()).collect::<Vec<_>>();

@@ -6,7 +6,7 @@
 use super::shared_out::SharedOut;
 use rayon::prelude::*;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Elements per parallel chunk of an elementwise kernel (64 KiB of f32).
 pub const CHUNK: usize = 16 * 1024;
@@ -64,15 +64,62 @@ pub fn par_min_len() -> usize {
 /// costs a wake-up of the workers and one of the caller (a futex each way, microseconds on a
 /// busy machine). From a worker, the thread that runs the steps takes its share of each
 /// kernel itself and only the other workers are handed work: one hand-over per run instead
-/// of one per kernel.
+/// of one per kernel. The other workers are kept awake for the run ([`keep_awake`]), so a
+/// kernel's share reaches a running thread rather than one to be woken.
 pub fn on_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if num_threads() == 1 || rayon::current_thread_index().is_some() {
         return f();
     }
+    /// Ends the run's [`keep_awake`]s, also when `f` panics.
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
     let mut result = None;
-    rayon::scope(|_| result = Some(f()));
+    let done = AtomicBool::new(false);
+    rayon::scope(|s| {
+        let (owner, done) = (rayon::current_thread_index(), &done);
+        for _ in 1..num_threads() {
+            s.spawn(move |_| keep_awake(owner, done));
+        }
+        let _done = Done(done);
+        result = Some(f());
+    });
     result.expect("the scope ran its body")
 }
+
+/// Keeps a worker taking the run's parallel work as soon as there is some, instead of
+/// sleeping between kernels, until the run is `done` or no work came for a while (ONNX
+/// Runtime's and OpenMP's workers spin between parallel sections the same way).
+///
+/// A sleeping worker is woken by a futex and scheduled again: tens of microseconds a kernel
+/// on a virtual machine, and it was ~40 context switches a call of ResNet-18 at batch 1 on
+/// two threads (10 a call with this; 4-5% of the call's time, docs/PERFORMANCE.md). Which
+/// thread runs a task never changes a result: the kernels' tasks depend on the geometry and
+/// the thread count alone. The owner itself, should it pick this job up while it waits
+/// inside a kernel, returns at once (it would spin above its own unfinished run).
+fn keep_awake(owner: Option<usize>, done: &AtomicBool) {
+    if rayon::current_thread_index() == owner {
+        return;
+    }
+    let mut idle_since = std::time::Instant::now();
+    while !done.load(Ordering::Acquire) {
+        match rayon::yield_now() {
+            Some(rayon::Yield::Executed) => idle_since = std::time::Instant::now(),
+            _ if idle_since.elapsed() > IDLE_LIMIT => return,
+            // A pause between looks, so the looks do not slow the owner's own deque.
+            _ => (0..SPINS).for_each(|_| std::hint::spin_loop()),
+        }
+    }
+}
+
+/// Spin-loop hints between two looks for work in [`keep_awake`].
+const SPINS: usize = 64;
+
+/// How long [`keep_awake`] waits for work before it lets the worker sleep.
+const IDLE_LIMIT: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Runs `f` with kernels keeping to this thread: the graph executor runs two independent
 /// products side by side this way, one per worker, rather than each on every worker in turn.
@@ -113,4 +160,41 @@ pub fn for_each_chunk<U: Send>(out: &mut [U], chunk: usize, fill: &(dyn Fn(usize
         let part = unsafe { std::slice::from_raw_parts_mut(base.at(start), chunk.min(n - start)) };
         fill(start, part);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs through `on_worker` from several threads at once, each run handing parallel work
+    /// to the workers it keeps awake (and to those other runs keep awake): every run gets its
+    /// own sums, and none waits on another for good.
+    #[test]
+    fn runs_on_workers_kept_awake_from_several_threads_at_once() {
+        std::thread::scope(|s| {
+            for caller in 0..4usize {
+                s.spawn(move || {
+                    for round in 0..40usize {
+                        let got = on_worker(|| {
+                            let sum = AtomicUsize::new(0);
+                            for_each_task(64, &|k| {
+                                sum.fetch_add(k * (caller + round), Ordering::Relaxed);
+                            });
+                            sum.into_inner()
+                        });
+                        assert_eq!(got, 64 * 63 / 2 * (caller + round), "caller {caller}, round {round}");
+                    }
+                });
+            }
+        });
+    }
+
+    /// A run that panics passes the panic on, and the workers it kept awake are let go: the
+    /// next run completes.
+    #[test]
+    fn a_panicking_run_lets_its_workers_go() {
+        let panicked = std::panic::catch_unwind(|| on_worker(|| -> usize { panic!("a kernel failed") }));
+        assert!(panicked.is_err());
+        assert_eq!(on_worker(|| 7), 7);
+    }
 }

@@ -255,8 +255,7 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
         }
         return;
     }
-    if winograd::applies(g) && winograd::all_finite(xs) && winograd::all_finite(ws) {
-        winograd::conv2d_into(xs, &w, bs, g, out, after_image);
+    if winograd::applies(g) && winograd::all_finite(xs) && winograd::try_conv2d_into(xs, &w, bs, g, out, after_image) {
         return;
     }
     // NaN inputs keep the GEMM path: which of several NaNs a fused multiply-add returns

@@ -76,6 +76,14 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache { entries: Vec::new(), seen: VecDe
 /// Form `form` (`len` values) of `w` (`[outs, channels, kh, kw]`, standard layout), from the
 /// cache, or made by `transform` and cached when `w` was seen before; `None` on a first
 /// sighting (the caller makes it in its scratch) or when `w` is not in standard layout.
+/// Form `form` of `w` when the cache holds it, without recording a sighting.
+pub(super) fn hit<T: Float>(w: &Array<T>, outs: usize, channels: usize, form: Form) -> Option<Arc<Vec<T>>> {
+    let weights = w.as_slice()?;
+    let key = Key { dtype: TypeId::of::<T>(), address: weights.as_ptr() as usize, len: weights.len(), outs, channels, form };
+    let u = CACHE.lock().unwrap_or_else(|e| e.into_inner()).hit(key)?;
+    Some(u.downcast::<Vec<T>>().expect("the key includes the dtype"))
+}
+
 pub(super) fn cached<T: Float>(
     w: &Array<T>,
     outs: usize,

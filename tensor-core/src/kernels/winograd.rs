@@ -171,7 +171,18 @@ fn tiles_per_image(oh: usize, ow: usize, m: usize) -> usize {
 /// True when every value of `s` is finite (the transforms need it; see the module docs):
 /// `v - v` is zero for finite `v`, NaN for NaN and the infinities.
 pub(super) fn all_finite<T: Float>(s: &[T]) -> bool {
-    s.iter().fold(true, |ok, &v| ok & (v.sub(v) == T::zero()))
+    let mut ok = true;
+    all_finite_into(s, &mut ok);
+    ok
+}
+
+#[inline(always)]
+fn all_finite_body<T: Float>(s: &[T], ok: &mut bool) {
+    *ok = s.iter().fold(true, |ok, &v| ok & (v.sub(v) == T::zero()));
+}
+
+multiversion! {
+    fn all_finite_into<T: Float>(s: &[T], ok: &mut bool) = all_finite_body;
 }
 
 /// The tiles of one task: a block of the numbered tiles and a range of output channels.
@@ -300,16 +311,36 @@ struct Coefs<T> {
 }
 
 /// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, 3, 3]` (+ `bias` `[o]`) into `out`
-/// `[n, o, oh, ow]`, calling `after_image(i)` for every image once all are written. Only for
-/// geometries [`applies`] accepts, with finite `x` and `w`. The weights' transform comes from
-/// [`weight_cache`] when `w` (its buffer, unchanged) was seen before.
-pub(super) fn conv2d_into<T: Float>(x: &[T], w: &Array<T>, bias: Option<&[T]>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
+/// `[n, o, oh, ow]`, calling `after_image(i)` for every image once all are written, where the
+/// weights are all finite; otherwise returns false and writes nothing. Only for geometries
+/// [`applies`] accepts, with finite `x`. The weights' transform comes from [`weight_cache`]
+/// when `w` (its buffer, unchanged) was seen before.
+pub(super) fn try_conv2d_into<T: Float>(
+    x: &[T],
+    w: &Array<T>,
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    out: &mut [T],
+    after_image: &(dyn Fn(usize) + Sync),
+) -> bool {
     debug_assert!(applies(g));
     let alg = ALGORITHM;
+    // Only weights found finite are transformed into the cache, and a hit has their bits (the
+    // cache's rule), so a hit needs no second look at them: scanning ResNet-18's weights
+    // every call read 9 MB on the calling thread alone.
+    if let Some(u) = weight_cache::hit(w, g.o, g.c, form(alg, g).0) {
+        conv_transformed(alg, x, &u, bias, g, out, after_image);
+        return true;
+    }
+    let weights = w.as_slice().expect("standard layout");
+    if !all_finite(weights) {
+        return false;
+    }
     match weight_cache::cached(w, g.o, g.c, form(alg, g), |w, u| transform_weights(w, g, alg, u)) {
         Some(u) => conv_transformed(alg, x, &u, bias, g, out, after_image),
-        None => conv_with(alg, x, w.as_slice().expect("standard layout"), bias, g, out, after_image),
+        None => conv_with(alg, x, weights, bias, g, out, after_image),
     }
+    true
 }
 
 /// The form `alg` gives `g`'s weights in the cache, and its length.
@@ -904,7 +935,7 @@ mod tests {
         let mut w = Array::from_shape_vec(IxDyn(&[3, 2, 3, 3]), values(3 * 2 * 9, 8)).unwrap();
         let call = |w: &Array<f64>| {
             let mut out = vec![f64::NAN; 3 * 6 * 5];
-            forced(|| conv2d_into(&x, w, None, &g, &mut out, &|_| {}));
+            assert!(forced(|| try_conv2d_into(&x, w, None, &g, &mut out, &|_| {})), "finite weights run here");
             out
         };
         // First sighting (scratch), second (made and cached), third (a hit): the same bits.
@@ -923,6 +954,12 @@ mod tests {
             let doubled = call(&w);
             doubled.iter().zip(&first).for_each(|(d, f)| assert_eq!(*d, 2.0 * f));
         }
+        // An infinity written into cached weights is found (the copy misses, so the weights
+        // are looked at again): nothing runs here, nothing is written.
+        w[[1, 0, 2, 2]] = f64::INFINITY;
+        let mut out = vec![7.0; 3 * 6 * 5];
+        assert!(!forced(|| try_conv2d_into(&x, &w, None, &g, &mut out, &|_| panic!("no image is written"))));
+        assert!(out.iter().all(|&v| v == 7.0));
     }
 
     /// The same through tensors: `mul_` on a weight between calls changes the next output.

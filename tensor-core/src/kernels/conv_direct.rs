@@ -47,7 +47,18 @@ fn fits(g: &ConvGeom) -> bool {
 
 /// True when a value of `s` is NaN (the direct paths then leave the product to gemm).
 pub(super) fn any_nan<T: Float>(s: &[T]) -> bool {
-    s.iter().fold(false, |seen, v| seen | v.is_nan_value())
+    let mut seen = false;
+    any_nan_into(s, &mut seen);
+    seen
+}
+
+#[inline(always)]
+fn any_nan_body<T: Float>(s: &[T], seen: &mut bool) {
+    *seen = s.iter().fold(false, |seen, v| seen | v.is_nan_value());
+}
+
+super::simd::multiversion! {
+    fn any_nan_into<T: Float>(s: &[T], seen: &mut bool) = any_nan_body;
 }
 
 /// The positions of one register tile. Tiles are as large as keeps their accumulators,

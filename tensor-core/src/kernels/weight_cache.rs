@@ -73,9 +73,6 @@ struct Cache {
 
 static CACHE: Mutex<Cache> = Mutex::new(Cache { entries: Vec::new(), seen: VecDeque::new(), bytes: 0, clock: 0 });
 
-/// Form `form` (`len` values) of `w` (`[outs, channels, kh, kw]`, standard layout), from the
-/// cache, or made by `transform` and cached when `w` was seen before; `None` on a first
-/// sighting (the caller makes it in its scratch) or when `w` is not in standard layout.
 /// Form `form` of `w` when the cache holds it, without recording a sighting.
 pub(super) fn hit<T: Float>(w: &Array<T>, outs: usize, channels: usize, form: Form) -> Option<Arc<Vec<T>>> {
     let weights = w.as_slice()?;
@@ -84,6 +81,9 @@ pub(super) fn hit<T: Float>(w: &Array<T>, outs: usize, channels: usize, form: Fo
     Some(u.downcast::<Vec<T>>().expect("the key includes the dtype"))
 }
 
+/// Form `form` (`len` values) of `w` (`[outs, channels, kh, kw]`, standard layout), from the
+/// cache, or made by `transform` and cached when `w` was seen before; `None` on a first
+/// sighting (the caller makes it in its scratch) or when `w` is not in standard layout.
 pub(super) fn cached<T: Float>(
     w: &Array<T>,
     outs: usize,

@@ -45,20 +45,14 @@ fn fits(g: &ConvGeom) -> bool {
     gemm_blocked && g.stride == [1, 1] && g.patch() <= MAX_PATCH && 2 * wp <= 3 * ow
 }
 
-/// True when a value of `s` is NaN (the direct paths then leave the product to gemm).
-pub(super) fn any_nan<T: Float>(s: &[T]) -> bool {
-    let mut seen = false;
-    any_nan_into(s, &mut seen);
-    seen
+super::simd::multiversion! {
+    /// True when a value of `s` is NaN (the direct paths then leave the product to gemm).
+    pub(super) fn any_nan<T: Float>(s: &[T]) -> bool = any_nan_body;
 }
 
 #[inline(always)]
-fn any_nan_body<T: Float>(s: &[T], seen: &mut bool) {
-    *seen = s.iter().fold(false, |seen, v| seen | v.is_nan_value());
-}
-
-super::simd::multiversion! {
-    fn any_nan_into<T: Float>(s: &[T], seen: &mut bool) = any_nan_body;
+fn any_nan_body<T: Float>(s: &[T]) -> bool {
+    s.iter().fold(false, |seen, v| seen | v.is_nan_value())
 }
 
 /// The positions of one register tile. Tiles are as large as keeps their accumulators,

@@ -102,21 +102,22 @@ fn detect() -> Level {
 }
 
 /// Defines a loop in three builds and a function that runs the widest the CPU supports:
-/// `multiversion!(fn name<generics>(args) = body;)` where `body` is an `#[inline(always)]`
-/// function with the same signature (so each build inlines and vectorizes it).
+/// `multiversion!(fn name<generics>(args) [-> ret] = body;)` where `body` is an
+/// `#[inline(always)]` function with the same signature (so each build inlines and
+/// vectorizes it).
 macro_rules! multiversion {
-    ($(#[$m:meta])* $vis:vis fn $name:ident<$($g:ident $(: $b:path)?),*>($($arg:ident: $ty:ty),*) = $body:ident;) => {
+    ($(#[$m:meta])* $vis:vis fn $name:ident<$($g:ident $(: $b:path)?),*>($($arg:ident: $ty:ty),*) $(-> $ret:ty)? = $body:ident;) => {
         $(#[$m])*
-        $vis fn $name<$($g $(: $b)?),*>($($arg: $ty),*) {
+        $vis fn $name<$($g $(: $b)?),*>($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
                 // SAFETY (of calling the two builds): the CPU must have their features.
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2<$($g $(: $b)?),*>($($arg: $ty),*) {
+                unsafe fn avx2<$($g $(: $b)?),*>($($arg: $ty),*) $(-> $ret)? {
                     $body($($arg),*)
                 }
                 #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
-                unsafe fn avx512<$($g $(: $b)?),*>($($arg: $ty),*) {
+                unsafe fn avx512<$($g $(: $b)?),*>($($arg: $ty),*) $(-> $ret)? {
                     $body($($arg),*)
                 }
                 match $crate::kernels::simd::level() {

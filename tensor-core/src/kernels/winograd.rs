@@ -168,21 +168,15 @@ fn tiles_per_image(oh: usize, ow: usize, m: usize) -> usize {
     oh.div_ceil(m) * ow.div_ceil(m)
 }
 
-/// True when every value of `s` is finite (the transforms need it; see the module docs):
-/// `v - v` is zero for finite `v`, NaN for NaN and the infinities.
-pub(super) fn all_finite<T: Float>(s: &[T]) -> bool {
-    let mut ok = true;
-    all_finite_into(s, &mut ok);
-    ok
+multiversion! {
+    /// True when every value of `s` is finite (the transforms need it; see the module docs):
+    /// `v - v` is zero for finite `v`, NaN for NaN and the infinities.
+    pub(super) fn all_finite<T: Float>(s: &[T]) -> bool = all_finite_body;
 }
 
 #[inline(always)]
-fn all_finite_body<T: Float>(s: &[T], ok: &mut bool) {
-    *ok = s.iter().fold(true, |ok, &v| ok & (v.sub(v) == T::zero()));
-}
-
-multiversion! {
-    fn all_finite_into<T: Float>(s: &[T], ok: &mut bool) = all_finite_body;
+fn all_finite_body<T: Float>(s: &[T]) -> bool {
+    s.iter().fold(true, |ok, &v| ok & (v.sub(v) == T::zero()))
 }
 
 /// The tiles of one task: a block of the numbered tiles and a range of output channels.

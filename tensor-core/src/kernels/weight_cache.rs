@@ -73,10 +73,15 @@ struct Cache {
 
 static CACHE: Mutex<Cache> = Mutex::new(Cache { entries: Vec::new(), seen: VecDeque::new(), bytes: 0, clock: 0 });
 
+impl Key {
+    fn of<T: Float>(weights: &[T], outs: usize, channels: usize, form: Form) -> Key {
+        Key { dtype: TypeId::of::<T>(), address: weights.as_ptr() as usize, len: weights.len(), outs, channels, form }
+    }
+}
+
 /// Form `form` of `w` when the cache holds it, without recording a sighting.
 pub(super) fn hit<T: Float>(w: &Array<T>, outs: usize, channels: usize, form: Form) -> Option<Arc<Vec<T>>> {
-    let weights = w.as_slice()?;
-    let key = Key { dtype: TypeId::of::<T>(), address: weights.as_ptr() as usize, len: weights.len(), outs, channels, form };
+    let key = Key::of(w.as_slice()?, outs, channels, form);
     let u = CACHE.lock().unwrap_or_else(|e| e.into_inner()).hit(key)?;
     Some(u.downcast::<Vec<T>>().expect("the key includes the dtype"))
 }
@@ -92,7 +97,7 @@ pub(super) fn cached<T: Float>(
     transform: impl FnOnce(&[T], &mut [T]),
 ) -> Option<Arc<Vec<T>>> {
     let weights = w.as_slice()?;
-    let key = Key { dtype: TypeId::of::<T>(), address: weights.as_ptr() as usize, len: weights.len(), outs, channels, form };
+    let key = Key::of(weights, outs, channels, form);
     {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(u) = cache.hit(key) {

@@ -32,7 +32,7 @@ use super::fma_tile::Taps;
 #[cfg(target_arch = "x86_64")]
 use super::fma_tile::{avx512, cast, cast_mut};
 use super::matmul::{gemm_into, MatRef};
-use super::parallel::num_threads;
+use super::parallel::{for_each_task, num_threads};
 use super::scratch::{with_scratch, with_slot, Slot};
 use super::shared_out::SharedOut;
 use super::simd::multiversion;
@@ -41,7 +41,6 @@ use super::simd::{level, Level};
 use super::weight_cache::{self, Form};
 use crate::math::Float;
 use crate::storage::Array;
-use rayon::prelude::*;
 use smallvec::SmallVec;
 
 /// One algorithm F(m x m, 3 x 3): its output tile `m` and its matrices, row-major, as
@@ -376,16 +375,17 @@ fn conv_transformed<T: Float>(
         run_all(&tasks, run);
     }
     if num_threads() > 1 && g.n > 1 {
-        (0..g.n).into_par_iter().for_each(after_image);
+        for_each_task(g.n, after_image);
     } else {
         (0..g.n).for_each(after_image);
     }
 }
 
-/// Runs `run` on every item, in parallel where there are several and threads to take them.
-fn run_all<I: Sync>(items: &[I], run: impl Fn(&I) + Sync + Send) {
+/// Runs `run` on every item, in parallel where there are several and threads to take them
+/// (through `for_each_task`, the one entry into rayon the generic kernels share).
+fn run_all<I: Sync>(items: &[I], run: impl Fn(&I) + Sync) {
     if num_threads() > 1 && items.len() > 1 {
-        items.par_iter().for_each(run);
+        for_each_task(items.len(), &|k| run(&items[k]));
     } else {
         items.iter().for_each(run);
     }

@@ -446,13 +446,9 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::conv_direct::tests::{naive, values};
+    use crate::kernels::conv_direct::tests::{bits, naive, values};
     use crate::kernels::simd::{machine_level, set_max_level, Level, LEVEL_CAPS};
     use ndarray::IxDyn;
-
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|v| v.to_bits()).collect()
-    }
 
     fn array(v: &[f32], dims: &[usize]) -> Array<f32> {
         Array::from_shape_vec(IxDyn(dims), v.to_vec()).unwrap()

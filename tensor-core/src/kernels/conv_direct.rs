@@ -292,6 +292,11 @@ pub(crate) mod tests {
         out
     }
 
+    /// The values' bit patterns, for assertions of same bits.
+    pub(crate) fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|v| v.to_bits()).collect()
+    }
+
     pub(crate) fn values(len: usize, seed: u32) -> Vec<f32> {
         (0..len as u32).map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2000) as f32 / 997.0 - 1.0).collect()
     }

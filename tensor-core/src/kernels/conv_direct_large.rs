@@ -345,11 +345,7 @@ fn store<T: Float>(sums: &[T], len: usize, rows: usize, q: usize, wide: &Layout,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::conv_direct::tests::{naive, values};
-
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|v| v.to_bits()).collect()
-    }
+    use crate::kernels::conv_direct::tests::{bits, naive, values};
 
     fn run(x: &[f32], w: &[f32], b: &[f32], g: &ConvGeom) -> Vec<f32> {
         let mut out = vec![f32::NAN; g.n * g.o * g.out_plane()];

@@ -1044,11 +1044,11 @@ mod tests {
             let block = blocks.iter().map(|b| b.len()).max().unwrap();
             let dst = SharedOut::new(&mut own);
             tasks.iter().for_each(|t| run_task(t, &x, &u, Some(&b), &g, &tiling, &coefs, block, dst));
-            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&shared), bits(&own), "{g:?}");
+            assert_eq!(crate::kernels::conv_direct::tests::bits(&shared), crate::kernels::conv_direct::tests::bits(&own), "{g:?}");
             let want = direct(&values(n * c * hw.0 * hw.1, 1), &values(o * c * 9, 2), Some(&values(o, 3)), &g);
             let err = shared.iter().zip(&want).map(|(&a, b)| (f64::from(a) - b).abs()).fold(0.0, f64::max);
-            // F(4x4)'s f32 error, a few times the direct sum's (as in the odd shapes' test).
+            // F(4x4)'s f32 error: twice the odd shapes' test's bound, which 64 channels on
+            // 28x28 exceed (2.2e-4 against 1.9e-4); the bits above are the assertion that matters.
             assert!(err < 1.6e-5 * ((c * 9) as f64).sqrt(), "{g:?}: f32 max error {err:e}");
         }
     }

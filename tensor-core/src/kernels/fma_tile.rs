@@ -60,7 +60,6 @@ pub(super) fn portable_tile<T: Float>(xp: &[T], offsets: &[usize], w: &[T], rows
 ///
 /// # Safety
 /// `T` must be f32.
-#[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn cast<T>(s: &[T]) -> &[f32] {
     // SAFETY: the caller's: T is f32.
     unsafe { std::slice::from_raw_parts(s.as_ptr() as *const f32, s.len()) }
@@ -70,7 +69,6 @@ pub(super) unsafe fn cast<T>(s: &[T]) -> &[f32] {
 ///
 /// # Safety
 /// `T` must be f32.
-#[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn cast_mut<T>(s: &mut [T]) -> &mut [f32] {
     // SAFETY: the caller's: T is f32.
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut f32, s.len()) }

@@ -8,6 +8,7 @@ mod conv_blocked;
 mod conv_direct;
 mod conv_direct_large;
 pub(crate) mod depthwise;
+mod depthwise_rows;
 pub(crate) mod elementwise;
 mod fma_tile;
 pub(crate) mod fused;

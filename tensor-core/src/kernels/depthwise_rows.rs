@@ -1,0 +1,363 @@
+//! The depthwise forward pass of a 3x3 kernel at stride 1 (MobileNetV2's body) with AVX2,
+//! reading the input rows where they lie.
+//!
+//! `depthwise`'s general path copies each input plane into a zero-padded buffer, runs one
+//! vector loop over it into a second buffer, and copies the outputs from there. On the
+//! small planes of a network's late layers (7x7, 14x14) those copies and the per-row calls
+//! cost more than the multiply-adds, and on the large ones the plane makes two extra passes
+//! through the cache. Here each vector of 8 outputs reads its taps straight from the input
+//! rows: where a vector reaches into the padding, a masked load reads zeros there; a row of
+//! padding is a vector of zeros. Eight output rows are computed together, so each input row
+//! is loaded once for the three outputs that read it and eight chains run side by side.
+//!
+//! **The bits are the general path's.** Each output is a chain of fused multiply-adds over
+//! the taps in `(ki, kj)` order from +0, a padding tap included as `fma(w, 0, s)` (so an
+//! infinite or NaN weight makes it NaN, as there), then the bias added. So the two paths
+//! can be chosen by the capped level (`level()`) and tests compare them.
+
+use super::depthwise::DepthwiseGeom;
+use super::simd::{level, machine_level, Level};
+
+/// Output rows computed together: 8 chains of fused multiply-adds in flight, enough to
+/// cover the instruction's latency at two a cycle.
+const ROWS: usize = 8;
+
+/// Whether a plane of `g` runs here: f32, a 3x3 kernel, stride and dilation 1, padding of at
+/// most 2 (so every output reads at least one input), with AVX2 as the level in use. With
+/// AVX-512 the general path's 16-lane loops run instead (this one was measured on AVX2 only).
+pub(super) fn applies<T>(g: &DepthwiseGeom) -> bool {
+    std::mem::size_of::<T>() == 4 && level() == Level::Avx2 && fits(g)
+}
+
+/// The geometry this kernel computes.
+fn fits(g: &DepthwiseGeom) -> bool {
+    (g.kh, g.kw) == (3, 3) && g.stride == [1, 1] && g.dilation == [1, 1] && g.padding[0] <= 2 && g.padding[1] <= 2
+}
+
+/// The output planes `out` of whole `(image, channel)` pairs from pair `first` on (`m`
+/// planes each, as `depthwise2d_into` lays them out), of input `x` `[n, c, h, w]` and filters
+/// `w` `[c * m, 1, 3, 3]`, plus `bias` `[c * m]`.
+///
+/// # Panics
+/// If the buffers' sizes disagree with `g`, the geometry is not this kernel's or the CPU
+/// lacks AVX2 (a caller's bug: see [`applies`]).
+pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+    let (oh, ow) = g.out_hw();
+    let (in_plane, per_pair) = (g.h * g.w, g.m * oh * ow);
+    let pairs = out.len() / per_pair.max(1);
+    let sizes = out.len() == pairs * per_pair
+        && (first + pairs) * in_plane <= x.len()
+        && w.len() == g.c * g.m * 9
+        && bias.is_none_or(|b| b.len() == g.c * g.m);
+    assert!(sizes && fits(g) && machine_level() >= Level::Avx2, "depthwise_rows: {g:?}");
+    let mut channel = first % g.c;
+    // Stores may run past a row into outputs written after them, up to here (see `block`).
+    let end = out.as_mut_ptr_range().end;
+    for (k, o) in out.chunks_exact_mut(per_pair).enumerate() {
+        let xp = &x[(first + k) * in_plane..][..in_plane];
+        for (j, plane) in o.chunks_exact_mut(oh * ow).enumerate() {
+            let oc = channel * g.m + j;
+            let taps: &[f32; 9] = w[oc * 9..][..9].try_into().expect("9 taps");
+            let b = bias.map(|b| b[oc]);
+            // A NaN bias takes `add`'s select (its payload when the sum is not NaN), so it is
+            // added after, element by element; any other in registers, with `add_plain`'s bits.
+            let in_registers = b.filter(|b| !b.is_nan());
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 and FMA, and the planes' lengths match the geometry
+            // (both checked above).
+            unsafe {
+                avx2::plane(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            unreachable!("AVX2 is x86-64 only: {in_registers:?} {taps:?} {xp:?} {plane:?}");
+            if let Some(b) = b.filter(|b| b.is_nan()) {
+                use crate::math::Num;
+                plane.iter_mut().for_each(|v| *v = v.add(b));
+            }
+        }
+        channel = if channel + 1 == g.c { 0 } else { channel + 1 };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::ROWS;
+    use std::arch::x86_64::*;
+
+    /// One output plane `out` `[oh, ow]` of input plane `x` `[h, w]` and the 9 taps of its
+    /// filter, plus `bias` (not NaN).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `x` holds `h x w`, `out` `oh x ow`, the output size of
+    /// a 3x3 kernel at stride 1 with `pad`; from `out` to `end` is writable, and what follows
+    /// `out` there is written after this plane.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn plane(
+        x: &[f32],
+        h: usize,
+        w: usize,
+        pad: [usize; 2],
+        taps: &[f32; 9],
+        bias: Option<f32>,
+        out: &mut [f32],
+        oh: usize,
+        ow: usize,
+        end: *mut f32,
+    ) {
+        let wv = taps.map(|t| _mm256_set1_ps(t));
+        let mut oi = 0;
+        while oi < oh {
+            let rows = ROWS.min(oh - oi);
+            // The input rows the block reads, `None` in the padding.
+            let mut input = [None; ROWS + 2];
+            for (t, r) in input.iter_mut().enumerate().take(rows + 2) {
+                let row = (oi + t) as isize - pad[0] as isize;
+                *r = (row >= 0 && row < h as isize).then(|| x[row as usize * w..].as_ptr());
+            }
+            let o = out[oi * ow..].as_mut_ptr();
+            // SAFETY: the rows' pointers start `w`-long rows of `x`; the block's outputs are
+            // rows `oi..oi + rows` of `out`.
+            unsafe {
+                match rows {
+                    ROWS => row_block::<ROWS>(&input, w, pad[1], &wv, bias, o, ow, end),
+                    7 => row_block::<7>(&input, w, pad[1], &wv, bias, o, ow, end),
+                    6 => row_block::<6>(&input, w, pad[1], &wv, bias, o, ow, end),
+                    5 => row_block::<5>(&input, w, pad[1], &wv, bias, o, ow, end),
+                    4 => row_block::<4>(&input, w, pad[1], &wv, bias, o, ow, end),
+                    3 => row_block::<3>(&input, w, pad[1], &wv, bias, o, ow, end),
+                    2 => row_block::<2>(&input, w, pad[1], &wv, bias, o, ow, end),
+                    _ => row_block::<1>(&input, w, pad[1], &wv, bias, o, ow, end),
+                }
+            }
+            oi += rows;
+        }
+    }
+
+    /// `R` output rows from `o` (rows `ow` apart), whose input rows are `input[0..R + 2]`,
+    /// vector by vector of 8 columns: masked loads where a tap reaches past either end of the
+    /// row (within `pw` of it), plain ones in between. A last vector of fewer than 8
+    /// columns goes first: its store runs into the next row's first columns, which the
+    /// vectors after it write again (see `block`).
+    ///
+    /// # Safety
+    /// As [`plane`]; each `Some` row holds `w` values.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn row_block<const R: usize>(
+        input: &[Option<*const f32>; ROWS + 2],
+        w: usize,
+        pw: usize,
+        wv: &[__m256; 9],
+        bias: Option<f32>,
+        o: *mut f32,
+        ow: usize,
+        end: *mut f32,
+    ) {
+        let (vectors, partial) = (ow.div_ceil(8), !ow.is_multiple_of(8));
+        let order = partial.then_some(vectors - 1).into_iter().chain(0..vectors - usize::from(partial));
+        for v in order {
+            let oj = 8 * v;
+            let col = oj as isize - pw as isize;
+            let cols = (ow - oj).min(8);
+            // SAFETY: the caller's contract; the block's columns are inside the rows.
+            unsafe {
+                if col >= 0 && col as usize + 8 + 2 <= w {
+                    block::<R, false>(input, w, col, wv, bias, (o.add(oj), ow, cols), end);
+                } else {
+                    block::<R, true>(input, w, col, wv, bias, (o.add(oj), ow, cols), end);
+                }
+            }
+        }
+    }
+
+    /// `R` output rows by 8 columns from output `o` (rows `ldo` apart), whose first output
+    /// reads its tap (0, 0) at column `col` of `input[0]`; the first `cols` columns are
+    /// outputs. With `MASKED`, loads read zeros outside the rows' `w` columns; without, every
+    /// tap must lie inside. A row of fewer than `cols` columns is stored whole all the same
+    /// (one plain store) where its 8 values end before `end`: the values past it land on
+    /// outputs written later; only where they would pass `end` is the store masked.
+    ///
+    /// # Safety
+    /// As [`row_block`].
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn block<const R: usize, const MASKED: bool>(
+        input: &[Option<*const f32>; ROWS + 2],
+        w: usize,
+        col: isize,
+        wv: &[__m256; 9],
+        bias: Option<f32>,
+        (o, ldo, cols): (*mut f32, usize, usize),
+        end: *mut f32,
+    ) {
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        // Tap column kj's lanes inside the row.
+        let inside = [0, 1, 2].map(|kj| {
+            let c = _mm256_add_epi32(lanes, _mm256_set1_epi32((col + kj) as i32));
+            _mm256_and_si256(_mm256_cmpgt_epi32(c, _mm256_set1_epi32(-1)), _mm256_cmpgt_epi32(_mm256_set1_epi32(w as i32), c))
+        });
+        let mut acc = [_mm256_setzero_ps(); R];
+        // Input row `t` is row `ki = t - r` of output row `r`'s taps: taking t, then kj, in
+        // order gives every output its taps in (ki, kj) order.
+        for (t, row) in input.iter().enumerate().take(R + 2) {
+            for (kj, inside) in inside.iter().enumerate() {
+                let x = match row {
+                    None => _mm256_setzero_ps(),
+                    Some(p) => {
+                        let at = p.wrapping_offset(col + kj as isize);
+                        // SAFETY: without MASKED the 8 columns lie inside the row (the
+                        // caller's check); masked, only the lanes inside are read (a masked
+                        // load touches no other memory and cannot fault there).
+                        unsafe {
+                            if MASKED {
+                                _mm256_maskload_ps(at, *inside)
+                            } else {
+                                _mm256_loadu_ps(at)
+                            }
+                        }
+                    }
+                };
+                for (r, a) in acc.iter_mut().enumerate() {
+                    if t >= r && t - r < 3 {
+                        *a = _mm256_fmadd_ps(wv[(t - r) * 3 + kj], x, *a);
+                    }
+                }
+            }
+        }
+        let keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32), lanes);
+        for (r, &a) in acc.iter().enumerate() {
+            let a = match bias {
+                Some(b) => _mm256_add_ps(a, _mm256_set1_ps(b)),
+                None => a,
+            };
+            let at = o.wrapping_add(r * ldo);
+            // SAFETY: the first `cols` columns of the block's row `r` are outputs, and up to
+            // `end` lie outputs written after this block (the caller's contract).
+            unsafe {
+                if cols == 8 || at.wrapping_add(8) <= end {
+                    _mm256_storeu_ps(at, a);
+                } else {
+                    _mm256_maskstore_ps(at, keep, a);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::simd::{set_max_level, LEVEL_CAPS};
+
+    /// The definition: each output a chain of `mul_add` over the taps from +0 (zero in the
+    /// padding), then the bias added with `add`.
+    fn naive(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Vec<f32> {
+        use crate::math::Num;
+        let (oh, ow) = g.out_hw();
+        let mut out = Vec::with_capacity(oh * ow);
+        for oi in 0..oh {
+            for oj in 0..ow {
+                let mut s = 0.0f32;
+                for ki in 0..3 {
+                    for kj in 0..3 {
+                        let (i, j) = ((oi + ki) as isize - g.padding[0] as isize, (oj + kj) as isize - g.padding[1] as isize);
+                        let inside = i >= 0 && j >= 0 && (i as usize) < g.h && (j as usize) < g.w;
+                        let v = if inside { x[i as usize * g.w + j as usize] } else { 0.0 };
+                        s = taps[ki * 3 + kj].mul_add(v, s);
+                    }
+                }
+                out.push(bias.map_or(s, |b| s.add(b)));
+            }
+        }
+        out
+    }
+
+    fn geom(h: usize, w: usize, padding: [usize; 2]) -> DepthwiseGeom {
+        DepthwiseGeom { n: 1, c: 1, h, w, m: 1, kh: 3, kw: 3, stride: [1, 1], padding, dilation: [1, 1] }
+    }
+
+    /// Bits, with every NaN as one (which NaN an `fma` of two returns is the instruction's).
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() }).collect()
+    }
+
+    fn run(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Option<Vec<f32>> {
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        set_max_level(Level::Avx2);
+        let out = applies::<f32>(g).then(|| {
+            let (oh, ow) = g.out_hw();
+            let mut out = vec![f32::NAN; oh * ow];
+            planes(g, 0, x, taps, bias.as_ref().map(std::slice::from_ref), &mut out);
+            out
+        });
+        set_max_level(Level::Avx512);
+        out
+    }
+
+    #[test]
+    fn a_hand_computed_plane() {
+        // The Laplacian over [[1, 2, 3], [4, 5, 6], [7, 8, 9]] with padding 1, as in
+        // `depthwise`'s test: corner (0, 0) = -4 + 2 + 4 = 2, centre 0, plus the bias 0.5.
+        let x: Vec<f32> = (1..=9).map(|v| v as f32).collect();
+        let taps = [0.0, 1.0, 0.0, 1.0, -4.0, 1.0, 0.0, 1.0, 0.0];
+        let Some(y) = run(&geom(3, 3, [1, 1]), &x, &taps, Some(0.5)) else { return };
+        assert_eq!(y, [2.0, 1.0, -4.0, -3.0, 0.0, -7.0, -16.0, -11.0, -22.0].map(|v| v + 0.5));
+    }
+
+    #[test]
+    fn every_output_is_the_definition_bit_for_bit() {
+        // Widths across the vector and block edges, heights across the row blocks, each
+        // padding; planes of 1 x 1 up to 13 x 40.
+        for (h, w) in [(1, 1), (2, 3), (3, 7), (5, 8), (7, 7), (6, 9), (9, 15), (4, 16), (8, 17), (13, 40), (14, 14)] {
+            for padding in [[0, 0], [1, 1], [2, 2], [0, 2], [2, 1]] {
+                let g = geom(h, w, padding);
+                if h + 2 * padding[0] < 3 || w + 2 * padding[1] < 3 {
+                    continue;
+                }
+                let x: Vec<f32> = crate::kernels::test_values(h * w, (h * 100 + w) as u64).iter().map(|&v| v as f32).collect();
+                let taps: Vec<f32> = crate::kernels::test_values(9, 7).iter().map(|&v| v as f32).collect();
+                for bias in [None, Some(0.375f32)] {
+                    let Some(y) = run(&g, &x, &taps, bias) else { return };
+                    assert_eq!(bits(&y), bits(&naive(&g, &x, &taps, bias)), "{g:?} bias {bias:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_infinite_weight_makes_the_padded_outputs_nan_and_a_nan_bias_reaches_every_output() {
+        // Tap (0, 0) infinite: every output whose tap (0, 0) lies in the padding (the first
+        // row and column) is inf * 0 = NaN; the others are +-inf or NaN as the inputs make them.
+        let g = geom(5, 11, [1, 1]);
+        let x: Vec<f32> = (0..55).map(|i| (i % 5) as f32 - 2.0).collect();
+        let mut taps = [0.5f32; 9];
+        taps[0] = f32::INFINITY;
+        let Some(y) = run(&g, &x, &taps, None) else { return };
+        let want = naive(&g, &x, &taps, None);
+        assert_eq!(bits(&y), bits(&want));
+        assert!(y[..11].iter().all(|v| v.is_nan()) && (0..5).all(|r| y[r * 11].is_nan()), "padding taps count");
+        let Some(y) = run(&g, &x, &[0.25; 9], Some(f32::NAN)) else { return };
+        assert!(y.iter().all(|v| v.is_nan()));
+    }
+
+    #[test]
+    fn only_f32_3x3_at_stride_1_with_avx2_in_use() {
+        let g = geom(8, 8, [1, 1]);
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        set_max_level(Level::Baseline);
+        assert!(!applies::<f32>(&g), "the general path below AVX2");
+        set_max_level(Level::Avx512);
+        if crate::kernels::simd::machine_level() >= Level::Avx2 {
+            set_max_level(Level::Avx2);
+            assert!(applies::<f32>(&g));
+            assert!(!applies::<f64>(&g));
+            assert!(!applies::<f32>(&DepthwiseGeom { stride: [2, 2], ..g }));
+            assert!(!applies::<f32>(&DepthwiseGeom { kh: 5, kw: 5, ..g }));
+            assert!(!applies::<f32>(&DepthwiseGeom { dilation: [2, 2], ..g }));
+            assert!(!applies::<f32>(&DepthwiseGeom { padding: [3, 3], ..g }));
+            set_max_level(Level::Avx512);
+        }
+    }
+}

@@ -6,13 +6,16 @@
 //! with the same summation order. ResNet's 3x3 layers on small planes and its stem skip it
 //! too, where `conv_direct_large` (direct, split over the threads within an image; on CPUs
 //! with AVX2 and without AVX-512, `conv_blocked`, with the same bits) measured faster than
-//! Winograd and im2col. (The op runs a 1x1 kernel with stride 1 and no padding by
+//! Winograd and im2col. MobileNetV2's 3x3 stride-2 stem of 3 channels runs by `conv_stem` with
+//! AVX2, also with im2col's bits. (The op runs a 1x1 kernel with stride 1 and no padding by
 //! `pointwise` instead.)
 
 use super::channel_bias;
 use super::conv_blocked;
 use super::conv_direct;
 use super::conv_direct_large;
+use super::conv_stem;
+use super::fma_tile::{cast, cast_mut};
 use super::matmul::{gemm_into, MatRef};
 use super::parallel::num_threads;
 use super::scratch::with_scratch;
@@ -241,6 +244,12 @@ pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
+    if conv_stem::applies::<T>(g) {
+        // SAFETY: `applies` takes 4-byte floats only, and the Float of 4 bytes is f32.
+        if unsafe { conv_stem::conv2d_into(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), after_image) } {
+            return;
+        }
+    }
     if conv_direct_large::applies(g) {
         // An image with a NaN output (a NaN input, or infinities meeting) is redone by the
         // im2col path below, which NaN inputs took before this kernel.

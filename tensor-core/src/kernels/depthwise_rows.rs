@@ -194,10 +194,8 @@ mod avx2 {
     ) {
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         // Tap column kj's lanes inside the row.
-        let inside = [0, 1, 2].map(|kj| {
-            let c = _mm256_add_epi32(lanes, _mm256_set1_epi32((col + kj) as i32));
-            _mm256_and_si256(_mm256_cmpgt_epi32(c, _mm256_set1_epi32(-1)), _mm256_cmpgt_epi32(_mm256_set1_epi32(w as i32), c))
-        });
+        // SAFETY: the CPU has AVX2 (this function's features).
+        let inside = [0, 1, 2].map(|kj| unsafe { super::super::avx2_edge::inside(col + kj, w) });
         let mut acc = [_mm256_setzero_ps(); R];
         // Input row `t` is row `ki = t - r` of output row `r`'s taps: taking t, then kj, in
         // order gives every output its taps in (ki, kj) order.

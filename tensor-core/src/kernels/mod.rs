@@ -1,12 +1,14 @@
 //! CPU kernels on ndarray, shared by eager dispatch and the graph executor: the same function
 //! computes an op in both modes, so both give the same bits.
 
+mod avx2_edge;
 mod channel_bias;
 pub(crate) mod codegen;
 pub(crate) mod conv;
 mod conv_blocked;
 mod conv_direct;
 mod conv_direct_large;
+mod conv_stem;
 pub(crate) mod depthwise;
 mod depthwise_rows;
 pub(crate) mod elementwise;

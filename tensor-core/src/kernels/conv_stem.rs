@@ -1,0 +1,343 @@
+//! The stem of image networks (MobileNetV2's: 3 -> 32 channels, 3x3 at stride 2 with
+//! padding 1, on 224x224) with AVX2, without im2col.
+//!
+//! The im2col path spreads 3 input channels into 27 rows of columns (1.35 MB an image) and
+//! hands them to a GEMM whose `k` is 27, then copies its tile into place and adds the bias:
+//! 0.27 ms alone on one thread, but 0.8-1.1 ms as the first layer of a call, where each of
+//! those passes meets cold caches (ONNX Runtime: 0.41 ms). Here each vector of 8 output
+//! columns gathers its 27 inputs once (the stride-2 columns deinterleaved from two loads,
+//! zeros in the padding), and every output channel's filter runs over them, 4 channels by 2
+//! vectors of columns at a time with their accumulators in registers; the bias is added in registers and each
+//! vector is stored in its place.
+//!
+//! **The bits are im2col's.** Each output is a chain of fused multiply-adds over the taps in
+//! `(c, ki, kj)` order from +0 (a padding tap as `fma(w, 0, s)`), then the bias added: the
+//! order of im2col's rows, which is the GEMM's chain (as in `conv_direct`), except on a plane
+//! of one output (see [`applies`]). NaN inputs, weights or biases take the im2col path (which
+//! of several NaNs an `fma` returns depends on its operands' order).
+
+use super::conv::ConvGeom;
+use super::parallel::{for_each_task, num_threads};
+use super::shared_out::SharedOut;
+use super::simd::{machine_level, Level};
+
+/// Input channels at most: the 27 gathered vectors of 3 channels stay in L1.
+const MAX_CHANNELS: usize = 4;
+
+/// Output channels per register block (by two vectors of columns: 8 accumulators).
+const BLOCK: usize = 4;
+
+/// Output rows per parallel task.
+const TASK_ROWS: usize = 4;
+
+/// Whether `g` runs here: f32, 3x3 at stride 2 with padding 1, at most [`MAX_CHANNELS`] input
+/// channels and output channels in blocks of [`BLOCK`], on a CPU with AVX2 and without
+/// AVX-512 (not measured there; those keep the im2col path). The choice reads the CPU's
+/// level, not the cap (`simd::machine_level`): on a plane of a single output the GEMM sums
+/// in another order, and a cap must change speed only, never a layer's bits.
+pub(super) fn applies<T>(g: &ConvGeom) -> bool {
+    std::mem::size_of::<T>() == 4 && machine_level() == Level::Avx2 && fits(g)
+}
+
+/// The geometry this kernel computes.
+fn fits(g: &ConvGeom) -> bool {
+    (g.kh, g.kw) == (3, 3) && g.stride == [2, 2] && g.padding == [1, 1] && g.c <= MAX_CHANNELS && g.o.is_multiple_of(BLOCK)
+}
+
+/// `out` `[n, o, oh, ow]` = the convolution of `x` `[n, c, h, w]` with `w` `[o, c, 3, 3]`,
+/// plus `bias`, calling `after_image(i)` once image `i` is final; false (and nothing
+/// written) where a value of `x`, `w` or `bias` is NaN, which the caller computes another way.
+///
+/// # Panics
+/// If the buffers' sizes disagree with `g`, the geometry is not this kernel's or the CPU
+/// lacks AVX2 (a caller's bug: see [`applies`]).
+pub(super) fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &mut [f32], after_image: &(dyn Fn(usize) + Sync)) -> bool {
+    let (oh, ow) = g.out_hw();
+    let (image, per_image) = (g.c * g.h * g.w, g.o * oh * ow);
+    let sizes = x.len() == g.n * image && w.len() == g.o * g.patch() && bias.is_none_or(|b| b.len() == g.o) && out.len() == g.n * per_image;
+    assert!(sizes && fits(g) && machine_level() >= Level::Avx2, "conv_stem: {g:?}");
+    let nan = |s: &[f32]| super::conv_direct::any_nan(s);
+    if nan(x) || nan(w) || bias.is_some_and(nan) {
+        return false;
+    }
+    let zeros = vec![0f32; g.o];
+    let bias = bias.unwrap_or(&zeros);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the CPU has AVX2 (checked above).
+    let w = &unsafe { avx2::Filters::new(w, g.o, g.patch()) };
+    for (i, o) in out.chunks_exact_mut(per_image).enumerate() {
+        let x = &x[i * image..][..image];
+        let dst = SharedOut::new(o);
+        let rows = |t: usize| {
+            let span = t * TASK_ROWS..((t + 1) * TASK_ROWS).min(oh);
+            // SAFETY: the CPU has AVX2 and FMA (checked above); `x`, `w` and `bias` hold the
+            // geometry's values, `dst` image i's output, of which this task writes rows
+            // `span` of every channel alone.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                avx2::rows(g, x, w, bias, span, &dst)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            unreachable!("AVX2 is x86-64 only: {span:?} {:?}", dst.at(0));
+        };
+        let tasks = oh.div_ceil(TASK_ROWS);
+        if num_threads() > 1 {
+            for_each_task(tasks, &rows);
+        } else {
+            (0..tasks).for_each(rows);
+        }
+        after_image(i);
+    }
+    true
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::super::avx2_edge::load;
+    use super::super::conv::ConvGeom;
+    use super::super::shared_out::SharedOut;
+    use super::{BLOCK, MAX_CHANNELS};
+    use std::arch::x86_64::*;
+
+    /// Output rows `span` of every channel of one image (see [`super::conv2d_into`]).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `x` holds the image `[c, h, w]`, `w` the filters
+    /// `[o, c, 3, 3]`, `bias` `o` values, `dst` the image's output `[o, oh, ow]`, whose rows
+    /// `span` no one else writes meanwhile.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn rows(g: &ConvGeom, x: &[f32], w: &Filters, bias: &[f32], span: std::ops::Range<usize>, dst: &SharedOut<f32>) {
+        let (oh, ow) = g.out_hw();
+        let taps = g.c * 9;
+        // The taps of two vectors of output columns, side by side.
+        let mut gathered = [[_mm256_setzero_ps(); 2]; MAX_CHANNELS * 9];
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for oi in span {
+            for oj in (0..ow).step_by(16) {
+                for (v, oj) in [oj, oj + 8].into_iter().enumerate() {
+                    // SAFETY: the caller's contract (columns past `ow` read zeros or real
+                    // inputs, and are not stored).
+                    unsafe { gather(g, x, oi, oj, v, &mut gathered[..taps]) };
+                }
+                let keep = [oj, oj + 8].map(|oj| _mm256_cmpgt_epi32(_mm256_set1_epi32(ow.saturating_sub(oj).min(8) as i32), lanes));
+                for (blk, filters) in w.0.chunks_exact(taps).enumerate() {
+                    let o0 = blk * BLOCK;
+                    let mut acc = [[_mm256_setzero_ps(); 2]; BLOCK];
+                    for (xv, weights) in gathered[..taps].iter().zip(filters) {
+                        for (a, &wt) in acc.iter_mut().zip(weights) {
+                            a[0] = _mm256_fmadd_ps(wt, xv[0], a[0]);
+                            a[1] = _mm256_fmadd_ps(wt, xv[1], a[1]);
+                        }
+                    }
+                    for (k, a) in acc.iter().enumerate() {
+                        let b = _mm256_set1_ps(bias[o0 + k]);
+                        for (v, &a) in a.iter().enumerate() {
+                            let oj = oj + 8 * v;
+                            let at = dst.at(((o0 + k) * oh + oi) * ow).wrapping_add(oj);
+                            // SAFETY: the first `min(8, ow - oj)` columns from `at` are outputs
+                            // of this task's row `oi` (none past `ow`: the mask is empty).
+                            unsafe {
+                                if oj + 8 <= ow {
+                                    _mm256_storeu_ps(at, _mm256_add_ps(a, b));
+                                } else {
+                                    _mm256_maskstore_ps(at, keep[v], _mm256_add_ps(a, b));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The filters' weights broadcast to vectors, by blocks of [`BLOCK`] output channels:
+    /// block `b`'s tap `p` holds the weights of channels `b * BLOCK..` at `p`.
+    pub(super) struct Filters(Vec<[__m256; BLOCK]>);
+
+    impl Filters {
+        /// From `w` `[o, taps]`, `o` a multiple of [`BLOCK`].
+        ///
+        /// # Safety
+        /// The CPU must have AVX2.
+        #[target_feature(enable = "avx2")]
+        pub(super) unsafe fn new(w: &[f32], o: usize, taps: usize) -> Filters {
+            let block = |b: usize, p: usize| std::array::from_fn(|k| _mm256_set1_ps(w[(b * BLOCK + k) * taps + p]));
+            Filters((0..o / BLOCK).flat_map(|b| (0..taps).map(move |p| block(b, p))).collect())
+        }
+    }
+
+    /// The 9 taps of every input channel under output columns `oj..oj + 8` of row `oi`, in
+    /// `(c, ki, kj)` order: tap `(ki, kj)` of column `oj + l` reads input column
+    /// `2 * (oj + l) + kj - 1`, so each is every other value of 16 from `2 * oj + kj - 1`.
+    ///
+    /// # Safety
+    /// As [`rows`].
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn gather(g: &ConvGeom, x: &[f32], oi: usize, oj: usize, v: usize, out: &mut [[__m256; 2]]) {
+        let first = 2 * oj as isize - 1;
+        for c in 0..g.c {
+            for ki in 0..3 {
+                let row = (2 * oi + ki) as isize - 1;
+                let taps = &mut out[(c * 3 + ki) * 3..][..3];
+                if row < 0 || row >= g.h as isize {
+                    taps.iter_mut().for_each(|t| t[v] = _mm256_setzero_ps());
+                    continue;
+                }
+                let p = x[(c * g.h + row as usize) * g.w..].as_ptr();
+                // SAFETY: `p` starts a row of `w` values.
+                let pair = |col: isize| unsafe { (load(p, col, g.w), load(p, col + 8, g.w)) };
+                let (a, b) = pair(first);
+                taps[0][v] = evens(a, b);
+                taps[1][v] = odds(a, b);
+                let (a, b) = pair(first + 2);
+                taps[2][v] = evens(a, b);
+            }
+        }
+    }
+
+    /// Lanes 0, 2, 4, 6 of `a`, then of `b`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn evens(a: __m256, b: __m256) -> __m256 {
+        // Within each 128-bit half: a0 a2 b0 b2 | a4 a6 b4 b6; then the middle quarters swap.
+        let t = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
+        _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(t)))
+    }
+
+    /// Lanes 1, 3, 5, 7 of `a`, then of `b`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn odds(a: __m256, b: __m256) -> __m256 {
+        let t = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
+        _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(t)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::conv_direct::tests::{bits, naive, values};
+    use crate::kernels::simd::{set_max_level, LEVEL_CAPS};
+
+    /// Runs the kernel, or `None` on a CPU it is not for.
+    fn run(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, after_image: &(dyn Fn(usize) + Sync)) -> Option<(bool, Vec<f32>)> {
+        applies::<f32>(g).then(|| {
+            let mut out = vec![f32::NAN; g.n * g.o * g.out_plane()];
+            (conv2d_into(x, w, b, g, &mut out, after_image), out)
+        })
+    }
+
+    #[test]
+    fn a_hand_computed_corner() {
+        // One channel of 1..=16 as 4x4, a filter of ones but -1 at the centre, bias 0.5.
+        // Output (0, 0) reads rows -1..=1 and columns -1..=1: the padding, then taps (1, 1) =
+        // x[0][0] = 1 (the centre, so -1), (1, 2) = 2, (2, 1) = 5, (2, 2) = 6: 12, plus 0.5.
+        let g = ConvGeom { n: 1, c: 1, h: 4, w: 4, o: 8, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] };
+        let x: Vec<f32> = (1..=16).map(|v| v as f32).collect();
+        let mut w = vec![1f32; 8 * 9];
+        w.iter_mut().skip(4).step_by(9).for_each(|v| *v = -1.0);
+        let Some((true, y)) = run(&g, &x, &w, Some(&[0.5; 8]), &|_| {}) else { return };
+        assert_eq!(y[0], 12.5);
+        // Output (1, 1) reads rows 1..4, columns 1..4: 6 7 8 / 10 11 12 / 14 15 16, the
+        // centre 11 negated: 99 - 22 = 77.
+        assert_eq!(y[3], 77.5);
+        assert_eq!(&y[4..8], &y[0..4], "every channel has the same filter");
+    }
+
+    #[test]
+    fn every_output_is_the_definition_bit_for_bit() {
+        // MobileNetV2's stem at a smaller plane, odd sizes (a partial last vector, the right
+        // edge's padding), one to four channels, two images.
+        for (n, c, h, w, o) in [(1, 3, 32, 32, 32), (2, 1, 9, 7, 8), (1, 4, 13, 37, 16), (1, 2, 2, 2, 8), (1, 3, 224, 224, 32)] {
+            let g = ConvGeom { n, c, h, w, o, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] };
+            let (x, wt, b) = (values(n * c * h * w, 1), values(o * c * 9, 2), values(o, 3));
+            let seen = std::sync::Mutex::new(Vec::new());
+            let Some((true, y)) = run(&g, &x, &wt, Some(&b), &|i| seen.lock().unwrap().push(i)) else { return };
+            assert_eq!(bits(&y), bits(&naive(&x, &wt, &b, &g)), "{g:?}");
+            let arr = |v: &[f32], d: &[usize]| crate::storage::Array::from_shape_vec(ndarray::IxDyn(d), v.to_vec()).unwrap();
+            let mut im2col = vec![f32::NAN; y.len()];
+            let (xa, wa, ba) = (arr(&x, &[n, c, h, w]), arr(&wt, &[o, c, 3, 3]), arr(&b, &[o]));
+            crate::kernels::conv::conv2d_im2col(&xa, &wa, Some(&ba), &g, &mut im2col);
+            // (On a plane of one output the GEMM takes another path and sums otherwise, so
+            // the choice of this kernel reads the CPU's level, never the cap.)
+            assert!(g.out_plane() == 1 || bits(&y) == bits(&im2col), "the path it replaces, {g:?}");
+            assert_eq!(seen.into_inner().unwrap(), (0..n).collect::<Vec<_>>(), "each image announced once, in order");
+        }
+    }
+
+    #[test]
+    fn nan_values_leave_the_convolution_to_im2col() {
+        let g = ConvGeom { n: 1, c: 3, h: 8, w: 8, o: 8, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] };
+        let (mut x, w, b) = (values(3 * 64, 1), values(8 * 27, 2), values(8, 3));
+        x[17] = f32::NAN;
+        let Some((done, y)) = run(&g, &x, &w, Some(&b), &|_| panic!("no image is announced")) else { return };
+        assert!(!done && y.iter().all(|v| v.is_nan()), "nothing written");
+        let nan_bias = [f32::NAN; 8];
+        if let Some((done, _)) = run(&g, &values(3 * 64, 1), &w, Some(&nan_bias), &|_| {}) {
+            assert!(!done, "a NaN bias");
+        }
+    }
+
+    #[test]
+    fn only_f32_3x3_stride_2_stems_on_an_avx2_cpu_whatever_the_cap() {
+        let g = ConvGeom { n: 1, c: 3, h: 16, w: 16, o: 32, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] };
+        let here = machine_level() == Level::Avx2;
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        set_max_level(Level::Baseline);
+        let capped = applies::<f32>(&g);
+        set_max_level(Level::Avx512);
+        assert_eq!((applies::<f32>(&g), capped), (here, here));
+        assert!(!applies::<f64>(&g));
+        for other in [
+            ConvGeom { c: 5, ..g },
+            ConvGeom { o: 30, ..g },
+            ConvGeom { stride: [1, 1], ..g },
+            ConvGeom { padding: [0, 0], ..g },
+            ConvGeom { kh: 7, kw: 7, ..g },
+        ] {
+            assert!(!applies::<f32>(&other), "{other:?}");
+        }
+    }
+}
+
+/// A timing beside the im2col path, with caches warm and cold (64 MB touched between calls):
+/// `cargo test --release -p tensor-core --lib conv_stem::timing -- --ignored --nocapture`.
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    #[ignore = "timing, release mode: --ignored --nocapture"]
+    fn stem_beside_im2col() {
+        let g = ConvGeom { n: 1, c: 3, h: 224, w: 224, o: 32, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] };
+        let x: Vec<f32> = crate::kernels::test_values(3 * 224 * 224, 1).iter().map(|&v| v as f32).collect();
+        let w: Vec<f32> = crate::kernels::test_values(32 * 27, 2).iter().map(|&v| v as f32).collect();
+        let b: Vec<f32> = crate::kernels::test_values(32, 3).iter().map(|&v| v as f32).collect();
+        let arr = |v: &[f32], d: &[usize]| crate::storage::Array::from_shape_vec(ndarray::IxDyn(d), v.to_vec()).unwrap();
+        let (xa, wa, ba) = (arr(&x, &[1, 3, 224, 224]), arr(&w, &[32, 3, 3, 3]), arr(&b, &[32]));
+        let mut junk = vec![1u8; 64 << 20];
+        for cold in [false, true] {
+            for stem in [true, false] {
+                let mut out = vec![0f32; 32 * 112 * 112];
+                let mut best = f64::MAX;
+                for k in 0..100 {
+                    if cold {
+                        junk.iter_mut().step_by(64).for_each(|v| *v = v.wrapping_add(k as u8));
+                    }
+                    let s = Instant::now();
+                    crate::kernels::parallel::on_one_thread(|| {
+                        if stem {
+                            conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_| {});
+                        } else {
+                            crate::kernels::conv::conv2d_im2col(&xa, &wa, Some(&ba), &g, &mut out);
+                        }
+                    });
+                    best = best.min(s.elapsed().as_secs_f64());
+                }
+                println!("cold {cold} stem {stem}: {:.3} ms", best * 1e3);
+            }
+        }
+    }
+}

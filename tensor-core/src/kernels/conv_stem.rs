@@ -93,7 +93,7 @@ pub(super) fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGe
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::avx2_edge::load;
+    use super::super::avx2_rows::{evens, load, odds};
     use super::super::conv::ConvGeom;
     use super::super::shared_out::SharedOut;
     use super::{BLOCK, MAX_CHANNELS};
@@ -194,23 +194,6 @@ mod avx2 {
                 taps[2][v] = evens(a, b);
             }
         }
-    }
-
-    /// Lanes 0, 2, 4, 6 of `a`, then of `b`.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn evens(a: __m256, b: __m256) -> __m256 {
-        // Within each 128-bit half: a0 a2 b0 b2 | a4 a6 b4 b6; then the middle quarters swap.
-        let t = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
-        _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(t)))
-    }
-
-    /// Lanes 1, 3, 5, 7 of `a`, then of `b`.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn odds(a: __m256, b: __m256) -> __m256 {
-        let t = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
-        _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(t)))
     }
 }
 

@@ -195,7 +195,7 @@ mod avx2 {
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         // Tap column kj's lanes inside the row.
         // SAFETY: the CPU has AVX2 (this function's features).
-        let inside = [0, 1, 2].map(|kj| unsafe { super::super::avx2_edge::inside(col + kj, w) });
+        let inside = [0, 1, 2].map(|kj| unsafe { super::super::avx2_rows::inside(col + kj, w) });
         let mut acc = [_mm256_setzero_ps(); R];
         // Input row `t` is row `ki = t - r` of output row `r`'s taps: taking t, then kj, in
         // order gives every output its taps in (ki, kj) order.

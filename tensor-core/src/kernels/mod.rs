@@ -1,7 +1,7 @@
 //! CPU kernels on ndarray, shared by eager dispatch and the graph executor: the same function
 //! computes an op in both modes, so both give the same bits.
 
-mod avx2_edge;
+mod avx2_rows;
 mod channel_bias;
 pub(crate) mod codegen;
 pub(crate) mod conv;

@@ -1,7 +1,7 @@
-//! Where a vector of 8 consecutive columns meets the edge of an image row: the mask of its
-//! lanes inside the row, for the AVX2 convolutions that read their inputs in place
-//! (`depthwise_rows`, `conv_stem`). A masked load reads those lanes and gives zeros for the
-//! others (a convolution's padding) without touching their memory.
+//! Reading image rows in place with AVX2, for the convolutions that do (`depthwise_rows`,
+//! `conv_stem`): vectors of 8 consecutive columns, masked where they meet the edge of a row
+//! (a masked load reads the lanes inside and gives zeros for the others, a convolution's
+//! padding, without touching their memory), and every other column of 16 for stride 2.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -39,12 +39,31 @@ pub(super) unsafe fn load(row: *const f32, col: isize, w: usize) -> __m256 {
     }
 }
 
+/// Lanes 0, 2, 4, 6 of `a`, then of `b`: the even columns of 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn evens(a: __m256, b: __m256) -> __m256 {
+    // Within each 128-bit half: a0 a2 b0 b2 | a4 a6 b4 b6; then the middle quarters swap.
+    let t = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
+    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(t)))
+}
+
+/// Lanes 1, 3, 5, 7 of `a`, then of `b`: the odd columns of 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn odds(a: __m256, b: __m256) -> __m256 {
+    let t = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
+    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(t)))
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_row_and_zeros_around_it() {
+    fn reads_the_row_and_zeros_around_it_and_splits_even_and_odd_columns() {
         if crate::kernels::simd::machine_level() < crate::kernels::simd::Level::Avx2 {
             return;
         }
@@ -61,6 +80,9 @@ mod tests {
             assert_eq!(lanes(load(row.as_ptr(), 2, 10)), [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]);
             assert_eq!(lanes(load(row.as_ptr(), 5, 10)), [6.0, 7.0, 8.0, 9.0, 10.0, 0.0, 0.0, 0.0]);
             assert_eq!(lanes(load(row.as_ptr(), -3, 4)), [0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0]);
+            let (a, b) = (load(row.as_ptr(), 0, 10), load(row.as_ptr(), 8, 10));
+            assert_eq!(lanes(evens(a, b)), [1.0, 3.0, 5.0, 7.0, 9.0, 0.0, 0.0, 0.0]);
+            assert_eq!(lanes(odds(a, b)), [2.0, 4.0, 6.0, 8.0, 10.0, 0.0, 0.0, 0.0]);
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The depthwise forward pass of a 3x3 kernel at stride 1 (MobileNetV2's body) with AVX2,
-//! reading the input rows where they lie.
+//! The depthwise forward pass of a 3x3 kernel at stride 1 or 2 (MobileNetV2's body) with
+//! AVX2, reading the input rows where they lie.
 //!
 //! `depthwise`'s general path copies each input plane into a zero-padded buffer, runs one
 //! vector loop over it into a second buffer, and copies the outputs from there. On the
@@ -7,8 +7,10 @@
 //! cost more than the multiply-adds, and on the large ones the plane makes two extra passes
 //! through the cache. Here each vector of 8 outputs reads its taps straight from the input
 //! rows: where a vector reaches into the padding, a masked load reads zeros there; a row of
-//! padding is a vector of zeros. Eight output rows are computed together, so each input row
-//! is loaded once for the three outputs that read it and eight chains run side by side.
+//! padding is a vector of zeros. At stride 2 a vector's taps are every other column of 16,
+//! split from two loads (`avx2_rows::evens`, `odds`). Eight output rows are computed
+//! together, so each input row is loaded once for the outputs that read it and eight chains
+//! run side by side.
 //!
 //! **The bits are the general path's.** Each output is a chain of fused multiply-adds over
 //! the taps in `(ki, kj)` order from +0, a padding tap included as `fma(w, 0, s)` (so an
@@ -22,16 +24,24 @@ use super::simd::{level, machine_level, Level};
 /// cover the instruction's latency at two a cycle.
 const ROWS: usize = 8;
 
-/// Whether a plane of `g` runs here: f32, a 3x3 kernel, stride and dilation 1, padding of at
-/// most 2 (so every output reads at least one input), with AVX2 as the level in use. With
+/// Whether a plane of `g` runs here: f32, a 3x3 kernel at stride 1 or 2 (the same both ways;
+/// at stride 2 on rows of at most [`MAX_STRIDED_WIDTH`]), dilation 1, padding of at most 2 (so
+/// every output reads at least one input), with AVX2 as the level in use. With
 /// AVX-512 the general path's 16-lane loops run instead (this one was measured on AVX2 only).
 pub(super) fn applies<T>(g: &DepthwiseGeom) -> bool {
     std::mem::size_of::<T>() == 4 && level() == Level::Avx2 && fits(g)
 }
 
+/// Input columns at most at stride 2: each vector's taps are split from two loads of 16
+/// columns every time a block reads them, and on wider rows the general path, which splits
+/// a plane once, measured faster (this kernel's time over the general path's, alone on one
+/// thread: 1.15 on MobileNetV2's rows of 112 and 56 columns, 0.88 and 0.64 on 28 and 14).
+const MAX_STRIDED_WIDTH: usize = 32;
+
 /// The geometry this kernel computes.
 fn fits(g: &DepthwiseGeom) -> bool {
-    (g.kh, g.kw) == (3, 3) && g.stride == [1, 1] && g.dilation == [1, 1] && g.padding[0] <= 2 && g.padding[1] <= 2
+    let stride = g.stride == [1, 1] || (g.stride == [2, 2] && g.w <= MAX_STRIDED_WIDTH);
+    (g.kh, g.kw) == (3, 3) && stride && g.dilation == [1, 1] && g.padding[0] <= 2 && g.padding[1] <= 2
 }
 
 /// The output planes `out` of whole `(image, channel)` pairs from pair `first` on (`m`
@@ -66,7 +76,10 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
             // SAFETY: the CPU has AVX2 and FMA, and the planes' lengths match the geometry
             // (both checked above).
             unsafe {
-                avx2::plane(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end)
+                match g.stride[0] {
+                    1 => avx2::plane::<1>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end),
+                    _ => avx2::plane::<2>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end),
+                }
             };
             #[cfg(not(target_arch = "x86_64"))]
             unreachable!("AVX2 is x86-64 only: {in_registers:?} {taps:?} {xp:?} {plane:?}");
@@ -81,19 +94,23 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    use super::super::avx2_rows;
     use super::ROWS;
     use std::arch::x86_64::*;
 
+    /// Input rows a block of output rows reads at most: `(ROWS - 1) * 2 + 3` at stride 2.
+    const INPUT_ROWS: usize = 2 * ROWS + 1;
+
     /// One output plane `out` `[oh, ow]` of input plane `x` `[h, w]` and the 9 taps of its
-    /// filter, plus `bias` (not NaN).
+    /// filter at stride `S`, plus `bias` (not NaN).
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA; `x` holds `h x w`, `out` `oh x ow`, the output size of
-    /// a 3x3 kernel at stride 1 with `pad`; from `out` to `end` is writable, and what follows
-    /// `out` there is written after this plane.
+    /// a 3x3 kernel at stride `S` with `pad`; from `out` to `end` is writable, and what
+    /// follows `out` there is written after this plane.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn plane(
+    pub(super) unsafe fn plane<const S: usize>(
         x: &[f32],
         h: usize,
         w: usize,
@@ -110,131 +127,145 @@ mod avx2 {
         while oi < oh {
             let rows = ROWS.min(oh - oi);
             // The input rows the block reads, `None` in the padding.
-            let mut input = [None; ROWS + 2];
-            for (t, r) in input.iter_mut().enumerate().take(rows + 2) {
-                let row = (oi + t) as isize - pad[0] as isize;
+            let mut input = [None; INPUT_ROWS];
+            for (t, r) in input.iter_mut().enumerate().take((rows - 1) * S + 3) {
+                let row = (oi * S + t) as isize - pad[0] as isize;
                 *r = (row >= 0 && row < h as isize).then(|| x[row as usize * w..].as_ptr());
             }
             let o = out[oi * ow..].as_mut_ptr();
+            let run = Run { input: &input, w, pw: pad[1], wv: &wv, bias, o, ow, end };
             // SAFETY: the rows' pointers start `w`-long rows of `x`; the block's outputs are
             // rows `oi..oi + rows` of `out`.
             unsafe {
                 match rows {
-                    ROWS => row_block::<ROWS>(&input, w, pad[1], &wv, bias, o, ow, end),
-                    7 => row_block::<7>(&input, w, pad[1], &wv, bias, o, ow, end),
-                    6 => row_block::<6>(&input, w, pad[1], &wv, bias, o, ow, end),
-                    5 => row_block::<5>(&input, w, pad[1], &wv, bias, o, ow, end),
-                    4 => row_block::<4>(&input, w, pad[1], &wv, bias, o, ow, end),
-                    3 => row_block::<3>(&input, w, pad[1], &wv, bias, o, ow, end),
-                    2 => row_block::<2>(&input, w, pad[1], &wv, bias, o, ow, end),
-                    _ => row_block::<1>(&input, w, pad[1], &wv, bias, o, ow, end),
+                    ROWS => row_block::<ROWS, S>(run),
+                    7 => row_block::<7, S>(run),
+                    6 => row_block::<6, S>(run),
+                    5 => row_block::<5, S>(run),
+                    4 => row_block::<4, S>(run),
+                    3 => row_block::<3, S>(run),
+                    2 => row_block::<2, S>(run),
+                    _ => row_block::<1, S>(run),
                 }
             }
             oi += rows;
         }
     }
 
-    /// `R` output rows from `o` (rows `ow` apart), whose input rows are `input[0..R + 2]`,
-    /// vector by vector of 8 columns: masked loads where a tap reaches past either end of the
-    /// row (within `pw` of it), plain ones in between. A last vector of fewer than 8
-    /// columns goes first: its store runs into the next row's first columns, which the
-    /// vectors after it write again (see `block`).
+    /// A block of output rows: its input rows (`None` in the padding), their width, the
+    /// left padding, the taps, the bias, its first output, the output rows' width, and
+    /// where the stores must stop (see `block`).
+    #[derive(Clone, Copy)]
+    struct Run<'a> {
+        input: &'a [Option<*const f32>; INPUT_ROWS],
+        w: usize,
+        pw: usize,
+        wv: &'a [__m256; 9],
+        bias: Option<f32>,
+        o: *mut f32,
+        ow: usize,
+        end: *mut f32,
+    }
+
+    /// `R` output rows of `run`, vector by vector of 8 columns: masked loads where a tap
+    /// reaches past either end of the row (within `pw` of it), plain ones in between. A last
+    /// vector of fewer than 8 columns goes first: its store runs into the next row's first
+    /// columns, which the vectors after it write again (see `block`).
     ///
     /// # Safety
     /// As [`plane`]; each `Some` row holds `w` values.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn row_block<const R: usize>(
-        input: &[Option<*const f32>; ROWS + 2],
-        w: usize,
-        pw: usize,
-        wv: &[__m256; 9],
-        bias: Option<f32>,
-        o: *mut f32,
-        ow: usize,
-        end: *mut f32,
-    ) {
-        let (vectors, partial) = (ow.div_ceil(8), !ow.is_multiple_of(8));
+    unsafe fn row_block<const R: usize, const S: usize>(run: Run) {
+        let (vectors, partial) = (run.ow.div_ceil(8), !run.ow.is_multiple_of(8));
         let order = partial.then_some(vectors - 1).into_iter().chain(0..vectors - usize::from(partial));
+        // The columns one vector's taps read: 8 + 2, or at stride 2 the 16 + 2 its
+        // deinterleaved loads span.
+        let span = 8 * S + 2;
         for v in order {
             let oj = 8 * v;
-            let col = oj as isize - pw as isize;
-            let cols = (ow - oj).min(8);
+            let col = (S * oj) as isize - run.pw as isize;
+            let cols = (run.ow - oj).min(8);
             // SAFETY: the caller's contract; the block's columns are inside the rows.
             unsafe {
-                if col >= 0 && col as usize + 8 + 2 <= w {
-                    block::<R, false>(input, w, col, wv, bias, (o.add(oj), ow, cols), end);
+                if col >= 0 && col as usize + span <= run.w {
+                    block::<R, S, false>(run, col, oj, cols);
                 } else {
-                    block::<R, true>(input, w, col, wv, bias, (o.add(oj), ow, cols), end);
+                    block::<R, S, true>(run, col, oj, cols);
                 }
             }
         }
     }
 
-    /// `R` output rows by 8 columns from output `o` (rows `ldo` apart), whose first output
-    /// reads its tap (0, 0) at column `col` of `input[0]`; the first `cols` columns are
-    /// outputs. With `MASKED`, loads read zeros outside the rows' `w` columns; without, every
-    /// tap must lie inside. A row of fewer than `cols` columns is stored whole all the same
-    /// (one plain store) where its 8 values end before `end`: the values past it land on
-    /// outputs written later; only where they would pass `end` is the store masked.
+    /// `R` output rows by 8 columns from output column `oj` of `run`, whose first output reads
+    /// its tap (0, 0) at column `col` of `input[0]`; the first `cols` columns are outputs.
+    /// With `MASKED`, loads read zeros outside the rows' `w` columns; without, every tap must
+    /// lie inside. A row of fewer than `cols` columns is stored whole all the same (one plain
+    /// store) where its 8 values end before `end`: the values past it land on outputs written
+    /// later; only where they would pass `end` is the store masked.
     ///
     /// # Safety
     /// As [`row_block`].
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn block<const R: usize, const MASKED: bool>(
-        input: &[Option<*const f32>; ROWS + 2],
-        w: usize,
-        col: isize,
-        wv: &[__m256; 9],
-        bias: Option<f32>,
-        (o, ldo, cols): (*mut f32, usize, usize),
-        end: *mut f32,
-    ) {
+    unsafe fn block<const R: usize, const S: usize, const MASKED: bool>(run: Run, col: isize, oj: usize, cols: usize) {
+        let w = run.w;
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        // Tap column kj's lanes inside the row.
+        // At stride 1, tap column kj's lanes inside the row.
         // SAFETY: the CPU has AVX2 (this function's features).
-        let inside = [0, 1, 2].map(|kj| unsafe { super::super::avx2_rows::inside(col + kj, w) });
+        let inside = [0, 1, 2].map(|kj| unsafe { avx2_rows::inside(col + kj, w) });
+        // SAFETY (of the loads): without MASKED the columns lie inside the row (the caller's
+        // check); masked, only the lanes inside are read.
+        let load = |p: *const f32, c: isize| unsafe {
+            if MASKED {
+                avx2_rows::load(p, c, w)
+            } else {
+                _mm256_loadu_ps(p.wrapping_offset(c))
+            }
+        };
         let mut acc = [_mm256_setzero_ps(); R];
-        // Input row `t` is row `ki = t - r` of output row `r`'s taps: taking t, then kj, in
-        // order gives every output its taps in (ki, kj) order.
-        for (t, row) in input.iter().enumerate().take(R + 2) {
-            for (kj, inside) in inside.iter().enumerate() {
-                let x = match row {
-                    None => _mm256_setzero_ps(),
-                    Some(p) => {
-                        let at = p.wrapping_offset(col + kj as isize);
-                        // SAFETY: without MASKED the 8 columns lie inside the row (the
-                        // caller's check); masked, only the lanes inside are read (a masked
-                        // load touches no other memory and cannot fault there).
-                        unsafe {
-                            if MASKED {
-                                _mm256_maskload_ps(at, *inside)
-                            } else {
-                                _mm256_loadu_ps(at)
-                            }
-                        }
+        // Input row `t` is row `ki = t - S * r` of output row `r`'s taps: taking t, then kj,
+        // in order gives every output its taps in (ki, kj) order.
+        for (t, row) in run.input.iter().enumerate().take((R - 1) * S + 3) {
+            let x: [__m256; 3] = match row {
+                None => [_mm256_setzero_ps(); 3],
+                // SAFETY: as `load`'s.
+                Some(p) if S == 1 => std::array::from_fn(|kj| unsafe {
+                    let at = p.wrapping_offset(col + kj as isize);
+                    if MASKED {
+                        _mm256_maskload_ps(at, inside[kj])
+                    } else {
+                        _mm256_loadu_ps(at)
                     }
-                };
+                }),
+                Some(p) => {
+                    let p = *p;
+                    // Tap kj of column oj + l reads column col + kj + 2l: every other value of
+                    // 16 from col + kj (kj = 1: the odd ones of kj = 0's 16).
+                    let (a, b) = (load(p, col), load(p, col + 8));
+                    let (c, d) = (load(p, col + 2), load(p, col + 10));
+                    [avx2_rows::evens(a, b), avx2_rows::odds(a, b), avx2_rows::evens(c, d)]
+                }
+            };
+            for (kj, &x) in x.iter().enumerate() {
                 for (r, a) in acc.iter_mut().enumerate() {
-                    if t >= r && t - r < 3 {
-                        *a = _mm256_fmadd_ps(wv[(t - r) * 3 + kj], x, *a);
+                    if t >= S * r && t - S * r < 3 {
+                        *a = _mm256_fmadd_ps(run.wv[(t - S * r) * 3 + kj], x, *a);
                     }
                 }
             }
         }
         let keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32), lanes);
         for (r, &a) in acc.iter().enumerate() {
-            let a = match bias {
+            let a = match run.bias {
                 Some(b) => _mm256_add_ps(a, _mm256_set1_ps(b)),
                 None => a,
             };
-            let at = o.wrapping_add(r * ldo);
+            let at = run.o.wrapping_add(r * run.ow + oj);
             // SAFETY: the first `cols` columns of the block's row `r` are outputs, and up to
             // `end` lie outputs written after this block (the caller's contract).
             unsafe {
-                if cols == 8 || at.wrapping_add(8) <= end {
+                if cols == 8 || at.wrapping_add(8) <= run.end {
                     _mm256_storeu_ps(at, a);
                 } else {
                     _mm256_maskstore_ps(at, keep, a);
@@ -260,7 +291,8 @@ mod tests {
                 let mut s = 0.0f32;
                 for ki in 0..3 {
                     for kj in 0..3 {
-                        let (i, j) = ((oi + ki) as isize - g.padding[0] as isize, (oj + kj) as isize - g.padding[1] as isize);
+                        let (i, j) =
+                            ((oi * g.stride[0] + ki) as isize - g.padding[0] as isize, (oj * g.stride[1] + kj) as isize - g.padding[1] as isize);
                         let inside = i >= 0 && j >= 0 && (i as usize) < g.h && (j as usize) < g.w;
                         let v = if inside { x[i as usize * g.w + j as usize] } else { 0.0 };
                         s = taps[ki * 3 + kj].mul_add(v, s);
@@ -276,13 +308,20 @@ mod tests {
         DepthwiseGeom { n: 1, c: 1, h, w, m: 1, kh: 3, kw: 3, stride: [1, 1], padding, dilation: [1, 1] }
     }
 
+    fn strided(h: usize, w: usize, padding: [usize; 2], s: usize) -> DepthwiseGeom {
+        DepthwiseGeom { stride: [s, s], ..geom(h, w, padding) }
+    }
+
     /// Bits, with every NaN as one (which NaN an `fma` of two returns is the instruction's).
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() }).collect()
     }
 
+    /// The kernel's planes with AVX2 in use, or `None` on a CPU without it (a geometry it
+    /// does not take is a test's mistake).
     fn run(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Option<Vec<f32>> {
         let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(fits(g), "{g:?}");
         set_max_level(Level::Avx2);
         let out = applies::<f32>(g).then(|| {
             let (oh, ow) = g.out_hw();
@@ -306,11 +345,13 @@ mod tests {
 
     #[test]
     fn every_output_is_the_definition_bit_for_bit() {
-        // Widths across the vector and block edges, heights across the row blocks, each
-        // padding; planes of 1 x 1 up to 13 x 40.
-        for (h, w) in [(1, 1), (2, 3), (3, 7), (5, 8), (7, 7), (6, 9), (9, 15), (4, 16), (8, 17), (13, 40), (14, 14)] {
+        // Widths across the vector and block edges (at stride 2, of the 16 columns a vector
+        // reads), heights across the row blocks, each padding, both strides; planes of 1 x 1
+        // up to 37 x 19.
+        let sizes = [(1, 1), (2, 3), (3, 7), (5, 8), (7, 7), (6, 9), (9, 15), (4, 16), (8, 17), (13, 31), (14, 14), (18, 32), (37, 19)];
+        for ((h, w), s) in sizes.into_iter().flat_map(|hw| [(hw, 1), (hw, 2)]) {
             for padding in [[0, 0], [1, 1], [2, 2], [0, 2], [2, 1]] {
-                let g = geom(h, w, padding);
+                let g = strided(h, w, padding, s);
                 if h + 2 * padding[0] < 3 || w + 2 * padding[1] < 3 {
                     continue;
                 }
@@ -330,6 +371,9 @@ mod tests {
         // row and column) is inf * 0 = NaN; the others are +-inf or NaN as the inputs make them.
         let g = geom(5, 11, [1, 1]);
         let x: Vec<f32> = (0..55).map(|i| (i % 5) as f32 - 2.0).collect();
+        if let Some(y) = run(&strided(5, 11, [1, 1], 2), &x, &[f32::INFINITY; 9], None) {
+            assert!(y.iter().all(|v| v.is_nan()), "at stride 2 every output has a padding tap");
+        }
         let mut taps = [0.5f32; 9];
         taps[0] = f32::INFINITY;
         let Some(y) = run(&g, &x, &taps, None) else { return };
@@ -341,7 +385,7 @@ mod tests {
     }
 
     #[test]
-    fn only_f32_3x3_at_stride_1_with_avx2_in_use() {
+    fn only_f32_3x3_at_stride_1_or_2_with_avx2_in_use() {
         let g = geom(8, 8, [1, 1]);
         let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         set_max_level(Level::Baseline);
@@ -351,7 +395,10 @@ mod tests {
             set_max_level(Level::Avx2);
             assert!(applies::<f32>(&g));
             assert!(!applies::<f64>(&g));
-            assert!(!applies::<f32>(&DepthwiseGeom { stride: [2, 2], ..g }));
+            assert!(applies::<f32>(&DepthwiseGeom { stride: [2, 2], ..g }));
+            assert!(!applies::<f32>(&DepthwiseGeom { stride: [2, 2], w: 33, ..g }), "wide rows at stride 2");
+            assert!(!applies::<f32>(&DepthwiseGeom { stride: [3, 3], ..g }));
+            assert!(!applies::<f32>(&DepthwiseGeom { stride: [1, 2], ..g }));
             assert!(!applies::<f32>(&DepthwiseGeom { kh: 5, kw: 5, ..g }));
             assert!(!applies::<f32>(&DepthwiseGeom { dilation: [2, 2], ..g }));
             assert!(!applies::<f32>(&DepthwiseGeom { padding: [3, 3], ..g }));

@@ -23,6 +23,7 @@
 use super::conv::ConvGeom;
 use super::parallel::num_threads;
 use super::scratch::{with_slot, Slot};
+use super::simd::{level, machine_level, Level};
 use super::weight_cache::{self, Form};
 use crate::math::{Float, Num};
 use crate::storage::Array;
@@ -79,7 +80,7 @@ pub(super) fn try_conv2d_into<T: Float>(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     if let Some(w) = (w as &dyn std::any::Any).downcast_ref::<Array<f32>>()
-        && super::simd::level() == super::simd::Level::Avx2
+        && level() == Level::Avx2
         && computes(g)
     {
         use super::fma_tile::{cast, cast_mut};
@@ -87,7 +88,7 @@ pub(super) fn try_conv2d_into<T: Float>(
         let (x, bias, out) = unsafe { (cast(x), bias.map(|b| cast(b)), cast_mut(out)) };
         // SAFETY: as above, back to T for the caller's fallback.
         let fallback = |i: usize, o: &mut [f32]| fallback(i, unsafe { std::slice::from_raw_parts_mut(o.as_mut_ptr() as *mut T, o.len()) });
-        conv2d_into(x, w, bias, g, out, &fallback, after_image);
+        conv2d_into(x, w, bias, g, out, Finish::Images { fallback: &fallback, after_image });
         return true;
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -95,49 +96,111 @@ pub(super) fn try_conv2d_into<T: Float>(
     false
 }
 
+/// Pointwise layers this kernel takes on planes of at most this many positions: MobileNetV2's
+/// 7x7 ones, where gemm's vectors of 16 positions leave lanes idle (49 = 3 x 16 + 1) and this
+/// kernel's tiles of 6 and 5 positions do not. On 14x14 and 28x28 planes gemm measured faster
+/// (`tests::timing`; docs/PERFORMANCE.md, twenty-first session).
+const POINTWISE_PLANE: usize = 49;
+
+/// Whether [`try_pointwise`] takes the pointwise layer `g` (1x1, stride 1, no padding): filters
+/// in multiples of 16 on a plane of at most [`POINTWISE_PLANE`] positions, at batch 1, on a
+/// CPU whose level is AVX2. The CPU's level, not the cap of `simd::set_max_level`: under a cap
+/// the layer keeps this kernel's bits through `conv_direct_large`'s portable tile.
+pub(super) fn takes_pointwise(g: &ConvGeom) -> bool {
+    machine_level() == Level::Avx2 && computes(g) && super::pointwise::applies(g) && g.n == 1 && g.out_plane() <= POINTWISE_PLANE
+}
+
+/// The pointwise layer `g` by this kernel, when [`takes_pointwise`] and `x`, `w` and `bias` are
+/// f32 and finite; returns whether it ran (otherwise nothing was written). `after(start, len)`
+/// runs on each panel of 16 output channels once it is final, on the thread that made it.
+///
+/// Its bits are `conv_direct_large`'s (one chain of fused multiply-adds over the channels from
+/// zero, then the bias), not gemm's, wherever the layer runs, eagerly or in a graph, at any
+/// cap. Finite operands are required so that no redo is ever needed: a NaN output then can
+/// only be the default NaN (an infinity times zero, or infinities of both signs meeting), the
+/// same from every kernel, while a NaN operand's payload would come out of the fused
+/// multiply-adds in an order that depends on the instruction. Non-finite operands keep the
+/// path they took before (`pointwise`'s gemm).
+pub(super) fn try_pointwise<T: Float>(
+    x: &[T],
+    w: &Array<T>,
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    out: &mut [T],
+    after: &(dyn Fn(usize, usize) + Sync),
+) -> bool {
+    #[cfg(test)]
+    if super::conv_direct_large::OFF.with(|off| off.get()) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(w) = (w as &dyn std::any::Any).downcast_ref::<Array<f32>>()
+        && takes_pointwise(g)
+    {
+        use super::fma_tile::{cast, cast_mut};
+        // SAFETY: T is f32 (its array downcast); the casts keep the slices' lengths.
+        let (x, bias, out) = unsafe { (cast(x), bias.map(|b| cast(b)), cast_mut(out)) };
+        let Some(weights) = w.as_slice() else { return false };
+        let finite = |s: &[f32]| s.iter().all(|v| v.is_finite());
+        // Only finite weights of a 1x1 layer are ever cached as panels (below), so a hit needs
+        // no look at them; a miss looks (packing reads them all anyway).
+        let cached = weight_cache::hit(w, g.o, g.c, Form::Panels).is_some();
+        if !finite(x) || !bias.is_none_or(finite) || (!cached && !finite(weights)) {
+            return false;
+        }
+        if level() < Level::Avx2 {
+            let per_image = g.o * g.out_plane();
+            let no_redo = |_: usize, _: &mut [f32]| {};
+            super::conv_direct_large::conv2d_into(x, weights, bias, g, out, &no_redo, &|i| after(i * per_image, per_image));
+        } else {
+            conv2d_into(x, w, bias, g, out, Finish::Panels(after));
+        }
+        return true;
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, w, bias, g, out, after);
+    false
+}
+
 /// The convolution of `x` `[n, c, h, w]` with `w` `[o, c, kh, kw]` (+ `bias` `[o]`) into `out`
 /// `[n, o, oh, ow]`, for geometries [`computes`] accepts, with `conv_direct_large`'s bits. The
-/// panels come from the weight cache when `w` (its buffer, unchanged) was seen before. An
-/// image whose output holds a NaN is redone by `fallback(i, out_i)` (which of several NaNs
-/// a fused multiply-add returns depends on the instruction); then `after_image(i)` runs.
+/// panels come from the weight cache when `w` (its buffer, unchanged) was seen before. What
+/// follows each part of the output is `finish`'s.
 ///
 /// # Panics
 /// On a CPU without AVX2 and FMA (the caller checks the level).
 #[cfg(target_arch = "x86_64")]
-pub(super) fn conv2d_into(
-    x: &[f32],
-    w: &Array<f32>,
-    bias: Option<&[f32]>,
-    g: &ConvGeom,
-    out: &mut [f32],
-    fallback: &(dyn Fn(usize, &mut [f32]) + Sync),
-    after_image: &(dyn Fn(usize) + Sync),
-) {
-    assert!(computes(g) && super::simd::level() >= super::simd::Level::Avx2, "conv_blocked: a geometry it computes, on AVX2");
+pub(super) fn conv2d_into(x: &[f32], w: &Array<f32>, bias: Option<&[f32]>, g: &ConvGeom, out: &mut [f32], finish: Finish) {
+    assert!(computes(g) && level() >= Level::Avx2, "conv_blocked: a geometry it computes, on AVX2");
     let weights = w.as_slice().expect("standard layout");
     let form = (Form::Panels, weights.len());
     match weight_cache::cached(w, g.o, g.c, form, |w, p| pack_weights_into(w, g, p)) {
-        Some(panels) => conv_packed(x, &panels, bias, g, out, fallback, after_image),
+        Some(panels) => conv_packed(x, &panels, bias, g, out, finish),
         // In the calling thread's packing buffer, kept between calls: a fresh one would fault
         // in its pages (ResNet's 512-channel weights are 9.4 MB) on every training step.
         None => with_slot(Slot::Pack, weights.len(), |wp: &mut [f32]| {
             pack_weights_into(weights, g, wp);
-            conv_packed(x, wp, bias, g, out, fallback, after_image)
+            conv_packed(x, wp, bias, g, out, finish)
         }),
     }
 }
 
+/// What follows the convolution of each part of the output.
+#[derive(Clone, Copy)]
+pub(super) enum Finish<'a> {
+    /// An image whose output holds a NaN is redone by `fallback(i, out_i)` (which of several
+    /// NaNs a fused multiply-add returns depends on the instruction, and the caller's other
+    /// path has the same bits otherwise); then `after_image(i)` runs.
+    Images { fallback: &'a (dyn Fn(usize, &mut [f32]) + Sync), after_image: &'a (dyn Fn(usize) + Sync) },
+    /// `after(start, len)` runs on each panel's outputs (`out[start..start + len]`) on the
+    /// thread that made them, while they are in its cache. Nothing is redone: the layer has
+    /// this kernel's bits, NaNs included, wherever it runs.
+    Panels(&'a (dyn Fn(usize, usize) + Sync)),
+}
+
 /// [`conv2d_into`] with the weights packed, `wp`.
 #[cfg(target_arch = "x86_64")]
-fn conv_packed(
-    x: &[f32],
-    wp: &[f32],
-    bias: Option<&[f32]>,
-    g: &ConvGeom,
-    out: &mut [f32],
-    fallback: &(dyn Fn(usize, &mut [f32]) + Sync),
-    after_image: &(dyn Fn(usize) + Sync),
-) {
+fn conv_packed(x: &[f32], wp: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &mut [f32], finish: Finish) {
     let plan = Plan::new(g);
     let (image, plane, patch) = (g.c * g.h * g.w, g.out_plane(), g.patch());
     let parallel = num_threads() > 1;
@@ -151,8 +214,10 @@ fn conv_packed(
             let task = |(p, dst): (usize, &mut [f32])| {
                 let bias = bias.map(|b| &b[p * PANEL..][..PANEL]);
                 panel(xb, &plan, &wp[p * PANEL * patch..][..PANEL * patch], bias, dst);
-                if super::conv_direct::any_nan(dst) {
-                    nan.store(true, Ordering::Relaxed);
+                match finish {
+                    Finish::Images { .. } if super::conv_direct::any_nan(dst) => nan.store(true, Ordering::Relaxed),
+                    Finish::Images { .. } => {}
+                    Finish::Panels(after) => after((i * g.o + p * PANEL) * plane, dst.len()),
                 }
             };
             if parallel {
@@ -160,10 +225,12 @@ fn conv_packed(
             } else {
                 img.chunks_mut(PANEL * plane).enumerate().for_each(task);
             }
-            if nan.into_inner() {
-                fallback(i, img);
+            if let Finish::Images { fallback, after_image } = finish {
+                if nan.into_inner() {
+                    fallback(i, img);
+                }
+                after_image(i);
             }
-            after_image(i);
         }
     });
 }
@@ -550,6 +617,94 @@ mod tests {
         assert!(computes(&ConvGeom { c: 60, ..g }) && !computes(&ConvGeom { o: 24, ..g }));
     }
 
+    /// `try_pointwise` with level `cap`, its hook counting how often it saw each output, or
+    /// `None` where the layer is not taken (not an AVX2 CPU).
+    fn pointwise(x: &[f32], w: &Array<f32>, b: &[f32], g: &ConvGeom, cap: Level) -> Option<(Vec<f32>, bool)> {
+        if !takes_pointwise(g) {
+            return None;
+        }
+        let mut out = vec![f32::NAN; g.n * g.o * g.out_plane()];
+        let seen = std::sync::Mutex::new(vec![0; out.len()]);
+        set_max_level(cap);
+        let ran = try_pointwise(x, w, Some(b), g, &mut out, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1));
+        set_max_level(Level::Avx512);
+        assert!(ran, "{g:?} at {cap:?}");
+        let once = seen.into_inner().unwrap().iter().all(|&v| v == 1);
+        Some((out, once))
+    }
+
+    /// MobileNetV2's pointwise layers on 7x7 planes (and smaller ones, channels out of blocks
+    /// of 8, several panels): the definition's bits (one chain over the channels, then the
+    /// bias), at AVX2 and under a cap below it (`conv_direct_large`'s portable tile), on the
+    /// pool and on one thread, with the hook seeing every output once.
+    #[test]
+    fn pointwise_layers_on_small_planes_have_the_definitions_bits_at_every_cap() {
+        let pw = |c, h, w, o| ConvGeom { n: 1, c, h, w, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        for g in [pw(160, 7, 7, 48), pw(36, 5, 3, 16), pw(8, 1, 1, 32), pw(300, 7, 7, 16)] {
+            let (x, w, b) = (values(g.c * g.h * g.w, 7), values(g.o * g.c, 8), values(g.o, 9));
+            let wa = array(&w, &[g.o, g.c, 1, 1]);
+            let want = bits(&naive(&x, &w, &b, &g));
+            for cap in [Level::Avx2, Level::Baseline] {
+                let Some((pooled, once)) = pointwise(&x, &wa, &b, &g, cap) else { return };
+                assert!(once, "{g:?} at {cap:?}: the hook sees each output once");
+                assert_eq!(bits(&pooled), want, "{g:?} at {cap:?}");
+                let (alone, _) = crate::kernels::parallel::on_one_thread(|| pointwise(&x, &wa, &b, &g, cap)).unwrap();
+                assert_eq!(bits(&alone), want, "{g:?} at {cap:?}, one thread");
+            }
+            // Through the op's pointwise kernel, which hands the layer here.
+            let y = crate::kernels::pointwise::conv2d(&array(&x, &[1, g.c, g.h, g.w]), &wa, Some(&array(&b, &[g.o])), &g);
+            assert_eq!(bits(y.as_slice().unwrap()), want, "{g:?} through pointwise");
+        }
+    }
+
+    /// A NaN or an infinity among the operands leaves the layer to gemm, nothing written; so
+    /// do weights that became non-finite after finite ones of the same buffer were cached (a
+    /// write copies the buffer, so the cache misses).
+    #[test]
+    fn pointwise_layers_with_non_finite_operands_are_left_to_gemm() {
+        let g = ConvGeom { n: 1, c: 32, h: 7, w: 7, o: 16, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
+        if !takes_pointwise(&g) {
+            return;
+        }
+        let (x, w, b) = (values(g.c * 49, 1), values(g.o * g.c, 2), values(g.o, 3));
+        let mut wa = array(&w, &[g.o, g.c, 1, 1]);
+        let run = |x: &[f32], w: &Array<f32>, b: &[f32]| {
+            let mut out = vec![7.0f32; g.o * 49];
+            let ran = try_pointwise(x, w, Some(b), &g, &mut out, &|_, _| {});
+            (ran, out.iter().all(|&v| v == 7.0))
+        };
+        let with = |v: &[f32], i: usize, value: f32| {
+            let mut v = v.to_vec();
+            v[i] = value;
+            v
+        };
+        assert_eq!(run(&with(&x, 30, f32::NAN), &wa, &b), (false, true), "a NaN input");
+        assert_eq!(run(&x, &wa, &with(&b, 3, f32::INFINITY)), (false, true), "an infinite bias");
+        assert_eq!(run(&x, &array(&with(&w, 9, f32::NEG_INFINITY), &[g.o, g.c, 1, 1]), &b), (false, true), "an infinite weight");
+        for _ in 0..3 {
+            assert_eq!(run(&x, &wa, &b).0, true, "finite: taken (and the panels cached)");
+        }
+        let keep = wa.clone();
+        wa[[2, 5, 0, 0]] = f32::NAN;
+        assert_eq!(run(&x, &wa, &b), (false, true), "weights written after caching");
+        drop(keep);
+    }
+
+    #[test]
+    fn takes_mobilenets_pointwise_layers_on_seven_by_seven_planes_only() {
+        let pw = |c, hw, o| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
+        let avx2 = machine_level() == Level::Avx2;
+        for g in [pw(160, 7, 960), pw(960, 7, 160), pw(320, 7, 1280), pw(576, 7, 160)] {
+            assert_eq!(takes_pointwise(&g), avx2, "{g:?}");
+        }
+        for g in [pw(96, 14, 576), pw(32, 28, 192), pw(160, 7, 24), ConvGeom { n: 2, ..pw(160, 7, 960) }] {
+            assert!(!takes_pointwise(&g), "{g:?}");
+        }
+        assert!(!takes_pointwise(&ConvGeom { kh: 3, kw: 3, padding: [1, 1], ..pw(160, 7, 960) }), "3x3");
+        assert!(!takes_pointwise(&ConvGeom { stride: [2, 2], ..pw(160, 7, 960) }), "stride 2");
+    }
+
     #[test]
     fn tiles_cover_every_position_once_with_few_short_tiles() {
         assert_eq!(tiles(49), [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5), (25, 6), (31, 6), (37, 6), (43, 6)]);
@@ -583,9 +738,9 @@ mod tests {
         assert!(!fits(&pw(160, 7, 960)) && !fits(&ConvGeom { stride: [2, 2], ..pw(256, 14, 512) }), "1x1 layers");
     }
 
-    /// Times the layers `fits` takes, and some it leaves, by this kernel and by the kernel-level
-    /// path each took before (`conv::conv2d_into`: for the 1x1 layers im2col or `conv_direct`,
-    /// not the op's `pointwise`), interleaved, the best of 12 rounds; release build, one thread:
+    /// Times the layers `fits` and `takes_pointwise` take, and some they leave, by this kernel
+    /// and by the path each took before (`conv::conv2d_into`; for the stride-1 1x1 layers the
+    /// op's `pointwise`, gemm), interleaved, the best of 12 rounds; release build, one thread:
     /// `RAYON_NUM_THREADS=1 cargo test --release -p tensor-core --lib conv_blocked::tests::timing
     /// -- --ignored --nocapture`.
     #[test]
@@ -611,6 +766,8 @@ mod tests {
             pw(160, 7, 960),
             pw(320, 7, 1280),
             pw(960, 7, 160),
+            pw(960, 7, 320),
+            pw(576, 7, 160),
             pw(96, 14, 576),
             pw(576, 14, 96),
             pw(32, 28, 192),
@@ -627,10 +784,14 @@ mod tests {
                     match v {
                         0 => {
                             crate::kernels::conv_direct_large::OFF.with(|off| off.set(true));
-                            conv(&xa, &wa, None, &g, &mut out, &|_| {});
+                            if super::super::pointwise::applies(&g) {
+                                super::super::pointwise::conv2d_into(&xa, &wa, None, &g, &mut out, &|_, _| {});
+                            } else {
+                                conv(&xa, &wa, None, &g, &mut out, &|_| {});
+                            }
                             crate::kernels::conv_direct_large::OFF.with(|off| off.set(false));
                         }
-                        1 => conv_packed(&x, &wp, None, &g, &mut out, &|_, _| {}, &|_| {}),
+                        1 => conv_packed(&x, &wp, None, &g, &mut out, Finish::Panels(&|_, _| {})),
                         _ => drop(std::hint::black_box(pack_weights(&w, &g))),
                     }
                     if round > 1 {
@@ -646,7 +807,7 @@ mod tests {
                 g.h,
                 g.w,
                 g.stride[0],
-                if fits(&g) { "taken" } else { "not taken" },
+                if fits(&g) || takes_pointwise(&g) { "taken" } else { "not taken" },
                 best[0],
                 gf / best[0],
                 best[1],

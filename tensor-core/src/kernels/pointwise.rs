@@ -15,6 +15,11 @@
 //!
 //! The blocks depend on the geometry alone, and gemm's result for an element does not depend
 //! on the threads it is given, so the bits do not depend on the thread count.
+//!
+//! On CPUs whose level is AVX2, a layer of filters in multiples of 16 on a plane of at most 49
+//! positions (MobileNetV2's 7x7 ones, batch 1) goes to `conv_blocked` instead when its
+//! operands are finite: vectors of output channels, with no lanes idle on 49 positions, and
+//! that kernel's bits (`conv_blocked::try_pointwise`).
 
 use super::channel_bias;
 use super::conv::ConvGeom;
@@ -82,7 +87,15 @@ pub(crate) fn conv2d_into<T: Float>(
     debug_assert!(applies(g));
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
-    match Blocks::of(g) {
+    if super::conv_blocked::try_pointwise(xs, &w, bs, g, out, after) {
+        return;
+    }
+    by_blocks(xs, ws, bs, g, Blocks::of(g), out, after);
+}
+
+/// The product by `blocks`, the bias added.
+fn by_blocks<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &ConvGeom, blocks: Blocks, out: &mut [T], after: &(dyn Fn(usize, usize) + Sync)) {
+    match blocks {
         Blocks::Channels(rows) => by_channels(xs, ws, bs, g, rows, out, after),
         Blocks::Positions(len) => by_positions(xs, ws, bs, g, len, out, after),
     }

@@ -207,12 +207,47 @@ fn matmul_2d<T: Num>(a: &ArrayView2<T>, b: &ArrayView2<T>, t: Transposed, dst: &
             return;
         }
     }
+    if let Some(part) = outputs_per_thread::<T>(m, n, k, t, threads) {
+        // One input through a wide layer: each thread computes a part of the outputs with the
+        // weights' rows they read (see `outputs_per_thread`).
+        dst[..n].par_chunks_mut(part).enumerate().for_each(|(i, d)| {
+            let rows = b.slice(ndarray::s![i * part..i * part + d.len(), ..]);
+            gemm_float(a, &rows, t, copy_first::<T>(m, k, d.len(), t), d, gemm::Parallelism::None);
+        });
+        return;
+    }
     if T::DTYPE.is_float() {
         let parallelism = if threads > 1 && m * n * k >= PARALLEL_FLOPS { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
         gemm_float(a, b, t, copy_first::<T>(m, k, n, t), dst, parallelism);
     } else {
         int_matmul(&read_as(*a, t.a), &read_as(*b, t.b), dst);
     }
+}
+
+/// Weights at least this large (bytes) make a product of one row memory-bound.
+const SPLIT_OUTPUTS_BYTES: usize = 1 << 20;
+
+/// Outputs per thread for a product of one row by a transposed right operand (`[1, k] @ [n,
+/// k]ᵀ`, a dense layer on one input such as a classifier's 1280 x 1000 weights, 5 MB) whose
+/// weights take at least [`SPLIT_OUTPUTS_BYTES`]; `None` to leave it whole. gemm runs it with
+/// its matrix-vector kernel on one thread at any parallelism, and it is bound by reading the
+/// weights, which two cores do faster than one.
+///
+/// The bits stay gemm's: that kernel computes each output alone, a dot product over `k` in
+/// one fixed order, whichever other outputs share its call. A part keeps every condition of
+/// gemm's choice of that kernel (more than 256 outputs: gemm sends products of at most 256
+/// outputs to another kernel) and of `sgemm::applies` (false for the whole and for each part),
+/// so each output takes the same kernel as in the whole product.
+fn outputs_per_thread<T: Num>(m: usize, n: usize, k: usize, t: Transposed, threads: usize) -> Option<usize> {
+    let f32_ = TypeId::of::<T>() == TypeId::of::<f32>();
+    let ours = |n: usize| f32_ && sgemm::applies(m, n, k, true);
+    let bytes = n.saturating_mul(k).saturating_mul(std::mem::size_of::<T>());
+    if !T::DTYPE.is_float() || m != 1 || !t.b || k < 3 || threads < 2 || bytes < SPLIT_OUTPUTS_BYTES || ours(n) {
+        return None;
+    }
+    let part = n.div_ceil(threads);
+    let last = n - (n.div_ceil(part) - 1) * part;
+    (last > 256 && !ours(part) && !ours(last)).then_some(part)
 }
 
 /// A stored matrix as the product reads it: itself, or its transpose (a view, no copy).
@@ -429,6 +464,42 @@ mod tests {
 
     fn array(dims: &[usize], seed: u64) -> Array<f32> {
         Array::from_shape_vec(IxDyn(dims), values(dims.iter().product(), seed)).unwrap()
+    }
+
+    /// A classifier's product, one row by 1000 x 1280 transposed weights, split between two
+    /// threads: every output has the bits of the whole product on one thread.
+    #[test]
+    fn a_row_through_wide_transposed_weights_has_the_same_bits_in_parts() {
+        let (k, n) = (1280, 1000);
+        let (a, b) = (array(&[1, k], 1), array(&[n, k], 2));
+        let t = Transposed { a: false, b: true };
+        assert_eq!(outputs_per_thread::<f32>(1, n, k, t, 2), Some(500));
+        let product = |threads| {
+            let (av, bv) = (a.view().into_dimensionality::<Ix2>().unwrap(), b.view().into_dimensionality::<Ix2>().unwrap());
+            let mut dst = vec![std::mem::MaybeUninit::<f32>::uninit(); n];
+            matmul_2d(&av, &bv, t, &mut dst, threads);
+            // SAFETY: the product wrote all n outputs.
+            dst.iter().map(|v| unsafe { v.assume_init() }.to_bits()).collect::<Vec<_>>()
+        };
+        let whole = product(1);
+        assert_eq!(product(2), whole);
+        assert_eq!(product(3), whole, "three parts of 334, 334 and 332");
+        let want: Vec<f64> = (0..n).map(|j| (0..k).map(|i| a[[0, i]] as f64 * b[[j, i]] as f64).sum()).collect();
+        assert!(whole.iter().zip(&want).all(|(&v, &w)| (f32::from_bits(v) as f64 - w).abs() < 1e-3), "the products");
+    }
+
+    #[test]
+    fn only_large_transposed_products_of_one_row_are_split() {
+        let t = Transposed { a: false, b: true };
+        assert_eq!(outputs_per_thread::<f64>(1, 1000, 1280, t, 2), Some(500));
+        assert_eq!(outputs_per_thread::<f32>(1, 1000, 1280, t, 1), None, "one thread");
+        assert_eq!(outputs_per_thread::<f32>(1, 1000, 100, t, 2), None, "400 KB of weights");
+        assert_eq!(outputs_per_thread::<f32>(1, 500, 1280, t, 2), None, "parts of 250 outputs go to another kernel");
+        assert_eq!(outputs_per_thread::<f32>(2, 1000, 1280, t, 2), None, "two rows");
+        assert_eq!(outputs_per_thread::<f32>(1, 1000, 1280, Transposed::default(), 2), None, "weights not transposed");
+        assert_eq!(outputs_per_thread::<i64>(1, 1000, 1280, t, 2), None, "integers");
+        assert_eq!(outputs_per_thread::<f32>(1, 2048, 1024, t, 2), None, "sgemm's");
+        assert_eq!(outputs_per_thread::<f32>(1, 2111, 2048, t, 2), None, "a part of 1056 outputs would be sgemm's");
     }
 
     /// The same values as `a` (a matrix or a stack of them) in other memory layouts: each

@@ -232,24 +232,34 @@ fn slice_of<T>(a: &Array<T>) -> &[T] {
 pub fn conv2d<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom) -> Array<T> {
     // NaN where the kernel writes nothing, so a test sees an element it skips.
     let mut out = vec![T::zero().div(T::zero()); g.n * g.o * g.out_plane()];
-    conv2d_into(x, w, bias, g, &mut out, &|_| {});
+    conv2d_into(x, w, bias, g, &mut out, &|_, _| {});
     let (oh, ow) = g.out_hw();
     Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), out).expect("length matches dims")
 }
 
-/// [`conv2d`] into `out` (row-major `[n, o, oh, ow]`), calling `after_image(i)` as soon as
-/// image `i`'s output is final, on the thread that made it — so an epilogue reads it while it
-/// is still in that core's cache.
-pub fn conv2d_into<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom, out: &mut [T], after_image: &(dyn Fn(usize) + Sync)) {
+/// [`conv2d`] into `out` (row-major `[n, o, oh, ow]`), calling `after(start, len)` as soon as
+/// `out[start..start + len]` is final, on the thread that made it — so an epilogue reads it
+/// while it is still in that core's cache: a whole image at a time, or parts of one where the
+/// kernel makes them on several threads (`conv_stem`'s rows).
+pub fn conv2d_into<T: Float>(
+    x: &Array<T>,
+    w: &Array<T>,
+    bias: Option<&Array<T>>,
+    g: &ConvGeom,
+    out: &mut [T],
+    after: &(dyn Fn(usize, usize) + Sync),
+) {
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
     if conv_stem::applies::<T>(g) {
         // SAFETY: `applies` takes 4-byte floats only, and the Float of 4 bytes is f32.
-        if unsafe { conv_stem::conv2d_into(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), after_image) } {
+        if unsafe { conv_stem::conv2d_into(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), after) } {
             return;
         }
     }
+    let per_image = g.o * plane;
+    let after_image = &|i: usize| after(i * per_image, per_image);
     if conv_direct_large::applies(g) {
         // An image with a NaN output (a NaN input, or infinities meeting) is redone by the
         // im2col path below, which NaN inputs took before this kernel.
@@ -529,12 +539,12 @@ mod tests {
             let (mut whole, mut blocked) = (vec![0.0; n * 5 * 1936], vec![f64::NAN; n * 5 * 1936]);
             conv2d_im2col(&xa, &wa, Some(&ba), &g, &mut whole);
             let seen = std::sync::Mutex::new(Vec::new());
-            conv2d_into(&xa, &wa, Some(&ba), &g, &mut blocked, &|i| seen.lock().unwrap().push(i));
+            conv2d_into(&xa, &wa, Some(&ba), &g, &mut blocked, &|s, l| seen.lock().unwrap().push((s / l, l)));
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&blocked), bits(&whole), "batch {n}");
             let mut seen = seen.into_inner().unwrap();
             seen.sort();
-            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "each image's hook once");
+            assert_eq!(seen, (0..n).map(|i| (i, 5 * 1936)).collect::<Vec<_>>(), "each image's hook once");
         }
     }
 

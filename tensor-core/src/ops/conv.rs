@@ -348,9 +348,7 @@ pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8,
         }
         let ConvOp::Conv2d { stride, padding } = op else { unreachable!("not conv2d: {op:?}") };
         let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
-        let per_image = g.o * g.out_plane();
-        let len = g.n * per_image;
-        let after = |i: usize| after_image(i * per_image, per_image);
+        let len = g.n * g.o * g.out_plane();
         if pointwise::applies(&g) {
             return match (inputs[0], inputs[1], inputs.get(2)) {
                 (Storage::F32(x), Storage::F32(w), b) => pointwise::conv2d_into(
@@ -374,10 +372,10 @@ pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8,
         }
         match (inputs[0], inputs[1], inputs.get(2)) {
             (Storage::F32(x), Storage::F32(w), b) => {
-                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), &after)
+                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), after_image)
             }
             (Storage::F64(x), Storage::F64(w), b) => {
-                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), &after)
+                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), after_image)
             }
             _ => unreachable!("dtypes checked by infer"),
         }

@@ -405,4 +405,35 @@ mod tests {
             set_max_level(Level::Avx512);
         }
     }
+    /// Times `planes` on MobileNetV2's depthwise layers (every channel of one image, one
+    /// thread, the best of 30): `cargo test --release -p tensor-core --lib
+    /// depthwise_rows::tests::timing -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn timing() {
+        let layer = |c, hw, s| DepthwiseGeom { c, ..strided(hw, hw, [1, 1], s) };
+        for g in [
+            layer(960, 7, 1),
+            layer(384, 14, 1),
+            layer(576, 14, 1),
+            layer(192, 28, 1),
+            layer(144, 56, 1),
+            layer(32, 112, 1),
+            layer(576, 14, 2),
+            layer(192, 28, 2),
+        ] {
+            let (oh, ow) = g.out_hw();
+            let x: Vec<f32> = (0..g.c * g.h * g.w).map(|i| (i % 97) as f32 / 97.0).collect();
+            let w: Vec<f32> = (0..g.c * 9).map(|i| (i % 13) as f32 / 13.0 - 0.5).collect();
+            let b: Vec<f32> = (0..g.c).map(|i| i as f32 / 100.0).collect();
+            let mut out = vec![0.0f32; g.c * oh * ow];
+            let mut best = f64::MAX;
+            for _ in 0..30 {
+                let t = std::time::Instant::now();
+                planes(&g, 0, &x, &w, Some(&b), &mut out);
+                best = best.min(t.elapsed().as_secs_f64() * 1e6);
+            }
+            println!("{} channels at {}x{}, stride {}: {best:.1} us ({:.0} ns a plane)", g.c, g.h, g.w, g.stride[0], best * 1e3 / g.c as f64);
+        }
+    }
 }

@@ -49,8 +49,8 @@ fn fits(g: &ConvGeom) -> bool {
 /// plus `bias`, calling `after(start, len)` on each task's rows of each channel once they are
 /// final, on the thread that made them (a 112x112 stem's 1.6 MB output is then finished by its
 /// epilogue in the cores' caches and on every thread, not after the whole image on one);
-/// false (and nothing
-/// written) where a value of `x`, `w` or `bias` is NaN, which the caller computes another way.
+/// false (and nothing written) where a value of `x`, `w` or `bias` is NaN, which the caller
+/// computes another way.
 ///
 /// # Panics
 /// If the buffers' sizes disagree with `g`, the geometry is not this kernel's or the CPU

@@ -60,7 +60,8 @@ const LARGE_PLANE: usize = 3136;
 
 impl Blocks {
     /// On large planes ([`LARGE_PLANE`]), an even number of blocks of at most 512 positions
-    /// (in multiples of 16, so two threads get equal shares). Otherwise positions where the
+    /// (in multiples of 16, the last one shorter), so two threads get about equal shares.
+    /// Otherwise positions where the
     /// image has at least twice as many channels as there are filters (at least 64 of them,
     /// over at least 32 positions): blocks of 256 positions on planes of 1024 or more, else
     /// halves. Channels otherwise.

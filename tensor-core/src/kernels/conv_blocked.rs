@@ -143,19 +143,21 @@ pub(super) fn try_pointwise<T: Float>(
         // SAFETY: T is f32 (its array downcast); the casts keep the slices' lengths.
         let (x, bias, out) = unsafe { (cast(x), bias.map(|b| cast(b)), cast_mut(out)) };
         let Some(weights) = w.as_slice() else { return false };
-        let finite = |s: &[f32]| s.iter().all(|v| v.is_finite());
+        let finite = super::winograd::all_finite::<f32>;
         // Only finite weights of a 1x1 layer are ever cached as panels (below), so a hit needs
         // no look at them; a miss looks (packing reads them all anyway).
-        let cached = weight_cache::hit(w, g.o, g.c, Form::Panels).is_some();
-        if !finite(x) || !bias.is_none_or(finite) || (!cached && !finite(weights)) {
+        let cached = weight_cache::hit(w, g.o, g.c, Form::Panels);
+        if !finite(x) || !bias.is_none_or(finite) || (cached.is_none() && !finite(weights)) {
             return false;
         }
-        if level() < Level::Avx2 {
-            let per_image = g.o * g.out_plane();
-            let no_redo = |_: usize, _: &mut [f32]| {};
-            super::conv_direct_large::conv2d_into(x, weights, bias, g, out, &no_redo, &|i| after(i * per_image, per_image));
-        } else {
-            conv2d_into(x, w, bias, g, out, Finish::Panels(after));
+        match cached {
+            _ if level() < Level::Avx2 => {
+                let per_image = g.o * g.out_plane();
+                let no_redo = |_: usize, _: &mut [f32]| {};
+                super::conv_direct_large::conv2d_into(x, weights, bias, g, out, &no_redo, &|i| after(i * per_image, per_image));
+            }
+            Some(panels) => conv_packed(x, &panels, bias, g, out, Finish::Panels(after)),
+            None => conv2d_into(x, w, bias, g, out, Finish::Panels(after)),
         }
         return true;
     }

@@ -405,6 +405,7 @@ mod tests {
             set_max_level(Level::Avx512);
         }
     }
+
     /// Times `planes` on MobileNetV2's depthwise layers (every channel of one image, one
     /// thread, the best of 30): `cargo test --release -p tensor-core --lib
     /// depthwise_rows::tests::timing -- --ignored --nocapture`.

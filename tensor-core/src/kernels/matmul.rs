@@ -239,8 +239,8 @@ const SPLIT_OUTPUTS_BYTES: usize = 1 << 20;
 /// outputs to another kernel) and of `sgemm::applies` (false for the whole and for each part),
 /// so each output takes the same kernel as in the whole product.
 fn outputs_per_thread<T: Num>(m: usize, n: usize, k: usize, t: Transposed, threads: usize) -> Option<usize> {
-    let f32_ = TypeId::of::<T>() == TypeId::of::<f32>();
-    let ours = |n: usize| f32_ && sgemm::applies(m, n, k, true);
+    let is_f32 = TypeId::of::<T>() == TypeId::of::<f32>();
+    let ours = |n: usize| is_f32 && sgemm::applies(m, n, k, true);
     let bytes = n.saturating_mul(k).saturating_mul(std::mem::size_of::<T>());
     if !T::DTYPE.is_float() || m != 1 || !t.b || k < 3 || threads < 2 || bytes < SPLIT_OUTPUTS_BYTES || ours(n) {
         return None;

@@ -61,7 +61,7 @@ fn transpose_scalar<T: Copy>(src: &[T], (rows, stride): (usize, usize), dst: &mu
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx {
+pub(super) mod avx {
     use super::transpose_scalar;
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
@@ -105,6 +105,21 @@ mod avx {
     unsafe fn block8(s: *const f32, s_stride: usize, d: *mut f32, d_stride: usize) {
         // SAFETY: in bounds (the caller's contract).
         let r: [__m256; 8] = std::array::from_fn(|k| unsafe { _mm256_loadu_ps(s.add(k * s_stride)) });
+        // SAFETY: the CPU supports AVX (the caller's contract).
+        for (k, row) in unsafe { transpose8(r) }.into_iter().enumerate() {
+            // SAFETY: in bounds (the caller's contract).
+            unsafe { _mm256_storeu_ps(d.add(k * d_stride), row) };
+        }
+    }
+
+    /// The transpose of the 8 x 8 matrix whose rows are `r`: lane `l` of row `k` is lane `k`
+    /// of `r[l]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX.
+    #[target_feature(enable = "avx")]
+    #[inline]
+    pub(in crate::kernels) unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
         // Interleave pairs of rows, then pairs of pairs: each 128-bit half then holds four
         // columns of four rows; the last step joins the halves of rows k and k + 4.
         let t: [__m256; 8] = std::array::from_fn(|k| {
@@ -124,13 +139,7 @@ mod avx {
                 _mm256_shuffle_ps::<0xEE>(a, b)
             }
         });
-        for k in 0..4 {
-            // SAFETY: in bounds (the caller's contract).
-            unsafe {
-                _mm256_storeu_ps(d.add(k * d_stride), _mm256_permute2f128_ps::<0x20>(u[k], u[k + 4]));
-                _mm256_storeu_ps(d.add((k + 4) * d_stride), _mm256_permute2f128_ps::<0x31>(u[k], u[k + 4]));
-            }
-        }
+        std::array::from_fn(|k| if k < 4 { _mm256_permute2f128_ps::<0x20>(u[k], u[k + 4]) } else { _mm256_permute2f128_ps::<0x31>(u[k - 4], u[k]) })
     }
 }
 

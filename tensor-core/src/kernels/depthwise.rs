@@ -19,12 +19,13 @@
 //! element's arithmetic, so every SIMD build gives the same bits, and so does any split of
 //! the planes over threads. The gradients' summation orders are fixed by the code too.
 //! `depthwise_rows` computes the same bits without the phases for 3x3 kernels at stride 1
-//! (and at stride 2 on narrow rows) with AVX2, where it measured faster.
+//! (and at stride 2 on narrow rows) with AVX2, where it measured faster, and on small planes
+//! `depthwise_channels` does, eight channels to a vector.
 
-use super::depthwise_rows;
 use super::fma_tile::{cast, cast_mut};
 use super::parallel::num_threads;
 use super::simd::{level, multiversion, Level};
+use super::{depthwise_channels, depthwise_rows};
 use crate::math::Float;
 use crate::storage::{standard, Array};
 use ndarray::IxDyn;
@@ -205,18 +206,20 @@ fn vector_lens<T>(wide: bool) -> (usize, usize) {
 }
 
 /// Splits the `(image, channel)` pairs into parallel tasks of whole pairs, enough work per
-/// task to pay for handing it to a thread: `(pairs per task, parallel)`.
-fn tasks(g: &DepthwiseGeom) -> (usize, bool) {
+/// task to pay for handing it to a thread, a multiple of `multiple` pairs (but the last):
+/// `(pairs per task, parallel)`.
+fn tasks(g: &DepthwiseGeom, multiple: usize) -> (usize, bool) {
     const MIN_TASK_WORK: usize = 32 * 1024;
     let pairs = g.n * g.c;
-    let per_task = MIN_TASK_WORK.div_ceil(g.work_per_channel().max(1)).clamp(1, pairs.max(1));
+    let per_task = MIN_TASK_WORK.div_ceil(g.work_per_channel().max(1)).next_multiple_of(multiple).clamp(1, pairs.max(1));
     (per_task, num_threads() > 1 && pairs > per_task)
 }
 
 /// Runs `f(first_pair, chunk)` over `out` cut into chunks of `per_pair * pairs_per_task`
-/// elements, one chunk per task, in parallel when `parallel`.
-fn over_pairs<T: Float>(out: &mut [T], per_pair: usize, g: &DepthwiseGeom, f: impl Fn(usize, &mut [T]) + Sync + Send) {
-    let (per_task, parallel) = tasks(g);
+/// elements (pairs per task a multiple of `multiple`), one chunk per task, in parallel when
+/// `parallel`.
+fn over_pairs<T: Float>(out: &mut [T], per_pair: usize, g: &DepthwiseGeom, multiple: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    let (per_task, parallel) = tasks(g, multiple);
     let chunk = (per_pair * per_task).max(1);
     if parallel {
         out.par_chunks_mut(chunk).enumerate().for_each(|(t, o)| f(t * per_task, o));
@@ -249,8 +252,12 @@ pub fn depthwise2d_into<T: Float>(
 ) {
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
-    if depthwise_rows::applies::<T>(g) {
+    if depthwise_channels::applies::<T>(g) {
         // SAFETY: `applies` takes 4-byte floats only, and the Float of 4 bytes is f32.
+        return unsafe { by_channels(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), after) };
+    }
+    if depthwise_rows::applies::<T>(g) {
+        // SAFETY: as above.
         return unsafe { by_rows(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), after) };
     }
     by_phases(xs, ws, bs, g, out, after);
@@ -264,7 +271,7 @@ fn by_phases<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &DepthwiseGeom, 
     let phases = Phases::new::<T>(g, short);
     let wide = phases.wide().div_ceil(short) * short;
     let (per_pair, taps, in_plane) = (g.m * g.out_plane(), g.taps(), g.in_plane());
-    over_pairs(out, per_pair, g, |first, chunk| {
+    over_pairs(out, per_pair, g, 1, |first, chunk| {
         with_scratch(phases.len + wide, Some(&phases), |s: &mut [T]| {
             let (p, acc) = s.split_at_mut(phases.len);
             for (k, o) in chunk.chunks_mut(per_pair).enumerate() {
@@ -293,8 +300,18 @@ fn slice_of<T>(a: &Array<T>) -> &[T] {
 /// [`depthwise2d_into`] by `depthwise_rows`, on f32 data.
 fn by_rows(xs: &[f32], ws: &[f32], bs: Option<&[f32]>, g: &DepthwiseGeom, out: &mut [f32], after: &(dyn Fn(usize, usize) + Sync)) {
     let per_pair = g.m * g.out_plane();
-    over_pairs(out, per_pair, g, |first, chunk| {
+    over_pairs(out, per_pair, g, 1, |first, chunk| {
         depthwise_rows::planes(g, first, xs, ws, bs, chunk);
+        after(first * per_pair, chunk.len());
+    });
+}
+
+/// [`depthwise2d_into`] by `depthwise_channels`, on f32 data: each task starts a group of
+/// eight channels.
+fn by_channels(xs: &[f32], ws: &[f32], bs: Option<&[f32]>, g: &DepthwiseGeom, out: &mut [f32], after: &(dyn Fn(usize, usize) + Sync)) {
+    let per_pair = g.out_plane();
+    over_pairs(out, per_pair, g, depthwise_channels::GROUP, |first, chunk| {
+        depthwise_channels::planes(g, first, xs, ws, bs, chunk);
         after(first * per_pair, chunk.len());
     });
 }
@@ -416,7 +433,7 @@ pub fn depthwise2d_input_grad<T: Float>(gy: &Array<T>, w: &Array<T>, g: &Depthwi
     let phases = Phases::new::<T>(g, 0);
     let (out_plane, taps, in_plane) = (g.out_plane(), g.taps(), g.in_plane());
     let mut dx = vec![T::zero(); g.n * g.c * in_plane];
-    over_pairs(&mut dx, in_plane, g, |first, chunk| {
+    over_pairs(&mut dx, in_plane, g, 1, |first, chunk| {
         with_scratch(phases.len, None, |p: &mut [T]| {
             for (k, d) in chunk.chunks_mut(in_plane).enumerate() {
                 let pair = first + k;

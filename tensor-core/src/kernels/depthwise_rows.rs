@@ -39,7 +39,7 @@ pub(super) fn applies<T>(g: &DepthwiseGeom) -> bool {
 const MAX_STRIDED_WIDTH: usize = 32;
 
 /// The geometry this kernel computes.
-fn fits(g: &DepthwiseGeom) -> bool {
+pub(super) fn fits(g: &DepthwiseGeom) -> bool {
     let stride = g.stride == [1, 1] || (g.stride == [2, 2] && g.w <= MAX_STRIDED_WIDTH);
     (g.kh, g.kw) == (3, 3) && stride && g.dilation == [1, 1] && g.padding[0] <= 2 && g.padding[1] <= 2
 }

@@ -10,6 +10,7 @@ mod conv_direct;
 mod conv_direct_large;
 mod conv_stem;
 pub(crate) mod depthwise;
+mod depthwise_channels;
 mod depthwise_rows;
 pub(crate) mod elementwise;
 mod fma_tile;

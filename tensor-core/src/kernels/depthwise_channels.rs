@@ -321,55 +321,33 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::depthwise_rows::tests::{bits, naive as rows_naive};
     use crate::kernels::simd::{set_max_level, LEVEL_CAPS};
 
-    /// The definition: each output a chain of `mul_add` over the taps from +0 (zero in the
-    /// padding), then the bias added with `add`; channel by channel.
+    /// The definition (`depthwise_rows`' reference), plane by plane.
     fn naive(g: &DepthwiseGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
-        use crate::math::Num;
-        let (oh, ow) = g.out_hw();
-        let mut out = Vec::with_capacity(g.n * g.c * oh * ow);
-        for pair in 0..g.n * g.c {
-            let (xp, c) = (&x[pair * g.h * g.w..][..g.h * g.w], pair % g.c);
-            for oi in 0..oh {
-                for oj in 0..ow {
-                    let mut s = 0.0f32;
-                    for ki in 0..3 {
-                        for kj in 0..3 {
-                            let (i, j) =
-                                ((oi * g.stride[0] + ki) as isize - g.padding[0] as isize, (oj * g.stride[1] + kj) as isize - g.padding[1] as isize);
-                            let inside = i >= 0 && j >= 0 && (i as usize) < g.h && (j as usize) < g.w;
-                            let v = if inside { xp[i as usize * g.w + j as usize] } else { 0.0 };
-                            s = w[c * 9 + ki * 3 + kj].mul_add(v, s);
-                        }
-                    }
-                    out.push(bias.map_or(s, |b| s.add(b[c])));
-                }
-            }
-        }
-        out
-    }
-
-    /// Bits, with every NaN as one (which NaN an `fma` of two returns is the instruction's).
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() }).collect()
+        let in_plane = g.h * g.w;
+        (0..g.n * g.c)
+            .flat_map(|pair| {
+                let c = pair % g.c;
+                rows_naive(g, &x[pair * in_plane..][..in_plane], &w[c * 9..][..9], bias.map(|b| b[c]))
+            })
+            .collect()
     }
 
     fn geom(n: usize, c: usize, (h, w): (usize, usize), s: usize, padding: [usize; 2]) -> DepthwiseGeom {
         DepthwiseGeom { n, c, h, w, m: 1, kh: 3, kw: 3, stride: [s, s], padding, dilation: [1, 1] }
     }
 
-    /// The planes of pairs `first..` of `g` (up to the last), with AVX2 in use (any plane
-    /// size: `planes` computes larger ones too); `None` on a CPU without it.
+    /// The planes of pairs `first..` of `g` (up to the last), on any plane size (`planes`
+    /// computes larger ones too and reads the CPU's level, not the cap); `None` on a CPU
+    /// without AVX2.
     fn run(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Option<Vec<f32>> {
-        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         if machine_level() < Level::Avx2 {
             return None;
         }
-        set_max_level(Level::Avx2);
         let mut out = vec![f32::NAN; (g.n * g.c - first) * g.out_plane()];
         planes(g, first, x, w, bias, &mut out);
-        set_max_level(Level::Avx512);
         Some(out)
     }
 

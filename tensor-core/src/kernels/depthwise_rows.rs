@@ -276,13 +276,13 @@ mod avx2 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::kernels::simd::{set_max_level, LEVEL_CAPS};
 
     /// The definition: each output a chain of `mul_add` over the taps from +0 (zero in the
     /// padding), then the bias added with `add`.
-    fn naive(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Vec<f32> {
+    pub(in crate::kernels) fn naive(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Vec<f32> {
         use crate::math::Num;
         let (oh, ow) = g.out_hw();
         let mut out = Vec::with_capacity(oh * ow);
@@ -313,7 +313,7 @@ mod tests {
     }
 
     /// Bits, with every NaN as one (which NaN an `fma` of two returns is the instruction's).
-    fn bits(v: &[f32]) -> Vec<u32> {
+    pub(in crate::kernels) fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() }).collect()
     }
 

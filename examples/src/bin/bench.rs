@@ -156,7 +156,7 @@ fn run_and_print(args: &Args, threads: usize, machine: Option<&roofline::Machine
         false => String::new(),
     };
     if args.profile && !args.device.is_cuda() {
-        print_profile(&mut call, 10);
+        print_profile(&mut call, 100);
     }
     let allocs = if args.allocs { format!(",\"allocs_per_call\":{}", alloc::per_call(&mut call, 10)) } else { String::new() };
     let peak = machine.map_or(String::new(), |m| m.json_fields(roofline::work(&work), t.median_us));
@@ -173,16 +173,32 @@ fn run_and_print(args: &Args, threads: usize, machine: Option<&roofline::Machine
     Ok(())
 }
 
-/// Where `calls` more calls' time goes, step by step (a graph's CPU steps), to stderr: ms
-/// per call, share of the steps' sum, and steps per call, for each kind of step and shapes.
+/// Where `calls` more calls' time goes, step by step (a graph's CPU steps), to stderr: for
+/// each kind of step and shapes, ms per call (the mean, and the quietest call's), share of
+/// the steps' sum, and steps per call. The quietest call's time is the one to compare on a
+/// busy machine, where a step's mean over a few calls can be half noise.
 fn print_profile(call: &mut Call, calls: usize) {
-    tensor_core::compile::reset_cpu_profile();
-    (0..calls).for_each(|_| call());
-    let rows = tensor_core::compile::cpu_profile();
-    let total: f64 = rows.iter().map(|r| r.2).sum();
-    eprintln!("profile: {:.3} ms per call in graph steps ({calls} calls)", total * 1e3 / calls as f64);
-    for (key, n, secs) in rows {
-        eprintln!("{:9.3} ms {:5.1}% {:3}x  {key}", secs * 1e3 / calls as f64, 100.0 * secs / total, n / calls);
+    // key -> (steps, seconds in all calls, seconds in the quietest call)
+    let mut rows: Vec<(String, usize, f64, f64)> = Vec::new();
+    for _ in 0..calls {
+        tensor_core::compile::reset_cpu_profile();
+        call();
+        for (key, n, secs) in tensor_core::compile::cpu_profile() {
+            match rows.iter_mut().find(|r| r.0 == key) {
+                Some(r) => (r.1, r.2, r.3) = (r.1 + n, r.2 + secs, r.3.min(secs)),
+                None => rows.push((key, n, secs, secs)),
+            }
+        }
+    }
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let (total, quiet): (f64, f64) = (rows.iter().map(|r| r.2).sum(), rows.iter().map(|r| r.3).sum());
+    eprintln!(
+        "profile: {:.3} ms per call in graph steps, {:.3} summing each step's quietest call ({calls} calls)",
+        total * 1e3 / calls as f64,
+        quiet * 1e3
+    );
+    for (key, n, secs, min) in rows {
+        eprintln!("{:9.3} ms {:9.3} min {:5.1}% {:3}x  {key}", secs * 1e3 / calls as f64, min * 1e3, 100.0 * secs / total, n / calls);
     }
 }
 

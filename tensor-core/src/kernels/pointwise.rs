@@ -274,4 +274,46 @@ mod tests {
             println!("{} -> {} at {}x{}: {}", g.c, g.o, g.h, g.w, line.join(", "));
         }
     }
+
+    /// MobileNetV2's 19 kinds of pointwise layer (batch 1) through the op's own path, each
+    /// the best of 20 calls, with its GFLOP/s and the layer count in the model:
+    /// `cargo test --release -p tensor-core --lib pointwise::tests::model_layers_timing --
+    /// --ignored --nocapture` (`RAYON_NUM_THREADS=1` for one thread).
+    #[test]
+    #[ignore]
+    fn model_layers_timing() {
+        let pw = |c, hw, o| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
+        #[rustfmt::skip]
+        let layers = [
+            (pw(32, 112, 16), 1), (pw(16, 112, 96), 1), (pw(96, 56, 24), 1), (pw(24, 56, 144), 2), (pw(144, 56, 24), 1),
+            (pw(144, 28, 32), 1), (pw(32, 28, 192), 3), (pw(192, 28, 32), 2), (pw(192, 14, 64), 1), (pw(64, 14, 384), 4),
+            (pw(384, 14, 64), 3), (pw(384, 14, 96), 1), (pw(96, 14, 576), 3), (pw(576, 14, 96), 2), (pw(576, 7, 160), 1),
+            (pw(160, 7, 960), 3), (pw(960, 7, 160), 2), (pw(960, 7, 320), 1), (pw(320, 7, 1280), 1),
+        ];
+        let values = |len: usize, seed: u64| -> Vec<f32> { crate::kernels::test_values(len, seed).into_iter().map(|v| v as f32).collect() };
+        let arr = |v: Vec<f32>, d: &[usize]| Array::from_shape_vec(ndarray::IxDyn(d), v).unwrap();
+        let (mut total, mut flops) = (0.0, 0.0);
+        for (g, count) in layers {
+            let x = arr(values(g.c * g.h * g.w, 1), &[1, g.c, g.h, g.w]);
+            let (w, b) = (arr(values(g.o * g.c, 2), &[g.o, g.c, 1, 1]), arr(values(g.o, 3), &[g.o]));
+            let mut out = vec![0.0f32; g.o * g.out_plane()];
+            // On a worker with the others kept awake, as a graph's steps run.
+            let best = crate::kernels::parallel::on_worker(|| {
+                let mut best = f64::MAX;
+                for round in 0..22 {
+                    let t = std::time::Instant::now();
+                    conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {});
+                    if round > 1 {
+                        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+                    }
+                }
+                best
+            });
+            let gf = 2.0 * (g.o * g.c * g.out_plane()) as f64 / 1e6;
+            println!("{} -> {} at {}x{} (x{count}): {best:.4} ms, {:.0} GFLOP/s", g.c, g.o, g.h, g.w, gf / best);
+            total += best * count as f64;
+            flops += gf * count as f64;
+        }
+        println!("all: {total:.3} ms, {:.0} GFLOP/s", flops / total);
+    }
 }

@@ -6,8 +6,10 @@
 use super::pack::{pack_a, pack_b, with_buffers};
 use super::{Dst, Product, Strided, Tile};
 
-/// Steps of `k` per block at most: a row panel of `a` (`MR x KC`, 12 KiB at 12 rows) stays in
-/// L1, a `KC x NC` block of `b` (512 KiB) in L2.
+/// Steps of `k` per block at most: a row panel of `a` (`MR x KC`, 16 KiB at 8 rows) stays in
+/// L1, a `KC x NC` block of `b` (1 MiB) in the L2 of the AVX-512 machine it was chosen on. On
+/// an AVX2 machine with 512 KiB of L2, blocks of 256 x 256, 256 x 512 and 512 x 256 measured
+/// the same (docs/PERFORMANCE.md).
 const KC: usize = 512;
 /// Columns of `b` per block at most.
 const NC: usize = 512;

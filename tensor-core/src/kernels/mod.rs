@@ -21,6 +21,7 @@ pub(crate) mod matmul;
 mod matvec;
 pub(crate) mod parallel;
 pub(crate) mod pointwise;
+mod pointwise_direct;
 pub(crate) mod pool;
 pub(crate) mod random;
 pub(crate) mod reduce;

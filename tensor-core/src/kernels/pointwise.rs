@@ -21,7 +21,8 @@
 //! On CPUs whose level is AVX2, a layer of filters in multiples of 16 on a plane of at most 49
 //! positions (MobileNetV2's 7x7 ones, batch 1) goes to `conv_blocked` instead when its
 //! operands are finite: vectors of output channels, with no lanes idle on 49 positions, and
-//! that kernel's bits (`conv_blocked::try_pointwise`).
+//! that kernel's bits (`conv_blocked::try_pointwise`). Layers of at most 32 input channels on
+//! large planes go to `pointwise_direct` there, with the bits gemm gave them.
 
 use super::channel_bias;
 use super::conv::ConvGeom;
@@ -108,10 +109,16 @@ pub(crate) fn conv2d_into<T: Float>(
     debug_assert!(applies(g));
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
-    if super::conv_blocked::try_pointwise(xs, &w, bs, g, out, after) {
+    if super::conv_blocked::try_pointwise(xs, &w, bs, g, out, after) || super::pointwise_direct::try_conv2d_into(xs, ws, bs, g, out, after) {
         return;
     }
     by_blocks(xs, ws, bs, g, Blocks::of(g), out, after);
+}
+
+/// The layer by gemm, as it ran before another kernel took it (for timings beside that one).
+#[cfg(test)]
+pub(super) fn by_gemm<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &ConvGeom, out: &mut [T]) {
+    by_blocks(xs, ws, bs, g, Blocks::of(g), out, &|_, _| {});
 }
 
 /// The product by `blocks`, the bias added.

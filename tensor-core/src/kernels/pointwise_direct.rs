@@ -1,0 +1,394 @@
+//! The pointwise convolution with few input channels, computed straight from the image on
+//! CPUs with AVX2: MobileNetV2's expansions on large planes (16 -> 96 on 112x112, 24 -> 144 on
+//! 56x56, 32 -> 192 on 28x28) and its 32 -> 16 projection on 112x112.
+//!
+//! With at most 32 input channels an output needs at most 32 multiply-adds, so gemm's packing
+//! of both operands, its loops and the separate pass that adds the bias cost as much as a good
+//! share of the product (those layers ran at 40-75% of the one-core peak through gemm). Here a
+//! register tile is 6 output channels by 16 positions: per input channel, two vectors of the
+//! image read in place (a channel's row of 16 positions) and six broadcast weights feed twelve
+//! accumulators; then the bias is added in registers and the tile stored. The image's rows
+//! are a plane apart, but a tile reads at most 32 of them, which the L1 cache holds.
+//!
+//! **The bits**: each output is one chain of fused multiply-adds over the input channels in
+//! order from +0, then `+ bias` (`Num::add_plain`): the definition's, and what gemm gave these
+//! layers (it sums so few channels in one block). A NaN bias would need `Num::add`'s select,
+//! so such a layer is left to gemm. The choice depends on the geometry and on the CPU (never
+//! on the cap of `simd::set_max_level`, which gemm does not read either), so eager and graph
+//! runs take the same kernel.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+use super::conv::ConvGeom;
+use super::parallel::num_threads;
+use super::shared_out::SharedOut;
+use super::simd::{machine_level, Level};
+use crate::math::Float;
+
+/// Input channels at most: the image rows a tile reads stay in L1 (32 x 64 bytes).
+const MAX_CHANNELS: usize = 32;
+/// Output channels of a register tile.
+const ROWS: usize = 6;
+/// Positions of a register tile: two vectors of 8.
+const COLS: usize = 16;
+/// Positions per task at most: every filter over 512 positions (96 channels: 192 KiB of
+/// output) stays in the core's L2 cache for the caller's epilogue.
+const MAX_TASK: usize = 512;
+
+/// Whether [`try_conv2d_into`] takes the pointwise layer `g`: at most [`MAX_CHANNELS`] input
+/// channels, a plane of whole tiles of at least 512 positions, on a CPU whose level is AVX2.
+/// Measured (`tests::timing`, best of 30, one thread and two): 1.15-1.42x gemm's path on
+/// MobileNetV2's four such layers; its 96 -> 24 on 56x56 only 1.07-1.09x, left to gemm.
+pub(super) fn takes(g: &ConvGeom) -> bool {
+    machine_level() == Level::Avx2
+        && super::pointwise::applies(g)
+        && (1..=MAX_CHANNELS).contains(&g.c)
+        && g.o > 0
+        && g.out_plane() >= MAX_TASK
+        && g.out_plane().is_multiple_of(COLS)
+}
+
+/// The pointwise layer `g` of `x` (`[n, c, h, w]`) with `w` (`[o, c]`) and `bias` into `out`
+/// (`[n, o, h, w]`), when [`takes`] and the values are f32 and the bias holds no NaN; returns
+/// whether it ran (otherwise nothing was written). `after(start, len)` runs on each output
+/// channel's part of a task once it is final, on the thread that made it.
+pub(super) fn try_conv2d_into<T: Float>(
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    out: &mut [T],
+    after: &(dyn Fn(usize, usize) + Sync),
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if takes(g) && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && !bias.is_some_and(|b| b.iter().any(|v| v.is_nan_value())) {
+        use super::fma_tile::{cast, cast_mut};
+        // SAFETY: T is f32 (checked above); the casts keep the slices' lengths.
+        let (x, w, bias, out) = unsafe { (cast(x), cast(w), bias.map(|b| cast(b)), cast_mut(out)) };
+        conv2d_into(x, w, bias, g, out, after);
+        return true;
+    }
+    let _ = (x, w, bias, g, out, after);
+    false
+}
+
+/// How one image's output is cut into tasks (each an even number, so two threads get equal
+/// shares, at least four).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tasks {
+    /// This many positions (whole tiles, at most [`MAX_TASK`]) of every filter: on large
+    /// planes, where a task's part of the image and of the output stay in L2.
+    Positions(usize),
+    /// This many filters (a multiple of 6) over the whole plane: on planes of at most
+    /// [`MAX_TASK`] * 2 positions, where blocks of positions would hand the caller's epilogue
+    /// one short run per filter (32 -> 192 on 28x28: 0.30 ms in the model against 0.27 by
+    /// gemm's blocks of filters, then 1.2x faster alone).
+    Filters(usize),
+}
+
+impl Tasks {
+    fn of(plane: usize, filters: usize) -> Tasks {
+        if plane <= 2 * MAX_TASK {
+            return Tasks::Filters(filters.div_ceil(4).next_multiple_of(ROWS));
+        }
+        let tasks = plane.div_ceil(MAX_TASK).max(4).next_multiple_of(2);
+        Tasks::Positions((plane / COLS).div_ceil(tasks) * COLS)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &mut [f32], after: &(dyn Fn(usize, usize) + Sync)) {
+    let (plane, image) = (g.out_plane(), g.c * g.out_plane());
+    assert!(x.len() >= g.n * image && w.len() >= g.o * g.c && out.len() >= g.n * g.o * plane, "pointwise_direct: operands of the geometry");
+    assert!(bias.is_none_or(|b| b.len() >= g.o), "pointwise_direct: a bias per output channel");
+    let cut = Tasks::of(plane, g.o);
+    let per_image = match cut {
+        Tasks::Positions(len) => plane.div_ceil(len),
+        Tasks::Filters(rows) => g.o.div_ceil(rows),
+    };
+    let dst = SharedOut::new(out);
+    let task = |t: usize| {
+        let (i, part) = (t / per_image, t % per_image);
+        let (x, out) = (&x[i * image..], i * g.o * plane);
+        match cut {
+            Tasks::Positions(len) => {
+                let (q, n) = (part * len, len.min(plane - part * len));
+                // SAFETY: the CPU has AVX2 and FMA (`takes`); positions q..q + n (whole
+                // tiles) of image i's channels are inside `x` and `out` (asserted), and this
+                // task alone writes them.
+                unsafe { avx2::block(x[q..].as_ptr(), plane, g.c, w, bias, g.o, n, dst.at(out + q)) };
+                (0..g.o).for_each(|oc| after(out + oc * plane + q, n));
+            }
+            Tasks::Filters(rows) => {
+                let (r0, m) = (part * rows, rows.min(g.o - part * rows));
+                // SAFETY: as above, for filters r0..r0 + m over the whole plane.
+                unsafe { avx2::block(x.as_ptr(), plane, g.c, &w[r0 * g.c..], bias.map(|b| &b[r0..]), m, plane, dst.at(out + r0 * plane)) };
+                after(out + r0 * plane, m * plane);
+            }
+        }
+    };
+    let tasks = g.n * per_image;
+    if tasks > 1 && num_threads() > 1 {
+        super::parallel::for_each_task(tasks, &task);
+    } else {
+        (0..tasks).for_each(task);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{COLS, ROWS};
+    use std::arch::x86_64::*;
+
+    /// Every output channel over `n` positions (whole tiles) from `x` (the first position of
+    /// channel 0; channels `plane` apart) into `out` (rows `plane` apart), by groups of 6
+    /// filters, each swept along the positions: its outputs are written in 6 long runs, and
+    /// the task's part of the image (at most 32 x 512 values) is read again from L1 or L2 by
+    /// the next group. (Every group at each 16 positions in turn, writing 96 rows a little at
+    /// a time, measured 1.1-1.3x slower.)
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `x` must hold `c` channels of `n` positions, `plane`
+    /// apart, and `out` `o` rows of `n`; `w` `o * c` weights, `bias` (if any) `o` values.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn block(x: *const f32, plane: usize, c: usize, w: &[f32], bias: Option<&[f32]>, o: usize, n: usize, out: *mut f32) {
+        assert!(w.len() >= o * c && bias.is_none_or(|b| b.len() >= o));
+        for r0 in (0..o).step_by(ROWS) {
+            let (w, bias, out) = (w[r0 * c..].as_ptr(), bias.map(|b| b[r0..].as_ptr()), out.wrapping_add(r0 * plane));
+            for q in (0..n).step_by(COLS) {
+                // SAFETY: the caller's bounds (and the assertion), at filters r0.. and
+                // position q.
+                unsafe {
+                    let (x, out) = (x.add(q), out.add(q));
+                    match o - r0 {
+                        1 => tile::<1>(x, plane, c, w, bias, out),
+                        2 => tile::<2>(x, plane, c, w, bias, out),
+                        3 => tile::<3>(x, plane, c, w, bias, out),
+                        4 => tile::<4>(x, plane, c, w, bias, out),
+                        5 => tile::<5>(x, plane, c, w, bias, out),
+                        _ => tile::<ROWS>(x, plane, c, w, bias, out),
+                    }
+                }
+            }
+        }
+    }
+
+    /// `R` filters (rows of `w`, `c` apart) by 16 positions: each output's chain over the
+    /// channels in order from +0, then its bias added, stored at `out` (rows `plane` apart).
+    ///
+    /// # Safety
+    /// As [`block`], for `R` filters (`R * c` weights, `R` biases) at one tile's positions.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn tile<const R: usize>(x: *const f32, plane: usize, c: usize, w: *const f32, bias: Option<*const f32>, out: *mut f32) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        for k in 0..c {
+            // SAFETY: channel k's 16 positions are inside x, filter r's weight k inside w
+            // (the caller's).
+            unsafe {
+                let (x0, x1) = (_mm256_loadu_ps(x.add(k * plane)), _mm256_loadu_ps(x.add(k * plane + 8)));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let wv = _mm256_broadcast_ss(&*w.add(r * c + k));
+                    acc[0] = _mm256_fmadd_ps(wv, x0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(wv, x1, acc[1]);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            // SAFETY: row r's 16 positions are inside out, its bias inside bias (the caller's).
+            unsafe {
+                // `v + b` is `Num::add_plain`'s bits (the bias is not NaN).
+                let [lo, hi] = match bias {
+                    Some(b) => [_mm256_add_ps(acc[0], _mm256_broadcast_ss(&*b.add(r))), _mm256_add_ps(acc[1], _mm256_broadcast_ss(&*b.add(r)))],
+                    None => [acc[0], acc[1]],
+                };
+                _mm256_storeu_ps(out.add(r * plane), lo);
+                _mm256_storeu_ps(out.add(r * plane + 8), hi);
+            }
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::kernels::depthwise_rows::tests::bits;
+    use crate::math::Num;
+
+    fn pw(n: usize, c: usize, h: usize, w: usize, o: usize) -> ConvGeom {
+        ConvGeom { n, c, h, w, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] }
+    }
+
+    /// Each output's chain over the channels in order from +0 (`mul_add`), then the bias.
+    fn naive(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &ConvGeom) -> Vec<f32> {
+        let plane = g.out_plane();
+        let mut out = Vec::with_capacity(g.n * g.o * plane);
+        for (i, o, p) in (0..g.n).flat_map(|i| (0..g.o).flat_map(move |o| (0..plane).map(move |p| (i, o, p)))) {
+            let sum = (0..g.c).fold(0.0f32, |s, k| w[o * g.c + k].mul_add(x[(i * g.c + k) * plane + p], s));
+            out.push(b.map_or(sum, |b| Num::add_plain(sum, b[o])));
+        }
+        out
+    }
+
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        crate::kernels::test_values(len, seed).into_iter().map(|v| v as f32).collect()
+    }
+
+    /// Runs the kernel (whatever `takes` says: small planes here), the hook counting each
+    /// output it is handed.
+    fn run(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &ConvGeom) -> (Vec<f32>, bool) {
+        let total = g.n * g.o * g.out_plane();
+        let (mut out, seen) = (vec![f32::NAN; total], std::sync::Mutex::new(vec![0u8; total]));
+        conv2d_into(x, w, b, g, &mut out, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1));
+        (out, seen.into_inner().unwrap().iter().all(|&v| v == 1))
+    }
+
+    fn has_avx2() -> bool {
+        machine_level() >= Level::Avx2
+    }
+
+    /// Two images of three channels at 32 positions into 7 filters (a group of 6 and one
+    /// of 1), by hand: channel k holds k + 1 everywhere but position 5, which holds -1 in
+    /// every channel; filter f weighs channel k by f - k.
+    #[test]
+    fn a_hand_computed_layer() {
+        if !has_avx2() {
+            return;
+        }
+        let g = pw(2, 3, 4, 8, 7);
+        let x: Vec<f32> = (0..2 * 3 * 32).map(|i| if i % 32 == 5 { -1.0 } else { (i / 32 % 3 + 1) as f32 }).collect();
+        let w: Vec<f32> = (0..7 * 3).map(|i| (i / 3) as f32 - (i % 3) as f32).collect();
+        let b: Vec<f32> = (0..7).map(|f| 0.5 * f as f32).collect();
+        let (out, once) = run(&x, &w, Some(&b), &g);
+        assert!(once, "the hook sees each output once");
+        for (i, f, p) in (0..2).flat_map(|i| (0..7).flat_map(move |f| (0..32).map(move |p| (i, f, p)))) {
+            // sum over k of (f - k) * (k + 1) = 6f - 8; at position 5, -(3f - 3).
+            let want = if p == 5 { -(3.0 * f as f32 - 3.0) } else { 6.0 * f as f32 - 8.0 } + 0.5 * f as f32;
+            assert_eq!(out[(i * 7 + f) * 32 + p], want, "image {i} filter {f} position {p}");
+        }
+    }
+
+    /// The definition's bits: filters in groups of 6 with each remainder, one to 32 channels,
+    /// one and two images, tasks of filters and (on 1,152 positions) of positions, with and
+    /// without bias; on the pool and on one thread.
+    #[test]
+    fn every_output_has_the_definitions_bits_on_any_thread_count() {
+        if !has_avx2() {
+            return;
+        }
+        for (g, bias) in [
+            (pw(1, 16, 16, 32, 96), true),
+            (pw(2, 32, 8, 144, 16), true),
+            (pw(1, 1, 4, 4, 5), false),
+            (pw(1, 24, 16, 48, 13), true),
+            (pw(2, 7, 2, 16, 4), false),
+        ] {
+            let plane = g.out_plane();
+            let (x, w, b) = (values(g.n * g.c * plane, 1), values(g.o * g.c, 2), values(g.o, 3));
+            let b = bias.then_some(&b[..]);
+            let want = bits(&naive(&x, &w, b, &g));
+            let (pooled, once) = run(&x, &w, b, &g);
+            assert!(once, "{g:?}");
+            assert_eq!(bits(&pooled), want, "{g:?}");
+            let (alone, _) = crate::kernels::parallel::on_one_thread(|| run(&x, &w, b, &g));
+            assert_eq!(bits(&alone), want, "{g:?}, one thread");
+        }
+    }
+
+    #[test]
+    fn tasks_are_whole_tiles_of_at_most_512_positions_or_groups_of_filters_on_small_planes() {
+        assert_eq!(Tasks::of(12544, 96), Tasks::Positions(496));
+        assert_eq!(Tasks::of(3136, 144), Tasks::Positions(400));
+        assert_eq!(Tasks::of(784, 192), Tasks::Filters(48));
+        assert_eq!(Tasks::of(32, 7), Tasks::Filters(6));
+        for plane in (1040..20_000).step_by(16) {
+            let Tasks::Positions(len) = Tasks::of(plane, 8) else { panic!("{plane}") };
+            assert!(len.is_multiple_of(COLS) && len <= MAX_TASK && plane.div_ceil(len) >= 4, "{plane}: {len}");
+        }
+    }
+
+    /// MobileNetV2's expansions on large planes and its 32 -> 16 projection are taken on an
+    /// AVX2 CPU; many input channels, small or ragged planes, other kernels and strides are not.
+    #[test]
+    fn takes_few_input_channels_on_large_planes_of_whole_tiles() {
+        let avx2 = machine_level() == Level::Avx2;
+        for g in [pw(1, 16, 112, 112, 96), pw(1, 32, 112, 112, 16), pw(1, 24, 56, 56, 144), pw(1, 32, 28, 28, 192), pw(8, 16, 112, 112, 96)] {
+            assert_eq!(takes(&g), avx2, "{g:?}");
+        }
+        for g in [pw(1, 96, 56, 56, 24), pw(1, 64, 14, 14, 384), pw(1, 16, 20, 20, 8), pw(1, 16, 30, 30, 8)] {
+            assert!(!takes(&g), "{g:?}");
+        }
+        let g = pw(1, 16, 112, 112, 96);
+        assert!(!takes(&ConvGeom { kh: 3, kw: 3, padding: [1, 1], ..g }) && !takes(&ConvGeom { stride: [2, 2], ..g }));
+    }
+
+    /// A NaN bias (which would need `add`'s select) and f64 leave the layer to gemm, nothing
+    /// written; a NaN or an infinity in the image or the weights stays in its own outputs.
+    #[test]
+    fn a_nan_bias_and_f64_are_left_to_gemm_non_finite_values_stay_in_their_outputs() {
+        let g = pw(1, 16, 32, 32, 8);
+        if !takes(&g) {
+            return;
+        }
+        let (x, w) = (values(16 * 1024, 4), values(8 * 16, 5));
+        let mut b = values(8, 6);
+        b[3] = f32::NAN;
+        let mut out = vec![7.0f32; 8 * 1024];
+        assert!(!try_conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {}));
+        assert!(out.iter().all(|&v| v == 7.0), "nothing written");
+        let (x64, w64) = (vec![0.0f64; 16 * 1024], vec![0.0f64; 8 * 16]);
+        assert!(!try_conv2d_into(&x64, &w64, None, &g, &mut vec![0.0f64; 8 * 1024], &|_, _| {}));
+        let mut x = x;
+        x[5 * 1024 + 40] = f32::NAN; // channel 5, position 40: every filter's output there
+        let mut w = w;
+        w[2 * 16 + 9] = f32::INFINITY; // filter 2, channel 9
+        let b = values(8, 6);
+        assert!(try_conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {}));
+        for (f, p) in (0..8).flat_map(|f| (0..1024).map(move |p| (f, p))) {
+            let v = out[f * 1024 + p];
+            assert_eq!(v.is_nan(), p == 40 || (f == 2 && x[9 * 1024 + p] == 0.0), "filter {f} position {p}");
+            assert_eq!(v.is_infinite(), f == 2 && p != 40 && x[9 * 1024 + p] != 0.0, "filter {f} position {p}");
+        }
+        assert_eq!(bits(&out), bits(&naive(&x, &w, Some(&b), &g)));
+    }
+
+    /// The op's pointwise kernel hands MobileNetV2's 16 -> 96 layer here: the definition's
+    /// bits through `pointwise::conv2d`.
+    #[test]
+    fn the_ops_pointwise_kernel_hands_the_layer_here() {
+        let g = pw(1, 16, 112, 112, 96);
+        let (x, w, b) = (values(16 * 12544, 7), values(96 * 16, 8), values(96, 9));
+        let arr = |v: &[f32], d: &[usize]| crate::storage::Array::from_shape_vec(ndarray::IxDyn(d), v.to_vec()).unwrap();
+        let y = crate::kernels::pointwise::conv2d(&arr(&x, &[1, 16, 112, 112]), &arr(&w, &[96, 16, 1, 1]), Some(&arr(&b, &[96])), &g);
+        assert_eq!(bits(y.as_slice().unwrap()), bits(&naive(&x, &w, Some(&b), &g)));
+    }
+
+    /// Times the layers `takes` takes (and 96 -> 24 on 56x56, which it leaves) by this kernel
+    /// and by gemm's path, interleaved, the best of 30: `cargo test --release -p tensor-core
+    /// --lib pointwise_direct::tests::timing -- --ignored --nocapture` (`RAYON_NUM_THREADS=1`
+    /// for one thread).
+    #[test]
+    #[ignore]
+    fn timing() {
+        for g in [pw(1, 16, 112, 112, 96), pw(1, 32, 112, 112, 16), pw(1, 24, 56, 56, 144), pw(1, 32, 28, 28, 192), pw(1, 96, 56, 56, 24)] {
+            let (x, w, b) = (values(g.c * g.out_plane(), 1), values(g.o * g.c, 2), values(g.o, 3));
+            let mut out = vec![0.0f32; g.o * g.out_plane()];
+            let mut best = [f64::MAX; 2];
+            crate::kernels::parallel::on_worker(|| {
+                for round in 0..32 {
+                    for (v, best) in best.iter_mut().enumerate() {
+                        let t = std::time::Instant::now();
+                        match v {
+                            0 => crate::kernels::pointwise::by_gemm(&x, &w, Some(&b), &g, &mut out),
+                            _ => conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {}),
+                        }
+                        if round > 1 {
+                            *best = best.min(t.elapsed().as_secs_f64() * 1e3);
+                        }
+                    }
+                }
+            });
+            println!("{} -> {} at {}x{}: gemm {:.3} ms, direct {:.3} ms ({:.2}x)", g.c, g.o, g.h, g.w, best[0], best[1], best[0] / best[1]);
+        }
+    }
+}

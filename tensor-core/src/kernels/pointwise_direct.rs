@@ -1,14 +1,17 @@
 //! The pointwise convolution with few input channels, computed straight from the image on
-//! CPUs with AVX2: MobileNetV2's expansions on large planes (16 -> 96 on 112x112, 24 -> 144 on
-//! 56x56, 32 -> 192 on 28x28) and its 32 -> 16 projection on 112x112.
+//! CPUs with AVX2: MobileNetV2's expansions (16 -> 96 on 112x112, 24 -> 144 on 56x56, 32 ->
+//! 192 on 28x28, 64 -> 384 and 96 -> 576 on 14x14) and its projections of few channels (32 ->
+//! 16 on 112x112, 96 -> 24 on 56x56).
 //!
-//! With at most 32 input channels an output needs at most 32 multiply-adds, so gemm's packing
-//! of both operands, its loops and the separate pass that adds the bias cost as much as a good
-//! share of the product (those layers ran at 40-75% of the one-core peak through gemm). Here a
-//! register tile is 6 output channels by 16 positions: per input channel, two vectors of the
-//! image read in place (a channel's row of 16 positions) and six broadcast weights feed twelve
-//! accumulators; then the bias is added in registers and the tile stored. The image's rows
-//! are a plane apart, but a tile reads at most 32 of them, which the L1 cache holds.
+//! With at most 96 input channels an output needs at most 96 multiply-adds, so gemm's packing
+//! of both operands, its loops and the separate pass that adds the bias cost a good share of
+//! the product (those layers ran at 40-85% of the one-core peak through gemm). Here a register
+//! tile is 6 output channels by 16 positions: per input channel, two vectors of the image read
+//! in place (a channel's row of 16 positions) and six broadcast weights feed twelve
+//! accumulators; then the bias is added in registers and the tile stored. A plane of no whole
+//! number of tiles (14x14) ends in a masked tile. The image's rows are a plane apart: a tile
+//! reads at most 96 of them (6 KiB), which L1 holds, but rows 12,544 floats apart (112x112)
+//! fall in only 4 of its 64 sets, so there the kernel takes at most 32 channels.
 //!
 //! **The bits**: each output is one chain of fused multiply-adds over the input channels in
 //! order from +0, then `+ bias` (`Num::add_plain`): the definition's, and what gemm gave these
@@ -24,8 +27,14 @@ use super::shared_out::SharedOut;
 use super::simd::{machine_level, Level};
 use crate::math::Float;
 
-/// Input channels at most: the image rows a tile reads stay in L1 (32 x 64 bytes).
-const MAX_CHANNELS: usize = 32;
+/// Input channels at most: the image rows a tile reads (64 bytes each) stay in L1.
+const MAX_CHANNELS: usize = 96;
+/// Input channels at most on planes larger than [`LARGE_PLANE`], whose rows map to few L1 sets.
+const MAX_CHANNELS_LARGE: usize = 32;
+/// 56x56: the largest plane measured with more than 32 channels.
+const LARGE_PLANE: usize = 3136;
+/// Planes of fewer positions are left to the paths before (7x7 ones to `conv_blocked`).
+const MIN_PLANE: usize = 196;
 /// Output channels of a register tile.
 const ROWS: usize = 6;
 /// Positions of a register tile: two vectors of 8.
@@ -35,16 +44,15 @@ const COLS: usize = 16;
 const MAX_TASK: usize = 512;
 
 /// Whether [`try_conv2d_into`] takes the pointwise layer `g`: at most [`MAX_CHANNELS`] input
-/// channels, a plane of whole tiles of at least 512 positions, on a CPU whose level is AVX2.
-/// Measured (`tests::timing`, best of 30, one thread and two): 1.15-1.42x gemm's path on
-/// MobileNetV2's four such layers; its 96 -> 24 on 56x56 only 1.07-1.09x, left to gemm.
+/// channels ([`MAX_CHANNELS_LARGE`] on planes above 56x56), a plane of at least 196 positions,
+/// on a CPU whose level is AVX2. Measured (`tests::timing`, best of 30, one thread and two),
+/// gemm's path / this kernel: 1.25-1.69x on the four layers of at most 32 channels, 1.11-1.22x
+/// on 64 -> 384, 96 -> 576 and 96 -> 24; projections of 144 channels or more ran 0.8-1.08x and
+/// keep gemm.
 pub(super) fn takes(g: &ConvGeom) -> bool {
-    machine_level() == Level::Avx2
-        && super::pointwise::applies(g)
-        && (1..=MAX_CHANNELS).contains(&g.c)
-        && g.o > 0
-        && g.out_plane() >= MAX_TASK
-        && g.out_plane().is_multiple_of(COLS)
+    let plane = g.out_plane();
+    let most = if plane > LARGE_PLANE { MAX_CHANNELS_LARGE } else { MAX_CHANNELS };
+    machine_level() == Level::Avx2 && super::pointwise::applies(g) && (1..=most).contains(&g.c) && g.o > 0 && plane >= MIN_PLANE
 }
 
 /// The pointwise layer `g` of `x` (`[n, c, h, w]`) with `w` (`[o, c]`) and `bias` into `out`
@@ -112,8 +120,8 @@ fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &m
         match cut {
             Tasks::Positions(len) => {
                 let (q, n) = (part * len, len.min(plane - part * len));
-                // SAFETY: the CPU has AVX2 and FMA (`takes`); positions q..q + n (whole
-                // tiles) of image i's channels are inside `x` and `out` (asserted), and this
+                // SAFETY: the CPU has AVX2 and FMA (`takes`); positions q..q + n of image
+                // i's channels are inside `x` and `out` (asserted), and this
                 // task alone writes them.
                 unsafe { avx2::block(x[q..].as_ptr(), plane, g.c, w, bias, g.o, n, dst.at(out + q)) };
                 (0..g.o).for_each(|oc| after(out + oc * plane + q, n));
@@ -139,12 +147,12 @@ mod avx2 {
     use super::{COLS, ROWS};
     use std::arch::x86_64::*;
 
-    /// Every output channel over `n` positions (whole tiles) from `x` (the first position of
-    /// channel 0; channels `plane` apart) into `out` (rows `plane` apart), by groups of 6
-    /// filters, each swept along the positions: its outputs are written in 6 long runs, and
-    /// the task's part of the image (at most 32 x 512 values) is read again from L1 or L2 by
-    /// the next group. (Every group at each 16 positions in turn, writing 96 rows a little at
-    /// a time, measured 1.1-1.3x slower.)
+    /// Every output channel over `n` positions from `x` (the first position of channel 0;
+    /// channels `plane` apart) into `out` (rows `plane` apart), by groups of 6 filters, each
+    /// swept along the positions: its outputs are written in 6 long runs, and the task's part
+    /// of the image is read again from L1 or L2 by the next group. (Every group at each 16
+    /// positions in turn, writing 96 rows a little at a time, measured 1.1-1.3x slower.) A
+    /// last tile of fewer than 16 positions reads and writes its live lanes only.
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA; `x` must hold `c` channels of `n` positions, `plane`
@@ -153,40 +161,64 @@ mod avx2 {
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn block(x: *const f32, plane: usize, c: usize, w: &[f32], bias: Option<&[f32]>, o: usize, n: usize, out: *mut f32) {
         assert!(w.len() >= o * c && bias.is_none_or(|b| b.len() >= o));
+        let (whole, rest) = (n / COLS * COLS, n % COLS);
+        // Lane l of the last tile's two vectors is live when l < rest (resp. l + 8 < rest).
+        let lanes = |from: i32| _mm256_setr_epi32(from, from + 1, from + 2, from + 3, from + 4, from + 5, from + 6, from + 7);
+        let live = [_mm256_cmpgt_epi32(_mm256_set1_epi32(rest as i32), lanes(0)), _mm256_cmpgt_epi32(_mm256_set1_epi32(rest as i32), lanes(8))];
         for r0 in (0..o).step_by(ROWS) {
             let (w, bias, out) = (w[r0 * c..].as_ptr(), bias.map(|b| b[r0..].as_ptr()), out.wrapping_add(r0 * plane));
-            for q in (0..n).step_by(COLS) {
-                // SAFETY: the caller's bounds (and the assertion), at filters r0.. and
-                // position q.
-                unsafe {
-                    let (x, out) = (x.add(q), out.add(q));
-                    match o - r0 {
-                        1 => tile::<1>(x, plane, c, w, bias, out),
-                        2 => tile::<2>(x, plane, c, w, bias, out),
-                        3 => tile::<3>(x, plane, c, w, bias, out),
-                        4 => tile::<4>(x, plane, c, w, bias, out),
-                        5 => tile::<5>(x, plane, c, w, bias, out),
-                        _ => tile::<ROWS>(x, plane, c, w, bias, out),
+            macro_rules! sweep {
+                ($r:literal) => {{
+                    for q in (0..whole).step_by(COLS) {
+                        // SAFETY: the caller's bounds (and the assertion), at filters r0..
+                        // and positions q..q + 16.
+                        unsafe { tile::<$r, false>(x.add(q), plane, c, w, bias, out.add(q), live) };
                     }
-                }
+                    if rest > 0 {
+                        // SAFETY: as above; the tile touches its live lanes only.
+                        unsafe { tile::<$r, true>(x.add(whole), plane, c, w, bias, out.add(whole), live) };
+                    }
+                }};
+            }
+            match o - r0 {
+                1 => sweep!(1),
+                2 => sweep!(2),
+                3 => sweep!(3),
+                4 => sweep!(4),
+                5 => sweep!(5),
+                _ => sweep!(6),
             }
         }
     }
 
-    /// `R` filters (rows of `w`, `c` apart) by 16 positions: each output's chain over the
-    /// channels in order from +0, then its bias added, stored at `out` (rows `plane` apart).
+    /// `R` filters (rows of `w`, `c` apart) by 16 positions (with `MASKED`, the `live` lanes
+    /// only): each output's chain over the channels in order from +0, then its bias added,
+    /// stored at `out` (rows `plane` apart).
     ///
     /// # Safety
-    /// As [`block`], for `R` filters (`R * c` weights, `R` biases) at one tile's positions.
+    /// As [`block`], for `R` filters (`R * c` weights, `R` biases) at one tile's positions
+    /// (its live ones with `MASKED`).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn tile<const R: usize>(x: *const f32, plane: usize, c: usize, w: *const f32, bias: Option<*const f32>, out: *mut f32) {
+    unsafe fn tile<const R: usize, const MASKED: bool>(
+        x: *const f32,
+        plane: usize,
+        c: usize,
+        w: *const f32,
+        bias: Option<*const f32>,
+        out: *mut f32,
+        live: [__m256i; 2],
+    ) {
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
         for k in 0..c {
-            // SAFETY: channel k's 16 positions are inside x, filter r's weight k inside w
-            // (the caller's).
+            // SAFETY: channel k's positions of the tile (its live ones with MASKED) are
+            // inside x, filter r's weight k inside w (the caller's).
             unsafe {
-                let (x0, x1) = (_mm256_loadu_ps(x.add(k * plane)), _mm256_loadu_ps(x.add(k * plane + 8)));
+                let row = x.add(k * plane);
+                let (x0, x1) = match MASKED {
+                    false => (_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8))),
+                    true => (_mm256_maskload_ps(row, live[0]), _mm256_maskload_ps(row.add(8), live[1])),
+                };
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let wv = _mm256_broadcast_ss(&*w.add(r * c + k));
                     acc[0] = _mm256_fmadd_ps(wv, x0, acc[0]);
@@ -195,15 +227,19 @@ mod avx2 {
             }
         }
         for (r, acc) in acc.iter().enumerate() {
-            // SAFETY: row r's 16 positions are inside out, its bias inside bias (the caller's).
+            // SAFETY: row r's positions of the tile are inside out, its bias inside bias (the
+            // caller's).
             unsafe {
                 // `v + b` is `Num::add_plain`'s bits (the bias is not NaN).
                 let [lo, hi] = match bias {
                     Some(b) => [_mm256_add_ps(acc[0], _mm256_broadcast_ss(&*b.add(r))), _mm256_add_ps(acc[1], _mm256_broadcast_ss(&*b.add(r)))],
                     None => [acc[0], acc[1]],
                 };
-                _mm256_storeu_ps(out.add(r * plane), lo);
-                _mm256_storeu_ps(out.add(r * plane + 8), hi);
+                let to = out.add(r * plane);
+                match MASKED {
+                    false => (_mm256_storeu_ps(to, lo), _mm256_storeu_ps(to.add(8), hi)),
+                    true => (_mm256_maskstore_ps(to, live[0], lo), _mm256_maskstore_ps(to.add(8), live[1], hi)),
+                };
             }
         }
     }
@@ -268,21 +304,24 @@ mod tests {
         }
     }
 
-    /// The definition's bits: filters in groups of 6 with each remainder, one to 32 channels,
-    /// one and two images, tasks of filters and (on 1,152 positions) of positions, with and
-    /// without bias; on the pool and on one thread.
+    /// The definition's bits: filters in groups of 6 with each remainder, one to 96 channels,
+    /// one and two images, tasks of filters and (on 1,089 and 1,152 positions) of positions,
+    /// planes of whole tiles and ragged ones, with and without bias; on the pool and on one
+    /// thread. The output starts as NaN, so a position not written shows.
     #[test]
     fn every_output_has_the_definitions_bits_on_any_thread_count() {
         if !has_avx2() {
             return;
         }
-        for (g, bias) in [
-            (pw(1, 16, 16, 32, 96), true),
-            (pw(2, 32, 8, 144, 16), true),
-            (pw(1, 1, 4, 4, 5), false),
-            (pw(1, 24, 16, 48, 13), true),
+        #[rustfmt::skip]
+        let geoms = [
+            (pw(1, 16, 16, 32, 96), true), (pw(2, 32, 8, 144, 16), true), (pw(1, 1, 4, 4, 5), false), (pw(1, 24, 16, 48, 13), true),
             (pw(2, 7, 2, 16, 4), false),
-        ] {
+            // Planes of no whole number of tiles: 196 positions (a last tile of 4), 9 (one
+            // tile of 9), 1,089 (tasks of positions, the last one ragged).
+            (pw(1, 96, 14, 14, 20), true), (pw(2, 5, 3, 3, 7), true), (pw(1, 8, 33, 33, 6), false),
+        ];
+        for (g, bias) in geoms {
             let plane = g.out_plane();
             let (x, w, b) = (values(g.n * g.c * plane, 1), values(g.o * g.c, 2), values(g.o, 3));
             let b = bias.then_some(&b[..]);
@@ -307,15 +346,28 @@ mod tests {
         }
     }
 
-    /// MobileNetV2's expansions on large planes and its 32 -> 16 projection are taken on an
-    /// AVX2 CPU; many input channels, small or ragged planes, other kernels and strides are not.
+    /// MobileNetV2's pointwise layers of at most 96 input channels on planes from 14x14 up
+    /// (at most 32 on 112x112) are taken on an AVX2 CPU; more channels, smaller planes, other
+    /// kernels and strides are not.
     #[test]
-    fn takes_few_input_channels_on_large_planes_of_whole_tiles() {
+    fn takes_few_input_channels_on_planes_from_14x14() {
         let avx2 = machine_level() == Level::Avx2;
-        for g in [pw(1, 16, 112, 112, 96), pw(1, 32, 112, 112, 16), pw(1, 24, 56, 56, 144), pw(1, 32, 28, 28, 192), pw(8, 16, 112, 112, 96)] {
+        #[rustfmt::skip]
+        let taken = [
+            pw(1, 16, 112, 112, 96), pw(1, 32, 112, 112, 16), pw(1, 24, 56, 56, 144), pw(1, 32, 28, 28, 192), pw(1, 96, 56, 56, 24),
+            pw(1, 64, 14, 14, 384), pw(1, 96, 14, 14, 576), pw(8, 16, 112, 112, 96), pw(1, 96, 20, 30, 8),
+        ];
+        for g in taken {
             assert_eq!(takes(&g), avx2, "{g:?}");
         }
-        for g in [pw(1, 96, 56, 56, 24), pw(1, 64, 14, 14, 384), pw(1, 16, 20, 20, 8), pw(1, 16, 30, 30, 8)] {
+        for g in [
+            pw(1, 144, 56, 56, 24),
+            pw(1, 192, 28, 28, 32),
+            pw(1, 384, 14, 14, 64),
+            pw(1, 64, 112, 112, 16),
+            pw(1, 16, 7, 7, 8),
+            pw(1, 16, 13, 15, 8),
+        ] {
             assert!(!takes(&g), "{g:?}");
         }
         let g = pw(1, 16, 112, 112, 96);
@@ -363,14 +415,21 @@ mod tests {
         assert_eq!(bits(y.as_slice().unwrap()), bits(&naive(&x, &w, Some(&b), &g)));
     }
 
-    /// Times the layers `takes` takes (and 96 -> 24 on 56x56, which it leaves) by this kernel
+    /// Times MobileNetV2's pointwise layers on planes from 14x14 up (those `takes` takes and the
+    /// projections of more channels, which it leaves) by this kernel
     /// and by gemm's path, interleaved, the best of 30: `cargo test --release -p tensor-core
     /// --lib pointwise_direct::tests::timing -- --ignored --nocapture` (`RAYON_NUM_THREADS=1`
     /// for one thread).
     #[test]
     #[ignore]
     fn timing() {
-        for g in [pw(1, 16, 112, 112, 96), pw(1, 32, 112, 112, 16), pw(1, 24, 56, 56, 144), pw(1, 32, 28, 28, 192), pw(1, 96, 56, 56, 24)] {
+        #[rustfmt::skip]
+        let layers = [
+            pw(1, 16, 112, 112, 96), pw(1, 32, 112, 112, 16), pw(1, 24, 56, 56, 144), pw(1, 32, 28, 28, 192), pw(1, 96, 56, 56, 24),
+            pw(1, 144, 56, 56, 24), pw(1, 144, 28, 28, 32), pw(1, 192, 28, 28, 32), pw(1, 64, 14, 14, 384), pw(1, 96, 14, 14, 576),
+            pw(1, 192, 14, 14, 64), pw(1, 384, 14, 14, 64), pw(1, 384, 14, 14, 96), pw(1, 576, 14, 14, 96),
+        ];
+        for g in layers {
             let (x, w, b) = (values(g.c * g.out_plane(), 1), values(g.o * g.c, 2), values(g.o, 3));
             let mut out = vec![0.0f32; g.o * g.out_plane()];
             let mut best = [f64::MAX; 2];
@@ -388,7 +447,19 @@ mod tests {
                     }
                 }
             });
-            println!("{} -> {} at {}x{}: gemm {:.3} ms, direct {:.3} ms ({:.2}x)", g.c, g.o, g.h, g.w, best[0], best[1], best[0] / best[1]);
+            let mut by_gemm = vec![0.0f32; out.len()];
+            crate::kernels::pointwise::by_gemm(&x, &w, Some(&b), &g, &mut by_gemm);
+            let same = bits(&by_gemm) == bits(&out);
+            println!(
+                "{} -> {} at {}x{}: gemm {:.3} ms, direct {:.3} ms ({:.2}x), same bits as gemm: {same}",
+                g.c,
+                g.o,
+                g.h,
+                g.w,
+                best[0],
+                best[1],
+                best[0] / best[1]
+            );
         }
     }
 }

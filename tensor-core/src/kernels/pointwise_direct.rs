@@ -1,7 +1,8 @@
 //! The pointwise convolution with few input channels, computed straight from the image on
-//! CPUs with AVX2: MobileNetV2's expansions (16 -> 96 on 112x112, 24 -> 144 on 56x56, 32 ->
-//! 192 on 28x28, 64 -> 384 and 96 -> 576 on 14x14) and its projections of few channels (32 ->
-//! 16 on 112x112, 96 -> 24 on 56x56).
+//! CPUs whose level is AVX2 (not measured with AVX-512, where gemm's kernel stays):
+//! MobileNetV2's expansions (16 -> 96 on 112x112, 24 -> 144 on 56x56, 32 -> 192 on 28x28,
+//! 64 -> 384 and 96 -> 576 on 14x14) and its projections of few channels (32 -> 16 on
+//! 112x112, 96 -> 24 on 56x56).
 //!
 //! With at most 96 input channels an output needs at most 96 multiply-adds, so gemm's packing
 //! of both operands, its loops and the separate pass that adds the bias cost a good share of
@@ -79,17 +80,17 @@ pub(super) fn try_conv2d_into<T: Float>(
     false
 }
 
-/// How one image's output is cut into tasks (each an even number, so two threads get equal
-/// shares, at least four).
+/// How one image's output is cut into tasks: about four (an even number of at least four on
+/// large planes), so two threads get near-equal shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tasks {
     /// This many positions (whole tiles, at most [`MAX_TASK`]) of every filter: on large
     /// planes, where a task's part of the image and of the output stay in L2.
     Positions(usize),
-    /// This many filters (a multiple of 6) over the whole plane: on planes of at most
-    /// [`MAX_TASK`] * 2 positions, where blocks of positions would hand the caller's epilogue
-    /// one short run per filter (32 -> 192 on 28x28: 0.30 ms in the model against 0.27 by
-    /// gemm's blocks of filters, then 1.2x faster alone).
+    /// This many filters (a multiple of 6) over the whole plane, one run for the caller's
+    /// epilogue: on planes of at most [`MAX_TASK`] * 2 positions. There tasks of positions
+    /// handed it one short run per filter, and 32 -> 192 on 28x28 took 0.30 ms in the model
+    /// against 0.27 by gemm's blocks of filters (0.23 with tasks of filters).
     Filters(usize),
 }
 
@@ -121,8 +122,8 @@ fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &m
             Tasks::Positions(len) => {
                 let (q, n) = (part * len, len.min(plane - part * len));
                 // SAFETY: the CPU has AVX2 and FMA (`takes`); positions q..q + n of image
-                // i's channels are inside `x` and `out` (asserted), and this
-                // task alone writes them.
+                // i's channels are inside `x` and `out` (asserted), and this task alone
+                // writes them.
                 unsafe { avx2::block(x[q..].as_ptr(), plane, g.c, w, bias, g.o, n, dst.at(out + q)) };
                 (0..g.o).for_each(|oc| after(out + oc * plane + q, n));
             }

@@ -76,6 +76,7 @@ pub(super) fn try_conv2d_into<T: Float>(
         conv2d_into(x, w, bias, g, out, after);
         return true;
     }
+    #[cfg(not(target_arch = "x86_64"))]
     let _ = (x, w, bias, g, out, after);
     false
 }
@@ -250,21 +251,16 @@ mod avx2 {
 mod tests {
     use super::*;
     use crate::kernels::depthwise_rows::tests::bits;
-    use crate::math::Num;
 
     fn pw(n: usize, c: usize, h: usize, w: usize, o: usize) -> ConvGeom {
         ConvGeom { n, c, h, w, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] }
     }
 
-    /// Each output's chain over the channels in order from +0 (`mul_add`), then the bias.
+    /// The definition (`conv_direct`'s reference: each output's chain over the channels in
+    /// order from +0, then the bias). Without a bias, a +0 one: a chain from +0 never ends at
+    /// -0, so adding +0 changes no output's bits.
     fn naive(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &ConvGeom) -> Vec<f32> {
-        let plane = g.out_plane();
-        let mut out = Vec::with_capacity(g.n * g.o * plane);
-        for (i, o, p) in (0..g.n).flat_map(|i| (0..g.o).flat_map(move |o| (0..plane).map(move |p| (i, o, p)))) {
-            let sum = (0..g.c).fold(0.0f32, |s, k| w[o * g.c + k].mul_add(x[(i * g.c + k) * plane + p], s));
-            out.push(b.map_or(sum, |b| Num::add_plain(sum, b[o])));
-        }
-        out
+        crate::kernels::conv_direct::tests::naive(x, w, b.unwrap_or(&vec![0.0; g.o]), g)
     }
 
     fn values(len: usize, seed: u64) -> Vec<f32> {

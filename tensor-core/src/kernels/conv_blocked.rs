@@ -23,7 +23,7 @@
 use super::conv::ConvGeom;
 use super::parallel::num_threads;
 use super::scratch::{with_slot, Slot};
-use super::simd::{level, machine_level, Level};
+use super::simd::{level, machine_tile_level, tile_level, Level};
 use super::weight_cache::{self, Form};
 use crate::math::{Float, Num};
 use crate::storage::Array;
@@ -68,8 +68,9 @@ pub(super) fn fits(g: &ConvGeom) -> bool {
     computes(g) && g.n == 1 && ((k3(1) && plane <= 49) || (k3(2) && plane <= 784) || stem)
 }
 
-/// [`conv2d_into`] where it runs: f32, a geometry it computes, and the SIMD level AVX2 (not
-/// AVX-512, whose `conv_direct_large` tiles are faster; not below, which has no AVX2). Returns
+/// [`conv2d_into`] where it runs: f32, a geometry it computes, and the tile level AVX2
+/// (`simd::tile_level`: not full-rate AVX-512, whose `conv_direct_large` tiles are faster; not
+/// below, which has no AVX2). Returns
 /// whether it ran; otherwise nothing was written.
 pub(super) fn try_conv2d_into<T: Float>(
     x: &[T],
@@ -82,7 +83,7 @@ pub(super) fn try_conv2d_into<T: Float>(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     if let Some(w) = (w as &dyn std::any::Any).downcast_ref::<Array<f32>>()
-        && level() == Level::Avx2
+        && tile_level() == Level::Avx2
         && computes(g)
     {
         use super::fma_tile::{cast, cast_mut};
@@ -106,10 +107,11 @@ const POINTWISE_PLANE: usize = 49;
 
 /// Whether [`try_pointwise`] takes the pointwise layer `g` (1x1, stride 1, no padding): filters
 /// in multiples of 16 on a plane of at most [`POINTWISE_PLANE`] positions, at batch 1, on a
-/// CPU whose level is AVX2. The CPU's level, not the cap of `simd::set_max_level`: under a cap
-/// the layer keeps this kernel's bits through `conv_direct_large`'s portable tile.
+/// CPU whose tile level is AVX2 (`simd::machine_tile_level`). The CPU's level, not the cap of
+/// `simd::set_max_level`: under a cap the layer keeps this kernel's bits through
+/// `conv_direct_large`'s portable tile.
 pub(super) fn takes_pointwise(g: &ConvGeom) -> bool {
-    machine_level() == Level::Avx2 && computes(g) && super::pointwise::applies(g) && g.n == 1 && g.out_plane() <= POINTWISE_PLANE
+    machine_tile_level() == Level::Avx2 && computes(g) && super::pointwise::applies(g) && g.n == 1 && g.out_plane() <= POINTWISE_PLANE
 }
 
 /// The pointwise layer `g` by this kernel, when [`takes_pointwise`] and `x`, `w` and `bias` are
@@ -537,7 +539,7 @@ mod avx2 {
 mod tests {
     use super::*;
     use crate::kernels::conv_direct::tests::{bits, naive, values};
-    use crate::kernels::simd::{machine_level, set_max_level, Level, LEVEL_CAPS};
+    use crate::kernels::simd::{machine_level, machine_tile_level, set_max_level, Level, LEVEL_CAPS};
     use ndarray::IxDyn;
 
     fn array(v: &[f32], dims: &[usize]) -> Array<f32> {
@@ -717,7 +719,7 @@ mod tests {
     #[test]
     fn takes_mobilenets_pointwise_layers_on_seven_by_seven_planes_only() {
         let pw = |c, hw, o| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
-        let avx2 = machine_level() == Level::Avx2;
+        let avx2 = machine_tile_level() == Level::Avx2;
         for g in [pw(160, 7, 960), pw(960, 7, 160), pw(320, 7, 1280), pw(576, 7, 160)] {
             assert_eq!(takes_pointwise(&g), avx2, "{g:?}");
         }

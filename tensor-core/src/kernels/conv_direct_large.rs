@@ -29,14 +29,15 @@ use super::fma_tile::{avx512, cast, cast_mut};
 use super::fma_tile::{portable_tile, Taps};
 use super::parallel::num_threads;
 use super::scratch::{with_slot, Slot};
-use super::simd::{level, machine_level, multiversion, Level};
+use super::simd::{level, machine_tile_level, multiversion, Level};
 use crate::math::Float;
 use rayon::prelude::*;
 
 /// True when [`conv2d_into`] (or, with the same bits, `conv_blocked`) computes `g`: the layers
 /// of ResNet's shapes where it measured faster than the path they took before
-/// (`tests::timing`; docs/PERFORMANCE.md, W9). On CPUs with AVX-512, this kernel's tiles. With
-/// AVX2 alone (16 registers of 8 floats) this kernel's tile measured 1.2-1.6x slower than
+/// (`tests::timing`; docs/PERFORMANCE.md, W9). On CPUs with full-rate AVX-512, this kernel's
+/// tiles. Where the tile level is AVX2 (`simd::machine_tile_level`: AVX2 alone, 16 registers
+/// of 8 floats, or AVX-512 at AVX2's rate) this kernel's tile measured 1.2-1.6x slower than
 /// Winograd or im2col, and 0.95x on 7x7 planes; `conv_blocked`'s (vectors of output channels)
 /// measured faster on the layers `conv_blocked::fits` names. The choice follows the machine
 /// and the geometry, not the cap of `simd::set_max_level`, so a cap never changes which bits
@@ -46,7 +47,7 @@ pub(super) fn applies(g: &ConvGeom) -> bool {
     if OFF.with(|off| off.get()) {
         return false;
     }
-    match machine_level() {
+    match machine_tile_level() {
         Level::Avx512 => fits(g),
         Level::Avx2 => super::conv_blocked::fits(g),
         Level::Baseline => false,

@@ -20,7 +20,7 @@
 use super::conv::ConvGeom;
 use super::parallel::{for_each_task, num_threads};
 use super::shared_out::SharedOut;
-use super::simd::{machine_level, Level};
+use super::simd::{machine_level, machine_tile_level, Level};
 
 /// Input channels at most: the 27 gathered vectors of 3 channels stay in L1.
 const MAX_CHANNELS: usize = 4;
@@ -32,12 +32,13 @@ const BLOCK: usize = 4;
 const TASK_ROWS: usize = 4;
 
 /// Whether `g` runs here: f32, 3x3 at stride 2 with padding 1, at most [`MAX_CHANNELS`] input
-/// channels and output channels in blocks of [`BLOCK`], on a CPU with AVX2 and without
-/// AVX-512 (not measured there; those keep the im2col path). The choice reads the CPU's
+/// channels and output channels in blocks of [`BLOCK`], on a CPU whose tile level is
+/// AVX2 (`simd::machine_tile_level`; full-rate AVX-512 was not measured and keeps the im2col
+/// path). The choice reads the CPU's
 /// level, not the cap (`simd::machine_level`): on a plane of a single output the GEMM sums
 /// in another order, and a cap must change speed only, never a layer's bits.
 pub(super) fn applies<T>(g: &ConvGeom) -> bool {
-    std::mem::size_of::<T>() == 4 && machine_level() == Level::Avx2 && fits(g)
+    std::mem::size_of::<T>() == 4 && machine_tile_level() == Level::Avx2 && fits(g)
 }
 
 /// The geometry this kernel computes.
@@ -286,7 +287,7 @@ mod tests {
     #[test]
     fn only_f32_3x3_stride_2_stems_on_an_avx2_cpu_whatever_the_cap() {
         let g = ConvGeom { n: 1, c: 3, h: 16, w: 16, o: 32, kh: 3, kw: 3, stride: [2, 2], padding: [1, 1] };
-        let here = machine_level() == Level::Avx2;
+        let here = machine_tile_level() == Level::Avx2;
         let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         set_max_level(Level::Baseline);
         let capped = applies::<f32>(&g);

@@ -17,7 +17,7 @@
 
 use super::depthwise::DepthwiseGeom;
 use super::depthwise_rows;
-use super::simd::{level, machine_level, Level};
+use super::simd::{machine_level, tile_level, Level};
 
 /// Channels per group: one vector of f32 with AVX2.
 pub(super) const GROUP: usize = 8;
@@ -30,7 +30,7 @@ pub(super) const GROUP: usize = 8;
 /// 0.9x on 56 x 56.
 const MAX_OUT_PLANE: usize = 784;
 
-/// Whether the planes of `g` run here: f32, AVX2 as the level in use, a 3x3 kernel at stride
+/// Whether the planes of `g` run here: f32, AVX2 as the tile level in use (`simd::tile_level`), a 3x3 kernel at stride
 /// 1 or 2 (the same both ways), dilation 1, padding of at most 2, one filter per channel, at
 /// least a group of channels, and an output plane of at most [`MAX_OUT_PLANE`]; with
 /// channels in whole groups, or else a geometry `depthwise_rows` takes (a group's remainder
@@ -40,7 +40,7 @@ pub(super) fn applies<T>(g: &DepthwiseGeom) -> bool {
     if OFF.with(|off| off.get()) {
         return false;
     }
-    std::mem::size_of::<T>() == 4 && level() == Level::Avx2 && fits(g) && (g.c.is_multiple_of(GROUP) || depthwise_rows::fits(g))
+    std::mem::size_of::<T>() == 4 && tile_level() == Level::Avx2 && fits(g) && (g.c.is_multiple_of(GROUP) || depthwise_rows::fits(g))
 }
 
 /// The geometry this kernel computes (its remainder planes aside).

@@ -18,7 +18,7 @@
 //! can be chosen by the capped level (`level()`) and tests compare them.
 
 use super::depthwise::DepthwiseGeom;
-use super::simd::{level, machine_level, Level};
+use super::simd::{machine_level, tile_level, Level};
 
 /// Output rows computed together: 8 chains of fused multiply-adds in flight, enough to
 /// cover the instruction's latency at two a cycle.
@@ -26,10 +26,10 @@ const ROWS: usize = 8;
 
 /// Whether a plane of `g` runs here: f32, a 3x3 kernel at stride 1 or 2 (the same both ways;
 /// at stride 2 on rows of at most [`MAX_STRIDED_WIDTH`]), dilation 1, padding of at most 2 (so
-/// every output reads at least one input), with AVX2 as the level in use. With
-/// AVX-512 the general path's 16-lane loops run instead (this one was measured on AVX2 only).
+/// every output reads at least one input), with AVX2 as the tile level in use
+/// (`simd::tile_level`). With full-rate AVX-512 the general path's 16-lane loops run instead.
 pub(super) fn applies<T>(g: &DepthwiseGeom) -> bool {
-    std::mem::size_of::<T>() == 4 && level() == Level::Avx2 && fits(g)
+    std::mem::size_of::<T>() == 4 && tile_level() == Level::Avx2 && fits(g)
 }
 
 /// Input columns at most at stride 2: each vector's taps are split from two loads of 16

@@ -1,5 +1,6 @@
 //! The pointwise convolution with few input channels, computed straight from the image on
-//! CPUs whose level is AVX2 (not measured with AVX-512, where gemm's kernel stays):
+//! CPUs whose tile level is AVX2 (`simd::tile_level`: AVX2, or AVX-512 at AVX2's rate; with
+//! full-rate AVX-512 gemm's kernel stays):
 //! MobileNetV2's expansions (16 -> 96 on 112x112, 24 -> 144 on 56x56, 32 -> 192 on 28x28,
 //! 64 -> 384 and 96 -> 576 on 14x14) and its projections of few channels (32 -> 16 on
 //! 112x112, 96 -> 24 on 56x56).
@@ -25,7 +26,7 @@
 use super::conv::ConvGeom;
 use super::parallel::num_threads;
 use super::shared_out::SharedOut;
-use super::simd::{machine_level, Level};
+use super::simd::{machine_tile_level, Level};
 use crate::math::Float;
 
 /// Input channels at most: the image rows a tile reads (64 bytes each) stay in L1.
@@ -46,14 +47,14 @@ const MAX_TASK: usize = 512;
 
 /// Whether [`try_conv2d_into`] takes the pointwise layer `g`: at most [`MAX_CHANNELS`] input
 /// channels ([`MAX_CHANNELS_LARGE`] on planes above 56x56), a plane of at least 196 positions,
-/// on a CPU whose level is AVX2. Measured (`tests::timing`, best of 30, one thread and two),
-/// gemm's path / this kernel: 1.25-1.69x on the four layers of at most 32 channels, 1.11-1.22x
+/// on a CPU whose tile level is AVX2 (`simd::machine_tile_level`). Measured on AVX2
+/// (`tests::timing`, best of 30, one thread and two), gemm's path / this kernel: 1.25-1.69x on the four layers of at most 32 channels, 1.11-1.22x
 /// on 64 -> 384, 96 -> 576 and 96 -> 24; projections of 144 channels or more ran 0.8-1.08x and
 /// keep gemm.
 pub(super) fn takes(g: &ConvGeom) -> bool {
     let plane = g.out_plane();
     let most = if plane > LARGE_PLANE { MAX_CHANNELS_LARGE } else { MAX_CHANNELS };
-    machine_level() == Level::Avx2 && super::pointwise::applies(g) && (1..=most).contains(&g.c) && g.o > 0 && plane >= MIN_PLANE
+    machine_tile_level() == Level::Avx2 && super::pointwise::applies(g) && (1..=most).contains(&g.c) && g.o > 0 && plane >= MIN_PLANE
 }
 
 /// The pointwise layer `g` of `x` (`[n, c, h, w]`) with `w` (`[o, c]`) and `bias` into `out`
@@ -277,7 +278,7 @@ mod tests {
     }
 
     fn has_avx2() -> bool {
-        machine_level() >= Level::Avx2
+        crate::kernels::simd::machine_level() >= Level::Avx2
     }
 
     /// Two images of three channels at 32 positions into 7 filters (a group of 6 and one
@@ -348,7 +349,7 @@ mod tests {
     /// kernels and strides are not.
     #[test]
     fn takes_few_input_channels_on_planes_from_14x14() {
-        let avx2 = machine_level() == Level::Avx2;
+        let avx2 = machine_tile_level() == Level::Avx2;
         #[rustfmt::skip]
         let taken = [
             pw(1, 16, 112, 112, 96), pw(1, 32, 112, 112, 16), pw(1, 24, 56, 56, 144), pw(1, 32, 28, 28, 192), pw(1, 96, 56, 56, 24),

@@ -59,6 +59,63 @@ pub fn machine_level() -> Level {
     }
 }
 
+/// The level whose hand-written register tiles (the convolution kernels' blockings) run
+/// fastest here: [`level`], except on a CPU that has AVX-512 but runs it at AVX2's rate
+/// ([`half_rate_avx512`]), where it is AVX2. There the FMA peak is the same with 8 lanes as
+/// with 16, and the tiles tuned for AVX2 measured faster than the AVX-512 paths
+/// (docs/PERFORMANCE.md, "W9 on AMD's Zen 4"). Kernels whose bits are the general path's
+/// choose by this; those whose choice changes the last bits choose by [`machine_tile_level`].
+///
+/// ```
+/// use tensor_core::kernels::simd::{level, tile_level};
+/// assert!(tile_level() <= level());
+/// ```
+#[inline]
+pub fn tile_level() -> Level {
+    tiles_for(level())
+}
+
+/// [`tile_level`] for the CPU's own level, whatever [`set_max_level`] caps (as
+/// [`machine_level`] is to [`level`]).
+#[inline]
+pub fn machine_tile_level() -> Level {
+    tiles_for(machine_level())
+}
+
+fn tiles_for(l: Level) -> Level {
+    if l == Level::Avx512 && half_rate_avx512() {
+        Level::Avx2
+    } else {
+        l
+    }
+}
+
+/// Whether this CPU executes each 512-bit instruction as two 256-bit halves: AMD's Zen 4
+/// (family 0x19; its Zen 3 siblings have no AVX-512). Zen 5 (family 0x1A) and Intel's server
+/// cores run 512-bit FMAs at full rate. (Intel parts with a single 512-bit FMA unit also have
+/// AVX2's peak; they are not told apart here and keep the AVX-512 paths.)
+pub fn half_rate_avx512() -> bool {
+    static HALF_RATE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HALF_RATE.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::__cpuid;
+            let (vendor, signature) = (__cpuid(0), __cpuid(1).eax);
+            half_rate_cpu([vendor.ebx, vendor.edx, vendor.ecx], signature)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
+}
+
+/// [`half_rate_avx512`] from CPUID's vendor words (leaf 0: `ebx`, `edx`, `ecx`) and the
+/// processor signature (leaf 1, `eax`): AMD, family 0x19 (base 0xF plus extended 0x0A).
+fn half_rate_cpu(vendor: [u32; 3], signature: u32) -> bool {
+    const AMD: [u32; 3] = [u32::from_le_bytes(*b"Auth"), u32::from_le_bytes(*b"enti"), u32::from_le_bytes(*b"cAMD")];
+    let family = ((signature >> 8) & 0xf) + ((signature >> 20) & 0xff);
+    vendor == AMD && family == 0x19
+}
+
 /// Held by the crate's tests that cap the level, so that they do not cap it under each
 /// other (each sets a cap, runs, and lifts it).
 #[cfg(test)]
@@ -133,3 +190,36 @@ macro_rules! multiversion {
     };
 }
 pub(crate) use multiversion;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vendor(name: &[u8; 12]) -> [u32; 3] {
+        let word = |i: usize| u32::from_le_bytes(name[i * 4..i * 4 + 4].try_into().unwrap());
+        [word(0), word(1), word(2)]
+    }
+
+    /// Zen 4 (family 0x19) runs AVX-512 at half rate; Zen 5 (0x1A) and Intel's cores do not.
+    #[test]
+    fn half_rate_avx512_is_amds_family_0x19() {
+        let (amd, intel) = (vendor(b"AuthenticAMD"), vendor(b"GenuineIntel"));
+        assert!(half_rate_cpu(amd, 0x00A1_0F11), "EPYC 9004 (Genoa, Zen 4)");
+        assert!(half_rate_cpu(amd, 0x00A6_0F12), "Ryzen 7040 (Phoenix, Zen 4)");
+        assert!(!half_rate_cpu(amd, 0x00B0_0F21), "EPYC 9005 (Turin, Zen 5)");
+        assert!(!half_rate_cpu(amd, 0x0080_0F12), "EPYC 7001 (Naples, Zen 1: family 0x17)");
+        assert!(!half_rate_cpu(intel, 0x0008_06F8), "Xeon 4th gen (Sapphire Rapids)");
+        assert!(!half_rate_cpu(intel, 0x00A1_0F11), "an Intel signature that reads as family 0x19");
+    }
+
+    /// The tile level is the level but on a half-rate AVX-512 CPU, and never above it.
+    #[test]
+    fn tile_level_is_avx2_only_where_avx512_runs_at_half_rate() {
+        assert!(tile_level() <= level() && machine_tile_level() <= machine_level());
+        let half = machine_level() == Level::Avx512 && half_rate_avx512();
+        assert_eq!(machine_tile_level() == Level::Avx2, machine_level() == Level::Avx2 || half);
+        assert_eq!(tiles_for(Level::Avx2), Level::Avx2);
+        assert_eq!(tiles_for(Level::Baseline), Level::Baseline);
+        assert_eq!(tiles_for(Level::Avx512), if half_rate_avx512() { Level::Avx2 } else { Level::Avx512 });
+    }
+}

@@ -64,14 +64,20 @@ pub(super) fn computes(g: &ConvGeom) -> bool {
 pub(super) fn fits(g: &ConvGeom) -> bool {
     let plane = g.out_plane();
     let k3 = |s: usize| g.kh == 3 && g.kw == 3 && g.stride == [s, s] && g.padding == [1, 1] && g.patch() > 512;
-    let stem = g.kh == 7 && g.kw == 7 && g.stride == [2, 2] && g.padding == [3, 3] && g.c <= 4;
-    computes(g) && g.n == 1 && ((k3(1) && plane <= 49) || (k3(2) && plane <= 784) || stem)
+    computes(g) && g.n == 1 && ((k3(1) && plane <= 49) || (k3(2) && plane <= 784) || is_stem(g))
+}
+
+/// A 7x7 stride-2 stem of up to 4 channels (ResNet's).
+fn is_stem(g: &ConvGeom) -> bool {
+    g.kh == 7 && g.kw == 7 && g.stride == [2, 2] && g.padding == [3, 3] && g.c <= 4
 }
 
 /// [`conv2d_into`] where it runs: f32, a geometry it computes, and the tile level AVX2
 /// (`simd::tile_level`: not full-rate AVX-512, whose `conv_direct_large` tiles are faster; not
-/// below, which has no AVX2). Returns
-/// whether it ran; otherwise nothing was written.
+/// below, which has no AVX2). A stem on a CPU with AVX-512 at half rate stays with
+/// `conv_direct_large`'s 16-lane tiles, the same bits: on AMD's Zen 4 they measured 1.19x
+/// faster on ResNet-18's (docs/PERFORMANCE.md). Returns whether it ran; otherwise nothing
+/// was written.
 pub(super) fn try_conv2d_into<T: Float>(
     x: &[T],
     w: &Array<T>,
@@ -85,6 +91,7 @@ pub(super) fn try_conv2d_into<T: Float>(
     if let Some(w) = (w as &dyn std::any::Any).downcast_ref::<Array<f32>>()
         && tile_level() == Level::Avx2
         && computes(g)
+        && !(level() == Level::Avx512 && is_stem(g))
     {
         use super::fma_tile::{cast, cast_mut};
         // SAFETY: T is f32 (its array downcast); the casts keep the slices' lengths.
@@ -640,6 +647,29 @@ mod tests {
         set_max_level(Level::Avx512);
         assert!(!f64_ran && !baseline_ran);
         assert!(computes(&ConvGeom { c: 60, ..g }) && !computes(&ConvGeom { o: 24, ..g }));
+    }
+
+    /// A stem runs here at level AVX2, but with AVX-512 in use (also at half rate, where the
+    /// tile level is AVX2) it is left to `conv_direct_large`'s 16-lane tiles; a 3x3 layer runs
+    /// here wherever the tile level is AVX2.
+    #[test]
+    fn stems_with_avx512_in_use_are_left_to_the_wide_tiles() {
+        let stem = ConvGeom { n: 1, c: 3, h: 23, w: 20, o: 16, kh: 7, kw: 7, stride: [2, 2], padding: [3, 3] };
+        let k3 = ConvGeom { n: 1, c: 64, h: 7, w: 7, o: 16, kh: 3, kw: 3, stride: [1, 1], padding: [1, 1] };
+        let ran_at = |g: &ConvGeom, cap: Level| {
+            let (x, w) = (values(g.c * g.h * g.w, 1), array(&values(g.o * g.patch(), 2), &[g.o, g.c, g.kh, g.kw]));
+            let mut out = vec![0.0f32; g.o * g.out_plane()];
+            set_max_level(cap);
+            let ran = try_conv2d_into(&x, &w, None, g, &mut out, &|_, _| {}, &|_| {});
+            set_max_level(Level::Avx512);
+            ran
+        };
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
+        let avx2 = machine_level() >= Level::Avx2;
+        assert_eq!((ran_at(&stem, Level::Avx2), ran_at(&k3, Level::Avx2)), (avx2, avx2));
+        let half_rate = machine_level() == Level::Avx512 && machine_tile_level() == Level::Avx2;
+        assert_eq!(ran_at(&stem, Level::Avx512), machine_level() == Level::Avx2);
+        assert_eq!(ran_at(&k3, Level::Avx512), machine_level() == Level::Avx2 || half_rate);
     }
 
     /// `try_pointwise` with level `cap`, its hook counting how often it saw each output, or

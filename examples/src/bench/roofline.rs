@@ -6,6 +6,7 @@
 //! definition (docs/WORKLOADS.md gives the formulas).
 
 use std::time::Instant;
+use tensor_core::kernels::simd;
 
 /// What the machine does at most, with `threads` threads.
 #[derive(Clone, Debug)]
@@ -13,6 +14,9 @@ pub struct Machine {
     pub cpu: String,
     /// The SIMD level tensor-core's loops run at (`avx512`, `avx2`, `baseline`).
     pub simd: &'static str,
+    /// The level of the hand-written convolution tiles (`simd::tile_level`): `avx2` also on
+    /// a CPU that runs AVX-512 at half rate (AMD's Zen 4).
+    pub tiles: &'static str,
     pub threads: usize,
     pub fma_gflops: f64,
     pub copy_gbps: f64,
@@ -24,16 +28,18 @@ impl Machine {
     pub fn measure(threads: usize) -> Machine {
         let threads = threads.max(1);
         let (copy_gbps, triad_gbps) = bandwidth(threads);
-        Machine { cpu: cpu_model(), simd: simd_name(), threads, fma_gflops: fma_gflops(threads), copy_gbps, triad_gbps }
+        let (simd, tiles) = (level_name(simd::level()), level_name(simd::tile_level()));
+        Machine { cpu: cpu_model(), simd, tiles, threads, fma_gflops: fma_gflops(threads), copy_gbps, triad_gbps }
     }
 
     /// The fields a bench line gains: the machine, the workload's work per call, and what a
     /// call of `median_us` achieved against the limits.
     pub fn json_fields(&self, work: Option<Work>, median_us: f64) -> String {
         let mut s = format!(
-            ",\"cpu\":\"{}\",\"simd\":\"{}\",\"peak_gflops\":{:.1},\"peak_copy_gbps\":{:.1},\"peak_triad_gbps\":{:.1}",
+            ",\"cpu\":\"{}\",\"simd\":\"{}\",\"tiles\":\"{}\",\"peak_gflops\":{:.1},\"peak_copy_gbps\":{:.1},\"peak_triad_gbps\":{:.1}",
             self.cpu.replace('"', "'"),
             self.simd,
+            self.tiles,
             self.fma_gflops,
             self.copy_gbps,
             self.triad_gbps
@@ -60,9 +66,9 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
-fn simd_name() -> &'static str {
-    use tensor_core::kernels::simd::{level, Level};
-    match level() {
+fn level_name(level: simd::Level) -> &'static str {
+    use simd::Level;
+    match level {
         Level::Avx512 => "avx512",
         Level::Avx2 => "avx2",
         Level::Baseline => "baseline",
@@ -307,10 +313,18 @@ mod tests {
 
     #[test]
     fn a_line_reports_the_fraction_of_the_peak() {
-        let m = Machine { cpu: "a \"quoted\" CPU".into(), simd: "avx2", threads: 2, fma_gflops: 200.0, copy_gbps: 20.0, triad_gbps: 25.0 };
+        let m = Machine {
+            cpu: "a \"quoted\" CPU".into(),
+            simd: "avx512",
+            tiles: "avx2",
+            threads: 2,
+            fma_gflops: 200.0,
+            copy_gbps: 20.0,
+            triad_gbps: 25.0,
+        };
         // W5 in 10 ms: 214.7 GFLOP/s, over the 200 of this made-up peak.
         let line = m.json_fields(work("W5"), 10_000.0);
-        assert!(line.contains("\"cpu\":\"a 'quoted' CPU\""), "{line}");
+        assert!(line.contains("\"cpu\":\"a 'quoted' CPU\",\"simd\":\"avx512\",\"tiles\":\"avx2\""), "{line}");
         assert!(line.contains("\"gflops\":214.75"), "{line}");
         assert!(line.contains("\"frac_peak_flops\":1.074"), "{line}");
         assert!(line.contains("\"gbps\":1.26,\"frac_peak_flops\""), "{line}");

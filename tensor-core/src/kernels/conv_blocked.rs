@@ -76,8 +76,8 @@ fn is_stem(g: &ConvGeom) -> bool {
 /// (`simd::tile_level`: not full-rate AVX-512, whose `conv_direct_large` tiles are faster; not
 /// below, which has no AVX2). A stem on a CPU with AVX-512 at half rate stays with
 /// `conv_direct_large`'s 16-lane tiles, the same bits: on AMD's Zen 4 they measured 1.19x
-/// faster on ResNet-18's (docs/PERFORMANCE.md). Returns whether it ran; otherwise nothing
-/// was written.
+/// faster on ResNet-18's (docs/PERFORMANCE.md). Returns whether it ran; otherwise nothing was
+/// written.
 pub(super) fn try_conv2d_into<T: Float>(
     x: &[T],
     w: &Array<T>,

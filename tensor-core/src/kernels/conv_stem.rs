@@ -32,11 +32,10 @@ const BLOCK: usize = 4;
 const TASK_ROWS: usize = 4;
 
 /// Whether `g` runs here: f32, 3x3 at stride 2 with padding 1, at most [`MAX_CHANNELS`] input
-/// channels and output channels in blocks of [`BLOCK`], on a CPU whose tile level is
-/// AVX2 (`simd::machine_tile_level`; full-rate AVX-512 was not measured and keeps the im2col
-/// path). The choice reads the CPU's
-/// level, not the cap (`simd::machine_level`): on a plane of a single output the GEMM sums
-/// in another order, and a cap must change speed only, never a layer's bits.
+/// channels and output channels in blocks of [`BLOCK`], on a CPU whose tile level is AVX2
+/// (`simd::machine_tile_level`; full-rate AVX-512 was not measured and keeps the im2col
+/// path). The choice reads the CPU's level, not the cap: on a plane of a single output the
+/// GEMM sums in another order, and a cap must change speed only, never a layer's bits.
 pub(super) fn applies<T>(g: &ConvGeom) -> bool {
     std::mem::size_of::<T>() == 4 && machine_tile_level() == Level::Avx2 && fits(g)
 }

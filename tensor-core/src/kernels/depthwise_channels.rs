@@ -30,11 +30,11 @@ pub(super) const GROUP: usize = 8;
 /// 0.9x on 56 x 56.
 const MAX_OUT_PLANE: usize = 784;
 
-/// Whether the planes of `g` run here: f32, AVX2 as the tile level in use (`simd::tile_level`), a 3x3 kernel at stride
-/// 1 or 2 (the same both ways), dilation 1, padding of at most 2, one filter per channel, at
-/// least a group of channels, and an output plane of at most [`MAX_OUT_PLANE`]; with
-/// channels in whole groups, or else a geometry `depthwise_rows` takes (a group's remainder
-/// goes there).
+/// Whether the planes of `g` run here: f32, AVX2 as the tile level in use
+/// (`simd::tile_level`), a 3x3 kernel at stride 1 or 2 (the same both ways), dilation 1,
+/// padding of at most 2, one filter per channel, at least a group of channels, and an output
+/// plane of at most [`MAX_OUT_PLANE`]; with channels in whole groups, or else a geometry
+/// `depthwise_rows` takes (a group's remainder goes there).
 pub(super) fn applies<T>(g: &DepthwiseGeom) -> bool {
     #[cfg(test)]
     if OFF.with(|off| off.get()) {

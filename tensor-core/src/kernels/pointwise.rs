@@ -20,10 +20,10 @@
 //!
 //! On CPUs whose tile level is AVX2 (`simd::tile_level`), a layer of filters in multiples of
 //! 16 on a plane of at most 49 positions (MobileNetV2's 7x7 ones, batch 1) goes to
-//! `conv_blocked` instead when its
-//! operands are finite: vectors of output channels, with no lanes idle on 49 positions, and
-//! that kernel's bits (`conv_blocked::try_pointwise`). Layers of at most 96 input channels on
-//! planes from 14x14 up go to `pointwise_direct` there, with the bits gemm gave them.
+//! `conv_blocked` instead when its operands are finite: vectors of output channels, with no
+//! lanes idle on 49 positions, and that kernel's bits (`conv_blocked::try_pointwise`). Layers
+//! of at most 96 input channels on planes from 14x14 up go to `pointwise_direct` there, with
+//! the bits gemm gave them.
 
 use super::channel_bias;
 use super::conv::ConvGeom;

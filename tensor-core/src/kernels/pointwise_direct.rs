@@ -48,9 +48,10 @@ const MAX_TASK: usize = 512;
 /// Whether [`try_conv2d_into`] takes the pointwise layer `g`: at most [`MAX_CHANNELS`] input
 /// channels ([`MAX_CHANNELS_LARGE`] on planes above 56x56), a plane of at least 196 positions,
 /// on a CPU whose tile level is AVX2 (`simd::machine_tile_level`). Measured on AVX2
-/// (`tests::timing`, best of 30, one thread and two), gemm's path / this kernel: 1.25-1.69x on the four layers of at most 32 channels, 1.11-1.22x
-/// on 64 -> 384, 96 -> 576 and 96 -> 24; projections of 144 channels or more ran 0.8-1.08x and
-/// keep gemm.
+/// (`tests::timing`, best of 30, one thread and two), gemm's path / this kernel: 1.25-1.69x
+/// on the four layers of at most 32 channels, 1.11-1.22x on 64 -> 384, 96 -> 576 and 96 ->
+/// 24; projections of 144 channels or more ran 0.8-1.08x and keep gemm. (On AMD's Zen 4,
+/// 0.92-1.65x; docs/PERFORMANCE.md.)
 pub(super) fn takes(g: &ConvGeom) -> bool {
     let plane = g.out_plane();
     let most = if plane > LARGE_PLANE { MAX_CHANNELS_LARGE } else { MAX_CHANNELS };

@@ -427,7 +427,8 @@ mod tests {
     #[test]
     fn the_separable_pass_matches_the_definition_bit_for_bit() {
         let vals = [1.0, 3.0, 3.0, -1.0, f64::NAN, 2.0, 0.0, -0.0, 3.0, f64::NEG_INFINITY];
-        for (h, w) in [(6, 7), (5, 9), (1, 4), (8, 8)] {
+        // Rows of outputs longer than a vector too (37 and 50 columns).
+        for (h, w) in [(6, 7), (5, 9), (1, 4), (8, 8), (3, 37), (2, 50)] {
             let plane: Vec<f64> = (0..2 * h * w).map(|i| vals[(i * 7 + i / 5) % vals.len()]).collect();
             for kernel in [[3, 3], [2, 3], [1, 1], [4, 2]] {
                 for stride in [[2, 2], [1, 1], [2, 3], [1, 4]] {
@@ -445,6 +446,30 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// f32 planes with rows of several vectors of outputs (ResNet's pool and others), with
+    /// NaN payloads, signed zeros and infinities: each output the bits of the value the
+    /// definition picks.
+    #[test]
+    fn f32_rows_of_several_vectors_match_the_definition_bit_for_bit() {
+        let vals = [1.0f32, 3.0, 3.0, -1.0, f32::from_bits(0x7fc0_1234), 2.0, 0.0, -0.0, 3.0, f32::NEG_INFINITY, -f32::NAN, 7.5];
+        for (h, w, kernel, stride, padding) in
+            [(23, 45, [3, 3], [2, 2], [1, 1]), (9, 70, [3, 3], [1, 1], [1, 1]), (7, 66, [2, 5], [1, 3], [0, 2]), (4, 17, [3, 3], [2, 2], [1, 1])]
+        {
+            let g = PoolGeom { h, w, kernel, stride, padding };
+            let plane: Vec<f32> = (0..2 * h * w).map(|i| vals[(i * 7 + i / 5) % vals.len()]).collect();
+            let x = Array::from_shape_vec(IxDyn(&[1, 2, h, w]), plane.clone()).unwrap();
+            let got: Vec<u32> = max_pool2d(&x, &g).iter().map(|v| v.to_bits()).collect();
+            let want: Vec<u32> = plane
+                .chunks(h * w)
+                .flat_map(|p| {
+                    let wide: Vec<f64> = p.iter().map(|&v| v as f64).collect();
+                    naive(&wide, &g).into_iter().map(|b| b.map_or(f32::NEG_INFINITY, |(i, _)| p[i]).to_bits()).collect::<Vec<_>>()
+                })
+                .collect();
+            assert_eq!(got, want, "{g:?}");
         }
     }
 

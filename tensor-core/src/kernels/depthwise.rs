@@ -264,7 +264,7 @@ pub fn depthwise2d_into<T: Float>(
 }
 
 /// [`depthwise2d_into`] through the phases (the module's docs), for any geometry.
-fn by_phases<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &DepthwiseGeom, out: &mut [T], after: &(dyn Fn(usize, usize) + Sync)) {
+pub(super) fn by_phases<T: Float>(xs: &[T], ws: &[T], bs: Option<&[T]>, g: &DepthwiseGeom, out: &mut [T], after: &(dyn Fn(usize, usize) + Sync)) {
     // Read the level once: the vector lengths fix the slack and the wide length.
     let wide_vectors = level() == Level::Avx512;
     let (_, short) = vector_lens::<T>(wide_vectors);

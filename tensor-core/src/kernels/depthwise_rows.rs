@@ -1,5 +1,5 @@
-//! The depthwise forward pass of a 3x3 kernel at stride 1 or 2 (MobileNetV2's body) with
-//! AVX2, reading the input rows where they lie.
+//! The depthwise forward pass of a 3x3 kernel at stride 1 or 2 (MobileNetV2's body) on CPUs
+//! whose tile level is AVX2, reading the input rows where they lie.
 //!
 //! `depthwise`'s general path copies each input plane into a zero-padded buffer, runs one
 //! vector loop over it into a second buffer, and copies the outputs from there. On the
@@ -10,7 +10,9 @@
 //! padding is a vector of zeros. At stride 2 a vector's taps are every other column of 16,
 //! split from two loads (`avx2_rows::evens`, `odds`). Eight output rows are computed
 //! together, so each input row is loaded once for the outputs that read it and eight chains
-//! run side by side.
+//! run side by side. Where the CPU has AVX-512 (AMD's Zen 4, which runs it at AVX2's rate),
+//! `depthwise_rows_avx512` computes the planes instead, with 32 registers and mask
+//! registers, and also takes wide rows at stride 2.
 //!
 //! **The bits are the general path's.** Each output is a chain of fused multiply-adds over
 //! the taps in `(ki, kj)` order from +0, a padding tap included as `fma(w, 0, s)` (so an
@@ -18,29 +20,38 @@
 //! can be chosen by the capped level (`level()`) and tests compare them.
 
 use super::depthwise::DepthwiseGeom;
-use super::simd::{machine_level, tile_level, Level};
+use super::simd::{level, machine_level, tile_level, Level};
 
 /// Output rows computed together: 8 chains of fused multiply-adds in flight, enough to
 /// cover the instruction's latency at two a cycle.
 const ROWS: usize = 8;
 
 /// Whether a plane of `g` runs here: f32, a 3x3 kernel at stride 1 or 2 (the same both ways;
-/// at stride 2 on rows of at most [`MAX_STRIDED_WIDTH`]), dilation 1, padding of at most 2 (so
-/// every output reads at least one input), with AVX2 as the tile level in use
-/// (`simd::tile_level`). With full-rate AVX-512 the general path's 16-lane loops run instead.
+/// at stride 2 on rows of at most [`MAX_STRIDED_WIDTH`] unless AVX-512 is in use), dilation
+/// 1, padding of at most 2 (so every output reads at least one input), with AVX2 as the tile
+/// level in use (`simd::tile_level`). With full-rate AVX-512 the general path's 16-lane loops
+/// run instead.
 pub(super) fn applies<T>(g: &DepthwiseGeom) -> bool {
-    std::mem::size_of::<T>() == 4 && tile_level() == Level::Avx2 && fits(g)
+    std::mem::size_of::<T>() == 4 && tile_level() == Level::Avx2 && fits_at(g, level())
 }
 
-/// Input columns at most at stride 2: each vector's taps are split from two loads of 16
-/// columns every time a block reads them, and on wider rows the general path, which splits
-/// a plane once, measured faster (this kernel's time over the general path's, alone on one
-/// thread: 1.15 on MobileNetV2's rows of 112 and 56 columns, 0.88 and 0.64 on 28 and 14).
+/// Input columns at most at stride 2 with AVX2: each vector's taps are split from two loads
+/// of 16 columns every time a block reads them, and on wider rows the general path, which
+/// splits a plane once, measured faster (this kernel's time over the general path's, alone on
+/// one thread: 1.15 on MobileNetV2's rows of 112 and 56 columns, 0.88 and 0.64 on 28 and 14).
+/// With AVX-512 (`depthwise_rows_avx512`) a permute splits them, and any width runs here.
 const MAX_STRIDED_WIDTH: usize = 32;
 
-/// The geometry this kernel computes.
+/// The geometry this kernel computes with AVX2 (with AVX-512 it also takes wider rows at
+/// stride 2: [`fits_at`]).
 pub(super) fn fits(g: &DepthwiseGeom) -> bool {
-    let stride = g.stride == [1, 1] || (g.stride == [2, 2] && g.w <= MAX_STRIDED_WIDTH);
+    fits_at(g, Level::Avx2)
+}
+
+/// The geometry this kernel computes with `level` in use.
+fn fits_at(g: &DepthwiseGeom, level: Level) -> bool {
+    let wide = level == Level::Avx512 || g.w <= MAX_STRIDED_WIDTH;
+    let stride = g.stride == [1, 1] || (g.stride == [2, 2] && wide);
     (g.kh, g.kw) == (3, 3) && stride && g.dilation == [1, 1] && g.padding[0] <= 2 && g.padding[1] <= 2
 }
 
@@ -59,7 +70,11 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
         && (first + pairs) * in_plane <= x.len()
         && w.len() == g.c * g.m * 9
         && bias.is_none_or(|b| b.len() == g.c * g.m);
-    assert!(sizes && fits(g) && machine_level() >= Level::Avx2, "depthwise_rows: {g:?}");
+    // The level read once, so that every plane of the call takes the same kernel.
+    let wide = level() == Level::Avx512;
+    // A row of padding, for `depthwise_rows_avx512`.
+    let zeros = if wide { vec![0.0f32; g.w] } else { Vec::new() };
+    assert!(sizes && fits_at(g, level()) && machine_level() >= Level::Avx2, "depthwise_rows: {g:?}");
     let mut channel = first % g.c;
     // Stores may run past a row into outputs written after them, up to here (see `block`).
     let end = out.as_mut_ptr_range().end;
@@ -73,12 +88,16 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
             // added after, element by element; any other in registers, with `add_plain`'s bits.
             let in_registers = b.filter(|b| !b.is_nan());
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the CPU has AVX2 and FMA, and the planes' lengths match the geometry
-            // (both checked above).
+            // SAFETY: the CPU has AVX2 and FMA, and AVX-512 (F and VL, which the level
+            // requires) where `wide`; the planes' lengths match the geometry (both checked
+            // above).
             unsafe {
-                match g.stride[0] {
-                    1 => avx2::plane::<1>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end),
-                    _ => avx2::plane::<2>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end),
+                use super::depthwise_rows_avx512 as avx512;
+                match (g.stride[0], wide) {
+                    (1, false) => avx2::plane::<1>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end),
+                    (_, false) => avx2::plane::<2>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end),
+                    (1, true) => avx512::plane::<1>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, &zeros),
+                    (_, true) => avx512::plane::<2>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, &zeros),
                 }
             };
             #[cfg(not(target_arch = "x86_64"))]
@@ -318,18 +337,62 @@ pub(super) mod tests {
     }
 
     /// The kernel's planes with AVX2 in use, or `None` on a CPU without it (a geometry it
-    /// does not take is a test's mistake).
+    /// does not take is a test's mistake); on a CPU with AVX-512, also checks that
+    /// `depthwise_rows_avx512`'s plane gives the same bits (run directly: where AVX-512 has
+    /// its full rate, `planes` does not choose it).
     fn run(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Option<Vec<f32>> {
         let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         assert!(fits(g), "{g:?}");
         set_max_level(Level::Avx2);
+        let (oh, ow) = g.out_hw();
         let out = applies::<f32>(g).then(|| {
-            let (oh, ow) = g.out_hw();
             let mut out = vec![f32::NAN; oh * ow];
             planes(g, 0, x, taps, bias.as_ref().map(std::slice::from_ref), &mut out);
             out
         });
         set_max_level(Level::Avx512);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(want) = &out
+            && machine_level() == Level::Avx512
+        {
+            let mut wide = vec![f32::NAN; oh * ow];
+            let taps: &[f32; 9] = taps.try_into().expect("9 taps");
+            let in_registers = bias.filter(|b| !b.is_nan());
+            // SAFETY: the CPU has AVX-512 (F and VL, which the level requires).
+            unsafe {
+                match g.stride[0] {
+                    1 => super::super::depthwise_rows_avx512::plane::<1>(
+                        x,
+                        g.h,
+                        g.w,
+                        g.padding,
+                        taps,
+                        in_registers,
+                        &mut wide,
+                        oh,
+                        ow,
+                        &vec![0.0; g.w],
+                    ),
+                    _ => super::super::depthwise_rows_avx512::plane::<2>(
+                        x,
+                        g.h,
+                        g.w,
+                        g.padding,
+                        taps,
+                        in_registers,
+                        &mut wide,
+                        oh,
+                        ow,
+                        &vec![0.0; g.w],
+                    ),
+                }
+            }
+            if let Some(b) = bias.filter(|b| b.is_nan()) {
+                use crate::math::Num;
+                wide.iter_mut().for_each(|v| *v = v.add(b));
+            }
+            assert_eq!(bits(&wide), bits(want), "AVX-512's plane against AVX2's: {g:?} bias {bias:?}");
+        }
         out
     }
 
@@ -359,6 +422,41 @@ pub(super) mod tests {
                 let taps: Vec<f32> = crate::kernels::test_values(9, 7).iter().map(|&v| v as f32).collect();
                 for bias in [None, Some(0.375f32)] {
                     let Some(y) = run(&g, &x, &taps, bias) else { return };
+                    assert_eq!(bits(&y), bits(&naive(&g, &x, &taps, bias)), "{g:?} bias {bias:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn avx512_planes_of_wide_rows_are_the_definition_bit_for_bit() {
+        // Rows wider than AVX2's kernel takes at stride 2, and at stride 1 widths across the
+        // pairs of vectors and their edges; heights across the blocks of 6 and 8 rows.
+        if machine_level() < Level::Avx512 {
+            return;
+        }
+        let sizes = [(9, 33), (7, 47), (13, 40), (5, 64), (17, 56), (12, 112), (3, 15), (2, 24)];
+        for ((h, w), s) in sizes.into_iter().flat_map(|hw| [(hw, 1), (hw, 2)]) {
+            for padding in [[0, 0], [1, 1], [2, 2], [1, 0], [0, 2]] {
+                let g = strided(h, w, padding, s);
+                if h + 2 * padding[0] < 3 {
+                    continue;
+                }
+                let x: Vec<f32> = crate::kernels::test_values(h * w, (h * 100 + w) as u64).iter().map(|&v| v as f32).collect();
+                let taps: Vec<f32> = crate::kernels::test_values(9, 11).iter().map(|&v| v as f32).collect();
+                let (oh, ow) = g.out_hw();
+                for bias in [None, Some(-0.625f32)] {
+                    // NaN where the kernel writes nothing.
+                    let mut y = vec![f32::NAN; oh * ow];
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the CPU has AVX-512 (F and VL, which the level requires).
+                    unsafe {
+                        let taps: &[f32; 9] = taps.as_slice().try_into().expect("9 taps");
+                        match s {
+                            1 => super::super::depthwise_rows_avx512::plane::<1>(&x, h, w, padding, taps, bias, &mut y, oh, ow, &vec![0.0; w]),
+                            _ => super::super::depthwise_rows_avx512::plane::<2>(&x, h, w, padding, taps, bias, &mut y, oh, ow, &vec![0.0; w]),
+                        }
+                    }
                     assert_eq!(bits(&y), bits(&naive(&g, &x, &taps, bias)), "{g:?} bias {bias:?}");
                 }
             }
@@ -396,22 +494,27 @@ pub(super) mod tests {
             assert!(applies::<f32>(&g));
             assert!(!applies::<f64>(&g));
             assert!(applies::<f32>(&DepthwiseGeom { stride: [2, 2], ..g }));
-            assert!(!applies::<f32>(&DepthwiseGeom { stride: [2, 2], w: 33, ..g }), "wide rows at stride 2");
+            assert!(!applies::<f32>(&DepthwiseGeom { stride: [2, 2], w: 33, ..g }), "wide rows at stride 2 with AVX2");
             assert!(!applies::<f32>(&DepthwiseGeom { stride: [3, 3], ..g }));
             assert!(!applies::<f32>(&DepthwiseGeom { stride: [1, 2], ..g }));
             assert!(!applies::<f32>(&DepthwiseGeom { kh: 5, kw: 5, ..g }));
             assert!(!applies::<f32>(&DepthwiseGeom { dilation: [2, 2], ..g }));
             assert!(!applies::<f32>(&DepthwiseGeom { padding: [3, 3], ..g }));
             set_max_level(Level::Avx512);
+            let wide = DepthwiseGeom { stride: [2, 2], w: 112, h: 112, ..g };
+            let half_rate = machine_level() == Level::Avx512 && tile_level() == Level::Avx2;
+            assert_eq!(applies::<f32>(&wide), half_rate, "wide rows at stride 2 where AVX-512 runs at AVX2's rate");
         }
     }
 
-    /// Times `planes` on MobileNetV2's depthwise layers (every channel of one image, one
-    /// thread, the best of 30): `cargo test --release -p tensor-core --lib
+    /// Times `planes` on MobileNetV2's depthwise layers with AVX2 and with AVX-512 in use
+    /// (where the CPU has it), and the general path's phases, interleaved, every channel of
+    /// one image on one thread, the best of 30: `cargo test --release -p tensor-core --lib
     /// depthwise_rows::tests::timing -- --ignored --nocapture`.
     #[test]
     #[ignore]
     fn timing() {
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         let layer = |c, hw, s| DepthwiseGeom { c, ..strided(hw, hw, [1, 1], s) };
         for g in [
             layer(960, 7, 1),
@@ -422,19 +525,42 @@ pub(super) mod tests {
             layer(32, 112, 1),
             layer(576, 14, 2),
             layer(192, 28, 2),
+            layer(144, 56, 2),
+            layer(96, 112, 2),
         ] {
             let (oh, ow) = g.out_hw();
             let x: Vec<f32> = (0..g.c * g.h * g.w).map(|i| (i % 97) as f32 / 97.0).collect();
             let w: Vec<f32> = (0..g.c * 9).map(|i| (i % 13) as f32 / 13.0 - 0.5).collect();
             let b: Vec<f32> = (0..g.c).map(|i| i as f32 / 100.0).collect();
             let mut out = vec![0.0f32; g.c * oh * ow];
-            let mut best = f64::MAX;
+            let mut best = [f64::MAX; 3];
             for _ in 0..30 {
-                let t = std::time::Instant::now();
-                planes(&g, 0, &x, &w, Some(&b), &mut out);
-                best = best.min(t.elapsed().as_secs_f64() * 1e6);
+                for (v, best) in best.iter_mut().enumerate() {
+                    let cap = [Level::Avx2, Level::Avx512, Level::Avx512][v];
+                    set_max_level(cap);
+                    if v < 2 && (machine_level() < cap || !fits_at(&g, level())) {
+                        continue;
+                    }
+                    let t = std::time::Instant::now();
+                    match v {
+                        2 => super::super::depthwise::by_phases(&x, &w, Some(&b), &g, &mut out, &|_, _| {}),
+                        _ => planes(&g, 0, &x, &w, Some(&b), &mut out),
+                    }
+                    *best = best.min(t.elapsed().as_secs_f64() * 1e6);
+                }
             }
-            println!("{} channels at {}x{}, stride {}: {best:.1} us ({:.0} ns a plane)", g.c, g.h, g.w, g.stride[0], best * 1e3 / g.c as f64);
+            set_max_level(Level::Avx512);
+            let show = |t: f64| if t == f64::MAX { "-".to_string() } else { format!("{t:.1} us") };
+            println!(
+                "{} channels at {}x{}, stride {}: AVX2 {}, AVX-512 {}, phases {}",
+                g.c,
+                g.h,
+                g.w,
+                g.stride[0],
+                show(best[0]),
+                show(best[1]),
+                show(best[2])
+            );
         }
     }
 }

@@ -12,6 +12,7 @@ mod conv_stem;
 pub(crate) mod depthwise;
 mod depthwise_channels;
 mod depthwise_rows;
+mod depthwise_rows_avx512;
 pub(crate) mod elementwise;
 mod fma_tile;
 pub(crate) mod fused;

@@ -71,10 +71,11 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
         && w.len() == g.c * g.m * 9
         && bias.is_none_or(|b| b.len() == g.c * g.m);
     // The level read once, so that every plane of the call takes the same kernel.
-    let wide = level() == Level::Avx512;
+    let in_use = level();
+    let wide = in_use == Level::Avx512;
     // A row of padding, for `depthwise_rows_avx512`.
     let zeros = if wide { vec![0.0f32; g.w] } else { Vec::new() };
-    assert!(sizes && fits_at(g, level()) && machine_level() >= Level::Avx2, "depthwise_rows: {g:?}");
+    assert!(sizes && fits_at(g, in_use) && machine_level() >= Level::Avx2, "depthwise_rows: {g:?}");
     let mut channel = first % g.c;
     // Stores may run past a row into outputs written after them, up to here (see `block`).
     let end = out.as_mut_ptr_range().end;

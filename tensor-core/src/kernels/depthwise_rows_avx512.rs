@@ -61,6 +61,10 @@ pub(super) unsafe fn plane<const S: usize>(
     let padding = zeros.len() >= w && zeros.iter().all(|&z| z.to_bits() == 0);
     assert!(sizes && padding && (S == 1 || S == 2) && pad[0] <= 2 && pad[1] <= 2, "a plane's sizes");
     let wv = taps.map(|t| _mm256_set1_ps(t));
+    // Indices the compiler cannot see: with constant ones it turns each two-source permute
+    // into a shuffle and a permute across the register's halves (two instructions, one of
+    // them slow), which took the stride-2 plane 16 cycles a vector instead of 12.
+    let split = std::hint::black_box([_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), _mm256_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15)]);
     let rows_per_block = if S == 1 { 6 } else { 8 };
     let mut oi = 0;
     while oi < oh {
@@ -73,7 +77,7 @@ pub(super) unsafe fn plane<const S: usize>(
                 *r = x[row as usize * w..].as_ptr();
             }
         }
-        let block = Block { input: &input, w, wv: &wv, bias, o: out[oi * ow..].as_mut_ptr(), ow };
+        let block = Block { input: &input, split, w, wv: &wv, bias, o: out[oi * ow..].as_mut_ptr(), ow };
         let step = if S == 1 { 2 * LANES } else { LANES };
         for oj in (0..ow).step_by(step) {
             let col = (S * oj) as isize - pad[1] as isize;
@@ -125,6 +129,8 @@ pub(super) unsafe fn plane<const S: usize>(
 /// width.
 struct Block<'a> {
     input: &'a [*const f32; INPUT_ROWS],
+    /// The permutes' indices of the even and odd columns of 16 (see `plane`).
+    split: [__m256i; 2],
     w: usize,
     wv: &'a [__m256; 9],
     bias: Option<f32>,
@@ -150,9 +156,9 @@ fn inside(col: isize, w: usize) -> u8 {
 #[inline]
 unsafe fn vectors<const R: usize, const S: usize, const V: usize, const EDGE: bool>(block: &Block, col: isize, oj: usize) {
     // Tap kj of column oj + l reads column col + kj + S l. At stride 2: the even columns of
-    // the 16 from col (kj = 0), their odd ones (kj = 1), the even ones of the 16 from col + 2.
-    let evens = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    let odds = _mm256_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15);
+    // the 16 from col (kj = 0), their odd ones (kj = 1), the even ones of the 16 from col + 2,
+    // each taken by one two-source permute with `split`'s indices.
+    let [evens, odds] = block.split;
     // Where each load of vector v starts, and its lanes inside the row (used with EDGE): at
     // stride 1 the taps' 8 columns from col + kj; at stride 2 the 16 from col and from col +
     // 2, in halves.

@@ -17,8 +17,8 @@
 //! the row read nothing and give zeros); a row of padding reads a row of zeros. At stride 2 a
 //! two-source permute (`vpermt2ps`) takes the even or odd columns of 16 in one instruction.
 //! Alone on one Zen 4 core (`depthwise_rows::tests::timing`): ~7 cycles a vector at stride
-//! 1 and ~15 at stride 2. Blocks written in C the same way ran at 5.0 and 9.0; vectors of 16
-//! ran slower there (7.2 and 9.0).
+//! 1 and ~14 at stride 2 on MobileNetV2's large planes. Blocks written in C the same way ran
+//! at 5.0 and 9.0; vectors of 16 ran slower there (7.2 and 9.0).
 //!
 //! **The bits are `depthwise_rows`' and the general path's**: each output a chain of fused
 //! multiply-adds over the taps in `(ki, kj)` order from +0, a padding tap as `fma(w, 0, s)`,
@@ -62,8 +62,8 @@ pub(super) unsafe fn plane<const S: usize>(
     assert!(sizes && padding && (S == 1 || S == 2) && pad[0] <= 2 && pad[1] <= 2, "a plane's sizes");
     let wv = taps.map(|t| _mm256_set1_ps(t));
     // Indices the compiler cannot see: with constant ones it turns each two-source permute
-    // into a shuffle and a permute across the register's halves (two instructions, one of
-    // them slow), which took the stride-2 plane 16 cycles a vector instead of 12.
+    // into a shuffle and a permute across the register's halves (two instructions), and
+    // MobileNetV2's stride-2 layers took 7-14% longer alone.
     let split = std::hint::black_box([_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), _mm256_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15)]);
     let rows_per_block = if S == 1 { 6 } else { 8 };
     let mut oi = 0;
@@ -125,8 +125,8 @@ pub(super) unsafe fn plane<const S: usize>(
     }
 }
 
-/// A block of output rows: its input rows (zeros for a row of padding), their width, the taps, the bias, its first output and the output rows'
-/// width.
+/// A block of output rows: its input rows (zeros for a row of padding), the permutes'
+/// indices, the rows' width, the taps, the bias, its first output and the output rows' width.
 struct Block<'a> {
     input: &'a [*const f32; INPUT_ROWS],
     /// The permutes' indices of the even and odd columns of 16 (see `plane`).

@@ -356,45 +356,34 @@ pub(super) mod tests {
         if let Some(want) = &out
             && machine_level() == Level::Avx512
         {
-            let mut wide = vec![f32::NAN; oh * ow];
-            let taps: &[f32; 9] = taps.try_into().expect("9 taps");
-            let in_registers = bias.filter(|b| !b.is_nan());
-            // SAFETY: the CPU has AVX-512 (F and VL, which the level requires).
-            unsafe {
-                match g.stride[0] {
-                    1 => super::super::depthwise_rows_avx512::plane::<1>(
-                        x,
-                        g.h,
-                        g.w,
-                        g.padding,
-                        taps,
-                        in_registers,
-                        &mut wide,
-                        oh,
-                        ow,
-                        &vec![0.0; g.w],
-                    ),
-                    _ => super::super::depthwise_rows_avx512::plane::<2>(
-                        x,
-                        g.h,
-                        g.w,
-                        g.padding,
-                        taps,
-                        in_registers,
-                        &mut wide,
-                        oh,
-                        ow,
-                        &vec![0.0; g.w],
-                    ),
-                }
-            }
-            if let Some(b) = bias.filter(|b| b.is_nan()) {
-                use crate::math::Num;
-                wide.iter_mut().for_each(|v| *v = v.add(b));
-            }
+            let wide = avx512_plane(g, x, taps, bias);
             assert_eq!(bits(&wide), bits(want), "AVX-512's plane against AVX2's: {g:?} bias {bias:?}");
         }
         out
+    }
+
+    /// `depthwise_rows_avx512`'s plane of `g` (one image, one channel), a NaN bias added
+    /// after as `planes` does; the output starts as NaN, so a lane not written shows.
+    #[cfg(target_arch = "x86_64")]
+    fn avx512_plane(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Vec<f32> {
+        assert!(machine_level() == Level::Avx512, "a CPU with AVX-512");
+        let (oh, ow) = g.out_hw();
+        let mut y = vec![f32::NAN; oh * ow];
+        let (taps, zeros): (&[f32; 9], _) = (taps.try_into().expect("9 taps"), vec![0.0; g.w]);
+        let in_registers = bias.filter(|b| !b.is_nan());
+        use super::super::depthwise_rows_avx512::plane;
+        // SAFETY: the CPU has AVX-512 (F and VL, which the level requires).
+        unsafe {
+            match g.stride[0] {
+                1 => plane::<1>(x, g.h, g.w, g.padding, taps, in_registers, &mut y, oh, ow, &zeros),
+                _ => plane::<2>(x, g.h, g.w, g.padding, taps, in_registers, &mut y, oh, ow, &zeros),
+            }
+        }
+        if let Some(b) = bias.filter(|b| b.is_nan()) {
+            use crate::math::Num;
+            y.iter_mut().for_each(|v| *v = v.add(b));
+        }
+        y
     }
 
     #[test]
@@ -445,19 +434,11 @@ pub(super) mod tests {
                 }
                 let x: Vec<f32> = crate::kernels::test_values(h * w, (h * 100 + w) as u64).iter().map(|&v| v as f32).collect();
                 let taps: Vec<f32> = crate::kernels::test_values(9, 11).iter().map(|&v| v as f32).collect();
-                let (oh, ow) = g.out_hw();
                 for bias in [None, Some(-0.625f32)] {
-                    // NaN where the kernel writes nothing.
-                    let mut y = vec![f32::NAN; oh * ow];
                     #[cfg(target_arch = "x86_64")]
-                    // SAFETY: the CPU has AVX-512 (F and VL, which the level requires).
-                    unsafe {
-                        let taps: &[f32; 9] = taps.as_slice().try_into().expect("9 taps");
-                        match s {
-                            1 => super::super::depthwise_rows_avx512::plane::<1>(&x, h, w, padding, taps, bias, &mut y, oh, ow, &vec![0.0; w]),
-                            _ => super::super::depthwise_rows_avx512::plane::<2>(&x, h, w, padding, taps, bias, &mut y, oh, ow, &vec![0.0; w]),
-                        }
-                    }
+                    let y = avx512_plane(&g, &x, &taps, bias);
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let y: Vec<f32> = unreachable!("AVX-512 is x86-64 only");
                     assert_eq!(bits(&y), bits(&naive(&g, &x, &taps, bias)), "{g:?} bias {bias:?}");
                 }
             }

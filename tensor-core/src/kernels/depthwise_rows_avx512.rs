@@ -58,8 +58,8 @@ pub(super) unsafe fn plane<const S: usize>(
 ) {
     let outputs = |n: usize, p: usize| (n + 2 * p).checked_sub(3).map(|d| d / S + 1);
     let sizes = x.len() == h * w && out.len() == oh * ow && outputs(h, pad[0]) == Some(oh) && outputs(w, pad[1]) == Some(ow);
-    let padding = zeros.len() >= w && zeros.iter().all(|&z| z.to_bits() == 0);
-    assert!(sizes && padding && (S == 1 || S == 2) && pad[0] <= 2 && pad[1] <= 2, "a plane's sizes");
+    assert!(sizes && zeros.len() >= w && (S == 1 || S == 2) && pad[0] <= 2 && pad[1] <= 2, "a plane's sizes");
+    debug_assert!(zeros[..w].iter().all(|&z| z.to_bits() == 0), "a row of +0 for the padding");
     let wv = taps.map(|t| _mm256_set1_ps(t));
     // Indices the compiler cannot see: with constant ones it turns each two-source permute
     // into a shuffle and a permute across the register's halves (two instructions), and

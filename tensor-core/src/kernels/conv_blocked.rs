@@ -226,7 +226,7 @@ fn conv_packed(x: &[f32], wp: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &
             let nan = AtomicBool::new(false);
             let task = |(p, dst): (usize, &mut [f32])| {
                 let bias = bias.map(|b| &b[p * PANEL..][..PANEL]);
-                panel(xb, &plan, &wp[p * PANEL * patch..][..PANEL * patch], bias, dst);
+                panel(xb, &plan, &wp[p * PANEL * patch..], bias, dst);
                 match finish {
                     Finish::Images { .. } if super::conv_direct::any_nan(dst) => nan.store(true, Ordering::Relaxed),
                     Finish::Images { .. } => {}
@@ -407,25 +407,37 @@ impl Plan {
 }
 
 /// Output channels `panel * 16..` of one image at every position: `xb` the image's blocks,
-/// `wp` the panel's packed weights (`[patch, 16]`), into `dst` (`[16, oh, ow]`, the image's
-/// output from the panel's first channel), the bias added.
+/// `packed` the packed weights from the panel's (`[patch, 16]`, then the later panels'), into
+/// `dst` (`[16, oh, ow]`, the image's output from the panel's first channel), the bias added.
 #[cfg(target_arch = "x86_64")]
-fn panel(xb: &[f32], plan: &Plan, wp: &[f32], bias: Option<&[f32]>, dst: &mut [f32]) {
+fn panel(xb: &[f32], plan: &Plan, packed: &[f32], bias: Option<&[f32]>, dst: &mut [f32]) {
     let (geom, offsets) = (&plan.geom, &plan.offsets);
     let plane = geom.oh * geom.ow;
-    assert!(wp.len() == offsets.len() * PANEL && dst.len() >= PANEL * plane, "a panel of 16 channels");
+    assert!(packed.len() >= offsets.len() * PANEL && dst.len() >= PANEL * plane, "a panel of 16 channels");
+    let wp = &packed[..offsets.len() * PANEL];
     assert!(xb.len() >= geom.image(), "an image's blocks (whose bounds the plan checked)");
     // The positions by groups of tiles whose sums stay in the L1 cache, and within a group
     // the taps by blocks whose weights stay there too while every position's chain goes
     // through them; each chain continues from the sum the block before stored.
     let mut sums = [[0.0f32; PANEL]; GROUP * TILE];
-    for group in plan.tiles.chunks(GROUP) {
+    for (g, group) in plan.tiles.chunks(GROUP).enumerate() {
         let (first, last) = (group[0].0, group[group.len() - 1]);
         let sums = &mut sums[..last.0 + last.1 - first];
         sums.fill([0.0; PANEL]);
         for k0 in (0..offsets.len()).step_by(K_BLOCK) {
             let (offsets, w) = (&offsets[k0..(k0 + K_BLOCK).min(offsets.len())], &wp[k0 * PANEL..]);
-            for &(p, n) in group {
+            // The first group reads each block of weights from memory; it asks for the next
+            // block (the next panel's first, after its last) while its tiles run. In a model
+            // the weights are cold: MobileNetV2's 7x7 layers at one thread took 0.05-0.09 ms
+            // less in all (a layer alone with its caches flushed: 160 -> 960 0.212 -> 0.193 ms,
+            // against 0.16 warm).
+            let ahead = match g {
+                0 => &packed[(k0 + offsets.len()) * PANEL..((k0 + offsets.len() + K_BLOCK) * PANEL).min(packed.len())],
+                _ => &[],
+            };
+            let lines = ahead.len().div_ceil(16).div_ceil(group.len());
+            for (t, &(p, n)) in group.iter().enumerate() {
+                prefetch(ahead, t * lines, lines);
                 let s = &mut sums[p - first..p - first + n];
                 macro_rules! tile {
                     ($n:literal) => {{
@@ -448,6 +460,17 @@ fn panel(xb: &[f32], plan: &Plan, wp: &[f32], bias: Option<&[f32]>, dst: &mut [f
         }
         store(sums, first, bias, plane, dst);
     }
+}
+
+/// Asks for `lines` cache lines of `w` from line `first` (a hint: no access, no fault).
+fn prefetch(w: &[f32], first: usize, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for at in (first * 16..w.len()).step_by(16).take(lines) {
+        // SAFETY: a prefetch reads nothing and cannot fault; SSE is in every x86-64.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w[at..].as_ptr() as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (w, first, lines);
 }
 
 /// Writes the sums of positions `first..` (`[positions, 16]`) to their channels' rows of `dst`

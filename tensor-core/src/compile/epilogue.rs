@@ -15,11 +15,14 @@
 
 use super::fuse::fused_node;
 use super::pass::Pass;
+use crate::dtype::DType;
 use crate::error::Result;
-use crate::graph::{Epilogue, Graph, Node, NodeKind, StateWrite, ValueId};
+use crate::graph::{Epilogue, Graph, Instr, Node, NodeKind, Operand, StateWrite, ValueId};
+use crate::kernels::clamp::Clamp;
 use crate::kernels::fused::{CompiledProgram, Input};
+use crate::math::{BinaryOp, ElementwiseOp, ScalarAttr};
 use crate::ops::{ConvOp, LinalgOp, Op};
-use crate::storage::{Storage, Unwritten};
+use crate::storage::{Element, Storage, Unwritten};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -133,7 +136,16 @@ pub(super) fn run(e: &Epilogue, program: &CompiledProgram, inputs: &[&Storage]) 
             // Not zeroed: the convolution writes every element.
             let out = Unwritten::new(*dtype, shape.numel());
             let dst = out.ptr_at(0);
-            if e.keep_anchor {
+            if let Some(clamp) = clamp_of(e, others) {
+                // The program is a clamp, which the convolution applies to its outputs itself
+                // (in registers where its kernel can): the program's result, in the buffer.
+                // SAFETY: `dst` is `out`'s buffer, of the conv's dtype (f32) and length; the
+                // convolution writes every element.
+                unsafe {
+                    crate::ops::conv2d_into(conv, anchor_inputs, dst, Some(clamp), &|_, _| {});
+                    results.push(out.assume_written(shape.dims()));
+                }
+            } else if e.keep_anchor {
                 // SAFETY: `dst` is `out`'s buffer, of the conv's dtype and length.
                 let outs = unsafe { conv_then_program(conv, anchor_inputs, dst, program, program_inputs(Input::Filling(&out))) };
                 // SAFETY: the convolution wrote every element.
@@ -180,8 +192,50 @@ unsafe fn conv_then_program<'a>(
     // `after_image` says it is final, and writes only that part. Every image is announced,
     // so every position of the run is computed.
     unsafe {
-        crate::ops::conv2d_into(conv, anchor_inputs, dst, &|start, len| run.range(start, len));
+        crate::ops::conv2d_into(conv, anchor_inputs, dst, None, &|start, len| run.range(start, len));
         run.finish()
+    }
+}
+
+/// The clamp that `e`'s program is, when it is one a convolution applies itself
+/// (`kernels::clamp`): `maximum(x, lo)`, `minimum(x, hi)`, the first then the second, or
+/// `clamp(x)`, of the f32 anchor output `x` (first operand), with bounds that are single
+/// values (scalar attributes, or inputs of one element: `others`, the program's other inputs in
+/// order) and not NaN; and nothing else reads the anchor's output.
+fn clamp_of(e: &Epilogue, others: &[&Storage]) -> Option<Clamp> {
+    let p = &e.program;
+    let one_result = p.outputs.len() == 1 && p.outputs[0] + 1 == p.instrs.len();
+    if e.keep_anchor || !one_result || p.instrs.iter().any(|i| i.dtype != DType::F32) {
+        return None;
+    }
+    let attr = |s: &ScalarAttr| f32::from_scalar(s.0);
+    // Program input k's value, when it is one f32 (the anchor's slot is not in `others`).
+    let single = |k: usize| match others.get(if k < e.slot { k } else { k.checked_sub(1)? })? {
+        Storage::F32(a) if k != e.slot && a.len() == 1 => a.iter().next().copied(),
+        _ => None,
+    };
+    // `maximum(x, bound)` or `minimum(x, bound)`: the op and the bound.
+    let bound = |i: &Instr, x: Operand| match (&i.op, i.args.as_slice()) {
+        (ElementwiseOp::Binary(op @ (BinaryOp::Maximum | BinaryOp::Minimum)), &[a, Operand::Input(k)]) if a == x => Some((*op, single(k)?)),
+        (ElementwiseOp::BinaryScalar { op: op @ (BinaryOp::Maximum | BinaryOp::Minimum), scalar, scalar_first: false }, &[a]) if a == x => {
+            Some((*op, attr(scalar)))
+        }
+        _ => None,
+    };
+    let x = Operand::Input(e.slot);
+    match p.instrs.as_slice() {
+        [i] => match (&i.op, i.args.as_slice()) {
+            (ElementwiseOp::Clamp { min, max }, &[a]) if a == x => Clamp::new(min.as_ref().map(attr), max.as_ref().map(attr)),
+            _ => match bound(i, x)? {
+                (BinaryOp::Maximum, lo) => Clamp::new(Some(lo), None),
+                (_, hi) => Clamp::new(None, Some(hi)),
+            },
+        },
+        [i, j] => match (bound(i, x)?, bound(j, Operand::ResultOf(0))?) {
+            ((BinaryOp::Maximum, lo), (BinaryOp::Minimum, hi)) => Clamp::new(Some(lo), Some(hi)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -223,6 +277,92 @@ mod tests {
         assert_eq!(g.nodes.len(), 1, "{}", g.to_text());
         assert_eq!(g.count_op("epilogue"), 1);
         assert!(g.to_text().contains("matmul+fused[add,relu]"), "{}", g.to_text());
+        Ok(())
+    }
+
+    /// The one epilogue of `g`, and the storages of its program's other inputs (constants:
+    /// the tests make their bounds inside the traced code).
+    fn only_epilogue(g: &Graph) -> (Arc<Epilogue>, Vec<Storage>) {
+        let (node, e) = g
+            .nodes
+            .iter()
+            .find_map(|n| if let NodeKind::Epilogue(e) = &n.kind { Some((n, e.clone())) } else { None })
+            .unwrap_or_else(|| panic!("no epilogue:\n{}", g.to_text()));
+        let constant = |v: ValueId| g.constants.iter().find(|(c, _)| *c == v).map(|(_, s)| s.clone()).expect("a bound made in the traced code");
+        let others = node.inputs[e.arity..].iter().map(|&v| constant(v)).collect();
+        (e, others)
+    }
+
+    fn clamp_in(g: &Graph) -> Option<Clamp> {
+        let (e, others) = only_epilogue(g);
+        clamp_of(&e, &others.iter().collect::<Vec<_>>())
+    }
+
+    /// A bound of one value, as ONNX's `Clip` imports it.
+    fn bound(v: f32) -> Tensor {
+        Tensor::scalar(v)
+    }
+
+    /// MobileNetV2's ReLU6, `maximum(y, lo)` then `minimum(.., hi)` with bounds in tensors of
+    /// one value, after a pointwise layer `pointwise_direct` takes and after a depthwise one;
+    /// `clamp(y, lo, hi)` after a 3x3 layer (clamped by a pass after each part); one bound
+    /// alone: each is a clamp the convolution applies itself, with the unfused graph's bits
+    /// (`lowered`). The outputs spread past both bounds.
+    #[test]
+    fn a_clamp_after_a_convolution_runs_in_it_with_the_unfused_bits() -> Result<()> {
+        let x = Tensor::randn(&[1, 16, 14, 14], DType::F32, 7);
+        let (pw, dw, k3) = (
+            Tensor::randn(&[96, 16, 1, 1], DType::F32, 8),
+            Tensor::randn(&[16, 1, 3, 3], DType::F32, 9),
+            Tensor::randn(&[8, 16, 3, 3], DType::F32, 10),
+        );
+        let b = Tensor::randn(&[96], DType::F32, 11);
+        let relu6 = |y: Tensor| y.maximum(&bound(-0.5))?.minimum(&bound(1.5));
+        let cases: [(&str, Box<dyn Fn() -> Result<Tensor>>); 5] = [
+            ("pointwise", Box::new(|| relu6(x.conv2d(&pw, Some(&b), [1, 1], [0, 0])?))),
+            ("depthwise", Box::new(|| relu6(x.conv2d_depthwise(&dw, None, [1, 1], [1, 1], [1, 1])?))),
+            ("3x3", Box::new(|| x.conv2d(&k3, None, [1, 1], [1, 1])?.clamp(-0.5f32, 1.5f32))),
+            ("lower bound", Box::new(|| x.conv2d(&pw, Some(&b), [1, 1], [0, 0])?.maximum(&bound(-0.5)))),
+            ("upper bound", Box::new(|| x.conv2d(&pw, Some(&b), [1, 1], [0, 0])?.minimum(&bound(1.5)))),
+        ];
+        for (name, layer) in cases {
+            let values = layer()?.to_vec::<f32>()?;
+            let (low, high) = (values.contains(&-0.5), values.contains(&1.5));
+            assert!(low || name == "upper bound", "{name}: the lower bound bites");
+            assert!(high || name == "lower bound", "{name}: the upper bound bites");
+            let args = [&x, &pw, &dw, &k3, &b];
+            let g = lowered(traced(&args, || Ok(vec![layer()?])), &args);
+            assert!(clamp_in(&g).is_some(), "{name}: {}", g.to_text());
+        }
+        Ok(())
+    }
+
+    /// What is not a clamp stays the program's: bounds in the other order, a bound first, a
+    /// NaN bound, a conv output something else reads, and an f64 layer.
+    #[test]
+    fn other_programs_after_a_convolution_are_not_clamps() -> Result<()> {
+        let x = Tensor::randn(&[1, 4, 6, 6], DType::F32, 12);
+        let w = Tensor::randn(&[8, 4, 1, 1], DType::F32, 13);
+        let conv = || x.conv2d(&w, None, [1, 1], [0, 0]);
+        let cases: [(&str, Box<dyn Fn() -> Result<Vec<Tensor>>>); 4] = [
+            ("minimum first", Box::new(|| Ok(vec![conv()?.minimum(&bound(1.5))?.maximum(&bound(-0.5))?]))),
+            ("bound first", Box::new(|| Ok(vec![bound(-0.5).maximum(&conv()?)?]))),
+            ("NaN bound", Box::new(|| Ok(vec![conv()?.maximum(&bound(f32::NAN))?]))),
+            (
+                "kept",
+                Box::new(|| {
+                    let y = conv()?;
+                    Ok(vec![y.maximum(&bound(-0.5))?, y])
+                }),
+            ),
+        ];
+        for (name, f) in cases {
+            let g = lowered(traced(&[&x, &w], &f), &[&x, &w]);
+            assert_eq!(clamp_in(&g), None, "{name}: {}", g.to_text());
+        }
+        let (x, w) = (x.cast(DType::F64)?, w.cast(DType::F64)?);
+        let g = lowered(traced(&[&x, &w], || Ok(vec![x.conv2d(&w, None, [1, 1], [0, 0])?.clamp(0.0, 1.0)?])), &[&x, &w]);
+        assert_eq!(clamp_in(&g), None, "f64: {}", g.to_text());
         Ok(())
     }
 

@@ -885,7 +885,7 @@ mod tests {
                         0 => {
                             crate::kernels::conv_direct_large::OFF.with(|off| off.set(true));
                             if super::super::pointwise::applies(&g) {
-                                super::super::pointwise::conv2d_into(&xa, &wa, None, &g, &mut out, &|_, _| {});
+                                super::super::pointwise::conv2d_into(&xa, &wa, None, &g, &mut out, None, &|_, _| {});
                             } else {
                                 conv(&xa, &wa, None, &g, &mut out, &|_, _| {});
                             }

@@ -22,6 +22,7 @@
 //! (and at stride 2 on narrow rows) with AVX2, where it measured faster, and on small planes
 //! `depthwise_channels` does, eight channels to a vector.
 
+use super::clamp::Clamp;
 use super::fma_tile::{cast, cast_mut};
 use super::parallel::num_threads;
 use super::simd::{level, multiversion, Level};
@@ -234,32 +235,35 @@ fn over_pairs<T: Float>(out: &mut [T], per_pair: usize, g: &DepthwiseGeom, multi
 pub fn depthwise2d<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &DepthwiseGeom) -> Array<T> {
     // NaN where the kernel writes nothing, so a test sees an element it skips.
     let mut out = vec![T::zero().div(T::zero()); g.n * g.out_channels() * g.out_plane()];
-    depthwise2d_into(x, w, bias, g, &mut out, &|_, _| {});
+    depthwise2d_into(x, w, bias, g, &mut out, None, &|_, _| {});
     let (oh, ow) = g.out_hw();
     Array::from_shape_vec(IxDyn(&[g.n, g.out_channels(), oh, ow]), out).expect("length matches dims")
 }
 
 /// [`depthwise2d`] into `out` (row-major `[n, c * m, oh, ow]`), calling `after(start, len)`
 /// as soon as output elements `start..start + len` are final, on the thread that made them —
-/// so an epilogue reads them while they are still in that core's cache.
+/// so an epilogue reads them while they are still in that core's cache. With `clamp` (f32
+/// only), the outputs are clamped before `after` sees them.
 pub fn depthwise2d_into<T: Float>(
     x: &Array<T>,
     w: &Array<T>,
     bias: Option<&Array<T>>,
     g: &DepthwiseGeom,
     out: &mut [T],
+    clamp: Option<Clamp>,
     after: &(dyn Fn(usize, usize) + Sync),
 ) {
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
     if depthwise_channels::applies::<T>(g) {
         // SAFETY: `applies` takes 4-byte floats only, and the Float of 4 bytes is f32.
-        return unsafe { by_channels(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), after) };
+        return unsafe { by_channels(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), clamp, after) };
     }
     if depthwise_rows::applies::<T>(g) {
         // SAFETY: as above.
-        return unsafe { by_rows(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), after) };
+        return unsafe { by_rows(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), clamp, after) };
     }
+    let after = &Clamp::before(clamp, out.as_mut_ptr(), out.len(), after);
     by_phases(xs, ws, bs, g, out, after);
 }
 
@@ -297,21 +301,37 @@ fn slice_of<T>(a: &Array<T>) -> &[T] {
     a.as_slice().expect("standard layout")
 }
 
-/// [`depthwise2d_into`] by `depthwise_rows`, on f32 data.
-fn by_rows(xs: &[f32], ws: &[f32], bs: Option<&[f32]>, g: &DepthwiseGeom, out: &mut [f32], after: &(dyn Fn(usize, usize) + Sync)) {
+/// [`depthwise2d_into`] by `depthwise_rows`, on f32 data, the clamp in registers.
+fn by_rows(
+    xs: &[f32],
+    ws: &[f32],
+    bs: Option<&[f32]>,
+    g: &DepthwiseGeom,
+    out: &mut [f32],
+    clamp: Option<Clamp>,
+    after: &(dyn Fn(usize, usize) + Sync),
+) {
     let per_pair = g.m * g.out_plane();
     over_pairs(out, per_pair, g, 1, |first, chunk| {
-        depthwise_rows::planes(g, first, xs, ws, bs, chunk);
+        depthwise_rows::planes(g, first, xs, ws, bs, clamp, chunk);
         after(first * per_pair, chunk.len());
     });
 }
 
 /// [`depthwise2d_into`] by `depthwise_channels`, on f32 data: each task starts a group of
-/// eight channels.
-fn by_channels(xs: &[f32], ws: &[f32], bs: Option<&[f32]>, g: &DepthwiseGeom, out: &mut [f32], after: &(dyn Fn(usize, usize) + Sync)) {
+/// eight channels; the clamp in registers.
+fn by_channels(
+    xs: &[f32],
+    ws: &[f32],
+    bs: Option<&[f32]>,
+    g: &DepthwiseGeom,
+    out: &mut [f32],
+    clamp: Option<Clamp>,
+    after: &(dyn Fn(usize, usize) + Sync),
+) {
     let per_pair = g.out_plane();
     over_pairs(out, per_pair, g, depthwise_channels::GROUP, |first, chunk| {
-        depthwise_channels::planes(g, first, xs, ws, bs, chunk);
+        depthwise_channels::planes(g, first, xs, ws, bs, clamp, chunk);
         after(first * per_pair, chunk.len());
     });
 }
@@ -657,7 +677,7 @@ mod tests {
                 let seen = std::sync::Mutex::new(vec![0; total]);
                 let mut out = vec![f32::NAN; total];
                 let run = |out: &mut [f32]| {
-                    depthwise2d_into(&xa, &wa, Some(&ba), &g, out, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1))
+                    depthwise2d_into(&xa, &wa, Some(&ba), &g, out, None, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1))
                 };
                 if alone {
                     crate::kernels::parallel::on_one_thread(|| run(&mut out));

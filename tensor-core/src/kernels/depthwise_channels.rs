@@ -15,6 +15,7 @@
 //! holds zeros there), then the bias added: in registers where it is not NaN (`add_plain`'s
 //! bits), with `add` after the plane where it is, as in `depthwise_rows`.
 
+use super::clamp::Clamp;
 use super::depthwise::DepthwiseGeom;
 use super::depthwise_rows;
 use super::simd::{machine_level, tile_level, Level};
@@ -70,7 +71,7 @@ thread_local! {
 /// Where the sizes disagree with `g`, the geometry is not this kernel's or the CPU lacks
 /// AVX2, or a plane outside a group has a geometry `depthwise_rows` does not take (a
 /// caller's bug: see [`applies`]).
-pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias: Option<&[f32]>, clamp: Option<Clamp>, out: &mut [f32]) {
     let (plane, in_plane) = (g.out_plane(), g.h * g.w);
     let pairs = out.len() / plane.max(1);
     let sizes = out.len() == pairs * plane && (first + pairs) * in_plane <= x.len() && w.len() == g.c * 9 && bias.is_none_or(|b| b.len() == g.c);
@@ -84,14 +85,18 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
         while k < pairs {
             let (pair, channel) = (first + k, (first + k) % g.c);
             if k + GROUP > pairs || channel + GROUP > g.c {
-                depthwise_rows::planes(g, pair, x, w, bias, &mut out[k * plane..][..plane]);
+                depthwise_rows::planes(g, pair, x, w, bias, clamp, &mut out[k * plane..][..plane]);
                 k += 1;
                 continue;
             }
+            let bias = bias.map(|b| &b[channel..][..GROUP]);
+            // The clamp follows the bias: in registers with it, after a NaN one.
+            let nan_bias = bias.is_some_and(|b| b.iter().any(|b| b.is_nan()));
             let group = Group {
                 x: &x[pair * in_plane..][..GROUP * in_plane],
                 taps: &w[channel * 9..][..GROUP * 9],
-                bias: bias.map(|b| &b[channel..][..GROUP]),
+                bias,
+                clamp: clamp.filter(|_| !nan_bias),
             };
             let o = &mut out[k * plane..][..GROUP * plane];
             #[cfg(target_arch = "x86_64")]
@@ -113,17 +118,21 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
                     }
                 }
             }
+            if let Some(c) = clamp.filter(|_| nan_bias) {
+                c.slice(o);
+            }
             k += GROUP;
         }
     });
 }
 
 /// One group's operands: eight consecutive input planes, their filters' taps (`[8, 9]`)
-/// and biases.
+/// and biases, and the clamp its outputs take in registers.
 struct Group<'a> {
     x: &'a [f32],
     taps: &'a [f32],
     bias: Option<&'a [f32]>,
+    clamp: Option<Clamp>,
 }
 
 /// The zero-padded buffer of a group's planes: `hp x wp` positions of 8 channels.
@@ -145,7 +154,7 @@ impl Padded {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{DepthwiseGeom, Group, Padded, GROUP};
+    use super::{Clamp, DepthwiseGeom, Group, Padded, GROUP};
     use crate::kernels::transpose::avx::transpose8;
     use std::arch::x86_64::*;
 
@@ -249,10 +258,10 @@ mod avx2 {
                     let at = |ki: usize, kj: usize, b: usize| x.add(((oi * S + ki) * wp + (oj + b) * S + kj) * GROUP);
                     let o = ob.as_mut_ptr().add((oi * ow + oj) * GROUP);
                     match n {
-                        RUN => run::<RUN>(&taps, bias, at, o),
-                        3 => run::<3>(&taps, bias, at, o),
-                        2 => run::<2>(&taps, bias, at, o),
-                        _ => run::<1>(&taps, bias, at, o),
+                        RUN => run::<RUN>(&taps, bias, group.clamp, at, o),
+                        3 => run::<3>(&taps, bias, group.clamp, at, o),
+                        2 => run::<2>(&taps, bias, group.clamp, at, o),
+                        _ => run::<1>(&taps, bias, group.clamp, at, o),
                     }
                 }
                 oj += n;
@@ -261,13 +270,19 @@ mod avx2 {
     }
 
     /// `N` consecutive outputs of a row: each a chain over the taps in `(ki, kj)` order from
-    /// +0 reading `at(ki, kj, b)`, then the bias where it is kept; stored to `o`.
+    /// +0 reading `at(ki, kj, b)`, then the bias where it is kept and the clamp; stored to `o`.
     ///
     /// # Safety
     /// `at` must point at readable vectors and `o` at `N` writable ones.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn run<const N: usize>(taps: &[__m256; 9], bias: Option<(__m256, __m256)>, at: impl Fn(usize, usize, usize) -> *const f32, o: *mut f32) {
+    unsafe fn run<const N: usize>(
+        taps: &[__m256; 9],
+        bias: Option<(__m256, __m256)>,
+        clamp: Option<Clamp>,
+        at: impl Fn(usize, usize, usize) -> *const f32,
+        o: *mut f32,
+    ) {
         let mut acc = [_mm256_setzero_ps(); N];
         for ki in 0..3 {
             for kj in 0..3 {
@@ -282,6 +297,8 @@ mod avx2 {
                 Some((add, keep)) => _mm256_blendv_ps(a, _mm256_add_ps(a, add), keep),
                 None => a,
             };
+            // SAFETY: AVX2 implies AVX.
+            let a = clamp.map_or(a, |c| unsafe { c.ymm(a) });
             // SAFETY: the caller's.
             unsafe { _mm256_storeu_ps(o.add(b * GROUP), a) };
         }
@@ -342,12 +359,12 @@ mod tests {
     /// The planes of pairs `first..` of `g` (up to the last), on any plane size (`planes`
     /// computes larger ones too and reads the CPU's level, not the cap); `None` on a CPU
     /// without AVX2.
-    fn run(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Option<Vec<f32>> {
+    fn run(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias: Option<&[f32]>, clamp: Option<Clamp>) -> Option<Vec<f32>> {
         if machine_level() < Level::Avx2 {
             return None;
         }
         let mut out = vec![f32::NAN; (g.n * g.c - first) * g.out_plane()];
-        planes(g, first, x, w, bias, &mut out);
+        planes(g, first, x, w, bias, clamp, &mut out);
         Some(out)
     }
 
@@ -364,7 +381,7 @@ mod tests {
         let x: Vec<f32> = (0..8).flat_map(|k| (1..=9).map(move |v| (v * (k + 1)) as f32)).collect();
         let w: Vec<f32> = (0..8).flat_map(|_| [0.0, 1.0, 0.0, 1.0, -4.0, 1.0, 0.0, 1.0, 0.0]).collect();
         let bias: Vec<f32> = (0..8).map(|k| k as f32 / 4.0).collect();
-        let Some(y) = run(&g, 0, &x, &w, Some(&bias)) else { return };
+        let Some(y) = run(&g, 0, &x, &w, Some(&bias), None) else { return };
         let plane = [2.0, 1.0, -4.0, -3.0, 0.0, -7.0, -16.0, -11.0, -22.0];
         for k in 0..8 {
             let want: Vec<f32> = plane.iter().map(|v| v * (k + 1) as f32 + k as f32 / 4.0).collect();
@@ -391,9 +408,11 @@ mod tests {
                     let taps = values(c * 9, 7);
                     let bias = values(c, 11);
                     for bias in [None, Some(&bias[..])] {
-                        let Some(y) = run(&g, first, &x, &taps, bias) else { return };
-                        let want = naive(&g, &x, &taps, bias);
-                        assert_eq!(bits(&y), bits(&want[first * g.out_plane()..]), "{g:?} from pair {first}, bias {}", bias.is_some());
+                        for clamp in [None, Clamp::new(Some(-0.25), Some(0.5))] {
+                            let Some(y) = run(&g, first, &x, &taps, bias, clamp) else { return };
+                            let want: Vec<f32> = naive(&g, &x, &taps, bias).into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect();
+                            assert_eq!(bits(&y), bits(&want[first * g.out_plane()..]), "{g:?} from pair {first}, bias {}, {clamp:?}", bias.is_some());
+                        }
                     }
                 }
             }
@@ -412,8 +431,13 @@ mod tests {
         taps[0] = f32::INFINITY;
         let mut bias = values(8, 5);
         bias[3] = f32::NAN;
-        let Some(y) = run(&g, 0, &x, &taps, Some(&bias)) else { return };
+        let Some(y) = run(&g, 0, &x, &taps, Some(&bias), None) else { return };
         assert_eq!(bits(&y), bits(&naive(&g, &x, &taps, Some(&bias))));
+        // Clamped, the group holding the NaN bias takes the clamp after it: still NaN.
+        let clamp = Clamp::new(Some(-0.25), Some(0.5));
+        let Some(c) = run(&g, 0, &x, &taps, Some(&bias), clamp) else { return };
+        let want: Vec<f32> = naive(&g, &x, &taps, Some(&bias)).into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect();
+        assert_eq!(bits(&c), bits(&want));
         assert!(y[..7].iter().all(|v| v.is_nan()) && (0..7).all(|r| y[r * 7].is_nan()), "padding taps count");
         assert!(y[3 * 49..4 * 49].iter().all(|v| v.is_nan()), "the NaN bias reaches every output of its channel");
         assert_eq!(y[5 * 49..6 * 49].iter().filter(|v| v.is_nan()).count(), 9, "a NaN input reaches its nine outputs");
@@ -485,7 +509,7 @@ mod tests {
                 for off in [false, true] {
                     OFF.with(|o| o.set(off));
                     let t = std::time::Instant::now();
-                    depthwise2d_into(&xa, &wa, Some(&ba), &g, &mut out, &|_, _| {});
+                    depthwise2d_into(&xa, &wa, Some(&ba), &g, &mut out, None, &|_, _| {});
                     let ns = t.elapsed().as_secs_f64() * 1e9 / g.c as f64;
                     if off {
                         before = before.min(ns);

@@ -19,6 +19,7 @@
 //! infinite or NaN weight makes it NaN, as there), then the bias added. So the two paths
 //! can be chosen by the capped level (`level()`) and tests compare them.
 
+use super::clamp::Clamp;
 use super::depthwise::DepthwiseGeom;
 use super::simd::{level, machine_level, tile_level, Level};
 
@@ -62,7 +63,7 @@ fn fits_at(g: &DepthwiseGeom, level: Level) -> bool {
 /// # Panics
 /// If the buffers' sizes disagree with `g`, the geometry is not this kernel's or the CPU
 /// lacks AVX2 (a caller's bug: see [`applies`]).
-pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias: Option<&[f32]>, clamp: Option<Clamp>, out: &mut [f32]) {
     let (oh, ow) = g.out_hw();
     let (in_plane, per_pair) = (g.h * g.w, g.m * oh * ow);
     let pairs = out.len() / per_pair.max(1);
@@ -88,6 +89,9 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
             // A NaN bias takes `add`'s select (its payload when the sum is not NaN), so it is
             // added after, element by element; any other in registers, with `add_plain`'s bits.
             let in_registers = b.filter(|b| !b.is_nan());
+            // The clamp follows the bias: in registers with it, after a NaN one.
+            let nan_bias = b.is_some_and(|b| b.is_nan());
+            let clamp_in_registers = clamp.filter(|_| !nan_bias);
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU has AVX2 and FMA, and AVX-512 (F and VL, which the level
             // requires) where `wide`; the planes' lengths match the geometry (both checked
@@ -95,10 +99,10 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
             unsafe {
                 use super::depthwise_rows_avx512 as avx512;
                 match (g.stride[0], wide) {
-                    (1, false) => avx2::plane::<1>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end),
-                    (_, false) => avx2::plane::<2>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, end),
-                    (1, true) => avx512::plane::<1>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, &zeros),
-                    (_, true) => avx512::plane::<2>(xp, g.h, g.w, g.padding, taps, in_registers, plane, oh, ow, &zeros),
+                    (1, false) => avx2::plane::<1>(xp, g.h, g.w, g.padding, taps, in_registers, clamp_in_registers, plane, oh, ow, end),
+                    (_, false) => avx2::plane::<2>(xp, g.h, g.w, g.padding, taps, in_registers, clamp_in_registers, plane, oh, ow, end),
+                    (1, true) => avx512::plane::<1>(xp, g.h, g.w, g.padding, taps, in_registers, clamp_in_registers, plane, oh, ow, &zeros),
+                    (_, true) => avx512::plane::<2>(xp, g.h, g.w, g.padding, taps, in_registers, clamp_in_registers, plane, oh, ow, &zeros),
                 }
             };
             #[cfg(not(target_arch = "x86_64"))]
@@ -106,6 +110,9 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
             if let Some(b) = b.filter(|b| b.is_nan()) {
                 use crate::math::Num;
                 plane.iter_mut().for_each(|v| *v = v.add(b));
+                if let Some(c) = clamp {
+                    c.slice(plane);
+                }
             }
         }
         channel = if channel + 1 == g.c { 0 } else { channel + 1 };
@@ -115,7 +122,7 @@ pub(super) fn planes(g: &DepthwiseGeom, first: usize, x: &[f32], w: &[f32], bias
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::avx2_rows;
-    use super::ROWS;
+    use super::{Clamp, ROWS};
     use std::arch::x86_64::*;
 
     /// Input rows a block of output rows reads at most: `(ROWS - 1) * 2 + 3` at stride 2.
@@ -137,6 +144,7 @@ mod avx2 {
         pad: [usize; 2],
         taps: &[f32; 9],
         bias: Option<f32>,
+        clamp: Option<Clamp>,
         out: &mut [f32],
         oh: usize,
         ow: usize,
@@ -153,7 +161,7 @@ mod avx2 {
                 *r = (row >= 0 && row < h as isize).then(|| x[row as usize * w..].as_ptr());
             }
             let o = out[oi * ow..].as_mut_ptr();
-            let run = Run { input: &input, w, pw: pad[1], wv: &wv, bias, o, ow, end };
+            let run = Run { input: &input, w, pw: pad[1], wv: &wv, bias, clamp, o, ow, end };
             // SAFETY: the rows' pointers start `w`-long rows of `x`; the block's outputs are
             // rows `oi..oi + rows` of `out`.
             unsafe {
@@ -182,6 +190,7 @@ mod avx2 {
         pw: usize,
         wv: &'a [__m256; 9],
         bias: Option<f32>,
+        clamp: Option<Clamp>,
         o: *mut f32,
         ow: usize,
         end: *mut f32,
@@ -281,6 +290,8 @@ mod avx2 {
                 Some(b) => _mm256_add_ps(a, _mm256_set1_ps(b)),
                 None => a,
             };
+            // SAFETY: AVX2 implies AVX.
+            let a = run.clamp.map_or(a, |c| unsafe { c.ymm(a) });
             let at = run.o.wrapping_add(r * run.ow + oj);
             // SAFETY: the first `cols` columns of the block's row `r` are outputs, and up to
             // `end` lie outputs written after this block (the caller's contract).
@@ -342,13 +353,18 @@ pub(super) mod tests {
     /// `depthwise_rows_avx512`'s plane gives the same bits (run directly: where AVX-512 has
     /// its full rate, `planes` does not choose it).
     fn run(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Option<Vec<f32>> {
+        run_clamped(g, x, taps, bias, None)
+    }
+
+    /// [`run`], the outputs clamped by `clamp`.
+    fn run_clamped(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>, clamp: Option<Clamp>) -> Option<Vec<f32>> {
         let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         assert!(fits(g), "{g:?}");
         set_max_level(Level::Avx2);
         let (oh, ow) = g.out_hw();
         let out = applies::<f32>(g).then(|| {
             let mut out = vec![f32::NAN; oh * ow];
-            planes(g, 0, x, taps, bias.as_ref().map(std::slice::from_ref), &mut out);
+            planes(g, 0, x, taps, bias.as_ref().map(std::slice::from_ref), clamp, &mut out);
             out
         });
         set_max_level(Level::Avx512);
@@ -356,7 +372,7 @@ pub(super) mod tests {
         if let Some(want) = &out
             && machine_level() == Level::Avx512
         {
-            let wide = avx512_plane(g, x, taps, bias);
+            let wide = avx512_plane(g, x, taps, bias, clamp);
             assert_eq!(bits(&wide), bits(want), "AVX-512's plane against AVX2's: {g:?} bias {bias:?}");
         }
         out
@@ -365,25 +381,37 @@ pub(super) mod tests {
     /// `depthwise_rows_avx512`'s plane of `g` (one image, one channel), a NaN bias added
     /// after as `planes` does; the output starts as NaN, so a lane not written shows.
     #[cfg(target_arch = "x86_64")]
-    fn avx512_plane(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>) -> Vec<f32> {
+    fn avx512_plane(g: &DepthwiseGeom, x: &[f32], taps: &[f32], bias: Option<f32>, clamp: Option<Clamp>) -> Vec<f32> {
         assert!(machine_level() == Level::Avx512, "a CPU with AVX-512");
         let (oh, ow) = g.out_hw();
         let mut y = vec![f32::NAN; oh * ow];
         let (taps, zeros): (&[f32; 9], _) = (taps.try_into().expect("9 taps"), vec![0.0; g.w]);
         let in_registers = bias.filter(|b| !b.is_nan());
+        let clamp_in_registers = clamp.filter(|_| !bias.is_some_and(|b| b.is_nan()));
         use super::super::depthwise_rows_avx512::plane;
         // SAFETY: the CPU has AVX-512 (F and VL, which the level requires).
         unsafe {
             match g.stride[0] {
-                1 => plane::<1>(x, g.h, g.w, g.padding, taps, in_registers, &mut y, oh, ow, &zeros),
-                _ => plane::<2>(x, g.h, g.w, g.padding, taps, in_registers, &mut y, oh, ow, &zeros),
+                1 => plane::<1>(x, g.h, g.w, g.padding, taps, in_registers, clamp_in_registers, &mut y, oh, ow, &zeros),
+                _ => plane::<2>(x, g.h, g.w, g.padding, taps, in_registers, clamp_in_registers, &mut y, oh, ow, &zeros),
             }
         }
         if let Some(b) = bias.filter(|b| b.is_nan()) {
             use crate::math::Num;
             y.iter_mut().for_each(|v| *v = v.add(b));
+            clamp.inspect(|c| c.slice(&mut y));
         }
         y
+    }
+
+    /// The definition's outputs, clamped after as the graph's program clamps them.
+    fn clamped(y: Vec<f32>, clamp: Option<Clamp>) -> Vec<f32> {
+        y.into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect()
+    }
+
+    /// No clamp, and one that bites on both sides of the test values (in [-1, 1)).
+    fn clamps() -> [Option<Clamp>; 2] {
+        [None, Clamp::new(Some(-0.25), Some(0.5))]
     }
 
     #[test]
@@ -410,9 +438,9 @@ pub(super) mod tests {
                 }
                 let x: Vec<f32> = crate::kernels::test_values(h * w, (h * 100 + w) as u64).iter().map(|&v| v as f32).collect();
                 let taps: Vec<f32> = crate::kernels::test_values(9, 7).iter().map(|&v| v as f32).collect();
-                for bias in [None, Some(0.375f32)] {
-                    let Some(y) = run(&g, &x, &taps, bias) else { return };
-                    assert_eq!(bits(&y), bits(&naive(&g, &x, &taps, bias)), "{g:?} bias {bias:?}");
+                for (bias, clamp) in [None, Some(0.375f32)].into_iter().flat_map(|b| clamps().map(|c| (b, c))) {
+                    let Some(y) = run_clamped(&g, &x, &taps, bias, clamp) else { return };
+                    assert_eq!(bits(&y), bits(&clamped(naive(&g, &x, &taps, bias), clamp)), "{g:?} bias {bias:?} {clamp:?}");
                 }
             }
         }
@@ -434,12 +462,12 @@ pub(super) mod tests {
                 }
                 let x: Vec<f32> = crate::kernels::test_values(h * w, (h * 100 + w) as u64).iter().map(|&v| v as f32).collect();
                 let taps: Vec<f32> = crate::kernels::test_values(9, 11).iter().map(|&v| v as f32).collect();
-                for bias in [None, Some(-0.625f32)] {
+                for (bias, clamp) in [None, Some(-0.625f32)].into_iter().flat_map(|b| clamps().map(|c| (b, c))) {
                     #[cfg(target_arch = "x86_64")]
-                    let y = avx512_plane(&g, &x, &taps, bias);
+                    let y = avx512_plane(&g, &x, &taps, bias, clamp);
                     #[cfg(not(target_arch = "x86_64"))]
                     let y: Vec<f32> = unreachable!("AVX-512 is x86-64 only");
-                    assert_eq!(bits(&y), bits(&naive(&g, &x, &taps, bias)), "{g:?} bias {bias:?}");
+                    assert_eq!(bits(&y), bits(&clamped(naive(&g, &x, &taps, bias), clamp)), "{g:?} bias {bias:?} {clamp:?}");
                 }
             }
         }
@@ -461,6 +489,9 @@ pub(super) mod tests {
         assert_eq!(bits(&y), bits(&want));
         assert!(y[..11].iter().all(|v| v.is_nan()) && (0..5).all(|r| y[r * 11].is_nan()), "padding taps count");
         let Some(y) = run(&g, &x, &[0.25; 9], Some(f32::NAN)) else { return };
+        assert!(y.iter().all(|v| v.is_nan()));
+        // A clamp after a NaN bias keeps the NaN (it runs after the bias, not in registers).
+        let Some(y) = run_clamped(&g, &x, &[0.25; 9], Some(f32::NAN), clamps()[1]) else { return };
         assert!(y.iter().all(|v| v.is_nan()));
     }
 
@@ -526,7 +557,7 @@ pub(super) mod tests {
                     let t = std::time::Instant::now();
                     match v {
                         2 => super::super::depthwise::by_phases(&x, &w, Some(&b), &g, &mut out, &|_, _| {}),
-                        _ => planes(&g, 0, &x, &w, Some(&b), &mut out),
+                        _ => planes(&g, 0, &x, &w, Some(&b), None, &mut out),
                     }
                     *best = best.min(t.elapsed().as_secs_f64() * 1e6);
                 }

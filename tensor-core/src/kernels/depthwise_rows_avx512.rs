@@ -25,6 +25,7 @@
 //! then the bias added.
 #![cfg(target_arch = "x86_64")]
 
+use super::clamp::Clamp;
 use std::arch::x86_64::*;
 
 /// Outputs of one vector.
@@ -51,6 +52,7 @@ pub(super) unsafe fn plane<const S: usize>(
     pad: [usize; 2],
     taps: &[f32; 9],
     bias: Option<f32>,
+    clamp: Option<Clamp>,
     out: &mut [f32],
     oh: usize,
     ow: usize,
@@ -77,7 +79,7 @@ pub(super) unsafe fn plane<const S: usize>(
                 *r = x[row as usize * w..].as_ptr();
             }
         }
-        let block = Block { input: &input, split, w, wv: &wv, bias, o: out[oi * ow..].as_mut_ptr(), ow };
+        let block = Block { input: &input, split, w, wv: &wv, bias, clamp, o: out[oi * ow..].as_mut_ptr(), ow };
         let step = if S == 1 { 2 * LANES } else { LANES };
         for oj in (0..ow).step_by(step) {
             let col = (S * oj) as isize - pad[1] as isize;
@@ -134,6 +136,7 @@ struct Block<'a> {
     w: usize,
     wv: &'a [__m256; 9],
     bias: Option<f32>,
+    clamp: Option<Clamp>,
     o: *mut f32,
     ow: usize,
 }
@@ -234,6 +237,8 @@ unsafe fn vectors<const R: usize, const S: usize, const V: usize, const EDGE: bo
                 Some(b) => _mm256_add_ps(a, _mm256_set1_ps(b)),
                 None => a,
             };
+            // SAFETY: AVX-512F implies AVX.
+            let a = block.clamp.map_or(a, |c| unsafe { c.ymm(a) });
             let at = block.o.wrapping_add(r * block.ow + oj);
             // SAFETY: the first `cols` columns of row `r` from `oj` are the block's outputs.
             unsafe {

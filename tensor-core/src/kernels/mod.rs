@@ -3,6 +3,7 @@
 
 mod avx2_rows;
 mod channel_bias;
+pub(crate) mod clamp;
 pub(crate) mod codegen;
 pub(crate) mod conv;
 mod conv_blocked;

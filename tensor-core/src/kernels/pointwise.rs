@@ -26,6 +26,7 @@
 //! the bits gemm gave them.
 
 use super::channel_bias;
+use super::clamp::Clamp;
 use super::conv::ConvGeom;
 use super::matmul::{gemm_into, gemm_into_ptr, MatRef};
 use super::parallel::num_threads;
@@ -93,27 +94,32 @@ impl Blocks {
 pub(crate) fn conv2d<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom) -> Array<T> {
     // NaN where the kernel writes nothing, so a test sees an element it skips.
     let mut out = vec![T::zero().div(T::zero()); g.n * g.o * g.out_plane()];
-    conv2d_into(x, w, bias, g, &mut out, &|_, _| {});
+    conv2d_into(x, w, bias, g, &mut out, None, &|_, _| {});
     Array::from_shape_vec(ndarray::IxDyn(&[g.n, g.o, g.h, g.w]), out).expect("length matches dims")
 }
 
 /// [`conv2d`] into `out` (row-major `[n, o, h, w]`), calling `after(start, len)` as soon as
-/// output elements `start..start + len` are final, on the thread that made them.
+/// output elements `start..start + len` are final, on the thread that made them. With
+/// `clamp` (f32 only), the outputs are clamped before `after` sees them: in registers by
+/// `pointwise_direct`, by a pass over each part otherwise.
 pub(crate) fn conv2d_into<T: Float>(
     x: &Array<T>,
     w: &Array<T>,
     bias: Option<&Array<T>>,
     g: &ConvGeom,
     out: &mut [T],
+    clamp: Option<Clamp>,
     after: &(dyn Fn(usize, usize) + Sync),
 ) {
     debug_assert!(applies(g));
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
-    if super::conv_blocked::try_pointwise(xs, &w, bs, g, out, after) || super::pointwise_direct::try_conv2d_into(xs, ws, bs, g, out, after) {
+    let clamped = Clamp::before(clamp, out.as_mut_ptr(), out.len(), after);
+    if super::conv_blocked::try_pointwise(xs, &w, bs, g, out, &clamped) || super::pointwise_direct::try_conv2d_into(xs, ws, bs, g, out, clamp, after)
+    {
         return;
     }
-    by_blocks(xs, ws, bs, g, Blocks::of(g), out, after);
+    by_blocks(xs, ws, bs, g, Blocks::of(g), out, &clamped);
 }
 
 /// The layer by gemm, as it ran before another kernel took it (for timings beside that one).
@@ -233,7 +239,7 @@ mod tests {
         let total = g.n * g.o * plane;
         let seen = std::sync::Mutex::new(vec![0; total]);
         let mut out = vec![0.0; total];
-        conv2d_into(&arr(&x, &xd), &arr(&w, &wd), None, &g, &mut out, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1));
+        conv2d_into(&arr(&x, &xd), &arr(&w, &wd), None, &g, &mut out, None, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1));
         assert_eq!(seen.into_inner().unwrap(), vec![1; total], "{g:?}");
     }
 
@@ -310,7 +316,7 @@ mod tests {
                 let mut best = f64::MAX;
                 for round in 0..22 {
                     let t = std::time::Instant::now();
-                    conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {});
+                    conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {});
                     if round > 1 {
                         best = best.min(t.elapsed().as_secs_f64() * 1e3);
                     }

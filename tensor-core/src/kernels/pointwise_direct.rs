@@ -23,6 +23,7 @@
 //! runs take the same kernel.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
+use super::clamp::Clamp;
 use super::conv::ConvGeom;
 use super::parallel::num_threads;
 use super::shared_out::SharedOut;
@@ -60,14 +61,16 @@ pub(super) fn takes(g: &ConvGeom) -> bool {
 
 /// The pointwise layer `g` of `x` (`[n, c, h, w]`) with `w` (`[o, c]`) and `bias` into `out`
 /// (`[n, o, h, w]`), when [`takes`] and the values are f32 and the bias holds no NaN; returns
-/// whether it ran (otherwise nothing was written). `after(start, len)` runs on each output
-/// channel's part of a task once it is final, on the thread that made it.
+/// whether it ran (otherwise nothing was written). With `clamp` each output is clamped in
+/// registers before it is stored. `after(start, len)` runs on each output channel's part of
+/// a group of filters once it is final, on the thread that made it, while it is in L1.
 pub(super) fn try_conv2d_into<T: Float>(
     x: &[T],
     w: &[T],
     bias: Option<&[T]>,
     g: &ConvGeom,
     out: &mut [T],
+    clamp: Option<Clamp>,
     after: &(dyn Fn(usize, usize) + Sync),
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -75,11 +78,11 @@ pub(super) fn try_conv2d_into<T: Float>(
         use super::fma_tile::{cast, cast_mut};
         // SAFETY: T is f32 (checked above); the casts keep the slices' lengths.
         let (x, w, bias, out) = unsafe { (cast(x), cast(w), bias.map(|b| cast(b)), cast_mut(out)) };
-        conv2d_into(x, w, bias, g, out, after);
+        conv2d_into(x, w, bias, g, out, clamp, after);
         return true;
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (x, w, bias, g, out, after);
+    let _ = (x, w, bias, g, out, clamp, after);
     false
 }
 
@@ -108,7 +111,15 @@ impl Tasks {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &mut [f32], after: &(dyn Fn(usize, usize) + Sync)) {
+fn conv2d_into(
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    g: &ConvGeom,
+    out: &mut [f32],
+    clamp: Option<Clamp>,
+    after: &(dyn Fn(usize, usize) + Sync),
+) {
     let (plane, image) = (g.out_plane(), g.c * g.out_plane());
     assert!(x.len() >= g.n * image && w.len() >= g.o * g.c && out.len() >= g.n * g.o * plane, "pointwise_direct: operands of the geometry");
     assert!(bias.is_none_or(|b| b.len() >= g.o), "pointwise_direct: a bias per output channel");
@@ -127,14 +138,16 @@ fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &m
                 // SAFETY: the CPU has AVX2 and FMA (`takes`); positions q..q + n of image
                 // i's channels are inside `x` and `out` (asserted), and this task alone
                 // writes them.
-                unsafe { avx2::block(x[q..].as_ptr(), plane, g.c, w, bias, g.o, n, dst.at(out + q)) };
-                (0..g.o).for_each(|oc| after(out + oc * plane + q, n));
+                let done = |r0: usize, m: usize| (r0..r0 + m).for_each(|oc| after(out + oc * plane + q, n));
+                unsafe { avx2::block(x[q..].as_ptr(), plane, g.c, w, bias, g.o, n, dst.at(out + q), clamp, &done) };
             }
             Tasks::Filters(rows) => {
                 let (r0, m) = (part * rows, rows.min(g.o - part * rows));
                 // SAFETY: as above, for filters r0..r0 + m over the whole plane.
-                unsafe { avx2::block(x.as_ptr(), plane, g.c, &w[r0 * g.c..], bias.map(|b| &b[r0..]), m, plane, dst.at(out + r0 * plane)) };
-                after(out + r0 * plane, m * plane);
+                let done = |r: usize, k: usize| after(out + (r0 + r) * plane, k * plane);
+                unsafe {
+                    avx2::block(x.as_ptr(), plane, g.c, &w[r0 * g.c..], bias.map(|b| &b[r0..]), m, plane, dst.at(out + r0 * plane), clamp, &done)
+                };
             }
         }
     };
@@ -148,7 +161,7 @@ fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &m
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{COLS, ROWS};
+    use super::{Clamp, COLS, ROWS};
     use std::arch::x86_64::*;
 
     /// Every output channel over `n` positions from `x` (the first position of channel 0;
@@ -163,7 +176,18 @@ mod avx2 {
     /// apart, and `out` `o` rows of `n`; `w` `o * c` weights, `bias` (if any) `o` values.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn block(x: *const f32, plane: usize, c: usize, w: &[f32], bias: Option<&[f32]>, o: usize, n: usize, out: *mut f32) {
+    pub(super) unsafe fn block(
+        x: *const f32,
+        plane: usize,
+        c: usize,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        o: usize,
+        n: usize,
+        out: *mut f32,
+        clamp: Option<Clamp>,
+        done: &dyn Fn(usize, usize),
+    ) {
         assert!(w.len() >= o * c && bias.is_none_or(|b| b.len() >= o));
         let (whole, rest) = (n / COLS * COLS, n % COLS);
         // Lane l of the last tile's two vectors is live when l < rest (resp. l + 8 < rest).
@@ -176,11 +200,11 @@ mod avx2 {
                     for q in (0..whole).step_by(COLS) {
                         // SAFETY: the caller's bounds (and the assertion), at filters r0..
                         // and positions q..q + 16.
-                        unsafe { tile::<$r, false>(x.add(q), plane, c, w, bias, out.add(q), live) };
+                        unsafe { tile::<$r, false>(x.add(q), plane, c, w, bias, clamp, out.add(q), live) };
                     }
                     if rest > 0 {
                         // SAFETY: as above; the tile touches its live lanes only.
-                        unsafe { tile::<$r, true>(x.add(whole), plane, c, w, bias, out.add(whole), live) };
+                        unsafe { tile::<$r, true>(x.add(whole), plane, c, w, bias, clamp, out.add(whole), live) };
                     }
                 }};
             }
@@ -192,6 +216,7 @@ mod avx2 {
                 5 => sweep!(5),
                 _ => sweep!(6),
             }
+            done(r0, ROWS.min(o - r0));
         }
     }
 
@@ -204,12 +229,14 @@ mod avx2 {
     /// (its live ones with `MASKED`).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn tile<const R: usize, const MASKED: bool>(
         x: *const f32,
         plane: usize,
         c: usize,
         w: *const f32,
         bias: Option<*const f32>,
+        clamp: Option<Clamp>,
         out: *mut f32,
         live: [__m256i; 2],
     ) {
@@ -238,6 +265,10 @@ mod avx2 {
                 let [lo, hi] = match bias {
                     Some(b) => [_mm256_add_ps(acc[0], _mm256_broadcast_ss(&*b.add(r))), _mm256_add_ps(acc[1], _mm256_broadcast_ss(&*b.add(r)))],
                     None => [acc[0], acc[1]],
+                };
+                let [lo, hi] = match clamp {
+                    Some(c) => [c.ymm(lo), c.ymm(hi)],
+                    None => [lo, hi],
                 };
                 let to = out.add(r * plane);
                 match MASKED {
@@ -271,10 +302,10 @@ mod tests {
 
     /// Runs the kernel (whatever `takes` says: small planes here), the hook counting each
     /// output it is handed.
-    fn run(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &ConvGeom) -> (Vec<f32>, bool) {
+    fn run(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &ConvGeom, clamp: Option<Clamp>) -> (Vec<f32>, bool) {
         let total = g.n * g.o * g.out_plane();
         let (mut out, seen) = (vec![f32::NAN; total], std::sync::Mutex::new(vec![0u8; total]));
-        conv2d_into(x, w, b, g, &mut out, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1));
+        conv2d_into(x, w, b, g, &mut out, clamp, &|s, l| seen.lock().unwrap()[s..s + l].iter_mut().for_each(|v| *v += 1));
         (out, seen.into_inner().unwrap().iter().all(|&v| v == 1))
     }
 
@@ -294,7 +325,7 @@ mod tests {
         let x: Vec<f32> = (0..2 * 3 * 32).map(|i| if i % 32 == 5 { -1.0 } else { (i / 32 % 3 + 1) as f32 }).collect();
         let w: Vec<f32> = (0..7 * 3).map(|i| (i / 3) as f32 - (i % 3) as f32).collect();
         let b: Vec<f32> = (0..7).map(|f| 0.5 * f as f32).collect();
-        let (out, once) = run(&x, &w, Some(&b), &g);
+        let (out, once) = run(&x, &w, Some(&b), &g, None);
         assert!(once, "the hook sees each output once");
         for (i, f, p) in (0..2).flat_map(|i| (0..7).flat_map(move |f| (0..32).map(move |p| (i, f, p)))) {
             // sum over k of (f - k) * (k + 1) = 6f - 8; at position 5, -(3f - 3).
@@ -305,8 +336,9 @@ mod tests {
 
     /// The definition's bits: filters in groups of 6 with each remainder, one to 96 channels,
     /// one and two images, tasks of filters and (on 1,089 and 1,152 positions) of positions,
-    /// planes of whole tiles and ragged ones, with and without bias; on the pool and on one
-    /// thread. The output starts as NaN, so a position not written shows.
+    /// planes of whole tiles and ragged ones, with and without bias, with and without a clamp
+    /// (the definition's outputs clamped after, as the graph's program clamps them); on the
+    /// pool and on one thread. The output starts as NaN, so a position not written shows.
     #[test]
     fn every_output_has_the_definitions_bits_on_any_thread_count() {
         if !has_avx2() {
@@ -324,12 +356,15 @@ mod tests {
             let plane = g.out_plane();
             let (x, w, b) = (values(g.n * g.c * plane, 1), values(g.o * g.c, 2), values(g.o, 3));
             let b = bias.then_some(&b[..]);
-            let want = bits(&naive(&x, &w, b, &g));
-            let (pooled, once) = run(&x, &w, b, &g);
-            assert!(once, "{g:?}");
-            assert_eq!(bits(&pooled), want, "{g:?}");
-            let (alone, _) = crate::kernels::parallel::on_one_thread(|| run(&x, &w, b, &g));
-            assert_eq!(bits(&alone), want, "{g:?}, one thread");
+            for clamp in [None, Clamp::new(Some(-0.25), Some(0.5))] {
+                let want: Vec<f32> = naive(&x, &w, b, &g).into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect();
+                let want = bits(&want);
+                let (pooled, once) = run(&x, &w, b, &g, clamp);
+                assert!(once, "{g:?}");
+                assert_eq!(bits(&pooled), want, "{g:?}, {clamp:?}");
+                let (alone, _) = crate::kernels::parallel::on_one_thread(|| run(&x, &w, b, &g, clamp));
+                assert_eq!(bits(&alone), want, "{g:?}, {clamp:?}, one thread");
+            }
         }
     }
 
@@ -385,16 +420,16 @@ mod tests {
         let mut b = values(8, 6);
         b[3] = f32::NAN;
         let mut out = vec![7.0f32; 8 * 1024];
-        assert!(!try_conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {}));
+        assert!(!try_conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {}));
         assert!(out.iter().all(|&v| v == 7.0), "nothing written");
         let (x64, w64) = (vec![0.0f64; 16 * 1024], vec![0.0f64; 8 * 16]);
-        assert!(!try_conv2d_into(&x64, &w64, None, &g, &mut vec![0.0f64; 8 * 1024], &|_, _| {}));
+        assert!(!try_conv2d_into(&x64, &w64, None, &g, &mut vec![0.0f64; 8 * 1024], None, &|_, _| {}));
         let mut x = x;
         x[5 * 1024 + 40] = f32::NAN; // channel 5, position 40: every filter's output there
         let mut w = w;
         w[2 * 16 + 9] = f32::INFINITY; // filter 2, channel 9
         let b = values(8, 6);
-        assert!(try_conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {}));
+        assert!(try_conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {}));
         for (f, p) in (0..8).flat_map(|f| (0..1024).map(move |p| (f, p))) {
             let v = out[f * 1024 + p];
             assert_eq!(v.is_nan(), p == 40 || (f == 2 && x[9 * 1024 + p] == 0.0), "filter {f} position {p}");
@@ -431,14 +466,19 @@ mod tests {
         for g in layers {
             let (x, w, b) = (values(g.c * g.out_plane(), 1), values(g.o * g.c, 2), values(g.o, 3));
             let mut out = vec![0.0f32; g.o * g.out_plane()];
-            let mut best = [f64::MAX; 2];
+            let mut best = [f64::MAX; 4];
             crate::kernels::parallel::on_worker(|| {
                 for round in 0..32 {
                     for (v, best) in best.iter_mut().enumerate() {
+                        let relu6 = Clamp::new(Some(0.0), Some(6.0));
+                        let (at, len) = (out.as_mut_ptr(), out.len());
+                        let after = Clamp::before(relu6, at, len, &|_, _| {});
                         let t = std::time::Instant::now();
                         match v {
                             0 => crate::kernels::pointwise::by_gemm(&x, &w, Some(&b), &g, &mut out),
-                            _ => conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {}),
+                            1 => conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {}),
+                            2 => conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &after),
+                            _ => conv2d_into(&x, &w, Some(&b), &g, &mut out, relu6, &|_, _| {}),
                         }
                         if round > 1 {
                             *best = best.min(t.elapsed().as_secs_f64() * 1e3);
@@ -448,16 +488,19 @@ mod tests {
             });
             let mut by_gemm = vec![0.0f32; out.len()];
             crate::kernels::pointwise::by_gemm(&x, &w, Some(&b), &g, &mut by_gemm);
+            conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {});
             let same = bits(&by_gemm) == bits(&out);
             println!(
-                "{} -> {} at {}x{}: gemm {:.3} ms, direct {:.3} ms ({:.2}x), same bits as gemm: {same}",
+                "{} -> {} at {}x{}: gemm {:.3} ms, direct {:.3} ms ({:.2}x), clamp after {:.3}, clamp in registers {:.3}, same bits as gemm: {same}",
                 g.c,
                 g.o,
                 g.h,
                 g.w,
                 best[0],
                 best[1],
-                best[0] / best[1]
+                best[0] / best[1],
+                best[2],
+                best[3]
             );
         }
     }

@@ -20,6 +20,11 @@ impl<T> SharedOut<T> {
         SharedOut(out.as_mut_ptr())
     }
 
+    /// Shares the buffer that starts at `out`.
+    pub(super) fn from_ptr(out: *mut T) -> Self {
+        SharedOut(out)
+    }
+
     /// The buffer from element `offset` on, shared the same way (a task's part of it).
     pub(super) fn skip(&self, offset: usize) -> Self {
         SharedOut(self.0.wrapping_add(offset))

@@ -7,6 +7,7 @@ use super::dispatch::apply;
 use super::{need_float, Family, InputGrads, Saves, TypeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::clamp::Clamp;
 use crate::kernels::conv::{self as kc, ConvGeom};
 use crate::kernels::pointwise;
 use crate::kernels::pool::{self as kp, PoolGeom};
@@ -329,22 +330,23 @@ pub(super) fn written_by_conv(op: &ConvOp, inputs: &[&Storage], dims: &[usize]) 
     // SAFETY: a buffer of the op's output dtype and element count, written by this call
     // alone, which writes every element.
     unsafe {
-        conv2d_into(op, inputs, out.ptr_at(0), &|_, _| {});
+        conv2d_into(op, inputs, out.ptr_at(0), None, &|_, _| {});
         out.assume_written(dims)
     }
 }
 
 /// The conv2d or depthwise2d op `op` on `inputs`, written into `out` image by image, with
 /// `after_image(start, len)` called on each image's output positions once they are final (on
-/// the thread that made them): the hook an epilogue runs in.
+/// the thread that made them): the hook an epilogue runs in. With `clamp` (f32 only), every
+/// output is clamped before `after_image` sees it (in registers where the kernel can).
 ///
 /// # Safety
 /// `out` must point to a buffer of the op's output dtype and element count, in row-major
 /// order, that nothing else writes while this runs.
-pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8, after_image: &(dyn Fn(usize, usize) + Sync)) {
+pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8, clamp: Option<Clamp>, after_image: &(dyn Fn(usize, usize) + Sync)) {
     unsafe {
         if let ConvOp::Depthwise2d { .. } = op {
-            return depthwise::depthwise2d_into(op, inputs, out, after_image);
+            return depthwise::depthwise2d_into(op, inputs, out, clamp, after_image);
         }
         let ConvOp::Conv2d { stride, padding } = op else { unreachable!("not conv2d: {op:?}") };
         let g = geom(&inputs[0].shape(), &inputs[1].shape(), *stride, *padding);
@@ -357,6 +359,7 @@ pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8,
                     b.and_then(|b| b.array::<f32>()),
                     &g,
                     std::slice::from_raw_parts_mut(out as *mut f32, len),
+                    clamp,
                     after_image,
                 ),
                 (Storage::F64(x), Storage::F64(w), b) => pointwise::conv2d_into(
@@ -365,6 +368,7 @@ pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8,
                     b.and_then(|b| b.array::<f64>()),
                     &g,
                     std::slice::from_raw_parts_mut(out as *mut f64, len),
+                    clamp,
                     after_image,
                 ),
                 _ => unreachable!("dtypes checked by infer"),
@@ -372,10 +376,12 @@ pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8,
         }
         match (inputs[0], inputs[1], inputs.get(2)) {
             (Storage::F32(x), Storage::F32(w), b) => {
-                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), after_image)
+                let after = Clamp::before(clamp, out as *mut f32, len, after_image);
+                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), &after)
             }
             (Storage::F64(x), Storage::F64(w), b) => {
-                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), after_image)
+                let after = Clamp::before(clamp, out as *mut f64, len, after_image);
+                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), &after)
             }
             _ => unreachable!("dtypes checked by infer"),
         }

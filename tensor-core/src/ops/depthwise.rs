@@ -8,6 +8,7 @@ use super::conv::{known_hw, need_forward_output, need_positive, need_rank4, out_
 use super::dispatch::apply;
 use super::{Family, InputGrads, TypeRef};
 use crate::error::{Error, Result};
+use crate::kernels::clamp::Clamp;
 use crate::kernels::depthwise::{self as kd, DepthwiseGeom};
 use crate::shape::{Shape, UNKNOWN};
 use crate::storage::Storage;
@@ -157,12 +158,12 @@ pub(super) fn compute(op: &ConvOp, inputs: &[&Storage]) -> Storage {
 
 /// The depthwise2d op `op` on `inputs`, written into `out`, with `after(start, len)` called
 /// on each block of output positions once it is final (on the thread that made it): the
-/// hook an epilogue runs in.
+/// hook an epilogue runs in. With `clamp` (f32 only), every output is clamped first.
 ///
 /// # Safety
 /// `out` must point to a buffer of the op's output dtype and element count, in row-major
 /// order, that nothing else writes while this runs.
-pub(super) unsafe fn depthwise2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8, after: &(dyn Fn(usize, usize) + Sync)) {
+pub(super) unsafe fn depthwise2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8, clamp: Option<Clamp>, after: &(dyn Fn(usize, usize) + Sync)) {
     unsafe {
         let ConvOp::Depthwise2d { stride, padding, dilation } = op else { unreachable!("not depthwise2d: {op:?}") };
         let (x, w) = (inputs[0].shape(), inputs[1].shape());
@@ -170,10 +171,10 @@ pub(super) unsafe fn depthwise2d_into(op: &ConvOp, inputs: &[&Storage], out: *mu
         let len = g.n * g.out_channels() * g.out_plane();
         match (inputs[0], inputs[1], inputs.get(2)) {
             (Storage::F32(x), Storage::F32(w), b) => {
-                kd::depthwise2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), after)
+                kd::depthwise2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), clamp, after)
             }
             (Storage::F64(x), Storage::F64(w), b) => {
-                kd::depthwise2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), after)
+                kd::depthwise2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), clamp, after)
             }
             _ => unreachable!("dtypes checked by infer"),
         }

@@ -11,6 +11,7 @@
 //! `pointwise` instead.)
 
 use super::channel_bias;
+use super::clamp::Clamp;
 use super::conv_blocked;
 use super::conv_direct;
 use super::conv_direct_large;
@@ -232,7 +233,7 @@ fn slice_of<T>(a: &Array<T>) -> &[T] {
 pub fn conv2d<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: &ConvGeom) -> Array<T> {
     // NaN where the kernel writes nothing, so a test sees an element it skips.
     let mut out = vec![T::zero().div(T::zero()); g.n * g.o * g.out_plane()];
-    conv2d_into(x, w, bias, g, &mut out, &|_, _| {});
+    conv2d_into(x, w, bias, g, &mut out, None, &|_, _| {});
     let (oh, ow) = g.out_hw();
     Array::from_shape_vec(IxDyn(&[g.n, g.o, oh, ow]), out).expect("length matches dims")
 }
@@ -240,13 +241,16 @@ pub fn conv2d<T: Float>(x: &Array<T>, w: &Array<T>, bias: Option<&Array<T>>, g: 
 /// [`conv2d`] into `out` (row-major `[n, o, oh, ow]`), calling `after(start, len)` as soon as
 /// `out[start..start + len]` is final, on the thread that made it — so an epilogue reads it
 /// while it is still in that core's cache: a whole image at a time, or parts of one where the
-/// kernel makes them on several threads (`conv_stem`'s rows).
+/// kernel makes them on several threads (`conv_stem`'s rows). With `clamp` (f32 only), the
+/// outputs are clamped before `after` sees them: in registers by `conv_stem`, by a pass over
+/// each part otherwise.
 pub fn conv2d_into<T: Float>(
     x: &Array<T>,
     w: &Array<T>,
     bias: Option<&Array<T>>,
     g: &ConvGeom,
     out: &mut [T],
+    clamp: Option<Clamp>,
     after: &(dyn Fn(usize, usize) + Sync),
 ) {
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
@@ -254,10 +258,11 @@ pub fn conv2d_into<T: Float>(
     let (plane, patch, image) = (g.out_plane(), g.patch(), g.image());
     if conv_stem::applies::<T>(g) {
         // SAFETY: `applies` takes 4-byte floats only, and the Float of 4 bytes is f32.
-        if unsafe { conv_stem::conv2d_into(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), after) } {
+        if unsafe { conv_stem::conv2d_into(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), clamp, after) } {
             return;
         }
     }
+    let after = &Clamp::before(clamp, out.as_mut_ptr(), out.len(), after);
     let per_image = g.o * plane;
     let after_image = &|i: usize| after(i * per_image, per_image);
     if conv_direct_large::applies(g) {
@@ -539,7 +544,7 @@ mod tests {
             let (mut whole, mut blocked) = (vec![0.0; n * 5 * 1936], vec![f64::NAN; n * 5 * 1936]);
             conv2d_im2col(&xa, &wa, Some(&ba), &g, &mut whole);
             let seen = std::sync::Mutex::new(Vec::new());
-            conv2d_into(&xa, &wa, Some(&ba), &g, &mut blocked, &|s, l| seen.lock().unwrap().push((s / l, l)));
+            conv2d_into(&xa, &wa, Some(&ba), &g, &mut blocked, None, &|s, l| seen.lock().unwrap().push((s / l, l)));
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&blocked), bits(&whole), "batch {n}");
             let mut seen = seen.into_inner().unwrap();

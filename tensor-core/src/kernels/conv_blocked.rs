@@ -887,7 +887,7 @@ mod tests {
                             if super::super::pointwise::applies(&g) {
                                 super::super::pointwise::conv2d_into(&xa, &wa, None, &g, &mut out, None, &|_, _| {});
                             } else {
-                                conv(&xa, &wa, None, &g, &mut out, &|_, _| {});
+                                conv(&xa, &wa, None, &g, &mut out, None, &|_, _| {});
                             }
                             crate::kernels::conv_direct_large::OFF.with(|off| off.set(false));
                         }

@@ -486,7 +486,7 @@ mod tests {
                 let mut out = vec![0.0f32; n * g.o * g.out_plane()];
                 let before = |o: &mut [f32]| {
                     OFF.with(|off| off.set(true));
-                    conv(&xa, &wa, None, &g, o, &|_, _| {});
+                    conv(&xa, &wa, None, &g, o, None, &|_, _| {});
                     OFF.with(|off| off.set(false));
                 };
                 type Path<'a> = (&'static str, Box<dyn FnMut(&mut [f32]) + 'a>);

@@ -17,6 +17,7 @@
 //! of one output (see [`applies`]). NaN inputs, weights or biases take the im2col path (which
 //! of several NaNs an `fma` returns depends on its operands' order).
 
+use super::clamp::Clamp;
 use super::conv::ConvGeom;
 use super::parallel::{for_each_task, num_threads};
 use super::shared_out::SharedOut;
@@ -55,7 +56,15 @@ fn fits(g: &ConvGeom) -> bool {
 /// # Panics
 /// If the buffers' sizes disagree with `g`, the geometry is not this kernel's or the CPU
 /// lacks AVX2 (a caller's bug: see [`applies`]).
-pub(super) fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &mut [f32], after: &(dyn Fn(usize, usize) + Sync)) -> bool {
+pub(super) fn conv2d_into(
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    g: &ConvGeom,
+    out: &mut [f32],
+    clamp: Option<Clamp>,
+    after: &(dyn Fn(usize, usize) + Sync),
+) -> bool {
     let (oh, ow) = g.out_hw();
     let (image, per_image) = (g.c * g.h * g.w, g.o * oh * ow);
     let sizes = x.len() == g.n * image && w.len() == g.o * g.patch() && bias.is_none_or(|b| b.len() == g.o) && out.len() == g.n * per_image;
@@ -77,7 +86,7 @@ pub(super) fn conv2d_into(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &ConvGe
             // `span` of every channel alone.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                avx2::rows(g, x, w, bias, span.clone(), &dst)
+                avx2::rows(g, x, w, bias, clamp, span.clone(), &dst)
             };
             #[cfg(not(target_arch = "x86_64"))]
             unreachable!("AVX2 is x86-64 only: {span:?} {:?}", dst.at(0));
@@ -100,7 +109,7 @@ mod avx2 {
     use super::super::avx2_rows::{evens, load, odds};
     use super::super::conv::ConvGeom;
     use super::super::shared_out::SharedOut;
-    use super::{BLOCK, MAX_CHANNELS};
+    use super::{Clamp, BLOCK, MAX_CHANNELS};
     use std::arch::x86_64::*;
 
     /// Output rows `span` of every channel of one image (see [`super::conv2d_into`]).
@@ -110,7 +119,15 @@ mod avx2 {
     /// `[o, c, 3, 3]`, `bias` (if any) `o` values, `dst` the image's output `[o, oh, ow]`, whose rows
     /// `span` no one else writes meanwhile.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn rows(g: &ConvGeom, x: &[f32], w: &Filters, bias: Option<&[f32]>, span: std::ops::Range<usize>, dst: &SharedOut<f32>) {
+    pub(super) unsafe fn rows(
+        g: &ConvGeom,
+        x: &[f32],
+        w: &Filters,
+        bias: Option<&[f32]>,
+        clamp: Option<Clamp>,
+        span: std::ops::Range<usize>,
+        dst: &SharedOut<f32>,
+    ) {
         let (oh, ow) = g.out_hw();
         let taps = g.c * 9;
         // The taps of two vectors of output columns, side by side.
@@ -136,7 +153,12 @@ mod avx2 {
                     for (k, a) in acc.iter().enumerate() {
                         // Without a bias, nothing is added (`+0` would turn an underflowed `-0`
                         // into `+0`).
-                        let with_bias = |a| bias.map_or(a, |b| _mm256_add_ps(a, _mm256_set1_ps(b[o0 + k])));
+                        // Then the clamp, if any.
+                        let with_bias = |a| {
+                            let a = bias.map_or(a, |b| _mm256_add_ps(a, _mm256_set1_ps(b[o0 + k])));
+                            // SAFETY: AVX2 implies AVX.
+                            clamp.map_or(a, |c| unsafe { c.ymm(a) })
+                        };
                         for (v, &a) in a.iter().enumerate() {
                             let oj = oj + 8 * v;
                             let at = dst.at(((o0 + k) * oh + oi) * ow).wrapping_add(oj);
@@ -211,9 +233,21 @@ mod tests {
 
     /// Runs the kernel, or `None` on a CPU it is not for.
     fn run(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, after: &(dyn Fn(usize, usize) + Sync)) -> Option<(bool, Vec<f32>)> {
+        run_clamped(g, x, w, b, None, after)
+    }
+
+    /// [`run`], the outputs clamped by `clamp`.
+    fn run_clamped(
+        g: &ConvGeom,
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        clamp: Option<Clamp>,
+        after: &(dyn Fn(usize, usize) + Sync),
+    ) -> Option<(bool, Vec<f32>)> {
         applies::<f32>(g).then(|| {
             let mut out = vec![f32::NAN; g.n * g.o * g.out_plane()];
-            (conv2d_into(x, w, b, g, &mut out, after), out)
+            (conv2d_into(x, w, b, g, &mut out, clamp, after), out)
         })
     }
 
@@ -253,6 +287,11 @@ mod tests {
             // the choice of this kernel reads the CPU's level, never the cap.)
             assert!(g.out_plane() == 1 || bits(&y) == bits(&im2col), "the path it replaces, {g:?}");
             assert!(seen.into_inner().unwrap().iter().all(|&v| v == 1), "each output announced once, {g:?}");
+            // Clamped in registers: the definition's outputs, clamped after.
+            let clamp = Clamp::new(Some(-0.25), Some(0.5));
+            let Some((true, c)) = run_clamped(&g, &x, &wt, Some(&b), clamp, &|_, _| {}) else { return };
+            let want: Vec<f32> = naive(&x, &wt, &b, &g).into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect();
+            assert_eq!(bits(&c), bits(&want), "clamped, {g:?}");
         }
     }
 
@@ -333,7 +372,7 @@ mod timing {
                     let s = Instant::now();
                     crate::kernels::parallel::on_one_thread(|| {
                         if stem {
-                            conv2d_into(&x, &w, Some(&b), &g, &mut out, &|_, _| {});
+                            conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {});
                         } else {
                             crate::kernels::conv::conv2d_im2col(&xa, &wa, Some(&ba), &g, &mut out);
                         }

@@ -376,12 +376,10 @@ pub(crate) unsafe fn conv2d_into(op: &ConvOp, inputs: &[&Storage], out: *mut u8,
         }
         match (inputs[0], inputs[1], inputs.get(2)) {
             (Storage::F32(x), Storage::F32(w), b) => {
-                let after = Clamp::before(clamp, out as *mut f32, len, after_image);
-                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), &after)
+                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f32>()), &g, std::slice::from_raw_parts_mut(out as *mut f32, len), clamp, after_image)
             }
             (Storage::F64(x), Storage::F64(w), b) => {
-                let after = Clamp::before(clamp, out as *mut f64, len, after_image);
-                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), &after)
+                kc::conv2d_into(x, w, b.and_then(|b| b.array::<f64>()), &g, std::slice::from_raw_parts_mut(out as *mut f64, len), clamp, after_image)
             }
             _ => unreachable!("dtypes checked by infer"),
         }

@@ -298,6 +298,9 @@ mod tests {
         clamp_of(&e, &others.iter().collect::<Vec<_>>())
     }
 
+    /// A test case's code, traced and run eagerly.
+    type Traced<'a, T> = Box<dyn Fn() -> Result<T> + 'a>;
+
     /// A bound of one value, as ONNX's `Clip` imports it.
     fn bound(v: f32) -> Tensor {
         Tensor::scalar(v)
@@ -318,7 +321,7 @@ mod tests {
         );
         let b = Tensor::randn(&[96], DType::F32, 11);
         let relu6 = |y: Tensor| y.maximum(&bound(-0.5))?.minimum(&bound(1.5));
-        let cases: [(&str, Box<dyn Fn() -> Result<Tensor>>); 5] = [
+        let cases: [(&str, Traced<'_, Tensor>); 5] = [
             ("pointwise", Box::new(|| relu6(x.conv2d(&pw, Some(&b), [1, 1], [0, 0])?))),
             ("depthwise", Box::new(|| relu6(x.conv2d_depthwise(&dw, None, [1, 1], [1, 1], [1, 1])?))),
             ("3x3", Box::new(|| x.conv2d(&k3, None, [1, 1], [1, 1])?.clamp(-0.5f32, 1.5f32))),
@@ -344,7 +347,7 @@ mod tests {
         let x = Tensor::randn(&[1, 4, 6, 6], DType::F32, 12);
         let w = Tensor::randn(&[8, 4, 1, 1], DType::F32, 13);
         let conv = || x.conv2d(&w, None, [1, 1], [0, 0]);
-        let cases: [(&str, Box<dyn Fn() -> Result<Vec<Tensor>>>); 4] = [
+        let cases: [(&str, Traced<'_, Vec<Tensor>>); 4] = [
             ("minimum first", Box::new(|| Ok(vec![conv()?.minimum(&bound(1.5))?.maximum(&bound(-0.5))?]))),
             ("bound first", Box::new(|| Ok(vec![bound(-0.5).maximum(&conv()?)?]))),
             ("NaN bound", Box::new(|| Ok(vec![conv()?.maximum(&bound(f32::NAN))?]))),

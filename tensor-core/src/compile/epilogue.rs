@@ -210,9 +210,16 @@ fn clamp_of(e: &Epilogue, others: &[&Storage]) -> Option<Clamp> {
     }
     let attr = |s: &ScalarAttr| f32::from_scalar(s.0);
     // Program input k's value, when it is one f32 (the anchor's slot is not in `others`).
-    let single = |k: usize| match others.get(if k < e.slot { k } else { k.checked_sub(1)? })? {
-        Storage::F32(a) if k != e.slot && a.len() == 1 => a.iter().next().copied(),
-        _ => None,
+    let single = |k: usize| {
+        let at = match k.cmp(&e.slot) {
+            std::cmp::Ordering::Less => k,
+            std::cmp::Ordering::Equal => return None,
+            std::cmp::Ordering::Greater => k - 1,
+        };
+        match others.get(at)? {
+            Storage::F32(a) if a.len() == 1 => a.iter().next().copied(),
+            _ => None,
+        }
     };
     // `maximum(x, bound)` or `minimum(x, bound)`: the op and the bound.
     let bound = |i: &Instr, x: Operand| match (&i.op, i.args.as_slice()) {

@@ -169,7 +169,9 @@ mod avx2 {
     /// swept along the positions: its outputs are written in 6 long runs, and the task's part
     /// of the image is read again from L1 or L2 by the next group. (Every group at each 16
     /// positions in turn, writing 96 rows a little at a time, measured 1.1-1.3x slower.) A
-    /// last tile of fewer than 16 positions reads and writes its live lanes only.
+    /// last tile of fewer than 16 positions reads and writes its live lanes only. Each output
+    /// takes the bias, then `clamp`, in registers; `done(r0, m)` runs once filters `r0..r0 +
+    /// m` are stored, while their runs are in L1.
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA; `x` must hold `c` channels of `n` positions, `plane`

@@ -452,8 +452,9 @@ mod tests {
     }
 
     /// Times MobileNetV2's pointwise layers on planes from 14x14 up (those `takes` takes and the
-    /// projections of more channels, which it leaves) by this kernel
-    /// and by gemm's path, interleaved, the best of 30: `cargo test --release -p tensor-core
+    /// projections of more channels, which it leaves) by gemm's path and by this kernel, the
+    /// latter also with ReLU6 run as a pass over each finished part (`Clamp::before`) and in
+    /// registers, interleaved, the best of 30: `cargo test --release -p tensor-core
     /// --lib pointwise_direct::tests::timing -- --ignored --nocapture` (`RAYON_NUM_THREADS=1`
     /// for one thread).
     #[test]

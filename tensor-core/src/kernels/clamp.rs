@@ -1,11 +1,12 @@
 //! A clamp of a convolution's outputs, applied by the kernel in registers before it stores
 //! them: a graph's epilogue `maximum(conv, lo)` then `minimum(.., hi)` (ReLU6, as
-//! MobileNetV2's `Clip` imports), or one of the two.
+//! MobileNetV2's `Clip` imports), one of the two, or `clamp(conv, lo, hi)`.
 //!
 //! Run as the epilogue's fused program, the clamp was a second pass over every output, made
 //! one short run at a time (a pointwise layer's 512 positions of a channel): in MobileNetV2 at
-//! one thread that pass took ~0.5 ms of the pointwise layers' ~2.6 (`--profile` with the hook
-//! left out, twenty-sixth session). Two instructions per stored vector cost next to nothing.
+//! one thread that pass took ~0.5 ms of the ~2.9 its five `pointwise_direct` layers took
+//! (`--profile` with the hook left out, twenty-sixth session). Two instructions per stored
+//! vector cost next to nothing.
 //!
 //! **The bits** are the program's: `Num::maximum(v, lo)` keeps `v` when it is NaN or `v >=
 //! lo` (so `-0` stays `-0` against `lo = +0`), and `maxps(lo, v)` returns `v` unless `lo > v`,

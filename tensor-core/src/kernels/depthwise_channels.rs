@@ -64,8 +64,8 @@ thread_local! {
 }
 
 /// The output planes `out` of whole `(image, channel)` pairs from pair `first` on, as
-/// `depthwise_rows::planes` takes them: each run of eight channels of one image as a group,
-/// the others one by one through `depthwise_rows`.
+/// `depthwise_rows::planes` takes them (the clamp too): each run of eight channels of one
+/// image as a group, the others one by one through `depthwise_rows`.
 ///
 /// # Panics
 /// Where the sizes disagree with `g`, the geometry is not this kernel's or the CPU lacks

@@ -58,7 +58,8 @@ fn fits_at(g: &DepthwiseGeom, level: Level) -> bool {
 
 /// The output planes `out` of whole `(image, channel)` pairs from pair `first` on (`m`
 /// planes each, as `depthwise2d_into` lays them out), of input `x` `[n, c, h, w]` and filters
-/// `w` `[c * m, 1, 3, 3]`, plus `bias` `[c * m]`.
+/// `w` `[c * m, 1, 3, 3]`, plus `bias` `[c * m]`, then clamped by `clamp` (in registers, or
+/// after a NaN bias).
 ///
 /// # Panics
 /// If the buffers' sizes disagree with `g`, the geometry is not this kernel's or the CPU

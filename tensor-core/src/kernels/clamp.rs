@@ -100,6 +100,23 @@ impl Clamp {
     }
 }
 
+/// What the kernels' tests share: the clamps to run each case with, and the definition's
+/// outputs clamped after, as the graph's program clamps them.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Clamp;
+
+    /// No clamp, and one that bites on both sides of the test values (in [-1, 1)).
+    pub(crate) fn clamps() -> [Option<Clamp>; 2] {
+        [None, Clamp::new(Some(-0.25), Some(0.5))]
+    }
+
+    /// `values`, each clamped by `clamp` (if any).
+    pub(crate) fn clamped(values: Vec<f32>, clamp: Option<Clamp>) -> Vec<f32> {
+        values.into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -338,6 +338,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::clamp::testing::{clamped, clamps};
     use crate::kernels::depthwise_rows::tests::{bits, naive as rows_naive};
     use crate::kernels::simd::{set_max_level, LEVEL_CAPS};
 
@@ -408,9 +409,9 @@ mod tests {
                     let taps = values(c * 9, 7);
                     let bias = values(c, 11);
                     for bias in [None, Some(&bias[..])] {
-                        for clamp in [None, Clamp::new(Some(-0.25), Some(0.5))] {
+                        for clamp in clamps() {
                             let Some(y) = run(&g, first, &x, &taps, bias, clamp) else { return };
-                            let want: Vec<f32> = naive(&g, &x, &taps, bias).into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect();
+                            let want = clamped(naive(&g, &x, &taps, bias), clamp);
                             assert_eq!(bits(&y), bits(&want[first * g.out_plane()..]), "{g:?} from pair {first}, bias {}, {clamp:?}", bias.is_some());
                         }
                     }
@@ -434,10 +435,9 @@ mod tests {
         let Some(y) = run(&g, 0, &x, &taps, Some(&bias), None) else { return };
         assert_eq!(bits(&y), bits(&naive(&g, &x, &taps, Some(&bias))));
         // Clamped, the group holding the NaN bias takes the clamp after it: still NaN.
-        let clamp = Clamp::new(Some(-0.25), Some(0.5));
+        let clamp = clamps()[1];
         let Some(c) = run(&g, 0, &x, &taps, Some(&bias), clamp) else { return };
-        let want: Vec<f32> = naive(&g, &x, &taps, Some(&bias)).into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect();
-        assert_eq!(bits(&c), bits(&want));
+        assert_eq!(bits(&c), bits(&clamped(naive(&g, &x, &taps, Some(&bias)), clamp)));
         assert!(y[..7].iter().all(|v| v.is_nan()) && (0..7).all(|r| y[r * 7].is_nan()), "padding taps count");
         assert!(y[3 * 49..4 * 49].iter().all(|v| v.is_nan()), "the NaN bias reaches every output of its channel");
         assert_eq!(y[5 * 49..6 * 49].iter().filter(|v| v.is_nan()).count(), 9, "a NaN input reaches its nine outputs");

@@ -310,6 +310,7 @@ mod avx2 {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::kernels::clamp::testing::{clamped, clamps};
     use crate::kernels::simd::{set_max_level, LEVEL_CAPS};
 
     /// The definition: each output a chain of `mul_add` over the taps from +0 (zero in the
@@ -403,16 +404,6 @@ pub(super) mod tests {
             clamp.inspect(|c| c.slice(&mut y));
         }
         y
-    }
-
-    /// The definition's outputs, clamped after as the graph's program clamps them.
-    fn clamped(y: Vec<f32>, clamp: Option<Clamp>) -> Vec<f32> {
-        y.into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect()
-    }
-
-    /// No clamp, and one that bites on both sides of the test values (in [-1, 1)).
-    fn clamps() -> [Option<Clamp>; 2] {
-        [None, Clamp::new(Some(-0.25), Some(0.5))]
     }
 
     #[test]

@@ -285,6 +285,7 @@ mod avx2 {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+    use crate::kernels::clamp::testing::{clamped, clamps};
     use crate::kernels::depthwise_rows::tests::bits;
 
     fn pw(n: usize, c: usize, h: usize, w: usize, o: usize) -> ConvGeom {
@@ -358,9 +359,8 @@ mod tests {
             let plane = g.out_plane();
             let (x, w, b) = (values(g.n * g.c * plane, 1), values(g.o * g.c, 2), values(g.o, 3));
             let b = bias.then_some(&b[..]);
-            for clamp in [None, Clamp::new(Some(-0.25), Some(0.5))] {
-                let want: Vec<f32> = naive(&x, &w, b, &g).into_iter().map(|v| clamp.map_or(v, |c| c.value(v))).collect();
-                let want = bits(&want);
+            for clamp in clamps() {
+                let want = bits(&clamped(naive(&x, &w, b, &g), clamp));
                 let (pooled, once) = run(&x, &w, b, &g, clamp);
                 assert!(once, "{g:?}");
                 assert_eq!(bits(&pooled), want, "{g:?}, {clamp:?}");

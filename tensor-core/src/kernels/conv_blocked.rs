@@ -435,9 +435,11 @@ fn panel(xb: &[f32], plan: &Plan, packed: &[f32], bias: Option<&[f32]>, dst: &mu
                 0 => &packed[(k0 + offsets.len()) * PANEL..((k0 + offsets.len() + K_BLOCK) * PANEL).min(packed.len())],
                 _ => &[],
             };
-            let lines = ahead.len().div_ceil(16).div_ceil(group.len());
+            // Each tile asks for its share of the block.
+            let share = ahead.len().div_ceil(16).div_ceil(group.len()) * 16;
             for (t, &(p, n)) in group.iter().enumerate() {
-                prefetch(ahead, t * lines, lines);
+                let part = &ahead[(t * share).min(ahead.len())..((t + 1) * share).min(ahead.len())];
+                super::prefetch::lines(part.as_ptr(), part.len());
                 let s = &mut sums[p - first..p - first + n];
                 macro_rules! tile {
                     ($n:literal) => {{
@@ -460,17 +462,6 @@ fn panel(xb: &[f32], plan: &Plan, packed: &[f32], bias: Option<&[f32]>, dst: &mu
         }
         store(sums, first, bias, plane, dst);
     }
-}
-
-/// Asks for `lines` cache lines of `w` from line `first` (a hint: no access, no fault).
-fn prefetch(w: &[f32], first: usize, lines: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for at in (first * 16..w.len()).step_by(16).take(lines) {
-        // SAFETY: a prefetch reads nothing and cannot fault; SSE is in every x86-64.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w[at..].as_ptr() as *const i8) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (w, first, lines);
 }
 
 /// Writes the sums of positions `first..` (`[positions, 16]`) to their channels' rows of `dst`

@@ -25,6 +25,7 @@ pub(crate) mod parallel;
 pub(crate) mod pointwise;
 mod pointwise_direct;
 pub(crate) mod pool;
+mod prefetch;
 pub(crate) mod random;
 pub(crate) mod reduce;
 mod scratch;

@@ -136,14 +136,5 @@ unsafe fn block<K: Tile>(
 
 /// Asks for the cache lines of a `rows x cols` tile of `c` (a hint: no access, no fault).
 fn prefetch_tile(c: *const f32, rows: usize, cols: usize, ldc: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for r in 0..rows {
-        for j in (0..cols).step_by(16) {
-            let line = c.wrapping_add(r * ldc + j) as *const i8;
-            // SAFETY: a prefetch reads nothing and cannot fault; SSE is in every x86-64.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (c, rows, cols, ldc);
+    (0..rows).for_each(|r| super::super::prefetch::lines(c.wrapping_add(r * ldc), cols));
 }

@@ -255,13 +255,18 @@ pub fn depthwise2d_into<T: Float>(
 ) {
     let (x, w, bias) = (standard(x), standard(w), bias.map(standard));
     let (xs, ws, bs) = (slice_of(&x), slice_of(&w), bias.as_ref().map(slice_of));
-    if depthwise_channels::applies::<T>(g) {
-        // SAFETY: `applies` takes 4-byte floats only, and the Float of 4 bytes is f32.
-        return unsafe { by_channels(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), clamp, after) };
-    }
-    if depthwise_rows::applies::<T>(g) {
-        // SAFETY: as above.
-        return unsafe { by_rows(cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), clamp, after) };
+    // `depthwise_channels`' tasks each start a group of eight channels.
+    let kernel: Option<(Planes, usize)> = if depthwise_channels::applies::<T>(g) {
+        Some((depthwise_channels::planes, depthwise_channels::GROUP))
+    } else if depthwise_rows::applies::<T>(g) {
+        Some((depthwise_rows::planes, 1))
+    } else {
+        None
+    };
+    if let Some((planes, multiple)) = kernel {
+        // SAFETY: both kernels' `applies` take 4-byte floats only, and the Float of 4 bytes
+        // is f32.
+        return unsafe { by_planes(planes, multiple, cast(xs), cast(ws), bs.map(|b| cast(b)), g, cast_mut(out), clamp, after) };
     }
     let after = &Clamp::before(clamp, out.as_mut_ptr(), out.len(), after);
     by_phases(xs, ws, bs, g, out, after);
@@ -301,8 +306,16 @@ fn slice_of<T>(a: &Array<T>) -> &[T] {
     a.as_slice().expect("standard layout")
 }
 
-/// [`depthwise2d_into`] by `depthwise_rows`, on f32 data, the clamp in registers.
-fn by_rows(
+/// A kernel's f32 planes of whole pairs from a first one (`depthwise_rows::planes`,
+/// `depthwise_channels::planes`), the clamp in registers.
+type Planes = fn(&DepthwiseGeom, usize, &[f32], &[f32], Option<&[f32]>, Option<Clamp>, &mut [f32]);
+
+/// [`depthwise2d_into`] by `planes`, on f32 data: tasks of whole pairs, a multiple of
+/// `multiple` each, each task's outputs handed to `after`.
+#[allow(clippy::too_many_arguments)]
+fn by_planes(
+    planes: Planes,
+    multiple: usize,
     xs: &[f32],
     ws: &[f32],
     bs: Option<&[f32]>,
@@ -312,26 +325,8 @@ fn by_rows(
     after: &(dyn Fn(usize, usize) + Sync),
 ) {
     let per_pair = g.m * g.out_plane();
-    over_pairs(out, per_pair, g, 1, |first, chunk| {
-        depthwise_rows::planes(g, first, xs, ws, bs, clamp, chunk);
-        after(first * per_pair, chunk.len());
-    });
-}
-
-/// [`depthwise2d_into`] by `depthwise_channels`, on f32 data: each task starts a group of
-/// eight channels; the clamp in registers.
-fn by_channels(
-    xs: &[f32],
-    ws: &[f32],
-    bs: Option<&[f32]>,
-    g: &DepthwiseGeom,
-    out: &mut [f32],
-    clamp: Option<Clamp>,
-    after: &(dyn Fn(usize, usize) + Sync),
-) {
-    let per_pair = g.out_plane();
-    over_pairs(out, per_pair, g, depthwise_channels::GROUP, |first, chunk| {
-        depthwise_channels::planes(g, first, xs, ws, bs, clamp, chunk);
+    over_pairs(out, per_pair, g, multiple, |first, chunk| {
+        planes(g, first, xs, ws, bs, clamp, chunk);
         after(first * per_pair, chunk.len());
     });
 }

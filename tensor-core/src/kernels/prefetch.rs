@@ -4,6 +4,7 @@
 
 /// Asks for the cache lines holding `len` floats from `p` (a hint: it reads nothing and
 /// cannot fault, wherever `p` points).
+#[inline]
 pub(super) fn lines(p: *const f32, len: usize) {
     #[cfg(target_arch = "x86_64")]
     for at in (0..len).step_by(16) {

@@ -98,6 +98,18 @@ impl Clamp {
         use std::arch::x86_64::*;
         _mm256_min_ps(_mm256_set1_ps(self.hi), _mm256_max_ps(_mm256_set1_ps(self.lo), v))
     }
+
+    /// [`ymm`](Self::ymm) on sixteen lanes: the same instructions' choices, so the same bits.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) unsafe fn zmm(self, v: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        _mm512_min_ps(_mm512_set1_ps(self.hi), _mm512_max_ps(_mm512_set1_ps(self.lo), v))
+    }
 }
 
 /// What the kernels' tests share: the clamps to run each case with, and the definition's
@@ -168,6 +180,19 @@ mod tests {
                 for (v, o) in lanes.iter().zip(out) {
                     let want = Num::minimum(Num::maximum(*v, lo.unwrap_or(f32::NEG_INFINITY)), hi.unwrap_or(f32::INFINITY));
                     assert_eq!(o.to_bits(), want.to_bits(), "{v} in [{lo:?}, {hi:?}]");
+                }
+            }
+            if is_x86_feature_detected!("avx512f") {
+                let mut out = [0.0f32; 16];
+                let mut lanes = [0.0f32; 16];
+                lanes[..EDGES.len()].copy_from_slice(&EDGES);
+                // SAFETY: the CPU has AVX-512F (checked); both arrays hold 16 lanes.
+                unsafe {
+                    use std::arch::x86_64::*;
+                    _mm512_storeu_ps(out.as_mut_ptr(), c.zmm(_mm512_loadu_ps(lanes.as_ptr())));
+                }
+                for (v, o) in lanes.iter().zip(out) {
+                    assert_eq!(o.to_bits(), c.value(*v).to_bits(), "{v} in [{lo:?}, {hi:?}], sixteen lanes");
                 }
             }
         }

@@ -139,15 +139,13 @@ fn conv2d_into(
                 // i's channels are inside `x` and `out` (asserted), and this task alone
                 // writes them.
                 let done = |r0: usize, m: usize| (r0..r0 + m).for_each(|oc| after(out + oc * plane + q, n));
-                unsafe { avx2::block(x[q..].as_ptr(), plane, g.c, w, bias, g.o, n, dst.at(out + q), clamp, &done) };
+                unsafe { block(x[q..].as_ptr(), plane, g.c, w, bias, g.o, n, dst.at(out + q), clamp, &done) };
             }
             Tasks::Filters(rows) => {
                 let (r0, m) = (part * rows, rows.min(g.o - part * rows));
                 // SAFETY: as above, for filters r0..r0 + m over the whole plane.
                 let done = |r: usize, k: usize| after(out + (r0 + r) * plane, k * plane);
-                unsafe {
-                    avx2::block(x.as_ptr(), plane, g.c, &w[r0 * g.c..], bias.map(|b| &b[r0..]), m, plane, dst.at(out + r0 * plane), clamp, &done)
-                };
+                unsafe { block(x.as_ptr(), plane, g.c, &w[r0 * g.c..], bias.map(|b| &b[r0..]), m, plane, dst.at(out + r0 * plane), clamp, &done) };
             }
         }
     };
@@ -156,6 +154,34 @@ fn conv2d_into(
         super::parallel::for_each_task(tasks, &task);
     } else {
         (0..tasks).for_each(task);
+    }
+}
+
+/// `avx2::block`, or its AVX-512 form where that is in use (for at most [`MAX_CHANNELS`],
+/// which it copies to the stack): the same outputs, bit for bit.
+///
+/// # Safety
+/// As `avx2::block`'s.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block(
+    x: *const f32,
+    plane: usize,
+    c: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    o: usize,
+    n: usize,
+    out: *mut f32,
+    clamp: Option<Clamp>,
+    done: &dyn Fn(usize, usize),
+) {
+    // SAFETY: the caller's; the level says the CPU has AVX-512F.
+    unsafe {
+        match super::simd::level() {
+            Level::Avx512 if c <= MAX_CHANNELS => avx512::block(x, plane, c, w, bias, o, n, out, clamp, done),
+            _ => avx2::block(x, plane, c, w, bias, o, n, out, clamp, done),
+        }
     }
 }
 
@@ -282,11 +308,138 @@ mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Clamp, COLS, MAX_CHANNELS};
+    use std::arch::x86_64::*;
+
+    /// Filters of one wide tile: 24 accumulators of AVX-512's 32 registers.
+    const WIDE_ROWS: usize = 24;
+
+    /// [`super::avx2::block`]'s outputs with AVX-512: groups of 24 filters, each swept along
+    /// the positions by tiles of one 16-lane vector. A group's weights are first copied
+    /// channel-major, so that each is the broadcast operand of its fused multiply-add: per
+    /// channel a tile loads its 16 positions and runs 24 multiply-adds, where AVX2's tile of
+    /// 6 filters by two vectors spends six broadcasts and two loads per twelve. The same
+    /// chains, bias and clamp, so the same bits. A last tile of fewer than 16 positions reads
+    /// and writes its live lanes only.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; otherwise as `avx2::block`, with `c` at most 96.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn block(
+        x: *const f32,
+        plane: usize,
+        c: usize,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        o: usize,
+        n: usize,
+        out: *mut f32,
+        clamp: Option<Clamp>,
+        done: &dyn Fn(usize, usize),
+    ) {
+        assert!(w.len() >= o * c && bias.is_none_or(|b| b.len() >= o) && c <= MAX_CHANNELS);
+        let (whole, rest) = (n / COLS * COLS, n % COLS);
+        let live: __mmask16 = ((1u32 << rest) - 1) as u16;
+        let mut packed = [0.0f32; MAX_CHANNELS * WIDE_ROWS];
+        for r0 in (0..o).step_by(WIDE_ROWS) {
+            let rows = WIDE_ROWS.min(o - r0);
+            for (r, filter) in w[r0 * c..(r0 + rows) * c].chunks_exact(c).enumerate() {
+                filter.iter().enumerate().for_each(|(k, &v)| packed[k * rows + r] = v);
+            }
+            let (wp, bias, out) = (packed.as_ptr(), bias.map(|b| b[r0..].as_ptr()), out.wrapping_add(r0 * plane));
+            macro_rules! sweep {
+                ($($r:literal)*) => {
+                    match rows {
+                        $($r => {
+                            for q in (0..whole).step_by(COLS) {
+                                // SAFETY: the caller's bounds (and the assertion), at filters
+                                // r0.. and positions q..q + 16; `packed` holds `c` channels
+                                // of `rows` weights.
+                                unsafe { tile::<$r, false>(x.add(q), plane, c, wp, bias, clamp, out.add(q), live) };
+                            }
+                            if rest > 0 {
+                                // SAFETY: as above; the tile touches its live lanes only.
+                                unsafe { tile::<$r, true>(x.add(whole), plane, c, wp, bias, clamp, out.add(whole), live) };
+                            }
+                        })*
+                        _ => unreachable!("at most 24 filters a group"),
+                    }
+                };
+            }
+            sweep!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24);
+            done(r0, rows);
+        }
+    }
+
+    /// `R` filters (`w` channel-major: channel `k`'s `R` weights from `w + k R`) by 16
+    /// positions (with `MASKED`, the `live` lanes only): each output's chain over the
+    /// channels in order from +0, then its bias, then `clamp`, stored at `out` (rows `plane`
+    /// apart).
+    ///
+    /// # Safety
+    /// As [`block`], for `R` filters (`R * c` weights, `R` biases) at one tile's positions
+    /// (its live ones with `MASKED`).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const R: usize, const MASKED: bool>(
+        x: *const f32,
+        plane: usize,
+        c: usize,
+        w: *const f32,
+        bias: Option<*const f32>,
+        clamp: Option<Clamp>,
+        out: *mut f32,
+        live: __mmask16,
+    ) {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for k in 0..c {
+            // SAFETY: channel k's positions of the tile (its live ones with MASKED) are
+            // inside x, its R weights inside w (the caller's).
+            unsafe {
+                let row = x.add(k * plane);
+                let xv = match MASKED {
+                    false => _mm512_loadu_ps(row),
+                    true => _mm512_maskz_loadu_ps(live, row),
+                };
+                let wk = w.add(k * R);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm512_fmadd_ps(_mm512_set1_ps(*wk.add(r)), xv, *acc);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            // SAFETY: row r's positions of the tile are inside out, its bias inside bias (the
+            // caller's).
+            unsafe {
+                // `v + b` is `Num::add_plain`'s bits (the bias is not NaN).
+                let v = match bias {
+                    Some(b) => _mm512_add_ps(*acc, _mm512_set1_ps(*b.add(r))),
+                    None => *acc,
+                };
+                let v = match clamp {
+                    Some(c) => c.zmm(v),
+                    None => v,
+                };
+                let to = out.add(r * plane);
+                match MASKED {
+                    false => _mm512_storeu_ps(to, v),
+                    true => _mm512_mask_storeu_ps(to, live, v),
+                }
+            }
+        }
+    }
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
     use crate::kernels::clamp::testing::{clamped, clamps};
     use crate::kernels::depthwise_rows::tests::bits;
+    use crate::kernels::simd::{set_max_level, LEVEL_CAPS};
 
     fn pw(n: usize, c: usize, h: usize, w: usize, o: usize) -> ConvGeom {
         ConvGeom { n, c, h, w, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] }
@@ -337,16 +490,18 @@ mod tests {
         }
     }
 
-    /// The definition's bits: filters in groups of 6 with each remainder, one to 96 channels,
-    /// one and two images, tasks of filters and (on 1,089 and 1,152 positions) of positions,
-    /// planes of whole tiles and ragged ones, with and without bias, with and without a clamp
-    /// (the definition's outputs clamped after, as the graph's program clamps them); on the
-    /// pool and on one thread. The output starts as NaN, so a position not written shows.
+    /// The definition's bits: filters in groups of 6 (AVX2) or 24 (AVX-512, where the CPU has
+    /// it) with each remainder, one to 96 channels, one and two images, tasks of filters and
+    /// (on 1,089 and 1,152 positions) of positions, planes of whole tiles and ragged ones, with
+    /// and without bias, with and without a clamp (the definition's outputs clamped after, as
+    /// the graph's program clamps them); on the pool and on one thread. The output starts as
+    /// NaN, so a position not written shows.
     #[test]
     fn every_output_has_the_definitions_bits_on_any_thread_count() {
         if !has_avx2() {
             return;
         }
+        let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         #[rustfmt::skip]
         let geoms = [
             (pw(1, 16, 16, 32, 96), true), (pw(2, 32, 8, 144, 16), true), (pw(1, 1, 4, 4, 5), false), (pw(1, 24, 16, 48, 13), true),
@@ -354,18 +509,23 @@ mod tests {
             // Planes of no whole number of tiles: 196 positions (a last tile of 4), 9 (one
             // tile of 9), 1,089 (tasks of positions, the last one ragged).
             (pw(1, 96, 14, 14, 20), true), (pw(2, 5, 3, 3, 7), true), (pw(1, 8, 33, 33, 6), false),
+            // Groups of 24 and a remainder: tasks of 18, 18 and 14 filters; 40 filters at
+            // each task of positions.
+            (pw(1, 96, 14, 14, 50), true), (pw(1, 12, 33, 33, 40), true),
         ];
         for (g, bias) in geoms {
             let plane = g.out_plane();
             let (x, w, b) = (values(g.n * g.c * plane, 1), values(g.o * g.c, 2), values(g.o, 3));
             let b = bias.then_some(&b[..]);
-            for clamp in clamps() {
+            for (clamp, cap) in clamps().into_iter().flat_map(|c| [(c, Level::Avx512), (c, Level::Avx2)]) {
                 let want = bits(&clamped(naive(&x, &w, b, &g), clamp));
+                set_max_level(cap);
                 let (pooled, once) = run(&x, &w, b, &g, clamp);
-                assert!(once, "{g:?}");
-                assert_eq!(bits(&pooled), want, "{g:?}, {clamp:?}");
                 let (alone, _) = crate::kernels::parallel::on_one_thread(|| run(&x, &w, b, &g, clamp));
-                assert_eq!(bits(&alone), want, "{g:?}, {clamp:?}, one thread");
+                set_max_level(Level::Avx512);
+                assert!(once, "{g:?}");
+                assert_eq!(bits(&pooled), want, "{g:?}, {clamp:?}, {cap:?}");
+                assert_eq!(bits(&alone), want, "{g:?}, {clamp:?}, {cap:?}, one thread");
             }
         }
     }
@@ -453,10 +613,10 @@ mod tests {
 
     /// Times MobileNetV2's pointwise layers on planes from 14x14 up (those `takes` takes and the
     /// projections of more channels, which it leaves) by gemm's path and by this kernel, the
-    /// latter also with ReLU6 run as a pass over each finished part (`Clamp::before`) and in
-    /// registers, interleaved, the best of 30: `cargo test --release -p tensor-core
-    /// --lib pointwise_direct::tests::timing -- --ignored --nocapture` (`RAYON_NUM_THREADS=1`
-    /// for one thread).
+    /// latter with AVX2's tiles (a cap), with the tiles of the level in use (AVX-512's where
+    /// the CPU has it), and with those and ReLU6 in registers, interleaved, the best of 30:
+    /// `cargo test --release -p tensor-core --lib pointwise_direct::tests::timing -- --ignored
+    /// --nocapture` (`RAYON_NUM_THREADS=1` for one thread).
     #[test]
     #[ignore]
     fn timing() {
@@ -470,17 +630,16 @@ mod tests {
             let (x, w, b) = (values(g.c * g.out_plane(), 1), values(g.o * g.c, 2), values(g.o, 3));
             let mut out = vec![0.0f32; g.o * g.out_plane()];
             let mut best = [f64::MAX; 4];
+            let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
             crate::kernels::parallel::on_worker(|| {
                 for round in 0..32 {
                     for (v, best) in best.iter_mut().enumerate() {
                         let relu6 = Clamp::new(Some(0.0), Some(6.0));
-                        let (at, len) = (out.as_mut_ptr(), out.len());
-                        let after = Clamp::before(relu6, at, len, &|_, _| {});
+                        set_max_level(if v == 1 { Level::Avx2 } else { Level::Avx512 });
                         let t = std::time::Instant::now();
                         match v {
                             0 => crate::kernels::pointwise::by_gemm(&x, &w, Some(&b), &g, &mut out),
-                            1 => conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {}),
-                            2 => conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &after),
+                            1 | 2 => conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {}),
                             _ => conv2d_into(&x, &w, Some(&b), &g, &mut out, relu6, &|_, _| {}),
                         }
                         if round > 1 {
@@ -494,7 +653,7 @@ mod tests {
             conv2d_into(&x, &w, Some(&b), &g, &mut out, None, &|_, _| {});
             let same = bits(&by_gemm) == bits(&out);
             println!(
-                "{} -> {} at {}x{}: gemm {:.3} ms, direct {:.3} ms ({:.2}x), clamp after {:.3}, clamp in registers {:.3}, same bits as gemm: {same}",
+                "{} -> {} at {}x{}: gemm {:.3} ms, direct with AVX2 {:.3} ms ({:.2}x), at the level in use {:.3}, with ReLU6 {:.3}, same bits as gemm: {same}",
                 g.c,
                 g.o,
                 g.h,

@@ -13,7 +13,8 @@
 //!
 //! Where the CPU has AVX-512 (at half rate: the tile level is AVX2 here), the tiles are wider:
 //! one 16-lane vector of output channels by up to 25 positions, each input an operand of its
-//! fused multiply-add (`wide_tiles`), the same chains.
+//! fused multiply-add (`wide_tiles`), the same chains. A pointwise layer's wide tiles read the
+//! image where it lies, with no copy into blocks: their positions are consecutive there too.
 //!
 //! **The bits are `conv_direct_large`'s**: each output is one chain of fused multiply-adds
 //! over the taps in `(ci, ki, kj)` order from zero, then the bias added. So the routing may
@@ -27,7 +28,7 @@
 use super::conv::ConvGeom;
 use super::parallel::num_threads;
 use super::scratch::{with_slot, Slot};
-use super::simd::{level, machine_tile_level, tile_level, Level};
+use super::simd::{level, machine_level, machine_tile_level, tile_level, Level};
 use super::weight_cache::{self, Form};
 use crate::math::{Float, Num};
 use crate::storage::Array;
@@ -116,13 +117,22 @@ pub(super) fn try_conv2d_into<T: Float>(
 /// (`tests::timing`; docs/PERFORMANCE.md, twenty-first session).
 const POINTWISE_PLANE: usize = 49;
 
+/// Projections (at least twice as many channels as filters) this kernel takes on planes of at
+/// most this many positions where the CPU has AVX-512 (at half rate): MobileNetV2's 14x14
+/// ones, which its wide tiles read in place (576 -> 96 twice at one thread 0.455 -> 0.418 ms
+/// in the model against gemm; its 28x28 ones ran slower, 0.193 -> 0.216 for 192 -> 32 twice).
+const PROJECTION_PLANE: usize = 196;
+
 /// Whether [`try_pointwise`] takes the pointwise layer `g` (1x1, stride 1, no padding): filters
-/// in multiples of 16 on a plane of at most [`POINTWISE_PLANE`] positions, at batch 1, on a
-/// CPU whose tile level is AVX2 (`simd::machine_tile_level`). The CPU's level, not the cap of
-/// `simd::set_max_level`: under a cap the layer keeps this kernel's bits through
-/// `conv_direct_large`'s portable tile.
+/// in multiples of 16 on a plane of at most [`POINTWISE_PLANE`] positions (or a projection on
+/// one of at most [`PROJECTION_PLANE`] where the CPU has AVX-512), at batch 1, on a CPU whose
+/// tile level is AVX2 (`simd::machine_tile_level`). The CPU's levels, not the cap of
+/// `simd::set_max_level`: under a cap the layer keeps this kernel's bits through AVX2's tiles
+/// or `conv_direct_large`'s portable one.
 pub(super) fn takes_pointwise(g: &ConvGeom) -> bool {
-    machine_tile_level() == Level::Avx2 && computes(g) && super::pointwise::applies(g) && g.n == 1 && g.out_plane() <= POINTWISE_PLANE
+    let plane = g.out_plane();
+    let projection = machine_level() == Level::Avx512 && g.c >= 2 * g.o && plane <= PROJECTION_PLANE;
+    machine_tile_level() == Level::Avx2 && computes(g) && super::pointwise::applies(g) && g.n == 1 && (plane <= POINTWISE_PLANE || projection)
 }
 
 /// The pointwise layer `g` by this kernel, when [`takes_pointwise`] and `x`, `w` and `bias` are
@@ -221,10 +231,17 @@ fn conv_packed(x: &[f32], wp: &[f32], bias: Option<&[f32]>, g: &ConvGeom, out: &
     let plan = Plan::new(g);
     let (image, plane, patch) = (g.c * g.h * g.w, g.out_plane(), g.patch());
     let parallel = num_threads() > 1;
-    with_slot(Slot::Call, plan.geom.image(), |xb: &mut [f32]| {
+    let blocks = if plan.in_place { 0 } else { plan.geom.image() };
+    with_slot(Slot::Call, blocks, |xb: &mut [f32]| {
         for (i, img) in out.chunks_mut(g.o * plane).enumerate() {
-            plan.geom.fill(g, &x[i * image..][..image], xb);
-            let xb = &*xb;
+            let x = &x[i * image..][..image];
+            let xb = match plan.in_place {
+                true => x,
+                false => {
+                    plan.geom.fill(g, x, xb);
+                    &*xb
+                }
+            };
             // Each task looks for a NaN in its own panel while it is in that core's cache
             // (after the whole image, the look ran on one thread: a stem's output is 3 MB).
             let nan = AtomicBool::new(false);
@@ -402,6 +419,12 @@ struct Plan {
     groups: Vec<std::ops::Range<usize>>,
     /// Whether the tiles are [`wide_tiles`], run on AVX-512's registers.
     wide: bool,
+    /// Whether the taps read the image where it lies (`[c, plane]`, a pointwise layer's, on
+    /// wide tiles: channel `k` at offset `k * plane`, position `p` at `p`), not its blocks.
+    /// The copy into blocks cost more than the reads it saves: MobileNetV2's 7x7 layers took
+    /// 0.89 -> 0.82 ms in all at two threads in place (its threads shared the copy, each then
+    /// reading the other's half), 1.58 -> 1.55 at one.
+    in_place: bool,
 }
 
 impl Plan {
@@ -413,8 +436,22 @@ impl Plan {
         // tile's reads are (`panel` relies on it).
         assert!(geom.base(g.out_plane() - 1) + reach < geom.image(), "the taps stay in the image's blocks");
         let wide = level() == Level::Avx512 && geom.lanes == LANES;
+        let in_place = wide && super::pointwise::applies(g);
         let tiles = if wide { wide_tiles(&geom) } else { tiles(g.out_plane()) };
-        Plan { groups: groups(&tiles), tiles, offsets, geom, wide }
+        let offsets = match in_place {
+            true => (0..g.c).map(|k| u32::try_from(k * g.out_plane()).expect("an image indexes in u32")).collect(),
+            false => offsets,
+        };
+        Plan { groups: groups(&tiles), tiles, offsets, geom, wide, in_place }
+    }
+
+    /// Where position `p`'s taps start in what they read.
+    fn base(&self, p: usize) -> usize {
+        if self.in_place {
+            p
+        } else {
+            self.geom.base(p)
+        }
     }
 }
 
@@ -446,7 +483,7 @@ fn panel(xb: &[f32], plan: &Plan, packed: &[f32], bias: Option<&[f32]>, dst: &mu
     let plane = geom.oh * geom.ow;
     assert!(packed.len() >= offsets.len() * PANEL && dst.len() >= PANEL * plane, "a panel of 16 channels");
     let wp = &packed[..offsets.len() * PANEL];
-    assert!(xb.len() >= geom.image(), "an image's blocks (whose bounds the plan checked)");
+    assert!(xb.len() >= if plan.in_place { offsets.len() * plane } else { geom.image() }, "an image, or its blocks (whose bounds the plan checked)");
     // The positions by groups of tiles whose sums stay in the L1 cache, and within a group
     // the taps by blocks whose weights stay there too while every position's chain goes
     // through them; each chain continues from the sum the block before stored.
@@ -473,8 +510,8 @@ fn panel(xb: &[f32], plan: &Plan, packed: &[f32], bias: Option<&[f32]>, dst: &mu
                 let s = &mut sums[p - first..p - first + n];
                 if plan.wide {
                     // SAFETY: the tile's positions are consecutive in the blocks (`wide_tiles`),
-                    // and as below.
-                    unsafe { wide_tile(xb.as_ptr().add(geom.base(p)), offsets, w.as_ptr(), part, s) };
+                    // or in a pointwise layer's image, which its offsets index, and as below.
+                    unsafe { wide_tile(xb.as_ptr().add(plan.base(p)), offsets, w.as_ptr(), part, s, plan.in_place) };
                     continue;
                 }
                 super::prefetch::lines(part.as_ptr(), part.len());
@@ -567,18 +604,21 @@ fn wide_tiles(geom: &Blocked) -> Vec<(usize, usize)> {
     out
 }
 
-/// [`avx512::tile`] of `sums.len()` positions, from 1 to [`WIDE`].
+/// [`avx512::tile`] of `sums.len()` positions, from 1 to [`WIDE`], reading the blocks or (with
+/// `in_place`) a pointwise layer's image.
 ///
 /// # Safety
 /// As `avx512::tile`'s; the CPU must have AVX-512F.
 #[cfg(target_arch = "x86_64")]
-unsafe fn wide_tile(x: *const f32, offsets: &[u32], w: *const f32, ahead: &[f32], sums: &mut [[f32; PANEL]]) {
+unsafe fn wide_tile(x: *const f32, offsets: &[u32], w: *const f32, ahead: &[f32], sums: &mut [[f32; PANEL]], in_place: bool) {
     macro_rules! sizes {
         ($($n:literal)*) => {
-            match sums.len() {
+            match (sums.len(), in_place) {
                 // SAFETY: the caller's.
-                $($n => unsafe { avx512::tile::<$n>(x, offsets, w, ahead, sums.try_into().expect("n sums")) },)*
-                n => unreachable!("a wide tile of {n} positions"),
+                $(($n, false) => unsafe { avx512::tile::<$n, LANES>(x, offsets, w, ahead, sums.try_into().expect("n sums")) },)*
+                // SAFETY: the caller's.
+                $(($n, true) => unsafe { avx512::tile::<$n, 1>(x, offsets, w, ahead, sums.try_into().expect("n sums")) },)*
+                (n, _) => unreachable!("a wide tile of {n} positions"),
             }
         };
     }
@@ -642,22 +682,29 @@ mod avx2 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{LANES, PANEL};
+    use super::PANEL;
     use std::arch::x86_64::*;
 
     /// [`super::avx2::tile`]'s chains on AVX-512: accumulator `j` continues the chain
-    /// `w[k, l] * x[8 j + offsets[k]] + s` over the taps `k` in order from the value `sums`
-    /// holds, one 16-lane vector per position, and is stored back there. The same fused
+    /// `w[k, l] * x[STEP j + offsets[k]] + s` over the taps `k` in order from the value `sums`
+    /// holds, one 16-lane vector per position, and is stored back there (`STEP` 8 in the
+    /// blocks, 1 in a pointwise layer's image). The same fused
     /// multiply-adds in the same order as the AVX2 tile, so the same bits. Tap `k` also asks
     /// for the `k`-th cache line of `ahead`: a few taps' multiply-adds apart, where a burst of
     /// requests at the start of a tile of 25 positions held the loads up (the 7x7 layers took
     /// 3-10% longer in the model than with AVX2's tiles).
     ///
     /// # Safety
-    /// The CPU must have AVX-512F; `x + 8 j + offsets[k]` must be readable for every `j < P`
-    /// and `k`, and `w` must hold `16 * offsets.len()` values.
+    /// The CPU must have AVX-512F; `x + STEP j + offsets[k]` must be readable for every `j <
+    /// P` and `k`, and `w` must hold `16 * offsets.len()` values.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn tile<const P: usize>(x: *const f32, offsets: &[u32], w: *const f32, ahead: &[f32], sums: &mut [[f32; PANEL]; P]) {
+    pub(super) unsafe fn tile<const P: usize, const STEP: usize>(
+        x: *const f32,
+        offsets: &[u32],
+        w: *const f32,
+        ahead: &[f32],
+        sums: &mut [[f32; PANEL]; P],
+    ) {
         let mut acc = [_mm512_setzero_ps(); P];
         for (a, s) in acc.iter_mut().zip(sums.iter()) {
             // SAFETY: each row of `sums` holds 16 floats.
@@ -671,7 +718,7 @@ mod avx512 {
             }
             for (j, a) in acc.iter_mut().enumerate() {
                 // SAFETY: the caller's.
-                let xv = _mm512_set1_ps(unsafe { *at.add(j * LANES) });
+                let xv = _mm512_set1_ps(unsafe { *at.add(j * STEP) });
                 *a = _mm512_fmadd_ps(wv, xv, *a);
             }
         };
@@ -854,15 +901,19 @@ mod tests {
     }
 
     /// MobileNetV2's pointwise layers on 7x7 planes (and smaller ones, channels out of blocks
-    /// of 8, several panels): the definition's bits (one chain over the channels, then the
-    /// bias), with AVX-512 in use (its wide tiles where the CPU has it), at AVX2 and under a
-    /// cap below it (`conv_direct_large`'s portable tile), on the
+    /// of 8, several panels, several blocks of taps; and a projection on 14x14, two groups of
+    /// positions): the definition's bits (one chain over the channels, then the bias), with
+    /// AVX-512 in use (its wide tiles reading the image in place, where the CPU has it), at
+    /// AVX2 and under a cap below it (`conv_direct_large`'s portable tile), on the
     /// pool and on one thread, with the hook seeing every output once.
     #[test]
     fn pointwise_layers_on_small_planes_have_the_definitions_bits_at_every_cap() {
         let pw = |c, h, w, o| ConvGeom { n: 1, c, h, w, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
         let _only_this_test_caps_the_level = LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
-        for g in [pw(160, 7, 7, 48), pw(36, 5, 3, 16), pw(8, 1, 1, 32), pw(300, 7, 7, 16)] {
+        for g in [pw(160, 7, 7, 48), pw(36, 5, 3, 16), pw(8, 1, 1, 32), pw(300, 7, 7, 16), pw(400, 14, 14, 32)] {
+            if !takes_pointwise(&g) {
+                continue;
+            }
             let (x, w, b) = (values(g.c * g.h * g.w, 7), values(g.o * g.c, 8), values(g.o, 9));
             let wa = array(&w, &[g.o, g.c, 1, 1]);
             let want = bits(&naive(&x, &w, &b, &g));
@@ -913,13 +964,18 @@ mod tests {
     }
 
     #[test]
-    fn takes_mobilenets_pointwise_layers_on_seven_by_seven_planes_only() {
+    fn takes_mobilenets_pointwise_layers_on_seven_by_seven_planes_and_its_14x14_projections_with_avx512() {
         let pw = |c, hw, o| ConvGeom { n: 1, c, h: hw, w: hw, o, kh: 1, kw: 1, stride: [1, 1], padding: [0, 0] };
         let avx2 = machine_tile_level() == Level::Avx2;
         for g in [pw(160, 7, 960), pw(960, 7, 160), pw(320, 7, 1280), pw(576, 7, 160)] {
             assert_eq!(takes_pointwise(&g), avx2, "{g:?}");
         }
-        for g in [pw(96, 14, 576), pw(32, 28, 192), pw(160, 7, 24), ConvGeom { n: 2, ..pw(160, 7, 960) }] {
+        let half_rate = avx2 && machine_level() == Level::Avx512;
+        for g in [pw(576, 14, 96), pw(384, 14, 64), pw(384, 14, 96), pw(192, 14, 64)] {
+            assert_eq!(takes_pointwise(&g), half_rate, "{g:?}");
+        }
+        let not = [pw(96, 14, 576), pw(32, 28, 192), pw(192, 28, 32), pw(144, 14, 96), pw(160, 7, 24), ConvGeom { n: 2, ..pw(160, 7, 960) }];
+        for g in not {
             assert!(!takes_pointwise(&g), "{g:?}");
         }
         assert!(!takes_pointwise(&ConvGeom { kh: 3, kw: 3, padding: [1, 1], ..pw(160, 7, 960) }), "3x3");

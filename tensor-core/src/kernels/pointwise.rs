@@ -21,7 +21,9 @@
 //! On CPUs whose tile level is AVX2 (`simd::tile_level`), a layer of filters in multiples of
 //! 16 on a plane of at most 49 positions (MobileNetV2's 7x7 ones, batch 1) goes to
 //! `conv_blocked` instead when its operands are finite: vectors of output channels, with no
-//! lanes idle on 49 positions, and that kernel's bits (`conv_blocked::try_pointwise`). Layers
+//! lanes idle on 49 positions, and that kernel's bits (`conv_blocked::try_pointwise`); so do
+//! the projections on planes of at most 14x14 where the CPU has AVX-512 (at half rate, AMD's
+//! Zen 4), whose wide tiles read the image in place. Layers
 //! of at most 96 input channels on planes from 14x14 up go to `pointwise_direct` there, with
 //! the bits gemm gave them.
 

@@ -63,9 +63,10 @@ pub(super) fn computes(g: &ConvGeom) -> bool {
 /// - its 7x7 stride-2 stem of up to 4 channels at batch 1 (im2col by row blocks before:
 ///   1.08-1.44x; MobileNetV2's 3x3 stem, 27 taps, measured 0.6-1.6x, and is left to im2col).
 ///
-/// Not taken: ResNet's 1x1 stride-2 projections (0.56-1.02x im2col) and MobileNetV2's
-/// pointwise layers (against `pointwise`'s gemm: 1.05-1.15x alone on 7x7 planes, level in the
-/// model, where their weights come from memory; 0.77-0.96x on 14x14 and 28x28 planes).
+/// Not taken: ResNet's 1x1 stride-2 projections (0.56-1.02x im2col). MobileNetV2's pointwise
+/// layers come through [`takes_pointwise`] instead (with AVX2's tiles against `pointwise`'s
+/// gemm: 1.05-1.15x alone on 7x7 planes, level in the model, where their weights come from
+/// memory; 0.77-0.96x on 14x14 and 28x28 planes).
 pub(super) fn fits(g: &ConvGeom) -> bool {
     let plane = g.out_plane();
     let k3 = |s: usize| g.kh == 3 && g.kw == 3 && g.stride == [s, s] && g.padding == [1, 1] && g.patch() > 512;
@@ -688,11 +689,11 @@ mod avx512 {
     /// [`super::avx2::tile`]'s chains on AVX-512: accumulator `j` continues the chain
     /// `w[k, l] * x[STEP j + offsets[k]] + s` over the taps `k` in order from the value `sums`
     /// holds, one 16-lane vector per position, and is stored back there (`STEP` 8 in the
-    /// blocks, 1 in a pointwise layer's image). The same fused
-    /// multiply-adds in the same order as the AVX2 tile, so the same bits. Tap `k` also asks
-    /// for the `k`-th cache line of `ahead`: a few taps' multiply-adds apart, where a burst of
-    /// requests at the start of a tile of 25 positions held the loads up (the 7x7 layers took
-    /// 3-10% longer in the model than with AVX2's tiles).
+    /// blocks, 1 in a pointwise layer's image). The same fused multiply-adds in the same
+    /// order as the AVX2 tile, so the same bits. Tap `k` also asks for the `k`-th cache line
+    /// of `ahead`: a few taps' multiply-adds apart, where a burst of requests at the start of
+    /// a tile of 25 positions held the loads up (the 7x7 layers took 3-10% longer in the
+    /// model than with AVX2's tiles).
     ///
     /// # Safety
     /// The CPU must have AVX-512F; `x + STEP j + offsets[k]` must be readable for every `j <

@@ -10,10 +10,12 @@
 //! the product (those layers ran at 40-85% of the one-core peak through gemm). Here a register
 //! tile is 6 output channels by 16 positions: per input channel, two vectors of the image read
 //! in place (a channel's row of 16 positions) and six broadcast weights feed twelve
-//! accumulators; then the bias is added in registers and the tile stored. A plane of no whole
-//! number of tiles (14x14) ends in a masked tile. The image's rows are a plane apart: a tile
-//! reads at most 96 of them (6 KiB), which L1 holds, but rows 12,544 floats apart (112x112)
-//! fall in only 4 of its 64 sets, so there the kernel takes at most 32 channels.
+//! accumulators; then the bias is added in registers and the tile stored (where AVX-512 is in
+//! use, 24 filters by one 16-lane vector, each weight the broadcast operand of its
+//! multiply-add: `avx512::block`). A plane of no whole number of tiles (14x14) ends in a
+//! masked tile. The image's rows are a plane apart: a tile reads at most 96 of them (6 KiB),
+//! which L1 holds, but rows 12,544 floats apart (112x112) fall in only 4 of its 64 sets, so
+//! there the kernel takes at most 32 channels.
 //!
 //! **The bits**: each output is one chain of fused multiply-adds over the input channels in
 //! order from +0, then `+ bias` (`Num::add_plain`): the definition's, and what gemm gave these

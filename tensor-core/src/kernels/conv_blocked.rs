@@ -626,6 +626,24 @@ unsafe fn wide_tile(x: *const f32, offsets: &[u32], w: *const f32, ahead: &[f32]
     sizes!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25)
 }
 
+/// Runs `tap(k, offsets[k])` for every tap in order, nine at a time (a 3x3 kernel's channel)
+/// unrolled: the loop both tiles run their taps in.
+#[inline(always)]
+fn each_tap(offsets: &[u32], mut tap: impl FnMut(usize, u32)) {
+    let nines = offsets.chunks_exact(9);
+    let rest = nines.remainder();
+    for (c, group) in nines.enumerate() {
+        let group: &[u32; 9] = group.try_into().expect("nine");
+        for (t, &off) in group.iter().enumerate() {
+            tap(c * 9 + t, off);
+        }
+    }
+    let done = offsets.len() - rest.len();
+    for (t, &off) in rest.iter().enumerate() {
+        tap(done + t, off);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::PANEL;
@@ -648,7 +666,7 @@ mod avx2 {
         // SAFETY: the caller's: every base is inside the buffer `x` points into.
         let rows = bases.map(|b| unsafe { x.add(b) });
         // One tap: its two weight vectors times its input at each position.
-        let mut tap = |k: usize, off: u32| {
+        let tap = |k: usize, off: u32| {
             // SAFETY: the caller's.
             let (w0, w1) = unsafe { (_mm256_loadu_ps(w.add(k * PANEL)), _mm256_loadu_ps(w.add(k * PANEL + 8))) };
             for j in 0..P {
@@ -658,19 +676,7 @@ mod avx2 {
                 acc[j][1] = _mm256_fmadd_ps(w1, xv, acc[j][1]);
             }
         };
-        // Nine taps at a time (a 3x3 kernel's channel), unrolled.
-        let nines = offsets.chunks_exact(9);
-        let rest = nines.remainder();
-        for (c, group) in nines.enumerate() {
-            let group: &[u32; 9] = group.try_into().expect("nine");
-            for (t, &off) in group.iter().enumerate() {
-                tap(c * 9 + t, off);
-            }
-        }
-        let done = offsets.len() - rest.len();
-        for (t, &off) in rest.iter().enumerate() {
-            tap(done + t, off);
-        }
+        super::each_tap(offsets, tap);
         for (s, a) in sums.iter_mut().zip(&acc) {
             // SAFETY: each row of `sums` holds 16 floats.
             unsafe {
@@ -711,7 +717,7 @@ mod avx512 {
             // SAFETY: each row of `sums` holds 16 floats.
             *a = unsafe { _mm512_loadu_ps(s.as_ptr()) };
         }
-        let mut tap = |k: usize, off: u32| {
+        let tap = |k: usize, off: u32| {
             // SAFETY: the caller's.
             let (wv, at) = unsafe { (_mm512_loadu_ps(w.add(k * PANEL)), x.add(off as usize)) };
             if k * PANEL < ahead.len() {
@@ -723,19 +729,7 @@ mod avx512 {
                 *a = _mm512_fmadd_ps(wv, xv, *a);
             }
         };
-        // Nine taps at a time (a 3x3 kernel's channel), unrolled.
-        let nines = offsets.chunks_exact(9);
-        let rest = nines.remainder();
-        for (c, group) in nines.enumerate() {
-            let group: &[u32; 9] = group.try_into().expect("nine");
-            for (t, &off) in group.iter().enumerate() {
-                tap(c * 9 + t, off);
-            }
-        }
-        let done = offsets.len() - rest.len();
-        for (t, &off) in rest.iter().enumerate() {
-            tap(done + t, off);
-        }
+        super::each_tap(offsets, tap);
         for (s, a) in sums.iter_mut().zip(&acc) {
             // SAFETY: each row of `sums` holds 16 floats.
             unsafe { _mm512_storeu_ps(s.as_mut_ptr(), *a) };

@@ -6,10 +6,11 @@
 //! Here each vector of 8 output columns gathers its 27 inputs once (the stride-2 columns
 //! split from two loads, zeros in the padding), and every output channel's filter runs over
 //! them, 4 channels by 2 vectors of columns at a time with their accumulators in registers;
-//! the bias is added in registers and each vector is stored in its place. Alone on one
-//! thread: 0.35 ms against im2col's 0.41 with warm caches, level (0.58 against 0.56-0.67)
-//! with cold ones (`timing` below). As the first layer of MobileNetV2's call both take
-//! longer than either (docs/PERFORMANCE.md); ONNX Runtime's stem takes 0.41 ms there.
+//! the bias is added in registers and each vector is stored in its place. A row's taps are
+//! gathered once and each block of channels runs along the whole row, so its stores go down
+//! four channels' rows. Alone on one Zen 4 thread (`timing` below): 0.27 ms against
+//! im2col's 0.30 with warm caches, 0.32 against 0.53 with cold ones. In MobileNetV2's call
+//! (docs/PERFORMANCE.md) it takes 0.30 ms at one thread, ONNX Runtime's stem 0.29.
 //!
 //! **The bits are im2col's.** Each output is a chain of fused multiply-adds over the taps in
 //! `(c, ki, kj)` order from +0 (a padding tap as `fma(w, 0, s)`), then the bias added: the

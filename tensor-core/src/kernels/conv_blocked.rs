@@ -171,7 +171,8 @@ pub(super) fn try_pointwise<T: Float>(
         // Only finite weights of a 1x1 layer are ever cached as panels (below), so a hit needs
         // no look at them; a miss looks (packing reads them all anyway).
         let cached = weight_cache::hit(w, g.o, g.c, Form::Panels);
-        if !finite(x) || !bias.is_none_or(finite) || (cached.is_none() && !finite(weights)) {
+        let image_finite = !super::parallel::any_part(x, super::parallel::SCAN_PART, &|p| !finite(p));
+        if !image_finite || !bias.is_none_or(finite) || (cached.is_none() && !finite(weights)) {
             return false;
         }
         match cached {

@@ -147,6 +147,29 @@ pub fn for_each_task(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
     (0..tasks).into_par_iter().for_each(task);
 }
 
+/// Values a part of an operand's scan by [`any_part`]: enough to pay for its hand-over (a
+/// scan of 32 Ki f32 takes a few microseconds).
+pub const SCAN_PART: usize = 32 * 1024;
+
+/// Whether `test` holds for some part of `s`, cut into parts of `part` values (the last may be
+/// shorter) that the pool's workers look at together; on the calling thread alone when `s`
+/// has fewer than two parts or kernels use one thread. For the scans a kernel makes of its
+/// operands before it starts (a NaN anywhere sends it another way), which otherwise run on one
+/// thread while the others wait.
+pub fn any_part<T: Sync>(s: &[T], part: usize, test: &(dyn Fn(&[T]) -> bool + Sync)) -> bool {
+    assert!(part > 0, "parts of no values");
+    if num_threads() == 1 || s.len() < 2 * part {
+        return test(s);
+    }
+    let seen = AtomicBool::new(false);
+    for_each_task(s.len().div_ceil(part), &|k| {
+        if test(&s[k * part..((k + 1) * part).min(s.len())]) {
+            seen.store(true, Ordering::Relaxed);
+        }
+    });
+    seen.into_inner()
+}
+
 /// Splits `out` into consecutive parts of `chunk` elements (the last may be shorter) and
 /// runs `fill(start, part)` for each on the pool's workers, `start` being the part's offset
 /// in `out`.

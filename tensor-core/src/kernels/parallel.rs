@@ -189,6 +189,24 @@ pub fn for_each_chunk<U: Send>(out: &mut [U], chunk: usize, fill: &(dyn Fn(usize
 mod tests {
     use super::*;
 
+    #[test]
+    fn any_part_looks_at_every_value_once_and_finds_the_last() {
+        let s: Vec<u32> = (0..100_000).collect();
+        let (seen, parts) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let count = |p: &[u32]| {
+            seen.fetch_add(p.iter().map(|&v| v as usize).sum::<usize>(), Ordering::Relaxed);
+            parts.fetch_add(1, Ordering::Relaxed);
+            false
+        };
+        assert!(!any_part(&s, 30_000, &count));
+        assert_eq!(seen.into_inner(), 100_000 * 99_999 / 2, "every value once");
+        let want_parts = if num_threads() > 1 { 4 } else { 1 };
+        assert_eq!(parts.into_inner(), want_parts, "parts of 30,000, the last of 10,000");
+        assert!(any_part(&s, 30_000, &|p| p.contains(&99_999)), "in the short last part");
+        assert!(any_part(&s, 30_000, &|p| p.contains(&0)));
+        assert!(!any_part(&s, 30_000, &|p| p.contains(&100_000)));
+    }
+
     /// Runs through `on_worker` from several threads at once, each run handing parallel work
     /// to the workers it keeps awake (and to those other runs keep awake): every run gets its
     /// own sums, and none waits on another for good.

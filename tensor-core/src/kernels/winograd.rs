@@ -962,8 +962,9 @@ mod tests {
         use crate::tensor::Tensor;
         // The calls compare bits, and forced onto this path a layer of 2 channels takes other
         // products at other levels (gemm's below AVX-512, `fma_tile`'s at it, whose sums differ
-        // on so few channels; on the layers the path takes they agree): the level stays put
-        // while other tests cap it. (Without this the test failed about one run in six.)
+        // on so few channels; on the layers the path takes they agree). So it holds the lock
+        // that tests capping the level take, and its calls all run at one level. (Without it
+        // the test failed about one run in six.)
         let _only_this_test_caps_the_level = crate::kernels::simd::LEVEL_CAPS.lock().unwrap_or_else(|e| e.into_inner());
         let x = Tensor::from_vec(values(2 * 5 * 5, 3).into_iter().map(|v| v as f32).collect::<Vec<f32>>(), &[1, 2, 5, 5]).unwrap();
         let w = Tensor::from_vec(values(2 * 2 * 9, 4).into_iter().map(|v| v as f32).collect::<Vec<f32>>(), &[2, 2, 3, 3]).unwrap();

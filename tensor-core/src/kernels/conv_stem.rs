@@ -21,6 +21,7 @@
 use super::clamp::Clamp;
 use super::conv::ConvGeom;
 use super::parallel::{any_part, for_each_task, num_threads, SCAN_PART};
+use super::scratch::with_scratch;
 use super::shared_out::SharedOut;
 use super::simd::{machine_level, machine_tile_level, Level};
 
@@ -87,9 +88,7 @@ pub(super) fn conv2d_into(
             // geometry's values, `dst` image i's output, of which this task writes rows
             // `span` of every channel alone.
             #[cfg(target_arch = "x86_64")]
-            unsafe {
-                avx2::rows(g, x, w, bias, clamp, span.clone(), &dst)
-            };
+            with_scratch(avx2::gather_space(g), |gathered| unsafe { avx2::rows(g, x, w, bias, clamp, span.clone(), &dst, gathered) });
             #[cfg(not(target_arch = "x86_64"))]
             unreachable!("AVX2 is x86-64 only: {span:?} {:?}", dst.at(0));
             for oc in 0..g.o {
@@ -122,13 +121,26 @@ mod avx2 {
     use super::{Clamp, BLOCK};
     use std::arch::x86_64::*;
 
-    /// Output rows `span` of every channel of one image (see [`super::conv2d_into`]).
+    /// Values of a row's gathered taps (see [`rows`]): each step of 16 output columns, each tap,
+    /// two vectors of 8.
+    fn gathered_len(g: &ConvGeom) -> usize {
+        g.out_hw().1.div_ceil(16) * g.c * 9 * 16
+    }
+
+    /// What [`rows`] needs for them: 7 values more, to start them on a 32-byte boundary.
+    pub(super) fn gather_space(g: &ConvGeom) -> usize {
+        gathered_len(g) + 7
+    }
+
+    /// Output rows `span` of every channel of one image (see [`super::conv2d_into`]), with
+    /// `gathered` (at least [`gathered_len`] values) to gather a row's taps into.
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA; `x` holds the image `[c, h, w]`, `w` the filters
     /// `[o, c, 3, 3]`, `bias` (if any) `o` values, `dst` the image's output `[o, oh, ow]`, whose rows
     /// `span` no one else writes meanwhile.
     #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn rows(
         g: &ConvGeom,
         x: &[f32],
@@ -137,6 +149,7 @@ mod avx2 {
         clamp: Option<Clamp>,
         span: std::ops::Range<usize>,
         dst: &SharedOut<f32>,
+        gathered: &mut [f32],
     ) {
         let (oh, ow) = g.out_hw();
         let taps = g.c * 9;
@@ -144,11 +157,12 @@ mod avx2 {
         // then each block of channels runs along the whole row, so that its stores go down
         // four channels' rows. (Storing each step to every channel, whose planes lie 1 KiB
         // apart modulo 4 KiB at 112x112, took 0.46-0.59 ms with cold caches instead of 0.31.)
-        let steps = ow.div_ceil(16);
-        let mut gathered = vec![[_mm256_setzero_ps(); 2]; steps * taps];
+        // Vectors on 32-byte boundaries, so that no load of a tap crosses a cache line.
+        let aligned = gathered.as_ptr().align_offset(32);
+        let gathered = &mut gathered[aligned..][..gathered_len(g)];
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         for oi in span {
-            for (step, gathered) in gathered.chunks_exact_mut(taps).enumerate() {
+            for (step, gathered) in gathered.chunks_exact_mut(taps * 16).enumerate() {
                 for v in 0..2 {
                     // SAFETY: the caller's contract (columns past `ow` read zeros or real
                     // inputs, and are not stored).
@@ -157,10 +171,12 @@ mod avx2 {
             }
             for (blk, filters) in w.0.chunks_exact(taps).enumerate() {
                 let o0 = blk * BLOCK;
-                for (step, gathered) in gathered.chunks_exact(taps).enumerate() {
+                for (step, gathered) in gathered.chunks_exact(taps * 16).enumerate() {
                     let oj = 16 * step;
                     let mut acc = [[_mm256_setzero_ps(); 2]; BLOCK];
-                    for (xv, weights) in gathered.iter().zip(filters) {
+                    for (xv, weights) in gathered.chunks_exact(16).zip(filters) {
+                        // SAFETY: a tap's two vectors are its 16 values.
+                        let xv = unsafe { [_mm256_loadu_ps(xv.as_ptr()), _mm256_loadu_ps(xv[8..].as_ptr())] };
                         for (a, &wt) in acc.iter_mut().zip(weights) {
                             a[0] = _mm256_fmadd_ps(wt, xv[0], a[0]);
                             a[1] = _mm256_fmadd_ps(wt, xv[1], a[1]);
@@ -219,24 +235,29 @@ mod avx2 {
     /// As [`rows`].
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn gather(g: &ConvGeom, x: &[f32], oi: usize, oj: usize, v: usize, out: &mut [[__m256; 2]]) {
+    unsafe fn gather(g: &ConvGeom, x: &[f32], oi: usize, oj: usize, v: usize, out: &mut [f32]) {
         let first = 2 * oj as isize - 1;
         for c in 0..g.c {
             for ki in 0..3 {
                 let row = (2 * oi + ki) as isize - 1;
-                let taps = &mut out[(c * 3 + ki) * 3..][..3];
+                // Tap (c, ki, kj)'s vector v.
+                let mut put = |kj: usize, t: __m256| {
+                    let at = &mut out[(((c * 3 + ki) * 3 + kj) * 2 + v) * 8..][..8];
+                    // SAFETY: `at` holds 8 values.
+                    unsafe { _mm256_storeu_ps(at.as_mut_ptr(), t) };
+                };
                 if row < 0 || row >= g.h as isize {
-                    taps.iter_mut().for_each(|t| t[v] = _mm256_setzero_ps());
+                    (0..3).for_each(|kj| put(kj, _mm256_setzero_ps()));
                     continue;
                 }
                 let p = x[(c * g.h + row as usize) * g.w..].as_ptr();
                 // SAFETY: `p` starts a row of `w` values.
                 let pair = |col: isize| unsafe { (load(p, col, g.w), load(p, col + 8, g.w)) };
                 let (a, b) = pair(first);
-                taps[0][v] = evens(a, b);
-                taps[1][v] = odds(a, b);
+                put(0, evens(a, b));
+                put(1, odds(a, b));
                 let (a, b) = pair(first + 2);
-                taps[2][v] = evens(a, b);
+                put(2, evens(a, b));
             }
         }
     }

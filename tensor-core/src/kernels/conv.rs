@@ -280,8 +280,7 @@ pub fn conv2d_into<T: Float>(
         return;
     }
     // The image's scan on all the threads (at batch 8 ResNet's images are megabytes).
-    let finite = || !super::parallel::any_part(xs, super::parallel::SCAN_PART, &|p| !winograd::all_finite(p));
-    if winograd::applies(g) && finite() && winograd::try_conv2d_into(xs, &w, bs, g, out, after_image) {
+    if winograd::applies(g) && winograd::all_finite_in_parallel(xs) && winograd::try_conv2d_into(xs, &w, bs, g, out, after_image) {
         return;
     }
     // NaN inputs keep the GEMM path: which of several NaNs a fused multiply-add returns

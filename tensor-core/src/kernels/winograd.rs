@@ -178,6 +178,12 @@ fn all_finite_body<T: Float>(s: &[T]) -> bool {
     s.iter().fold(true, |ok, &v| ok & (v.sub(v) == T::zero()))
 }
 
+/// [`all_finite`], its parts looked at by all the threads (an operand's scan before a kernel
+/// starts, which on one thread would keep the others waiting: `parallel::any_part`).
+pub(super) fn all_finite_in_parallel<T: Float>(s: &[T]) -> bool {
+    !super::parallel::any_part(s, super::parallel::SCAN_PART, &|p| !all_finite(p))
+}
+
 /// The tiles of one task: a block of the numbered tiles and a range of output channels.
 struct Task {
     tiles: std::ops::Range<usize>,

@@ -171,7 +171,7 @@ pub(super) fn try_pointwise<T: Float>(
         // Only finite weights of a 1x1 layer are ever cached as panels (below), so a hit needs
         // no look at them; a miss looks (packing reads them all anyway).
         let cached = weight_cache::hit(w, g.o, g.c, Form::Panels);
-        let image_finite = !super::parallel::any_part(x, super::parallel::SCAN_PART, &|p| !finite(p));
+        let image_finite = super::winograd::all_finite_in_parallel(x);
         if !image_finite || !bias.is_none_or(finite) || (cached.is_none() && !finite(weights)) {
             return false;
         }
@@ -432,18 +432,20 @@ struct Plan {
 impl Plan {
     fn new(g: &ConvGeom) -> Plan {
         let geom = Blocked::new(g);
-        let offsets = geom.offsets(g);
-        let reach = offsets.iter().copied().max().unwrap_or(0) as usize;
-        // The last position's base plus the largest offset is in an image's blocks, so every
-        // tile's reads are (`panel` relies on it).
-        assert!(geom.base(g.out_plane() - 1) + reach < geom.image(), "the taps stay in the image's blocks");
         let wide = level() == Level::Avx512 && geom.lanes == LANES;
         let in_place = wide && super::pointwise::applies(g);
-        let tiles = if wide { wide_tiles(&geom) } else { tiles(g.out_plane()) };
-        let offsets = match in_place {
-            true => (0..g.c).map(|k| u32::try_from(k * g.out_plane()).expect("an image indexes in u32")).collect(),
-            false => offsets,
+        let offsets = if in_place {
+            // Channel k's plane; the last position plus the last offset is the image's last value.
+            (0..g.c).map(|k| u32::try_from(k * g.out_plane()).expect("an image indexes in u32")).collect()
+        } else {
+            let offsets = geom.offsets(g);
+            let reach = offsets.iter().copied().max().unwrap_or(0) as usize;
+            // The last position's base plus the largest offset is in an image's blocks, so every
+            // tile's reads are (`panel` relies on it).
+            assert!(geom.base(g.out_plane() - 1) + reach < geom.image(), "the taps stay in the image's blocks");
+            offsets
         };
+        let tiles = if wide { wide_tiles(&geom) } else { tiles(g.out_plane()) };
         Plan { groups: groups(&tiles), tiles, offsets, geom, wide, in_place }
     }
 
